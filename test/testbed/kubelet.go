@@ -1,0 +1,216 @@
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
+	"k8s.io/utils/ptr"
+
+	"github.com/mooring-dev/mooring/test/fakecri"
+)
+
+// NodeConfig describes a real kubelet to start.
+type NodeConfig struct {
+	// Name is the node name (--hostname-override).
+	Name string
+	// Address is the node's own address in 127.0.0.0/8; the kubelet serves
+	// on it. It is not registered on the Node: a cloud controller (or a
+	// test, with SetNodeAddresses) sets the Node's addresses.
+	Address string
+	// BootstrapToken is the token in the kubelet's bootstrap kubeconfig.
+	BootstrapToken string
+}
+
+// Node is a kubelet with its own fake container runtime, root directory,
+// ports and cgroup root.
+type Node struct {
+	Name    string
+	Address string
+	// Dir holds the node's state; CertDir its certificates (--cert-dir);
+	// Kubeconfig the kubeconfig the kubelet writes after bootstrap.
+	Dir, CertDir, Kubeconfig string
+	// Port is the kubelet's HTTPS port on Address.
+	Port int
+
+	kubelet *process
+	cri     *fakecri.Server
+	cgroups []string
+	stopped bool
+}
+
+// StartNode starts a kubelet with --cloud-provider=external, serving
+// certificate bootstrap and client certificate rotation, and returns once its
+// health endpoint answers. Registration happens after that, asynchronously.
+func (cp *ControlPlane) StartNode(ctx context.Context, nc NodeConfig) (n *Node, err error) {
+	if nc.Name == "" || nc.BootstrapToken == "" {
+		return nil, errors.New("testbed: NodeConfig needs Name and BootstrapToken")
+	}
+	if err := checkLoopback(nc.Address); err != nil {
+		return nil, fmt.Errorf("testbed: node %s: %w", nc.Name, err)
+	}
+	dir := filepath.Join(cp.cfg.Dir, "nodes", nc.Name)
+	n = &Node{Name: nc.Name, Address: nc.Address, Dir: dir,
+		CertDir: filepath.Join(dir, "pki"), Kubeconfig: filepath.Join(dir, "kubelet.kubeconfig")}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, n.Stop())
+			n = nil
+		}
+	}()
+	for _, d := range []string{"root", "pki", "manifests", "pod-logs"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
+			return n, err
+		}
+	}
+	if n.cri, err = fakecri.Start(filepath.Join(dir, "cri.sock"), filepath.Join(dir, "root")); err != nil {
+		return n, err
+	}
+	// A cgroup root of its own: kubelets sharing /kubepods delete each
+	// other's pod cgroups.
+	if n.cgroups, err = createCgroup("mooring-" + cp.id + "-" + nc.Name); err != nil {
+		return n, err
+	}
+	ports, err := freePorts(nc.Address, 2)
+	if err != nil {
+		return n, err
+	}
+	n.Port = ports[0]
+	healthz := ports[1]
+
+	bootstrap := filepath.Join(dir, "bootstrap.kubeconfig")
+	if err := writeKubeconfig(bootstrap, cp.URL, cp.CA.CertPEM, "kubelet-bootstrap",
+		credentials{token: nc.BootstrapToken}); err != nil {
+		return n, err
+	}
+	configPath := filepath.Join(dir, "kubelet-config.json")
+	if err := writeKubeletConfig(configPath, n, healthz, cp.CAFile, "/"+filepath.Base(n.cgroups[0])); err != nil {
+		return n, err
+	}
+	n.kubelet, err = startProcess("kubelet-"+nc.Name, filepath.Join(cp.cfg.Dir, "logs", "kubelet-"+nc.Name+".log"),
+		cp.cfg.Binaries.Kubelet,
+		"--config="+configPath,
+		"--bootstrap-kubeconfig="+bootstrap,
+		"--kubeconfig="+n.Kubeconfig,
+		"--cert-dir="+n.CertDir,
+		"--root-dir="+filepath.Join(dir, "root"),
+		"--hostname-override="+nc.Name,
+		"--cloud-provider=external",
+		"--v=2",
+	)
+	if err != nil {
+		return n, err
+	}
+	url := fmt.Sprintf("http://%s/healthz", hostPort(nc.Address, healthz))
+	err = waitFor(startTimeout, 100*time.Millisecond, n.kubelet.name+" health", func() (bool, error) {
+		if done, _ := n.kubelet.exited(); done {
+			return false, errExited
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return n, n.kubelet.failure(err)
+	}
+	cp.cfg.Logf("kubelet %s (%s:%d) healthy in %v, RSS %d MiB, pid %d", nc.Name, nc.Address, n.Port,
+		time.Since(n.kubelet.started).Round(time.Millisecond), n.kubelet.rssBytes()>>20, n.kubelet.pid())
+	return n, nil
+}
+
+func writeKubeletConfig(path string, n *Node, healthzPort int, clientCAFile, cgroupRoot string) error {
+	cfg := kubeletv1beta1.KubeletConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
+
+		Address:            n.Address,
+		Port:               int32(n.Port),
+		ReadOnlyPort:       0,
+		HealthzBindAddress: n.Address,
+		HealthzPort:        ptr.To(int32(healthzPort)),
+
+		Authentication: kubeletv1beta1.KubeletAuthentication{
+			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: clientCAFile},
+			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(true)},
+			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(false)},
+		},
+		Authorization: kubeletv1beta1.KubeletAuthorization{Mode: kubeletv1beta1.KubeletAuthorizationModeWebhook},
+
+		ServerTLSBootstrap: true,
+		RotateCertificates: true,
+
+		ContainerRuntimeEndpoint: n.cri.Endpoint(),
+		CgroupDriver:             "cgroupfs",
+		CgroupRoot:               cgroupRoot,
+		FailCgroupV1:             ptr.To(false),
+		FailSwapOn:               ptr.To(false),
+		MakeIPTablesUtilChains:   ptr.To(false),
+		StaticPodPath:            filepath.Join(n.Dir, "manifests"),
+		PodLogsDir:               filepath.Join(n.Dir, "pod-logs"),
+		ResolverConfig:           ptr.To(""),
+		// The fake runtime's image filesystem has no real capacity; only
+		// memory pressure is worth watching on a shared test machine.
+		EvictionHard: map[string]string{"memory.available": "1Mi"},
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// Stop stops the kubelet and its runtime, unmounts anything mounted under the
+// node's directory and removes its cgroups. It reports what it could not
+// clean up. Calling it again does nothing.
+func (n *Node) Stop() error {
+	if n == nil || n.stopped {
+		return nil
+	}
+	n.stopped = true
+	var errs []error
+	if n.kubelet != nil {
+		errs = append(errs, stopAll([]*process{n.kubelet}, nil))
+	}
+	if n.cri != nil {
+		n.cri.Stop()
+	}
+	mounts, err := mountsUnder(n.Dir)
+	errs = append(errs, err)
+	for _, m := range mounts {
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	if left, _ := mountsUnder(n.Dir); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("mounts left under %s: %v", n.Dir, left))
+	}
+	errs = append(errs, removeCgroups(n.cgroups))
+	return errors.Join(errs...)
+}
+
+// SetNodeAddresses replaces a Node's status.addresses, as a cloud controller
+// manager does.
+func (cp *ControlPlane) SetNodeAddresses(ctx context.Context, name string, addrs []corev1.NodeAddress) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := cp.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Status.Addresses = addrs
+		_, err = cp.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+}
