@@ -198,4 +198,3 @@ func sameElements[T comparable](a, b []T) bool {
 	}
 	return true
 }
-

@@ -6,16 +6,6 @@ import (
 	"strconv"
 )
 
-// freePort returns a TCP port that is free on host right now.
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // freePorts returns n distinct free ports on host.
 func freePorts(host string, n int) ([]int, error) {
 	// Hold every listener until all are chosen so no port repeats.
