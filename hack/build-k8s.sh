@@ -53,8 +53,7 @@ import (
 GO
 
 log "resolving modules for k8s.io/kubernetes@$version (cold: a few minutes)"
-GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true
-GOFLAGS=-mod=mod go mod download
+GOFLAGS=-mod=mod go mod tidy
 
 major=${version#v}; major=${major%%.*}
 minorn=${version#v*.}; minorn=${minorn%%.*}
@@ -68,7 +67,7 @@ tmp=$(mktemp -d "$bindir/.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 pkgs=()
 for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-log "building ${missing[*]} (cold: about 9 minutes on 2 cores)"
+log "building ${missing[*]} (cold: about 12 minutes on 2 cores)"
 start=$(date +%s)
 CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags tools -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
 for c in "${missing[@]}"; do mv "$tmp/$c" "$bindir/$c"; done
