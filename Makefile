@@ -8,6 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 # Kubernetes binaries for the test bed live in a cache outside the checkout
 # (see docs/development.md); MOORING_CACHE moves it.
 KUBE_VERSION := v1.36.3
+KUBE_LIB_VERSION := v0.36.3
 export KUBE_VERSION
 
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
@@ -41,9 +42,11 @@ e2e: deps kube-bins ## end-to-end tests on the real test bed
 bench: ## benchmarks, with figures
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, one k8s.io library version, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	@bad=$$($(GO) list -m -f '{{.Path}} {{.Version}}' all | awk '$$1 ~ /^k8s\.io\// && $$2 ~ /^v0\.[0-9]+\.[0-9]+$$/ && $$2 != "$(KUBE_LIB_VERSION)"'); \
+	  if [ -n "$$bad" ]; then echo "k8s.io modules must all be $(KUBE_LIB_VERSION):"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
