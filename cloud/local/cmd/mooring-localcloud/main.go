@@ -1,0 +1,78 @@
+// Command mooring-localcloud runs the local cloud (serve) and talks to it
+// (every other command). See docs/localcloud.md.
+package main
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand: words such as "instances create", its help
+// line and its function (which receives the remaining arguments).
+type command struct {
+	words string
+	usage string
+	run   func(args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the local cloud daemon", serve},
+		{"instances create", "NAME [--zone Z] [--type T] [--cluster C] [--label k=v]...", instancesCreate},
+		{"instances list", "[--cluster C] [--state S]...", instancesList},
+		{"instances get", "ID", instanceAction("get")},
+		{"instances stop", "ID", instanceAction("stop")},
+		{"instances start", "ID", instanceAction("start")},
+		{"instances terminate", "ID", instanceAction("terminate")},
+		{"lb list", "[--cluster C]", lbList},
+		{"lb get", "NAME", lbGet},
+		{"lb ensure", "NAME --file SPEC.json (a LoadBalancerSpec; - reads stdin)", lbEnsure},
+		{"lb delete", "NAME", lbDelete},
+		{"routes list", "[--cluster C]", routesList},
+		{"routes create", "NAME --cidr CIDR --instance ID [--cluster C]", routesCreate},
+		{"routes delete", "NAME", routesDelete},
+		{"faults get", "", faultsGet},
+		{"faults set", "[--latency D] [--error-rate R] [--op NAME=RATE[:STATUS[:LATENCY]]]...", faultsSet},
+		{"faults clear", "", faultsClear},
+		{"stats", "[--reset]", stats},
+		{"identity jwks", "", identityJWKS},
+		{"identity rotate", "", identityRotate},
+		{"metadata instance", "--url METADATA_URL", metadataInstance},
+		{"metadata token", "--url METADATA_URL --audience A", metadataToken},
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: mooring-localcloud COMMAND [flags]")
+	fmt.Fprintln(os.Stderr, "\nClient commands find the API in $MOORING_LOCALCLOUD_URL (or --url) and the token in")
+	fmt.Fprintln(os.Stderr, "$MOORING_LOCALCLOUD_TOKEN (or --token-file); add -o json for JSON output.\n\ncommands:")
+	cmds := commands()
+	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].words < cmds[j].words })
+	for _, c := range cmds {
+		fmt.Fprintf(os.Stderr, "  %-20s %s\n", c.words, c.usage)
+	}
+}
+
+func main() {
+	args := os.Args[1:]
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	for _, c := range commands() {
+		words := strings.Fields(c.words)
+		if len(args) < len(words) || strings.Join(args[:len(words)], " ") != c.words {
+			continue
+		}
+		if err := c.run(args[len(words):]); err != nil {
+			fmt.Fprintf(os.Stderr, "mooring-localcloud %s: %v\n", c.words, err)
+			os.Exit(1)
+		}
+		return
+	}
+	fmt.Fprintf(os.Stderr, "mooring-localcloud: unknown command %q\n\n", strings.Join(args, " "))
+	usage()
+	os.Exit(2)
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/cloud/local/client"
+)
+
+// The test binary doubles as mooring-localcloud when this variable is set,
+// so the tests run the real program as a child process without a build step.
+const asMain = "MOORING_LOCALCLOUD_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMain) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// run runs the program with args and returns its stdout; it fails the test
+// on a non-zero exit unless wantErr.
+func run(t *testing.T, env []string, wantErr bool, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), asMain+"=1"), env...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if (err != nil) != wantErr {
+		t.Fatalf("%v: err=%v\nstderr: %s", args, err, stderr.String())
+	}
+	if wantErr {
+		return stderr.String()
+	}
+	return string(out)
+}
+
+// daemon starts `serve` on the state file and returns its URL and process.
+func daemon(t *testing.T, dir string) (string, *exec.Cmd) {
+	t.Helper()
+	addr := filepath.Join(dir, "address")
+	os.Remove(addr)
+	cmd := exec.Command(os.Args[0], "serve",
+		"--listen=127.0.0.1:0", "--address-file="+addr,
+		"--token-file="+filepath.Join(dir, "token"),
+		"--state="+filepath.Join(dir, "state.db"),
+		"--internal-cidr=127.61.1.0/24", "--external-cidr=127.61.2.0/24", "--vip-cidr=127.61.3.0/24",
+		"--metadata-port=0")
+	cmd.Env = append(os.Environ(), asMain+"=1")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(addr); err == nil {
+			return strings.TrimSpace(string(b)), cmd
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("daemon did not write its address")
+	return "", nil
+}
+
+func TestCLIAndStateSurviveKill9(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, cmd := daemon(t, dir)
+	env := []string{"MOORING_LOCALCLOUD_URL=" + url, "MOORING_LOCALCLOUD_TOKEN=tok"}
+
+	var in api.Instance
+	out := run(t, env, false, "instances", "create", "cli-node", "--cluster", "demo", "--label", "a=b", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &in); err != nil {
+		t.Fatalf("create output %q: %v", out, err)
+	}
+	if in.Name != "cli-node" || in.Cluster != "demo" || in.Labels["a"] != "b" {
+		t.Fatalf("created %+v", in)
+	}
+	if out := run(t, env, false, "instances", "list"); !strings.Contains(out, "cli-node") || !strings.Contains(out, "running") {
+		t.Errorf("list table:\n%s", out)
+	}
+	spec := filepath.Join(dir, "spec.json")
+	_ = os.WriteFile(spec, []byte(`{"listeners":[{"port":80,"protocol":"TCP","backends":[{"address":"127.61.9.1","port":8080}]}]}`), 0o644)
+	run(t, env, false, "lb", "ensure", "web", "--file", spec)
+	run(t, env, false, "routes", "create", "pods-1", "--cidr", "10.244.1.0/24", "--instance", in.ID)
+	run(t, env, false, "faults", "set", "--op", "GetInstance=1:500")
+	if msg := run(t, env, true, "instances", "get", in.ID); !strings.Contains(msg, "injected fault") {
+		t.Errorf("faulted get: %s", msg)
+	}
+	run(t, env, false, "faults", "clear")
+	if out := run(t, env, false, "stats"); !strings.Contains(out, "CreateInstance") {
+		t.Errorf("stats:\n%s", out)
+	}
+	if msg := run(t, env, true, "instances", "create", "Bad_Name"); !strings.Contains(msg, "Invalid") {
+		t.Errorf("bad name: %s", msg)
+	}
+	if msg := run(t, env, true, "instances", "frobnicate"); !strings.Contains(msg, "unknown command") {
+		t.Errorf("unknown command: %s", msg)
+	}
+	tok := run(t, nil, false, "metadata", "token", "--url", in.MetadataURL, "--audience", "x")
+	if strings.Count(tok, ".") != 2 {
+		t.Errorf("token %q is not a JWT", tok)
+	}
+
+	// kill -9, then a new daemon on the same file has everything.
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	url, _ = daemon(t, dir)
+	c, err := client.New(url, "tok", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	got, err := c.GetInstance(ctx, in.ID)
+	if err != nil || got.State != api.StateRunning {
+		t.Fatalf("instance after kill -9: %v %+v", err, got)
+	}
+	if _, err := client.NewMetadata(got.MetadataURL, nil).Instance(ctx); err != nil {
+		t.Errorf("metadata after kill -9: %v", err)
+	}
+	if _, err := c.GetLoadBalancer(ctx, "web"); err != nil {
+		t.Errorf("load balancer after kill -9: %v", err)
+	}
+	if _, err := c.GetRoute(ctx, "pods-1"); err != nil {
+		t.Errorf("route after kill -9: %v", err)
+	}
+}
+
+func TestServeRefusesBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "token"), []byte("tok"), 0o600)
+	if msg := run(t, nil, true, "serve", "--state", filepath.Join(dir, "s.db")); !strings.Contains(msg, "--token-file") {
+		t.Errorf("no token file: %s", msg)
+	}
+	msg := run(t, nil, true, "serve", "--token-file", filepath.Join(dir, "token"), "--state", filepath.Join(dir, "s.db"),
+		"--internal-cidr", "10.0.0.0/24")
+	if !strings.Contains(msg, "outside the allowed prefixes") {
+		t.Errorf("off-machine pool: %s", msg)
+	}
+}

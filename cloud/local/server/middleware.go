@@ -1,0 +1,255 @@
+package server
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud/local/api"
+)
+
+// handlerFunc serves one operation: it returns the status and the body to
+// write as JSON (or a rawBody), or an error.
+type handlerFunc func(r *http.Request) (int, any, error)
+
+// rawBody is written as is.
+type rawBody struct {
+	contentType string
+	data        []byte
+}
+
+// opKind says which checks an operation goes through.
+type opKind int
+
+const (
+	// cloudOp: authenticated, counted in Stats, rate-limited and faulted.
+	cloudOp opKind = iota
+	// publicOp: a cloud operation that needs no token (published keys).
+	publicOp
+	// adminOp: authenticated, never limited or faulted (stats, faults), so
+	// a test can always clear what it injected.
+	adminOp
+	// metadataOp: served on an instance's metadata listener; counted and
+	// faulted, not rate-limited, no token.
+	metadataOp
+)
+
+// gate holds the API's rate limit, faults and counters.
+type gate struct {
+	limiter *rate.Limiter // nil: unlimited
+
+	mu        sync.Mutex
+	faults    api.Faults
+	calls     map[string]int64
+	throttled int64
+	faulted   int64
+}
+
+func newGate(cfg Config) *gate {
+	g := &gate{faults: cfg.Faults, calls: map[string]int64{}}
+	if cfg.RateLimit > 0 {
+		g.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), cfg.RateBurst)
+	}
+	return g
+}
+
+func (g *gate) stats() api.Stats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	calls := make(map[string]int64, len(g.calls))
+	for k, v := range g.calls {
+		calls[k] = v
+	}
+	return api.Stats{Calls: calls, Throttled: g.throttled, Faulted: g.faulted}
+}
+
+func (g *gate) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls = map[string]int64{}
+	g.throttled, g.faulted = 0, 0
+}
+
+func (g *gate) setFaults(f api.Faults) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.faults = f
+}
+
+func (g *gate) getFaults() api.Faults {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.faults
+}
+
+// admit counts a call and applies the rate limit (when limited) and faults.
+// It returns an error to answer with instead of serving the call.
+func (g *gate) admit(r *http.Request, op string, limited bool) error {
+	g.mu.Lock()
+	g.calls[op]++
+	fault := api.OperationFault{Latency: g.faults.Latency, ErrorRate: g.faults.ErrorRate}
+	if f, ok := g.faults.Operations[op]; ok {
+		fault = f
+	}
+	g.mu.Unlock()
+
+	if limited && g.limiter != nil {
+		res := g.limiter.Reserve()
+		if d := res.Delay(); d > 0 {
+			res.Cancel()
+			g.mu.Lock()
+			g.throttled++
+			g.mu.Unlock()
+			e := api.Errorf(api.CodeThrottled, "rate limit of %g calls/s exceeded", float64(g.limiter.Limit()))
+			e.Status = http.StatusTooManyRequests
+			e.RetryAfter = d
+			return e
+		}
+	}
+	if fault.Latency > 0 {
+		select {
+		case <-time.After(time.Duration(fault.Latency)):
+		case <-r.Context().Done():
+			return r.Context().Err()
+		}
+	}
+	if fault.ErrorRate > 0 && rand.Float64() < fault.ErrorRate {
+		g.mu.Lock()
+		g.faulted++
+		g.mu.Unlock()
+		e := api.Errorf(api.CodeUnavailable, "injected fault on %s", op)
+		e.Status = fault.Status
+		if e.Status == 0 {
+			e.Status = http.StatusServiceUnavailable
+		}
+		return e
+	}
+	return nil
+}
+
+// route registers an operation on mux.
+func (s *Server) route(mux *http.ServeMux, pattern, op string, kind opKind, fn handlerFunc) {
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		status, body, err := s.serveOp(r, op, kind, fn)
+		if err != nil {
+			status = writeError(w, err)
+		} else {
+			writeBody(w, status, body)
+		}
+		s.metrics.observe(op, status, time.Since(start))
+		if status >= 500 {
+			klog.V(2).InfoS("API call failed", "operation", op, "status", status, "err", err)
+		} else {
+			klog.V(4).InfoS("API call", "operation", op, "status", status)
+		}
+	})
+}
+
+func (s *Server) serveOp(r *http.Request, op string, kind opKind, fn handlerFunc) (int, any, error) {
+	if kind == cloudOp || kind == adminOp {
+		if !s.authorized(r) {
+			return 0, nil, api.Errorf(api.CodeUnauthorized, "a valid bearer token is required")
+		}
+	}
+	if kind != adminOp {
+		if err := s.gate.admit(r, op, kind != metadataOp); err != nil {
+			return 0, nil, err
+		}
+	}
+	return fn(r)
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
+}
+
+var codeStatus = map[api.ErrorCode]int{
+	api.CodeInvalid:      http.StatusBadRequest,
+	api.CodeUnauthorized: http.StatusUnauthorized,
+	api.CodeNotFound:     http.StatusNotFound,
+	api.CodeConflict:     http.StatusConflict,
+	api.CodeExhausted:    http.StatusInsufficientStorage,
+	api.CodeThrottled:    http.StatusTooManyRequests,
+	api.CodeUnavailable:  http.StatusServiceUnavailable,
+	api.CodeInternal:     http.StatusInternalServerError,
+}
+
+// writeError answers with the error body and returns the status written.
+func writeError(w http.ResponseWriter, err error) int {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		e = api.Errorf(api.CodeInternal, "%v", err)
+	}
+	status := e.Status
+	if status == 0 {
+		status = codeStatus[e.Code]
+	}
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
+	}
+	writeBody(w, status, api.ErrorBody{Error: e})
+	return status
+}
+
+func writeBody(w http.ResponseWriter, status int, body any) {
+	if raw, ok := body.(rawBody); ok {
+		w.Header().Set("Content-Type", raw.contentType)
+		w.WriteHeader(status)
+		_, _ = w.Write(raw.data)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if body != nil {
+		_ = json.NewEncoder(w).Encode(body)
+	}
+}
+
+// maxBody bounds a request body.
+const maxBody = 1 << 20
+
+// decode reads a JSON request body strictly: unknown fields, trailing data
+// and bodies over 1 MiB are refused.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return api.Errorf(api.CodeInvalid, "request body is larger than %d bytes", maxBody)
+		}
+		return api.Errorf(api.CodeInvalid, "malformed request body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return api.Errorf(api.CodeInvalid, "malformed request body: data after the JSON value")
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return api.Errorf(api.CodeInvalid, format, args...)
+}
+
+func notFound(kind, name string) error {
+	return api.Errorf(api.CodeNotFound, "%s %q not found", kind, name)
+}
+
+func conflict(format string, args ...any) error {
+	return api.Errorf(api.CodeConflict, format, args...)
+}
