@@ -1,0 +1,37 @@
+package view
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// The view's metrics go to the process-wide registry that the CCM and the
+// approver serve on /metrics; several views in one process share them.
+var (
+	listCalls = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "cloud_view", Name: "list_calls_total",
+		Help: "Lists of the cloud's instances made to refresh the shared view, by result.",
+	}, []string{"result"})
+	listDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace: "mooring", Subsystem: "cloud_view", Name: "list_duration_seconds",
+		Help:    "Time to list every instance of the cluster, all pages.",
+		Buckets: metrics.ExponentialBuckets(0.005, 3, 9),
+	})
+	lookups = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "cloud_view", Name: "lookups_total",
+		Help: "Instance lookups by key kind and result (hit, refreshed, miss, error).",
+	}, []string{"by", "result"})
+	instances = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: "mooring", Subsystem: "cloud_view", Name: "instances",
+		Help: "Instances in the newest snapshot.",
+	})
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(listCalls, listDuration, lookups, instances)
+	})
+}

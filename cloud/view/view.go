@@ -1,0 +1,265 @@
+// Package view is mooring's one shared, batched view of a cloud's instances.
+// Every instance lookup of the CCM's controllers and of the CSR approver goes
+// through it: lookups are answered from a snapshot filled by one paginated
+// List of the cluster's instances, concurrent refreshes share one List
+// (singleflight), each caller says how old an answer it accepts, and a miss
+// refreshes the snapshot (at most once per MinRefreshInterval) before it is
+// believed. The cloud's cost is so O(1) List calls per period, however many
+// nodes there are.
+package view
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+)
+
+// State is an instance's lifecycle state, common to every cloud.
+type State string
+
+// States.
+const (
+	StatePending    State = "pending"
+	StateRunning    State = "running"
+	StateStopped    State = "stopped"
+	StateTerminated State = "terminated"
+)
+
+// Instance is what mooring needs to know of a cloud instance.
+type Instance struct {
+	// ProviderID is the Node's spec.providerID for this instance.
+	ProviderID   string
+	ID           string
+	Name         string
+	Zone         string
+	Region       string
+	InstanceType string
+	Cluster      string
+	State        State
+	// Addresses in the order Nodes carry them.
+	Addresses []v1.NodeAddress
+	Labels    map[string]string
+}
+
+// Source lists a cloud's instances; it is the boundary to a cloud backend.
+type Source interface {
+	// ListInstances returns every instance of the cluster, terminated ones
+	// the cloud still reports included, following pages itself.
+	ListInstances(ctx context.Context) ([]Instance, error)
+}
+
+// ErrNotFound means a fresh list of the cloud does not hold the instance.
+var ErrNotFound = errors.New("instance not found")
+
+// Options tune a View.
+type Options struct {
+	// MinRefreshInterval bounds how often misses refresh the snapshot; a
+	// miss on a younger snapshot is believed. Default 1s.
+	MinRefreshInterval time.Duration
+	// Clock defaults to the real clock.
+	Clock clock.PassiveClock
+}
+
+// View is the shared snapshot. It is safe for concurrent use.
+type View struct {
+	src  Source
+	opts Options
+
+	mu       sync.Mutex
+	snap     *snapshot
+	inflight *refresh
+}
+
+type snapshot struct {
+	at           time.Time
+	all          []Instance
+	byProviderID map[string]int
+	byID         map[string]int
+	byLowerID    map[string]int
+	byName       map[string]int
+}
+
+// refresh is one List in flight; joiners wait on done.
+type refresh struct {
+	started time.Time
+	done    chan struct{}
+	snap    *snapshot
+	err     error
+}
+
+// New makes a view over src.
+func New(src Source, opts Options) *View {
+	if opts.MinRefreshInterval <= 0 {
+		opts.MinRefreshInterval = time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	registerMetrics()
+	return &View{src: src, opts: opts}
+}
+
+// ByProviderID finds an instance by the providerID of its Node.
+func (v *View) ByProviderID(ctx context.Context, providerID string, maxAge time.Duration) (Instance, error) {
+	return v.lookup(ctx, "providerID", providerID, maxAge, func(s *snapshot) (int, bool) {
+		i, ok := s.byProviderID[providerID]
+		return i, ok
+	})
+}
+
+// ByID finds an instance by its cloud id.
+func (v *View) ByID(ctx context.Context, id string, maxAge time.Duration) (Instance, error) {
+	return v.lookup(ctx, "id", id, maxAge, func(s *snapshot) (int, bool) {
+		i, ok := s.byID[id]
+		return i, ok
+	})
+}
+
+// ByName finds an instance by name, case-insensitively; a live instance
+// wins over terminated ones of the same name.
+func (v *View) ByName(ctx context.Context, name string, maxAge time.Duration) (Instance, error) {
+	key := strings.ToLower(name)
+	return v.lookup(ctx, "name", name, maxAge, func(s *snapshot) (int, bool) {
+		i, ok := s.byName[key]
+		return i, ok
+	})
+}
+
+// List returns every instance of a snapshot no older than maxAge.
+func (v *View) List(ctx context.Context, maxAge time.Duration) ([]Instance, error) {
+	s, err := v.snapshot(ctx, maxAge)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Instance, len(s.all))
+	for i := range s.all {
+		out[i] = s.all[i].clone()
+	}
+	return out, nil
+}
+
+// Invalidate makes the next lookup list the cloud again.
+func (v *View) Invalidate() {
+	v.mu.Lock()
+	v.snap = nil
+	v.mu.Unlock()
+}
+
+func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration, find func(*snapshot) (int, bool)) (Instance, error) {
+	s, err := v.snapshot(ctx, maxAge)
+	if err != nil {
+		lookups.WithLabelValues(by, "error").Inc()
+		return Instance{}, err
+	}
+	if i, ok := find(s); ok {
+		lookups.WithLabelValues(by, "hit").Inc()
+		return s.all[i].clone(), nil
+	}
+	// A miss may be an instance made after the snapshot: refresh, unless the
+	// snapshot is so young that a miss storm would turn into a List storm.
+	if v.opts.Clock.Since(s.at) >= v.opts.MinRefreshInterval {
+		if s, err = v.snapshot(ctx, v.opts.Clock.Since(s.at)-time.Nanosecond); err != nil {
+			lookups.WithLabelValues(by, "error").Inc()
+			return Instance{}, err
+		}
+		if i, ok := find(s); ok {
+			lookups.WithLabelValues(by, "refreshed").Inc()
+			return s.all[i].clone(), nil
+		}
+	}
+	lookups.WithLabelValues(by, "miss").Inc()
+	return Instance{}, fmt.Errorf("%w: %s %q", ErrNotFound, by, key)
+}
+
+// snapshot returns a snapshot no older than maxAge, listing the cloud if
+// needed. A List already in flight that started within maxAge is joined.
+func (v *View) snapshot(ctx context.Context, maxAge time.Duration) (*snapshot, error) {
+	now := v.opts.Clock.Now()
+	v.mu.Lock()
+	if s := v.snap; s != nil && now.Sub(s.at) <= maxAge {
+		v.mu.Unlock()
+		return s, nil
+	}
+	r := v.inflight
+	if r == nil || now.Sub(r.started) > maxAge {
+		r = &refresh{started: now, done: make(chan struct{})}
+		v.inflight = r
+		go v.run(r)
+	}
+	v.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.snap, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// listTimeout bounds one refresh, which outlives the caller that started it.
+const listTimeout = 60 * time.Second
+
+func (v *View) run(r *refresh) {
+	ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+	defer cancel()
+	start := v.opts.Clock.Now()
+	items, err := v.src.ListInstances(ctx)
+	listDuration.Observe(v.opts.Clock.Since(start).Seconds())
+	if err != nil {
+		listCalls.WithLabelValues("error").Inc()
+		r.err = fmt.Errorf("list cloud instances: %w", err)
+	} else {
+		listCalls.WithLabelValues("ok").Inc()
+		r.snap = newSnapshot(r.started, items)
+		instances.Set(float64(len(items)))
+	}
+	v.mu.Lock()
+	if r.snap != nil && (v.snap == nil || !v.snap.at.After(r.snap.at)) {
+		v.snap = r.snap
+	}
+	if v.inflight == r {
+		v.inflight = nil
+	}
+	v.mu.Unlock()
+	close(r.done)
+}
+
+func newSnapshot(at time.Time, items []Instance) *snapshot {
+	s := &snapshot{
+		at:           at,
+		all:          items,
+		byProviderID: make(map[string]int, len(items)),
+		byID:         make(map[string]int, len(items)),
+		byLowerID:    make(map[string]int, len(items)),
+		byName:       make(map[string]int, len(items)),
+	}
+	for i, in := range items {
+		s.byID[in.ID] = i
+		s.byLowerID[strings.ToLower(in.ID)] = i
+		if in.ProviderID != "" {
+			s.byProviderID[in.ProviderID] = i
+		}
+		name := strings.ToLower(in.Name)
+		if j, ok := s.byName[name]; !ok || items[j].State == StateTerminated {
+			s.byName[name] = i
+		}
+	}
+	return s
+}
+
+func (in Instance) clone() Instance {
+	in.Addresses = append([]v1.NodeAddress(nil), in.Addresses...)
+	if in.Labels != nil {
+		labels := make(map[string]string, len(in.Labels))
+		for k, v := range in.Labels {
+			labels[k] = v
+		}
+		in.Labels = labels
+	}
+	return in
+}

@@ -1,0 +1,204 @@
+package view
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// countingSource is a unit-test cloud: a list of instances, a call counter,
+// an optional error and an optional gate that holds List calls.
+type countingSource struct {
+	mu    sync.Mutex
+	items []Instance
+	err   error
+	gate  chan struct{}
+	calls atomic.Int32
+}
+
+func (s *countingSource) ListInstances(ctx context.Context) ([]Instance, error) {
+	s.calls.Add(1)
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	return append([]Instance(nil), s.items...), nil
+}
+
+func (s *countingSource) set(items []Instance, err error) {
+	s.mu.Lock()
+	s.items, s.err = items, err
+	s.mu.Unlock()
+}
+
+func inst(id, name string, state State) Instance {
+	return Instance{ID: id, ProviderID: "local://" + id, Name: name, State: state, Labels: map[string]string{"a": "b"}}
+}
+
+func fleet(n int) []Instance {
+	out := make([]Instance, n)
+	for i := range out {
+		out[i] = inst(fmt.Sprintf("i-%04d", i), fmt.Sprintf("node-%d", i), StateRunning)
+	}
+	return out
+}
+
+func TestConcurrentLookupsShareOneList(t *testing.T) {
+	src := &countingSource{items: fleet(100), gate: make(chan struct{})}
+	v := New(src, Options{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for i := range 100 {
+		wg.Go(func() {
+			_, err := v.ByProviderID(context.Background(), fmt.Sprintf("local://i-%04d", i), time.Minute)
+			errs <- err
+		})
+	}
+	// Let every caller reach the in-flight List before it answers.
+	deadline := time.Now().Add(5 * time.Second)
+	for src.calls.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(src.gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := src.calls.Load(); n != 1 {
+		t.Fatalf("100 lookups made %d List calls, want 1", n)
+	}
+}
+
+func TestMaxAge(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &countingSource{items: fleet(3)}
+	v := New(src, Options{Clock: clk})
+	ctx := context.Background()
+	for range 10 {
+		if _, err := v.ByID(ctx, "i-0001", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Step(30 * time.Second)
+	if _, err := v.ByName(ctx, "node-2", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := src.calls.Load(); n != 1 {
+		t.Fatalf("lookups within max age made %d calls", n)
+	}
+	// A caller that wants fresher data than the snapshot gets a new List.
+	if _, err := v.ByName(ctx, "node-2", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := src.calls.Load(); n != 2 {
+		t.Fatalf("a stricter max age made %d calls in all, want 2", n)
+	}
+	if all, err := v.List(ctx, time.Minute); err != nil || len(all) != 3 {
+		t.Fatalf("List: %d, %v", len(all), err)
+	}
+}
+
+func TestMissRefreshesAtMostOncePerInterval(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &countingSource{items: fleet(2)}
+	v := New(src, Options{Clock: clk, MinRefreshInterval: time.Second})
+	ctx := context.Background()
+	if _, err := v.ByID(ctx, "i-0000", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// A miss on a brand-new snapshot is believed.
+	if _, err := v.ByID(ctx, "i-9999", time.Hour); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("miss: %v", err)
+	}
+	if n := src.calls.Load(); n != 1 {
+		t.Fatalf("calls %d, want 1", n)
+	}
+	// An instance made after the snapshot is found by refreshing on a miss.
+	src.set(append(fleet(2), inst("i-new", "late", StateRunning)), nil)
+	clk.Step(2 * time.Second)
+	got, err := v.ByProviderID(ctx, "local://i-new", time.Hour)
+	if err != nil || got.Name != "late" {
+		t.Fatalf("late instance: %+v, %v", got, err)
+	}
+	for range 50 {
+		if _, err := v.ByID(ctx, "i-gone", time.Hour); !errors.Is(err, ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	if n := src.calls.Load(); n != 2 {
+		t.Fatalf("50 misses within the interval made %d calls in all, want 2", n)
+	}
+	v.Invalidate()
+	if _, err := v.ByID(ctx, "i-0000", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if n := src.calls.Load(); n != 3 {
+		t.Fatalf("after Invalidate: %d calls, want 3", n)
+	}
+}
+
+func TestErrorsAreNotNotFound(t *testing.T) {
+	src := &countingSource{err: errors.New("cloud down")}
+	v := New(src, Options{})
+	_, err := v.ByID(context.Background(), "i-0000", time.Minute)
+	if err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("an outage must be an error, not a miss: %v", err)
+	}
+	// The failed List is not cached: the next lookup tries again.
+	src.set(fleet(1), nil)
+	if _, err := v.ByID(context.Background(), "i-0000", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNamesPreferLiveInstances(t *testing.T) {
+	src := &countingSource{items: []Instance{
+		inst("i-1", "Node-A", StateTerminated), inst("i-2", "node-a", StateRunning), inst("i-3", "node-a", StateTerminated),
+	}}
+	v := New(src, Options{})
+	got, err := v.ByName(context.Background(), "NODE-A", time.Minute)
+	if err != nil || got.ID != "i-2" {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	// Answers are copies.
+	got.Labels["a"] = "changed"
+	again, _ := v.ByName(context.Background(), "node-a", time.Minute)
+	if again.Labels["a"] != "b" {
+		t.Fatal("a caller changed the shared snapshot")
+	}
+}
+
+func TestCancelledCallerLeavesTheListRunning(t *testing.T) {
+	src := &countingSource{items: fleet(1), gate: make(chan struct{})}
+	v := New(src, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := v.ByID(ctx, "i-0000", time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+	close(src.gate)
+	if _, err := v.ByID(context.Background(), "i-0000", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := src.calls.Load(); n != 1 {
+		t.Fatalf("the second caller should join the first List: %d calls", n)
+	}
+}
