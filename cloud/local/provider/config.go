@@ -1,0 +1,117 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// Config is the provider's cloud config file (--cloud-config), YAML or JSON.
+// docs/ccm.md documents every field.
+type Config struct {
+	// Endpoint is the local cloud's API URL, such as http://127.0.0.1:8780.
+	Endpoint string `json:"endpoint"`
+	// TokenFile holds the API bearer token.
+	TokenFile string `json:"tokenFile"`
+	// Cluster is the cluster tag: only instances, load balancers and routes
+	// carrying it are this cluster's.
+	Cluster string `json:"cluster"`
+	// NodeNamePolicy maps instances to Node names (InstanceName, InstanceID).
+	NodeNamePolicy view.NamePolicy `json:"nodeNamePolicy,omitempty"`
+	// InstanceMaxAge is how old an instance answer may be for node
+	// initialization, the address sweep and lifecycle checks. Default 30s.
+	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
+	// MinRefreshInterval bounds how often lookups of unknown instances
+	// list the cloud again. Default 2s.
+	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// RequestTimeout bounds one API call. Default 30s.
+	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultInstanceMaxAge     = 30 * time.Second
+	DefaultMinRefreshInterval = 2 * time.Second
+	DefaultRequestTimeout     = 30 * time.Second
+)
+
+// ParseConfig reads a cloud config strictly: unknown fields are errors.
+func ParseConfig(r io.Reader) (Config, error) {
+	var c Config
+	if r == nil {
+		return c, errors.New("local cloud: --cloud-config is required")
+	}
+	data, err := io.ReadAll(io.LimitReader(r, 1<<20))
+	if err != nil {
+		return c, fmt.Errorf("local cloud config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("local cloud config: %w", err)
+	}
+	c.defaults()
+	return c, c.validate()
+}
+
+func (c *Config) defaults() {
+	if c.NodeNamePolicy == "" {
+		c.NodeNamePolicy = view.NameFromInstanceName
+	}
+	if c.InstanceMaxAge.Duration == 0 {
+		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
+	}
+	if c.MinRefreshInterval.Duration == 0 {
+		c.MinRefreshInterval.Duration = DefaultMinRefreshInterval
+	}
+	if c.RequestTimeout.Duration == 0 {
+		c.RequestTimeout.Duration = DefaultRequestTimeout
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Endpoint == "" {
+		errs = append(errs, errors.New("endpoint is required"))
+	}
+	if c.TokenFile == "" {
+		errs = append(errs, errors.New("tokenFile is required"))
+	}
+	if c.Cluster == "" {
+		errs = append(errs, errors.New("cluster is required: without a cluster tag every instance of the cloud would be this cluster's"))
+	}
+	if err := c.NodeNamePolicy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	for name, d := range map[string]time.Duration{
+		"instanceMaxAge": c.InstanceMaxAge.Duration, "minRefreshInterval": c.MinRefreshInterval.Duration,
+		"requestTimeout": c.RequestTimeout.Duration,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("local cloud config: %w", err)
+	}
+	return nil
+}
+
+// token reads the API token from TokenFile.
+func (c *Config) token() (string, error) {
+	data, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("local cloud token: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("local cloud token: %s is empty", c.TokenFile)
+	}
+	return tok, nil
+}

@@ -1,0 +1,163 @@
+// Package provider is the local cloud's k8s.io/cloud-provider implementation,
+// registered as "local": InstancesV2 over the shared instance view, load
+// balancers and routes through the local cloud's API.
+package provider
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// Name is the provider's name, for --cloud-provider.
+const Name = "local"
+
+// ProviderIDPrefix starts every Node providerID of a local cloud instance.
+const ProviderIDPrefix = Name + "://"
+
+// ClusterLabel carries the instance's cluster tag on its Node.
+const ClusterLabel = "mooring.dev/cluster"
+
+func init() {
+	cloudprovider.RegisterCloudProvider(Name, func(r io.Reader) (cloudprovider.Interface, error) {
+		cfg, err := ParseConfig(r)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg)
+	})
+}
+
+// Cloud is the local cloud as Kubernetes sees it.
+type Cloud struct {
+	cfg    Config
+	client *client.Client
+	view   *view.View
+}
+
+var (
+	_ cloudprovider.Interface     = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2   = (*Cloud)(nil)
+	_ cloudprovider.LoadBalancer  = (*Cloud)(nil)
+	_ cloudprovider.Routes        = (*Cloud)(nil)
+	_ cloud.LoadBalancerInventory = (*Cloud)(nil)
+)
+
+// New connects to the cloud that cfg names. It makes no call yet.
+func New(cfg Config) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	tok, err := cfg.token()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(cfg.Endpoint, tok, &http.Client{Timeout: cfg.RequestTimeout.Duration})
+	if err != nil {
+		return nil, err
+	}
+	return NewWithClient(cfg, c), nil
+}
+
+// NewWithClient builds the provider over an existing client.
+func NewWithClient(cfg Config, c *client.Client) *Cloud {
+	cfg.defaults()
+	return &Cloud{
+		cfg:    cfg,
+		client: c,
+		view:   view.New(Source{Client: c, Cluster: cfg.Cluster}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
+	}
+}
+
+// View is the shared instance view, for other controllers in the process
+// (the CSR approver).
+func (c *Cloud) View() *view.View { return c.view }
+
+// Config is the provider's effective configuration.
+func (c *Cloud) Config() Config { return c.cfg }
+
+// Client is the local cloud API client.
+func (c *Cloud) Client() *client.Client { return c.client }
+
+// Initialize is called by the CCM before controllers start; nothing to do.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// LoadBalancer is implemented.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+
+// Instances (the legacy interface) is not: InstancesV2 replaces it.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 is implemented.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+
+// Zones is deprecated; InstanceMetadata carries zones.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not implemented.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes is implemented.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c, true }
+
+// ProviderName is "local".
+func (c *Cloud) ProviderName() string { return Name }
+
+// HasClusterID is true: the cluster tag is required.
+func (c *Cloud) HasClusterID() bool { return true }
+
+// Source lists a local cloud's instances of one cluster for the shared view.
+type Source struct {
+	Client  *client.Client
+	Cluster string
+}
+
+// ListInstances follows every page of the cluster's instances.
+func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
+	items, err := s.Client.ListAllInstances(ctx, client.ListOptions{Cluster: s.Cluster, PageSize: 1000})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]view.Instance, len(items))
+	for i := range items {
+		out[i] = ToView(&items[i])
+	}
+	return out, nil
+}
+
+// ToView converts a local cloud instance into the shared view's form, with
+// addresses in a stable order: InternalIP, ExternalIP, InternalDNS, Hostname.
+func ToView(in *api.Instance) view.Instance {
+	out := view.Instance{
+		ProviderID: ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, Zone: in.Zone, Region: in.Region,
+		InstanceType: in.InstanceType, Cluster: in.Cluster, State: view.State(in.State), Labels: in.Labels,
+	}
+	for _, t := range []api.AddressType{api.InternalIP, api.ExternalIP, api.InternalDNS, api.Hostname} {
+		for _, a := range in.Addresses {
+			if a.Type == t {
+				out.Addresses = append(out.Addresses, v1.NodeAddress{Type: v1.NodeAddressType(t), Address: a.Address})
+			}
+		}
+	}
+	return out
+}
+
+// InstanceID parses a local cloud providerID.
+func InstanceID(providerID string) (string, error) {
+	id, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return "", fmt.Errorf("providerID %q is not %s<instance-id>", providerID, ProviderIDPrefix)
+	}
+	return id, nil
+}
