@@ -360,4 +360,3 @@ func TestDesiredSpec(t *testing.T) {
 		}
 	}
 }
-
