@@ -15,7 +15,7 @@ MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}'
 E2E_PKGS = ./test/e2e/...
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 
-.PHONY: help build test unit e2e bench lint demo clean deps kube-bins
+.PHONY: help build test unit e2e bench lint demo clean deps kube-bins docs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ build: ## build every binary into bin/
 	@mkdir -p $(BIN)
 	$(GO) build ./...
 	@if [ -n "$(MAIN_PKGS)" ]; then $(GO) build -o $(BIN)/ $(MAIN_PKGS); fi
+
+docs: ## regenerate the flag references under docs/reference
+	$(GO) run ./ccm/cmd/mooring-ccm --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-ccm-flags.txt
 
 deps: ## install the Debian packages the test bed needs (etcd)
 	hack/install-deps.sh

@@ -6,7 +6,6 @@ import (
 	"crypto/elliptic"
 	"crypto/x509"
 	"encoding/pem"
-	"net"
 	"slices"
 	"testing"
 	"time"
@@ -120,6 +119,13 @@ func waitForServingCSR(ctx context.Context, t *testing.T, c *testbed.Cluster, no
 // documented to send (shared/notes/testbed.md).
 func checkServingCSR(t *testing.T, csr *certificatesv1.CertificateSigningRequest, n *testbed.Node) {
 	t.Helper()
+	checkServingCSRSANs(t, csr, n.Name, []string{n.Name}, []string{n.Address})
+}
+
+// checkServingCSRSANs checks a kubelet-serving CSR of node name with the
+// given DNS and IP SANs, in any order.
+func checkServingCSRSANs(t *testing.T, csr *certificatesv1.CertificateSigningRequest, name string, dns, ips []string) {
+	t.Helper()
 	if !slices.Contains(csr.Spec.Groups, "system:nodes") {
 		t.Errorf("serving CSR %s: groups %v, want system:nodes", csr.Name, csr.Spec.Groups)
 	}
@@ -135,14 +141,18 @@ func checkServingCSR(t *testing.T, csr *certificatesv1.CertificateSigningRequest
 	if err != nil {
 		t.Fatal(err)
 	}
-	if req.Subject.CommonName != "system:node:"+n.Name || !slices.Equal(req.Subject.Organization, []string{"system:nodes"}) {
+	if req.Subject.CommonName != "system:node:"+name || !slices.Equal(req.Subject.Organization, []string{"system:nodes"}) {
 		t.Errorf("serving CSR %s: subject %v", csr.Name, req.Subject)
 	}
-	if !slices.Equal(req.DNSNames, []string{n.Name}) {
-		t.Errorf("serving CSR %s: DNS SANs %v, want [%s]", csr.Name, req.DNSNames, n.Name)
+	if !sameElements(req.DNSNames, dns) {
+		t.Errorf("serving CSR %s: DNS SANs %v, want %v", csr.Name, req.DNSNames, dns)
 	}
-	if len(req.IPAddresses) != 1 || !req.IPAddresses[0].Equal(net.ParseIP(n.Address)) {
-		t.Errorf("serving CSR %s: IP SANs %v, want [%s]", csr.Name, req.IPAddresses, n.Address)
+	var gotIPs []string
+	for _, ip := range req.IPAddresses {
+		gotIPs = append(gotIPs, ip.String())
+	}
+	if !sameElements(gotIPs, ips) {
+		t.Errorf("serving CSR %s: IP SANs %v, want %v", csr.Name, gotIPs, ips)
 	}
 	if len(req.EmailAddresses)+len(req.URIs) > 0 {
 		t.Errorf("serving CSR %s: unexpected email/URI SANs", csr.Name)

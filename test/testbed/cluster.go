@@ -16,6 +16,9 @@ type Options struct {
 	RBAC BootstrapRBAC
 	// ClusterSigningDuration: see Config.
 	ClusterSigningDuration time.Duration
+	// ClusterCIDR and NodeMonitorGracePeriod: see Config.
+	ClusterCIDR            string
+	NodeMonitorGracePeriod time.Duration
 }
 
 // Cluster is a control plane, a bootstrap token and the nodes started with it.
@@ -44,6 +47,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Dir:                    t.TempDir(),
 		Logf:                   t.Logf,
 		ClusterSigningDuration: opts.ClusterSigningDuration,
+		ClusterCIDR:            opts.ClusterCIDR,
+		NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)

@@ -33,6 +33,13 @@ type Config struct {
 	// ClusterSigningDuration is the lifetime of certificates that
 	// kube-controller-manager signs; zero keeps its default (one year).
 	ClusterSigningDuration time.Duration
+	// ClusterCIDR, when set, makes kube-controller-manager allocate a /24
+	// pod CIDR to each Node from it (routes need them). Virtual, like
+	// ServiceCIDR.
+	ClusterCIDR string
+	// NodeMonitorGracePeriod is how long a silent kubelet's Node stays
+	// Ready; zero keeps kube-controller-manager's default.
+	NodeMonitorGracePeriod time.Duration
 }
 
 // ControlPlane is etcd, kube-apiserver and kube-controller-manager on
@@ -345,6 +352,12 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, f *pkiFiles,
 	}
 	if d := cp.cfg.ClusterSigningDuration; d > 0 {
 		args = append(args, "--cluster-signing-duration="+d.String())
+	}
+	if cp.cfg.ClusterCIDR != "" {
+		args = append(args, "--allocate-node-cidrs", "--cluster-cidr="+cp.cfg.ClusterCIDR, "--node-cidr-mask-size=24")
+	}
+	if d := cp.cfg.NodeMonitorGracePeriod; d > 0 {
+		args = append(args, "--node-monitor-grace-period="+d.String())
 	}
 	p, err := cp.start("kube-controller-manager", cp.cfg.Binaries.KubeControllerManager, args...)
 	if err != nil {

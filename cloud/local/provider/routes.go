@@ -45,6 +45,9 @@ func (c *Cloud) CreateRoute(ctx context.Context, clusterName, nameHint string, r
 	if err != nil {
 		return fmt.Errorf("route to node %s: %w", route.TargetNode, err)
 	}
+	if in.State == view.StateTerminated {
+		return fmt.Errorf("route to node %s: instance %s is terminated", route.TargetNode, in.ID)
+	}
 	_, err = c.client.CreateRoute(ctx, api.Route{
 		Name: routeName(c.cfg.Cluster, route.DestinationCIDR), Cluster: c.cfg.Cluster,
 		DestinationCIDR: route.DestinationCIDR, InstanceID: in.ID,

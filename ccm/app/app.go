@@ -1,0 +1,129 @@
+// Package app assembles mooring-ccm: k8s.io/cloud-provider's command (its
+// flags, leader election, secure serving, healthz and metrics) with the
+// stock node, node-lifecycle and route controllers, mooring's service
+// controller in place of the stock one, and the cloud providers mooring
+// registers.
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	cloudprovider "k8s.io/cloud-provider"
+	ccmapp "k8s.io/cloud-provider/app"
+	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
+	"k8s.io/cloud-provider/options"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/controller-manager/controller"
+	genericcontrollermanager "k8s.io/controller-manager/app"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/ccm/servicelb"
+	"github.com/mooring-dev/mooring/cloud"
+
+	// Cloud providers mooring ships, registered by name.
+	_ "github.com/mooring-dev/mooring/cloud/local/provider"
+)
+
+// Options are mooring's flags beyond the library's.
+type Options struct {
+	LoadBalancerClass        string
+	ServeDefaultLoadBalancer bool
+	LoadBalancerDriftPeriod  time.Duration
+}
+
+// DefaultLoadBalancerClass is the spec.loadBalancerClass served by default.
+const DefaultLoadBalancerClass = "mooring.dev/local"
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", DefaultLoadBalancerClass,
+		"spec.loadBalancerClass of the Services whose load balancers this CCM manages; Services of other classes are left alone. Empty: only Services without a class (with --serve-default-load-balancer).")
+	fs.BoolVar(&o.ServeDefaultLoadBalancer, "serve-default-load-balancer", true,
+		"Also manage load balancers of LoadBalancer Services without spec.loadBalancerClass (this CCM is the cluster's default load balancer).")
+	fs.DurationVar(&o.LoadBalancerDriftPeriod, "load-balancer-drift-period", time.Minute,
+		"How often the cloud's load balancers are listed (one batched call) to recreate those deleted or changed out of band and to delete those whose Service is gone. 0 disables.")
+}
+
+// NewCommand builds the mooring-ccm command.
+func NewCommand() (*cobra.Command, error) {
+	ccmOptions, err := options.NewCloudControllerManagerOptions()
+	if err != nil {
+		return nil, fmt.Errorf("initialize options: %w", err)
+	}
+	// The local cloud is the default provider; real ones are chosen by flag.
+	ccmOptions.KubeCloudShared.CloudProvider.Name = "local"
+	mo := &Options{}
+	fss := cliflag.NamedFlagSets{}
+	mo.AddFlags(fss.FlagSet("mooring"))
+
+	controllers := map[string]ccmapp.ControllerInitFuncConstructor{}
+	for name, c := range ccmapp.DefaultInitFuncConstructors {
+		controllers[name] = c
+	}
+	controllers[names.ServiceLBController] = ccmapp.ControllerInitFuncConstructor{
+		InitContext: ccmapp.ControllerInitContext{ClientName: "service-controller"},
+		Constructor: func(initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, c cloudprovider.Interface) ccmapp.InitFunc {
+			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				return startServiceLB(ctx, initContext, completed, c, mo)
+			}
+		},
+	}
+	cmd := ccmapp.NewCloudControllerManagerCommand(ccmOptions, initCloud, controllers, names.CCMControllerAliases(), fss, nil)
+	cmd.Use = "mooring-ccm"
+	cmd.Short = "mooring's cloud-controller-manager"
+	return cmd, nil
+}
+
+// initCloud builds the provider the flags name; a provider without a
+// cluster id is refused, since it could not tell its resources apart.
+func initCloud(c *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface {
+	cfg := c.ComponentConfig.KubeCloudShared.CloudProvider
+	cp, err := cloudprovider.InitCloudProvider(cfg.Name, cfg.CloudConfigFile)
+	if err != nil {
+		klog.Fatalf("Cloud provider %q could not be initialized: %v", cfg.Name, err)
+	}
+	if cp == nil {
+		klog.Fatalf("Cloud provider %q is unknown", cfg.Name)
+	}
+	if !cp.HasClusterID() && !c.ComponentConfig.KubeCloudShared.AllowUntaggedCloud {
+		klog.Fatalf("Cloud provider %q has no cluster id; set one in its config", cfg.Name)
+	}
+	return cp
+}
+
+func startServiceLB(ctx context.Context, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options) (controller.Interface, bool, error) {
+	lbs, ok := cp.LoadBalancer()
+	if !ok {
+		klog.InfoS("The cloud provider has no load balancers; service controller not started", "provider", cp.ProviderName())
+		return nil, false, nil
+	}
+	inv, ok := lbs.(cloud.LoadBalancerInventory)
+	if !ok {
+		return nil, false, fmt.Errorf("%s: provider %s cannot list its load balancers", servicelb.Name, cp.ProviderName())
+	}
+	drift := mo.LoadBalancerDriftPeriod
+	if drift == 0 {
+		drift = -1
+	}
+	c, err := servicelb.New(inv,
+		completed.ClientBuilder.ClientOrDie(initContext.ClientName),
+		completed.SharedInformers.Core().V1().Services(),
+		completed.SharedInformers.Core().V1().Nodes(),
+		servicelb.Options{
+			ClusterName:    completed.ComponentConfig.KubeCloudShared.ClusterName,
+			Class:          mo.LoadBalancerClass,
+			ServeUnclassed: mo.ServeDefaultLoadBalancer,
+			DriftPeriod:    drift,
+			Workers:        int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs),
+		})
+	if err != nil {
+		return nil, false, err
+	}
+	go c.Run(ctx)
+	return nil, true, nil
+}

@@ -1,0 +1,367 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// repoRoot is the checkout, two levels above this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
+}
+
+// buildBinary builds one of mooring's commands into the test's temp dir
+// (the Go build cache makes repeats cheap).
+func buildBinary(t *testing.T, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
+	cmd.Dir = repoRoot(t)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// localCloud is a mooring-localcloud process of a test.
+type localCloud struct {
+	proc   *testbed.Process
+	client *client.Client
+	url    string
+	token  string
+}
+
+// startLocalCloud runs the daemon with pools of its own (the third octet
+// comes from the test process id, so parallel test runs do not meet).
+func startLocalCloud(t *testing.T, c *testbed.Cluster, bin string) *localCloud {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("e2e-cloud-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := os.Getpid() % 250
+	addrFile := filepath.Join(dir, "address")
+	p, err := c.Run("mooring-localcloud", bin, "serve",
+		"--listen=127.0.0.1:0", "--address-file="+addrFile, "--token-file="+tokenFile,
+		"--state="+filepath.Join(dir, "state.db"), "--metadata-port=0",
+		fmt.Sprintf("--internal-cidr=127.41.%d.0/24", b), fmt.Sprintf("--external-cidr=127.42.%d.0/24", b),
+		fmt.Sprintf("--vip-cidr=127.43.%d.0/24", b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var url string
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	poll(ctx, t, "the local cloud's address file", func() (bool, error) {
+		if done, err := p.Exited(); done {
+			return false, fmt.Errorf("mooring-localcloud exited: %v\n%s", err, p.LogTail(20))
+		}
+		data, err := os.ReadFile(addrFile)
+		url = strings.TrimSpace(string(data))
+		return err == nil && url != "", nil
+	})
+	cl, err := client.New(url, "e2e-cloud-token", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &localCloud{proc: p, client: cl, url: url, token: tokenFile}
+}
+
+const e2eCluster = "e2e"
+
+// startCCM runs mooring-ccm as the ServiceAccount of deploy/ccm/rbac.yaml.
+func startCCM(t *testing.T, c *testbed.Cluster, bin string, lc *localCloud) *testbed.Process {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Apply(ctx, filepath.Join(repoRoot(t), "deploy", "ccm", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.WriteKubeconfig("ccm", "system:serviceaccount:kube-system:cloud-controller-manager",
+		"system:serviceaccounts", "system:serviceaccounts:kube-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cloudConfig := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(cloudConfig, fmt.Appendf(nil,
+		"endpoint: %s\ntokenFile: %s\ncluster: %s\ninstanceMaxAge: 2s\nminRefreshInterval: 500ms\n",
+		lc.url, lc.token, e2eCluster), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	p, err := c.Run("mooring-ccm", bin,
+		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--cloud-provider=local", "--cloud-config="+cloudConfig, "--cluster-name="+e2eCluster,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--leader-elect=true", "--configure-cloud-routes=true", "--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16",
+		"--load-balancer-drift-period=2s", "--node-monitor-period=2s", "--route-reconciliation-period=2s", "--v=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestCCM runs mooring-ccm against the local cloud on the real test bed:
+// node init, routes, a LoadBalancer Service that carries traffic, drift
+// repair, deletion, and a node lifecycle that survives a cloud outage.
+func TestCCM(t *testing.T) {
+	ccmBin := buildBinary(t, "ccm/cmd/mooring-ccm")
+	cloudBin := buildBinary(t, "cloud/local/cmd/mooring-localcloud")
+	c := testbed.Start(t, testbed.Options{ClusterCIDR: "10.244.0.0/16", NodeMonitorGracePeriod: 20 * time.Second})
+	lc := startLocalCloud(t, c, cloudBin)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+
+	var instances []*api.Instance
+	for i := range 3 {
+		in, err := lc.client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("node-%d", i+1), Cluster: e2eCluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		instances = append(instances, in)
+	}
+	ccm := startCCM(t, c, ccmBin, lc)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("mooring-ccm log tail:\n%s", ccm.LogTail(40))
+		}
+	})
+	start := time.Now()
+	for _, in := range instances {
+		if _, err := c.AddNodeAt(ctx, in.Name, in.Addresses[0].Address); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Node init: taint gone, providerID, labels, cloud addresses.
+	for _, in := range instances {
+		var node *corev1.Node
+		poll(ctx, t, "node "+in.Name+" initialized", func() (bool, error) {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, in.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			node = n
+			return err == nil && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule) && n.Spec.ProviderID != "", err
+		})
+		if node.Spec.ProviderID != "local://"+in.ID {
+			t.Errorf("node %s: providerID %q", in.Name, node.Spec.ProviderID)
+		}
+		for k, want := range map[string]string{
+			corev1.LabelTopologyZone: in.Zone, corev1.LabelTopologyRegion: in.Region,
+			corev1.LabelInstanceTypeStable: in.InstanceType, "mooring.dev/cluster": e2eCluster,
+		} {
+			if node.Labels[k] != want {
+				t.Errorf("node %s: label %s=%q, want %q", in.Name, k, node.Labels[k], want)
+			}
+		}
+		if len(node.Status.Addresses) == 0 || node.Status.Addresses[0].Address != in.Addresses[0].Address {
+			t.Errorf("node %s: addresses %v", in.Name, node.Status.Addresses)
+		}
+	}
+	t.Logf("3 nodes initialized %v after the kubelets started", time.Since(start).Round(time.Millisecond))
+
+	// With addresses set, each kubelet asks for its serving certificate.
+	for _, in := range instances {
+		var dns, ips []string
+		for _, a := range in.Addresses {
+			switch a.Type {
+			case api.InternalIP, api.ExternalIP:
+				ips = append(ips, a.Address)
+			default:
+				dns = append(dns, a.Address)
+			}
+		}
+		checkServingCSRSANs(t, waitForServingCSR(ctx, t, c, in.Name), in.Name, dns, ips)
+	}
+
+	// Routes: one per node's pod CIDR, in the cloud's route table.
+	poll(ctx, t, "3 routes in the cloud", func() (bool, error) {
+		routes, err := lc.client.ListAllRoutes(ctx, client.ListOptions{Cluster: e2eCluster})
+		return err == nil && len(routes) == 3, err
+	})
+
+	testLoadBalancer(ctx, t, c, lc)
+	testLifecycle(ctx, t, c, lc, instances[2])
+
+	st, err := lc.client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cloud API calls: %v", st.Calls)
+}
+
+func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *localCloud) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+	svc, err := c.Client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The "pod": a server on node-1's address at the node port, where
+	// kube-proxy would forward; the other nodes fail the health check.
+	node1 := c.Nodes[0].Address
+	ln, err := net.Listen("tcp", net.JoinHostPort(node1, fmt.Sprint(svc.Spec.Ports[0].NodePort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			fmt.Fprintf(conn, "served by %s\n", node1)
+			conn.Close()
+		}
+	}()
+	var vip string
+	poll(ctx, t, "the Service's ingress IP", func() (bool, error) {
+		s, err := c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return false, err
+		}
+		vip = s.Status.LoadBalancer.Ingress[0].IP
+		return slices.Contains(s.Finalizers, "service.kubernetes.io/load-balancer-cleanup"), nil
+	})
+	through := func() string {
+		conn, err := net.DialTimeout("tcp", net.JoinHostPort(vip, "80"), time.Second)
+		if err != nil {
+			return ""
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		return strings.TrimSpace(line)
+	}
+	poll(ctx, t, "traffic through the VIP", func() (bool, error) { return through() == "served by "+node1, nil })
+	t.Logf("load balancer %s carries traffic to %s:%d", vip, node1, svc.Spec.Ports[0].NodePort)
+
+	// Deleted out of band: the drift sweep brings it back.
+	lbs, err := lc.client.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: e2eCluster})
+	if err != nil || len(lbs) != 1 {
+		t.Fatalf("load balancers: %d, %v", len(lbs), err)
+	}
+	if err := lc.client.DeleteLoadBalancer(ctx, lbs[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "the load balancer to come back", func() (bool, error) {
+		_, err := lc.client.GetLoadBalancer(ctx, lbs[0].Name)
+		if client.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	poll(ctx, t, "traffic through the recreated load balancer", func() (bool, error) {
+		s, err := c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return false, err
+		}
+		vip = s.Status.LoadBalancer.Ingress[0].IP
+		return through() == "served by "+node1, nil
+	})
+
+	// Deleting the Service deletes the load balancer, then the finalizer.
+	if err := c.Client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, "the Service and its load balancer to go", func() (bool, error) {
+		_, err := c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		lbs, err := lc.client.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: e2eCluster})
+		return err == nil && len(lbs) == 0, err
+	})
+}
+
+func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *localCloud, in *api.Instance) {
+	node := c.Nodes[2]
+	if node.Name != in.Name {
+		t.Fatalf("node %s is not instance %s", node.Name, in.Name)
+	}
+	// The machine goes silent during a cloud outage: the Node turns
+	// NotReady, and the CCM, unable to ask the cloud, must not delete it.
+	if err := lc.client.SetFaults(ctx, api.Faults{ErrorRate: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, node.Name+" NotReady", func() (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		return err == nil && !nodeReady(n), err
+	})
+	time.Sleep(8 * time.Second) // several lifecycle rounds, all failing
+	if _, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("during the outage the Node went: %v", err)
+	}
+	if err := lc.client.ClearFaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Stopped instance: shutdown taint.
+	if _, err := lc.client.StopInstance(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, node.Name+" shutdown taint", func() (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		return err == nil && hasTaint(n, "node.cloudprovider.kubernetes.io/shutdown", corev1.TaintEffectNoSchedule), err
+	})
+
+	// Terminated instance: the Node is deleted.
+	if _, err := lc.client.TerminateInstance(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	poll(ctx, t, node.Name+" deleted", func() (bool, error) {
+		_, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

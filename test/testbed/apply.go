@@ -1,0 +1,70 @@
+package testbed
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+// Apply creates the objects of a multi-document YAML manifest, such as the
+// RBAC under deploy/. It knows the kinds mooring's manifests use.
+func (cp *ControlPlane) Apply(ctx context.Context, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	r := utilyaml.NewYAMLReader(bufioReader(data))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := cp.create(ctx, obj); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+}
+
+func (cp *ControlPlane) create(ctx context.Context, obj any) error {
+	c, o := cp.Client, metav1.CreateOptions{}
+	var err error
+	switch v := obj.(type) {
+	case *corev1.ServiceAccount:
+		_, err = c.CoreV1().ServiceAccounts(v.Namespace).Create(ctx, v, o)
+	case *corev1.Secret:
+		_, err = c.CoreV1().Secrets(v.Namespace).Create(ctx, v, o)
+	case *rbacv1.ClusterRole:
+		_, err = c.RbacV1().ClusterRoles().Create(ctx, v, o)
+	case *rbacv1.ClusterRoleBinding:
+		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, v, o)
+	case *rbacv1.Role:
+		_, err = c.RbacV1().Roles(v.Namespace).Create(ctx, v, o)
+	case *rbacv1.RoleBinding:
+		_, err = c.RbacV1().RoleBindings(v.Namespace).Create(ctx, v, o)
+	default:
+		return fmt.Errorf("testbed cannot apply a %T", obj)
+	}
+	return err
+}
+
+func bufioReader(data []byte) *bufio.Reader { return bufio.NewReader(bytes.NewReader(data)) }

@@ -1,0 +1,68 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/mooring-dev/mooring/internal/pki"
+)
+
+// Process is a program a test runs beside the control plane (the local
+// cloud, mooring-ccm, ...). The control plane stops it, by PID and process
+// group, before its own components.
+type Process struct{ p *process }
+
+// Run starts bin with args, logging to LogDir()/name.log.
+func (cp *ControlPlane) Run(name, bin string, args ...string) (*Process, error) {
+	p, err := cp.start(name, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
+// PID of the process.
+func (p *Process) PID() int { return p.p.pid() }
+
+// LogPath is the process's log file.
+func (p *Process) LogPath() string { return p.p.logPath }
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) { return p.p.exited() }
+
+// LogTail is the end of the process's log.
+func (p *Process) LogTail(lines int) string { return p.p.logTail(lines) }
+
+// Stop sends SIGTERM to the process group, then SIGKILL after grace.
+func (p *Process) Stop(grace time.Duration) error { return p.p.stop(grace) }
+
+// WriteKubeconfig writes a kubeconfig whose client certificate, signed by
+// the cluster CA, names user and groups; RBAC then applies as to that user
+// (for example "system:serviceaccount:kube-system:NAME").
+func (cp *ControlPlane) WriteKubeconfig(name, user string, groups ...string) (string, error) {
+	kp, err := cp.CA.Issue(pki.Request{CommonName: user, Organizations: groups, Profile: pki.ProfileClient})
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(cp.cfg.Dir, name+".kubeconfig")
+	if err := writeKubeconfig(path, cp.URL, cp.CA.CertPEM, user, credentials{certPEM: kp.CertPEM, keyPEM: kp.KeyPEM}); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// AddNodeAt starts one more kubelet at a given address, such as a cloud
+// instance's InternalIP.
+func (c *Cluster) AddNodeAt(ctx context.Context, name, address string) (*Node, error) {
+	if err := checkLoopback(address); err != nil {
+		return nil, fmt.Errorf("node %s: %w", name, err)
+	}
+	n, err := c.StartNode(ctx, NodeConfig{Name: name, Address: address, BootstrapToken: c.Token})
+	if err != nil {
+		return nil, err
+	}
+	c.Nodes = append(c.Nodes, n)
+	return n, nil
+}
