@@ -173,7 +173,7 @@ func (c *Controller) enqueueService(obj any) {
 func (c *Controller) serviceUpdated(old, cur any) {
 	o, ok1 := old.(*v1.Service)
 	n, ok2 := cur.(*v1.Service)
-	if ok1 && ok2 && o.ResourceVersion == n.ResourceVersion {
+	if ok1 && ok2 && o.ResourceVersion != "" && o.ResourceVersion == n.ResourceVersion {
 		return // resync; the drift sweep covers those
 	}
 	c.enqueueService(cur)
@@ -379,6 +379,7 @@ func (c *Controller) sweep(ctx context.Context) {
 		if !c.Serves(svc) || svc.DeletionTimestamp != nil {
 			if slices.Contains(svc.Finalizers, Finalizer) {
 				wanted[svc.UID] = true // sync deletes it, with Events
+				c.enqueueService(svc)
 			}
 			continue
 		}
