@@ -42,8 +42,9 @@ unit: ## unit and integration tests (no Kubernetes binaries needed)
 e2e: deps kube-bins ## end-to-end tests on the real test bed
 	$(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
 
-bench: ## benchmarks, with figures
-	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
+bench: deps kube-bins ## benchmarks, with figures (MOORING_BENCH_NODES=N scales the test-bed ones)
+	$(GO) test -run '^$$' -bench . -benchmem $(filter-out %/test/bench,$(UNIT_PKGS))
+	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 60m ./test/bench/...
 
 lint: ## gofmt, one k8s.io library version, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

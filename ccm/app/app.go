@@ -74,6 +74,14 @@ func NewCommand() (*cobra.Command, error) {
 		},
 	}
 	cmd := ccmapp.NewCloudControllerManagerCommand(ccmOptions, initCloud, controllers, names.CCMControllerAliases(), fss, nil)
+	// Routes need pod CIDRs (--allocate-node-cidrs, --cluster-cidr): opt in
+	// rather than fail at start-up. The library's flag defaults to true.
+	if f := cmd.Flags().Lookup("configure-cloud-routes"); f != nil {
+		if err := f.Value.Set("false"); err != nil {
+			return nil, err
+		}
+		f.DefValue = "false"
+	}
 	cmd.Use = "mooring-ccm"
 	cmd.Short = "mooring's cloud-controller-manager"
 	return cmd, nil

@@ -5,9 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,140 +17,36 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-// repoRoot is the checkout, two levels above this package.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Clean(filepath.Join(wd, "..", ".."))
-}
-
-// buildBinary builds one of mooring's commands into the test's temp dir
-// (the Go build cache makes repeats cheap).
-func buildBinary(t *testing.T, pkg string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
-	cmd.Dir = repoRoot(t)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
-
-// localCloud is a mooring-localcloud process of a test.
-type localCloud struct {
-	proc   *testbed.Process
-	client *client.Client
-	url    string
-	token  string
-}
-
-// startLocalCloud runs the daemon with pools of its own (the third octet
-// comes from the test process id, so parallel test runs do not meet).
-func startLocalCloud(t *testing.T, c *testbed.Cluster, bin string) *localCloud {
-	t.Helper()
-	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	if err := os.WriteFile(tokenFile, []byte("e2e-cloud-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	b := os.Getpid() % 250
-	addrFile := filepath.Join(dir, "address")
-	p, err := c.Run("mooring-localcloud", bin, "serve",
-		"--listen=127.0.0.1:0", "--address-file="+addrFile, "--token-file="+tokenFile,
-		"--state="+filepath.Join(dir, "state.db"), "--metadata-port=0",
-		fmt.Sprintf("--internal-cidr=127.41.%d.0/24", b), fmt.Sprintf("--external-cidr=127.42.%d.0/24", b),
-		fmt.Sprintf("--vip-cidr=127.43.%d.0/24", b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var url string
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	poll(ctx, t, "the local cloud's address file", func() (bool, error) {
-		if done, err := p.Exited(); done {
-			return false, fmt.Errorf("mooring-localcloud exited: %v\n%s", err, p.LogTail(20))
-		}
-		data, err := os.ReadFile(addrFile)
-		url = strings.TrimSpace(string(data))
-		return err == nil && url != "", nil
-	})
-	cl, err := client.New(url, "e2e-cloud-token", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &localCloud{proc: p, client: cl, url: url, token: tokenFile}
-}
-
 const e2eCluster = "e2e"
-
-// startCCM runs mooring-ccm as the ServiceAccount of deploy/ccm/rbac.yaml.
-func startCCM(t *testing.T, c *testbed.Cluster, bin string, lc *localCloud) *testbed.Process {
-	t.Helper()
-	ctx := context.Background()
-	if err := c.Apply(ctx, filepath.Join(repoRoot(t), "deploy", "ccm", "rbac.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig, err := c.WriteKubeconfig("ccm", "system:serviceaccount:kube-system:cloud-controller-manager",
-		"system:serviceaccounts", "system:serviceaccounts:kube-system")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	cloudConfig := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cloudConfig, fmt.Appendf(nil,
-		"endpoint: %s\ntokenFile: %s\ncluster: %s\ninstanceMaxAge: 2s\nminRefreshInterval: 500ms\n",
-		lc.url, lc.token, e2eCluster), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	p, err := c.Run("mooring-ccm", bin,
-		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
-		"--cloud-provider=local", "--cloud-config="+cloudConfig, "--cluster-name="+e2eCluster,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--leader-elect=true", "--configure-cloud-routes=true", "--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16",
-		"--load-balancer-drift-period=2s", "--node-monitor-period=2s", "--route-reconciliation-period=2s", "--v=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // TestCCM runs mooring-ccm against the local cloud on the real test bed:
 // node init, routes, a LoadBalancer Service that carries traffic, drift
 // repair, deletion, and a node lifecycle that survives a cloud outage.
 func TestCCM(t *testing.T) {
-	ccmBin := buildBinary(t, "ccm/cmd/mooring-ccm")
-	cloudBin := buildBinary(t, "cloud/local/cmd/mooring-localcloud")
+	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
+	cloudBin := harness.BuildBinary(t, "cloud/local/cmd/mooring-localcloud")
 	c := testbed.Start(t, testbed.Options{ClusterCIDR: "10.244.0.0/16", NodeMonitorGracePeriod: 20 * time.Second})
-	lc := startLocalCloud(t, c, cloudBin)
+	lc := harness.StartLocalCloud(t, c, cloudBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	var instances []*api.Instance
 	for i := range 3 {
-		in, err := lc.client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("node-%d", i+1), Cluster: e2eCluster})
+		in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("node-%d", i+1), Cluster: e2eCluster})
 		if err != nil {
 			t.Fatal(err)
 		}
 		instances = append(instances, in)
 	}
-	ccm := startCCM(t, c, ccmBin, lc)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("mooring-ccm log tail:\n%s", ccm.LogTail(40))
-		}
+	harness.StartCCM(t, c, ccmBin, lc, harness.CCMOptions{
+		Cluster:     e2eCluster,
+		CloudConfig: "instanceMaxAge: 2s\nminRefreshInterval: 500ms\n",
+		Args: []string{"--configure-cloud-routes=true", "--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16",
+			"--load-balancer-drift-period=2s", "--node-monitor-period=2s", "--route-reconciliation-period=2s", "--v=2"},
 	})
 	start := time.Now()
 	for _, in := range instances {
@@ -171,7 +64,10 @@ func TestCCM(t *testing.T) {
 				return false, nil
 			}
 			node = n
-			return err == nil && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule) && n.Spec.ProviderID != "", err
+			// The taint and labels go in one update, the addresses in a
+			// status update of their own.
+			return err == nil && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule) && n.Spec.ProviderID != "" &&
+				len(n.Status.Addresses) == len(in.Addresses), err
 		})
 		if node.Spec.ProviderID != "local://"+in.ID {
 			t.Errorf("node %s: providerID %q", in.Name, node.Spec.ProviderID)
@@ -206,21 +102,21 @@ func TestCCM(t *testing.T) {
 
 	// Routes: one per node's pod CIDR, in the cloud's route table.
 	poll(ctx, t, "3 routes in the cloud", func() (bool, error) {
-		routes, err := lc.client.ListAllRoutes(ctx, client.ListOptions{Cluster: e2eCluster})
+		routes, err := lc.Client.ListAllRoutes(ctx, client.ListOptions{Cluster: e2eCluster})
 		return err == nil && len(routes) == 3, err
 	})
 
 	testLoadBalancer(ctx, t, c, lc)
 	testLifecycle(ctx, t, c, lc, instances[2])
 
-	st, err := lc.client.Stats(ctx)
+	st, err := lc.Client.Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("cloud API calls: %v", st.Calls)
 }
 
-func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *localCloud) {
+func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *harness.LocalCloud) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 		Spec: corev1.ServiceSpec{
@@ -273,15 +169,15 @@ func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc 
 	t.Logf("load balancer %s carries traffic to %s:%d", vip, node1, svc.Spec.Ports[0].NodePort)
 
 	// Deleted out of band: the drift sweep brings it back.
-	lbs, err := lc.client.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: e2eCluster})
+	lbs, err := lc.Client.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: e2eCluster})
 	if err != nil || len(lbs) != 1 {
 		t.Fatalf("load balancers: %d, %v", len(lbs), err)
 	}
-	if err := lc.client.DeleteLoadBalancer(ctx, lbs[0].Name); err != nil {
+	if err := lc.Client.DeleteLoadBalancer(ctx, lbs[0].Name); err != nil {
 		t.Fatal(err)
 	}
 	poll(ctx, t, "the load balancer to come back", func() (bool, error) {
-		_, err := lc.client.GetLoadBalancer(ctx, lbs[0].Name)
+		_, err := lc.Client.GetLoadBalancer(ctx, lbs[0].Name)
 		if client.IsNotFound(err) {
 			return false, nil
 		}
@@ -305,19 +201,19 @@ func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc 
 		if !apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		lbs, err := lc.client.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: e2eCluster})
+		lbs, err := lc.Client.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: e2eCluster})
 		return err == nil && len(lbs) == 0, err
 	})
 }
 
-func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *localCloud, in *api.Instance) {
+func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *harness.LocalCloud, in *api.Instance) {
 	node := c.Nodes[2]
 	if node.Name != in.Name {
 		t.Fatalf("node %s is not instance %s", node.Name, in.Name)
 	}
 	// The machine goes silent during a cloud outage: the Node turns
 	// NotReady, and the CCM, unable to ask the cloud, must not delete it.
-	if err := lc.client.SetFaults(ctx, api.Faults{ErrorRate: 1}); err != nil {
+	if err := lc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := node.Stop(); err != nil {
@@ -331,12 +227,12 @@ func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *lo
 	if _, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("during the outage the Node went: %v", err)
 	}
-	if err := lc.client.ClearFaults(ctx); err != nil {
+	if err := lc.Client.ClearFaults(ctx); err != nil {
 		t.Fatal(err)
 	}
 
 	// Stopped instance: shutdown taint.
-	if _, err := lc.client.StopInstance(ctx, in.ID); err != nil {
+	if _, err := lc.Client.StopInstance(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
 	poll(ctx, t, node.Name+" shutdown taint", func() (bool, error) {
@@ -345,7 +241,7 @@ func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *lo
 	})
 
 	// Terminated instance: the Node is deleted.
-	if _, err := lc.client.TerminateInstance(ctx, in.ID); err != nil {
+	if _, err := lc.Client.TerminateInstance(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
 	poll(ctx, t, node.Name+" deleted", func() (bool, error) {
