@@ -15,7 +15,7 @@ MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}'
 E2E_PKGS = ./test/e2e/...
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 
-.PHONY: help build test unit e2e bench lint demo clean deps kube-bins docs
+.PHONY: help build test unit fuzz e2e bench lint demo clean deps kube-bins docs
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -34,10 +34,19 @@ deps: ## install the Debian packages the test bed needs (etcd)
 kube-bins: ## build kube-apiserver, kube-controller-manager, kubelet into the cache
 	hack/build-k8s.sh >/dev/null
 
-test: unit e2e ## run all tests: unit, integration and end-to-end
+test: unit fuzz e2e ## run all tests: unit, integration, bounded fuzzing and end-to-end
 
 unit: ## unit and integration tests (no Kubernetes binaries needed)
 	$(GO) test -count=1 -timeout 15m $(UNIT_PKGS)
+
+FUZZ_TIME ?= 30s
+fuzz: ## run every fuzz target for FUZZ_TIME (default 30s) each
+	@grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u | while read -r dir; do \
+		for target in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2); do \
+			echo "fuzz $$dir $$target ($(FUZZ_TIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZ_TIME) $$dir || exit 1; \
+		done; \
+	done
 
 e2e: deps kube-bins ## end-to-end tests on the real test bed
 	$(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
