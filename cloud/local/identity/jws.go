@@ -261,3 +261,24 @@ func decodeStrictJSON(data []byte, v any) error {
 	}
 	return nil
 }
+
+// Peek decodes a token's claims WITHOUT verifying it: for indexing only
+// (such as finding which CSRs carry the same token id). Never trust them.
+func Peek(token string) (Claims, error) {
+	if len(token) > MaxTokenSize {
+		return Claims{}, ErrMalformed
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return Claims{}, ErrMalformed
+	}
+	payload, err := b64url.DecodeString(parts[1])
+	if err != nil {
+		return Claims{}, ErrMalformed
+	}
+	var c Claims
+	if err := decodeStrictJSON(payload, &c); err != nil {
+		return Claims{}, ErrMalformed
+	}
+	return c, nil
+}

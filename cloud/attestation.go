@@ -1,0 +1,66 @@
+package cloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Attestation is what verified evidence proves: which instance asked, for
+// which key (the binding was checked), when.
+type Attestation struct {
+	// InstanceID and ProviderID name the instance the cloud signed for.
+	InstanceID, ProviderID string
+	// ReplayKey is unique per piece of evidence (a token id, a document
+	// hash); the approver accepts each at most once.
+	ReplayKey string
+	// IssuedAt and ExpiresAt bound the evidence's validity.
+	IssuedAt, ExpiresAt time.Time
+}
+
+// EvidenceVerifier checks one kind of cloud-signed evidence. The CSR
+// approver picks the verifier by the evidence block's type.
+//
+// Verify must check the signature against trust roots from its own
+// configuration (never from the evidence), that the signed content is what
+// it parses, the evidence's freshness, and that it is bound to binding (the
+// CSR key's binding value) through the cloud's caller-chosen slot. A
+// *Rejection means the evidence is bad and the CSR is denied; any other
+// error is transient (the trust roots could not be fetched, say) and the
+// CSR is retried, never approved.
+type EvidenceVerifier interface {
+	Type() string
+	Verify(ctx context.Context, data []byte, binding string, now time.Time) (Attestation, error)
+	// Peek reads the replay key and the binding evidence claims, without
+	// verifying anything: only for indexing the CSRs that carry it.
+	Peek(data []byte) (replayKey, binding string, err error)
+}
+
+// Rejection reasons, machine-readable.
+const (
+	RejectMalformed = "EvidenceMalformed"
+	RejectSignature = "EvidenceSignatureInvalid"
+	RejectExpired   = "EvidenceExpired"
+	RejectBinding   = "EvidenceNotBoundToKey"
+	RejectIssuer    = "EvidenceWrongIssuer"
+)
+
+// Rejection is a verdict on bad evidence.
+type Rejection struct {
+	Reason string
+	Err    error
+}
+
+func (r *Rejection) Error() string { return fmt.Sprintf("%s: %v", r.Reason, r.Err) }
+func (r *Rejection) Unwrap() error { return r.Err }
+
+// Reject makes a Rejection.
+func Reject(reason string, err error) error { return &Rejection{Reason: reason, Err: err} }
+
+// IsRejection reports whether err is a verdict rather than a failure.
+func IsRejection(err error) (*Rejection, bool) {
+	var r *Rejection
+	ok := errors.As(err, &r)
+	return r, ok
+}
