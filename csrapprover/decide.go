@@ -1,0 +1,374 @@
+package csrapprover
+
+import (
+	"context"
+	"crypto/rsa"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+// Decision is the approver's verdict on one CSR.
+type Decision struct {
+	Approve bool
+	// Check is the check that decided (the one that failed, or "all").
+	Check string
+	// Reason is machine-readable: ReasonApproved or a deny reason.
+	Reason  string
+	Message string
+}
+
+func deny(check, reason, format string, args ...any) Decision {
+	return Decision{Check: check, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// Instances is the cloud's record, read through the shared view.
+type Instances interface {
+	ByProviderID(ctx context.Context, providerID string, maxAge time.Duration) (view.Instance, error)
+}
+
+// Nodes reads Nodes (a lister).
+type Nodes interface {
+	Get(name string) (*v1.Node, error)
+}
+
+// Replays tells whether evidence was presented on an earlier CSR.
+type Replays interface {
+	// EarlierHolder names a CSR created before csr that carries the same
+	// replay key bound to its own key, or "".
+	EarlierHolder(replayKey string, csr *certificatesv1.CertificateSigningRequest) string
+}
+
+// Config is what the checks need to know of the cluster and the cloud.
+type Config struct {
+	// Cluster is the cloud cluster tag instances must carry.
+	Cluster string
+	// NamePolicy derives the Node name an instance may claim.
+	NamePolicy view.NamePolicy
+	// InstanceMaxAge bounds how old the cloud's record may be.
+	InstanceMaxAge time.Duration
+	// MaxSANs caps a serving CSR's subject alternative names.
+	MaxSANs int
+	// ReservedNames are DNS names no node may claim (the apiserver's).
+	ReservedNames []string
+}
+
+// Decider runs the checks of docs/csrapprover.md. It never approves on an
+// error: cloud and API failures are returned to be retried.
+type Decider struct {
+	cfg       Config
+	verifiers map[string]cloud.EvidenceVerifier
+	instances Instances
+	nodes     Nodes
+	replays   Replays
+	now       func() time.Time
+}
+
+// NewDecider wires the checks.
+func NewDecider(cfg Config, verifiers []cloud.EvidenceVerifier, instances Instances, nodes Nodes, replays Replays) *Decider {
+	if cfg.MaxSANs == 0 {
+		cfg.MaxSANs = 16
+	}
+	if cfg.NamePolicy == "" {
+		cfg.NamePolicy = view.NameFromInstanceName
+	}
+	d := &Decider{cfg: cfg, verifiers: map[string]cloud.EvidenceVerifier{}, instances: instances, nodes: nodes, replays: replays, now: time.Now}
+	for _, v := range verifiers {
+		d.verifiers[v.Type()] = v
+	}
+	return d
+}
+
+const (
+	groupBootstrappers = "system:bootstrappers"
+	groupNodes         = "system:nodes"
+	nodeUserPrefix     = "system:node:"
+)
+
+// Decide judges a CSR of one of the two signers.
+func (d *Decider) Decide(ctx context.Context, csr *certificatesv1.CertificateSigningRequest) (Decision, error) {
+	x509csr, blocks, err := evidence.Decode(csr.Spec.Request)
+	if err != nil {
+		reason := ReasonMalformedRequest
+		if errors.Is(err, evidence.ErrTooLarge) {
+			reason = ReasonRequestTooLarge
+		}
+		return deny("request", reason, "spec.request: %v", err), nil
+	}
+	switch csr.Spec.SignerName {
+	case certificatesv1.KubeAPIServerClientKubeletSignerName:
+		return d.decideClient(ctx, csr, x509csr, blocks)
+	case certificatesv1.KubeletServingSignerName:
+		return d.decideServing(ctx, csr, x509csr)
+	}
+	return Decision{}, fmt.Errorf("signer %q is not the approver's", csr.Spec.SignerName)
+}
+
+// nodeSubject checks the subject shared by both signers: O exactly
+// system:nodes, CN system:node:NAME.
+func nodeSubject(req *x509.CertificateRequest) (string, *Decision) {
+	if !slices.Equal(req.Subject.Organization, []string{groupNodes}) {
+		dd := deny("subject", ReasonBadSubject, "organization must be exactly [%s], got %q", groupNodes, req.Subject.Organization)
+		return "", &dd
+	}
+	name, ok := strings.CutPrefix(req.Subject.CommonName, nodeUserPrefix)
+	if !ok || name == "" {
+		dd := deny("subject", ReasonBadSubject, "common name must be %sNAME, got %q", nodeUserPrefix, req.Subject.CommonName)
+		return "", &dd
+	}
+	if len(req.Subject.OrganizationalUnit)+len(req.Subject.Country)+len(req.Subject.Locality)+len(req.Subject.Province)+
+		len(req.Subject.StreetAddress)+len(req.Subject.PostalCode) > 0 || req.Subject.SerialNumber != "" {
+		dd := deny("subject", ReasonBadSubject, "subject may hold only CN and O")
+		return "", &dd
+	}
+	return name, nil
+}
+
+// usagesExactly checks spec.usages against want, plus key encipherment for
+// RSA keys.
+func usagesExactly(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, want certificatesv1.KeyUsage) *Decision {
+	allowed := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, want}
+	if _, isRSA := req.PublicKey.(*rsa.PublicKey); isRSA {
+		allowed = append(allowed, certificatesv1.UsageKeyEncipherment)
+	}
+	seen := map[certificatesv1.KeyUsage]bool{}
+	for _, u := range csr.Spec.Usages {
+		if !slices.Contains(allowed, u) || seen[u] {
+			dd := deny("usages", ReasonBadUsages, "usage %q is not allowed (allowed: %v)", u, allowed)
+			return &dd
+		}
+		seen[u] = true
+	}
+	if !seen[certificatesv1.UsageDigitalSignature] || !seen[want] {
+		dd := deny("usages", ReasonBadUsages, "usages must include %q and %q, got %v", certificatesv1.UsageDigitalSignature, want, csr.Spec.Usages)
+		return &dd
+	}
+	return nil
+}
+
+func (d *Decider) decideClient(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, blocks []evidence.Block) (Decision, error) {
+	name, bad := nodeSubject(req)
+	if bad != nil {
+		return *bad, nil
+	}
+	if n := len(req.DNSNames) + len(req.IPAddresses) + len(req.EmailAddresses) + len(req.URIs); n > 0 {
+		return deny("sans", ReasonSANsOnClientCert, "a client certificate request carries no SANs, this one has %d", n), nil
+	}
+	if dd := usagesExactly(csr, req, certificatesv1.UsageClientAuth); dd != nil {
+		return *dd, nil
+	}
+	switch {
+	case csr.Spec.Username == nodeUserPrefix+name && slices.Contains(csr.Spec.Groups, groupNodes):
+		return d.decideRenewal(ctx, name)
+	case strings.HasPrefix(csr.Spec.Username, nodeUserPrefix):
+		return deny("requester", ReasonRequesterMismatch, "node %q may only renew its own certificate, not %q's", csr.Spec.Username, name), nil
+	case !slices.Contains(csr.Spec.Groups, groupBootstrappers):
+		return deny("requester", ReasonRequesterNotAllowed, "requester %q is neither in %s nor the node itself", csr.Spec.Username, groupBootstrappers), nil
+	}
+	return d.decideJoin(ctx, csr, req, name, blocks)
+}
+
+func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, name string, blocks []evidence.Block) (Decision, error) {
+	if len(blocks) == 0 {
+		return deny("evidence", ReasonNoEvidence, "a join needs cloud-signed evidence after the CSR in spec.request; none found"), nil
+	}
+	if len(blocks) > 1 {
+		return deny("evidence", ReasonMalformedRequest, "exactly one piece of evidence is expected, got %d", len(blocks)), nil
+	}
+	v, ok := d.verifiers[blocks[0].Type]
+	if !ok {
+		return deny("evidence", ReasonUnknownEvidence, "evidence type %q is not accepted here", blocks[0].Type), nil
+	}
+	binding, err := evidence.Binding(req.PublicKey)
+	if err != nil {
+		return deny("evidence", ReasonMalformedRequest, "%v", err), nil
+	}
+	att, err := v.Verify(ctx, blocks[0].Data, binding, d.now())
+	if r, rejected := cloud.IsRejection(err); rejected {
+		return deny("evidence", r.Reason, "%v", r.Err), nil
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	if holder := d.replays.EarlierHolder(att.ReplayKey, csr); holder != "" {
+		return deny("replay", ReasonEvidenceReplayed, "this evidence was already presented on CSR %s", holder), nil
+	}
+	in, err := d.instances.ByProviderID(ctx, att.ProviderID, d.cfg.InstanceMaxAge)
+	if errors.Is(err, view.ErrNotFound) {
+		return deny("instance", ReasonInstanceNotInCluster, "instance %s is not an instance of cluster %q", att.InstanceID, d.cfg.Cluster), nil
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	if dd := d.instanceUsable(in); dd != nil {
+		return *dd, nil
+	}
+	if want := d.cfg.NamePolicy.NodeName(in); want != name {
+		return deny("nodename", ReasonNodeNameMismatch, "instance %s may join only as node %q, not %q", in.ID, want, name), nil
+	}
+	node, err := d.nodes.Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return Decision{}, err
+	case node.Spec.ProviderID != "" && node.Spec.ProviderID != in.ProviderID:
+		return deny("takeover", ReasonNodeNameTaken, "node %s belongs to %s, not to instance %s", name, node.Spec.ProviderID, in.ID), nil
+	case nodeReady(node):
+		return deny("takeover", ReasonNodeAlreadyJoined, "node %s is Ready; a running node renews, it does not join again", name), nil
+	}
+	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
+		Message: fmt.Sprintf("instance %s (%s) attested by the cloud; evidence bound to the CSR key", in.ID, in.Name)}, nil
+}
+
+func (d *Decider) decideRenewal(ctx context.Context, name string) (Decision, error) {
+	node, err := d.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return deny("node", ReasonNodeNotFound, "node %s does not exist", name), nil
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	in, dd, err := d.nodeInstance(ctx, node)
+	if err != nil {
+		return Decision{}, err
+	}
+	if dd != nil {
+		return *dd, nil
+	}
+	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
+		Message: fmt.Sprintf("renewal by node %s of instance %s, running in the cloud", name, in.ID)}, nil
+}
+
+// nodeInstance finds and checks the instance behind a Node's providerID.
+func (d *Decider) nodeInstance(ctx context.Context, node *v1.Node) (view.Instance, *Decision, error) {
+	if node.Spec.ProviderID == "" {
+		dd := deny("instance", ReasonNodeNotInitialized, "node %s has no providerID yet", node.Name)
+		return view.Instance{}, &dd, nil
+	}
+	in, err := d.instances.ByProviderID(ctx, node.Spec.ProviderID, d.cfg.InstanceMaxAge)
+	if errors.Is(err, view.ErrNotFound) {
+		dd := deny("instance", ReasonInstanceNotInCluster, "no instance %s in cluster %q", node.Spec.ProviderID, d.cfg.Cluster)
+		return view.Instance{}, &dd, nil
+	}
+	if err != nil {
+		return view.Instance{}, nil, err
+	}
+	if dd := d.instanceUsable(in); dd != nil {
+		return in, dd, nil
+	}
+	if want := d.cfg.NamePolicy.NodeName(in); want != node.Name {
+		dd := deny("nodename", ReasonNodeNameMismatch, "node %s carries the providerID of instance %s, whose node is %q", node.Name, in.ID, want)
+		return in, &dd, nil
+	}
+	return in, nil, nil
+}
+
+func (d *Decider) instanceUsable(in view.Instance) *Decision {
+	if in.Cluster != d.cfg.Cluster {
+		dd := deny("instance", ReasonInstanceNotInCluster, "instance %s belongs to cluster %q, not %q", in.ID, in.Cluster, d.cfg.Cluster)
+		return &dd
+	}
+	if in.State != view.StateRunning {
+		dd := deny("instance", ReasonInstanceNotRunning, "instance %s is %s", in.ID, in.State)
+		return &dd
+	}
+	return nil
+}
+
+func (d *Decider) decideServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) (Decision, error) {
+	name, bad := nodeSubject(req)
+	if bad != nil {
+		return *bad, nil
+	}
+	if csr.Spec.Username != nodeUserPrefix+name || !slices.Contains(csr.Spec.Groups, groupNodes) {
+		return deny("requester", ReasonRequesterMismatch, "a serving certificate of node %s is requested only by that node, not %q", name, csr.Spec.Username), nil
+	}
+	if dd := usagesExactly(csr, req, certificatesv1.UsageServerAuth); dd != nil {
+		return *dd, nil
+	}
+	if len(req.EmailAddresses)+len(req.URIs) > 0 {
+		return deny("sans", ReasonBadSAN, "email and URI SANs are not allowed"), nil
+	}
+	if n := len(req.DNSNames) + len(req.IPAddresses); n == 0 || n > d.cfg.MaxSANs {
+		return deny("sans", ReasonTooManySANs, "%d SANs, want 1-%d", n, d.cfg.MaxSANs), nil
+	}
+	node, err := d.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		return deny("node", ReasonNodeNotFound, "node %s does not exist", name), nil
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	in, dd, err := d.nodeInstance(ctx, node)
+	if err != nil {
+		return Decision{}, err
+	}
+	if dd != nil {
+		return *dd, nil
+	}
+	ips, names := map[string]bool{}, map[string]bool{normalizeName(name): true}
+	for _, a := range in.Addresses {
+		switch a.Type {
+		case v1.NodeInternalIP, v1.NodeExternalIP:
+			if ip := net.ParseIP(a.Address); ip != nil {
+				ips[ip.String()] = true
+			}
+		case v1.NodeHostName, v1.NodeInternalDNS, v1.NodeExternalDNS:
+			names[normalizeName(a.Address)] = true
+		}
+	}
+	for _, dns := range req.DNSNames {
+		n := normalizeName(dns)
+		switch {
+		case strings.Contains(n, "*"):
+			return deny("sans", ReasonBadSAN, "wildcard DNS SAN %q", dns), nil
+		case d.reserved(n):
+			return deny("sans", ReasonReservedName, "DNS SAN %q is one of the cluster's own names", dns), nil
+		case !names[n]:
+			return deny("sans", ReasonSANNotOfInstance, "DNS SAN %q is not a name of instance %s", dns, in.ID), nil
+		}
+	}
+	for _, ip := range req.IPAddresses {
+		if !ips[ip.String()] {
+			return deny("sans", ReasonSANNotOfInstance, "IP SAN %s is not an address of instance %s", ip, in.ID), nil
+		}
+	}
+	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
+		Message: fmt.Sprintf("every SAN is an address or name of instance %s, running in the cloud", in.ID)}, nil
+}
+
+func normalizeName(s string) string { return strings.TrimSuffix(strings.ToLower(s), ".") }
+
+func (d *Decider) reserved(n string) bool {
+	if n == "kubernetes" || n == "localhost" || strings.HasPrefix(n, "kubernetes.default") || strings.HasSuffix(n, ".svc") ||
+		strings.Contains(n, ".svc.") {
+		return true
+	}
+	for _, r := range d.cfg.ReservedNames {
+		if normalizeName(r) == n {
+			return true
+		}
+	}
+	return false
+}
+
+func nodeReady(n *v1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == v1.NodeReady {
+			return c.Status == v1.ConditionTrue
+		}
+	}
+	return false
+}

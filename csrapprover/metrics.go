@@ -1,0 +1,36 @@
+package csrapprover
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var everything = labels.Everything()
+
+var (
+	decisions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "decisions_total",
+		Help: "CSR decisions by signer, decision (approved, denied, dry-run-*) and reason.",
+	}, []string{"signer", "decision", "reason"})
+	checks = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "checks_total",
+		Help: "Decisions by the check that decided them (the failing check, or all) and result.",
+	}, []string{"check", "result"})
+	latency = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "decision_latency_seconds",
+		Help:    "Time from a CSR's creation to its decision, by signer and decision.",
+		Buckets: metrics.ExponentialBuckets(0.01, 2.5, 10),
+	}, []string{"signer", "decision"})
+	errorsTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "errors_total",
+		Help: "CSR syncs that failed (cloud or API errors) and were requeued; nothing is approved on an error.",
+	})
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(decisions, checks, latency, errorsTotal) })
+}
