@@ -303,4 +303,3 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 		"decision", verdict, "reason", d.Reason, "message", d.Message)
 	return nil
 }
-

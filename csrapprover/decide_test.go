@@ -54,7 +54,9 @@ func (f fakeNodes) Get(name string) (*v1.Node, error) {
 
 type fakeReplays map[string]string
 
-func (f fakeReplays) EarlierHolder(key string, _ *certificatesv1.CertificateSigningRequest) string { return f[key] }
+func (f fakeReplays) EarlierHolder(key string, _ *certificatesv1.CertificateSigningRequest) string {
+	return f[key]
+}
 
 type world struct {
 	keys      *identity.KeySet
@@ -261,7 +263,9 @@ func TestBadClientRequestsAreDenied(t *testing.T) {
 		{"replayed evidence", nil, func() { w.replays["*"] = "csr-earlier" }, ReasonEvidenceReplayed},
 		{"missing evidence", func(s *csrSpec) { s.evidence = nil }, nil, ReasonNoEvidence},
 		{"unknown evidence type", func(s *csrSpec) {
-			s.evidence = func(string) []evidence.Block { return []evidence.Block{{Type: "AWS IDENTITY DOCUMENT", Data: []byte("{}")}} }
+			s.evidence = func(string) []evidence.Block {
+				return []evidence.Block{{Type: "AWS IDENTITY DOCUMENT", Data: []byte("{}")}}
+			}
 		}, nil, ReasonUnknownEvidence},
 		{"requester not a bootstrapper", func(s *csrSpec) { s.groups = []string{"system:authenticated"} }, nil, ReasonRequesterNotAllowed},
 		{"another node renewing", func(s *csrSpec) { s.username, s.groups = "system:node:node-2", []string{"system:nodes"} }, nil, ReasonRequesterMismatch},
@@ -302,7 +306,9 @@ func TestBadClientRequestsAreDenied(t *testing.T) {
 // replayAll answers for every key with the "*" entry, if any.
 type replayAll struct{ m fakeReplays }
 
-func (r replayAll) EarlierHolder(string, *certificatesv1.CertificateSigningRequest) string { return r.m["*"] }
+func (r replayAll) EarlierHolder(string, *certificatesv1.CertificateSigningRequest) string {
+	return r.m["*"]
+}
 
 func TestBadServingRequestsAreDenied(t *testing.T) {
 	w := newWorld(t)
