@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // Attestation is what verified evidence proves: which instance asked, for
@@ -63,4 +65,15 @@ func IsRejection(err error) (*Rejection, bool) {
 	var r *Rejection
 	ok := errors.As(err, &r)
 	return r, ok
+}
+
+// Attester is a cloud backend that can back the CSR approver: it verifies
+// its evidence and shares its instance view.
+type Attester interface {
+	EvidenceVerifiers() []EvidenceVerifier
+	InstanceView() *view.View
+	// ClusterTag is the tag the cluster's instances carry.
+	ClusterTag() string
+	// NodeNamePolicy derives an instance's Node name.
+	NodeNamePolicy() view.NamePolicy
 }

@@ -53,7 +53,6 @@ type Controller struct {
 	events    record.EventBroadcaster
 	recorder  record.EventRecorder
 	opts      Options
-	pendingMu sync.Mutex
 }
 
 const replayIndex = "mooring.dev/replay-key"

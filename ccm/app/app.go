@@ -24,6 +24,7 @@ import (
 
 	"github.com/mooring-dev/mooring/ccm/servicelb"
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/csrapprover"
 
 	// Cloud providers mooring ships, registered by name.
 	_ "github.com/mooring-dev/mooring/cloud/local/provider"
@@ -34,6 +35,9 @@ type Options struct {
 	LoadBalancerClass        string
 	ServeDefaultLoadBalancer bool
 	LoadBalancerDriftPeriod  time.Duration
+	// Approver configures the csr-approver controller (off by default;
+	// enable with --controllers=*,csr-approver).
+	Approver csrapprover.Flags
 }
 
 // DefaultLoadBalancerClass is the spec.loadBalancerClass served by default.
@@ -60,6 +64,7 @@ func NewCommand() (*cobra.Command, error) {
 	mo := &Options{}
 	fss := cliflag.NamedFlagSets{}
 	mo.AddFlags(fss.FlagSet("mooring"))
+	mo.Approver.AddFlags(fss.FlagSet("CSR approver"), "csr-approver-")
 
 	controllers := map[string]ccmapp.ControllerInitFuncConstructor{}
 	for name, c := range ccmapp.DefaultInitFuncConstructors {
@@ -70,6 +75,15 @@ func NewCommand() (*cobra.Command, error) {
 		Constructor: func(initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, c cloudprovider.Interface) ccmapp.InitFunc {
 			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 				return startServiceLB(ctx, initContext, completed, c, mo)
+			}
+		},
+	}
+	ccmapp.ControllersDisabledByDefault.Insert(csrapprover.Name)
+	controllers[csrapprover.Name] = ccmapp.ControllerInitFuncConstructor{
+		InitContext: ccmapp.ControllerInitContext{ClientName: "csr-approver"},
+		Constructor: func(initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, c cloudprovider.Interface) ccmapp.InitFunc {
+			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				return startApprover(ctx, initContext, completed, c, mo)
 			}
 		},
 	}
@@ -129,6 +143,19 @@ func startServiceLB(ctx context.Context, initContext ccmapp.ControllerInitContex
 			DriftPeriod:    drift,
 			Workers:        int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs),
 		})
+	if err != nil {
+		return nil, false, err
+	}
+	go c.Run(ctx)
+	return nil, true, nil
+}
+
+func startApprover(ctx context.Context, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options) (controller.Interface, bool, error) {
+	a, ok := cp.(cloud.Attester)
+	if !ok {
+		return nil, false, fmt.Errorf("%s: provider %s cannot attest instances", csrapprover.Name, cp.ProviderName())
+	}
+	c, err := csrapprover.NewFromCloud(completed.ClientBuilder.ClientOrDie(initContext.ClientName), completed.SharedInformers, a, mo.Approver)
 	if err != nil {
 		return nil, false, err
 	}

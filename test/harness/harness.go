@@ -115,11 +115,7 @@ func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts
 	if err != nil {
 		t.Fatal(err)
 	}
-	cloudConfig := filepath.Join(t.TempDir(), "cloud.yaml")
-	if err := os.WriteFile(cloudConfig, fmt.Appendf(nil, "endpoint: %s\ntokenFile: %s\ncluster: %s\n%s",
-		lc.URL, lc.TokenFile, opts.Cluster, opts.CloudConfig), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cloudConfig := writeCloudConfig(t, lc, opts.Cluster, opts.CloudConfig)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +134,43 @@ func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("mooring-ccm log tail:\n%s", p.LogTail(40))
+		}
+	})
+	return p
+}
+
+func writeCloudConfig(t testing.TB, lc *LocalCloud, cluster, extra string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "endpoint: %s\ntokenFile: %s\ncluster: %s\n%s",
+		lc.URL, lc.TokenFile, cluster, extra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// StartApprover runs mooring-csr-approver as the ServiceAccount of
+// deploy/csrapprover/rbac.yaml (applied here), with leader election.
+func StartApprover(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, cluster string, args ...string) *testbed.Process {
+	t.Helper()
+	if err := c.Apply(context.Background(), filepath.Join(RepoRoot(), "deploy", "csrapprover", "rbac.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig, err := c.WriteKubeconfig("csr-approver", "system:serviceaccount:kube-system:mooring-csr-approver",
+		"system:serviceaccounts", "system:serviceaccounts:kube-system")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Run("mooring-csr-approver", bin, append([]string{
+		"--kubeconfig=" + kubeconfig, "--cloud-provider=local", "--cloud-config=" + writeCloudConfig(t, lc, cluster, ""),
+		"--metrics-bind-address=127.0.0.1:0", "--leader-elect=true", "--v=2",
+	}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("mooring-csr-approver log tail:\n%s", p.LogTail(40))
 		}
 	})
 	return p

@@ -66,3 +66,18 @@ func (c *Cluster) AddNodeAt(ctx context.Context, name, address string) (*Node, e
 	c.Nodes = append(c.Nodes, n)
 	return n, nil
 }
+
+// AddNodeConfig starts one more kubelet as nc says (BootstrapToken
+// defaults to the cluster's unless client credentials are given); the
+// cluster stops it with the rest.
+func (c *Cluster) AddNodeConfig(ctx context.Context, nc NodeConfig) (*Node, error) {
+	if nc.BootstrapToken == "" && nc.ClientCertPEM == nil {
+		nc.BootstrapToken = c.Token
+	}
+	n, err := c.StartNode(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	c.Nodes = append(c.Nodes, n)
+	return n, nil
+}

@@ -13,6 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
@@ -30,6 +32,11 @@ type NodeConfig struct {
 	Address string
 	// BootstrapToken is the token in the kubelet's bootstrap kubeconfig.
 	BootstrapToken string
+	// ClientCertPEM and ClientKeyPEM, when set, are credentials obtained
+	// beforehand (as mooring's agent obtains them): the kubelet starts with
+	// them, the way the agent leaves them (kubelet-client-current.pem and a
+	// kubeconfig that references it), and does not bootstrap.
+	ClientCertPEM, ClientKeyPEM []byte
 }
 
 // Node is a kubelet with its own fake container runtime, root directory,
@@ -53,8 +60,8 @@ type Node struct {
 // certificate bootstrap and client certificate rotation, and returns once its
 // health endpoint answers. Registration happens after that, asynchronously.
 func (cp *ControlPlane) StartNode(ctx context.Context, nc NodeConfig) (n *Node, err error) {
-	if nc.Name == "" || nc.BootstrapToken == "" {
-		return nil, errors.New("testbed: NodeConfig needs Name and BootstrapToken")
+	if nc.Name == "" || (nc.BootstrapToken == "" && nc.ClientCertPEM == nil) {
+		return nil, errors.New("testbed: NodeConfig needs Name and BootstrapToken or client credentials")
 	}
 	if err := checkLoopback(nc.Address); err != nil {
 		return nil, fmt.Errorf("testbed: node %s: %w", nc.Name, err)
@@ -88,9 +95,8 @@ func (cp *ControlPlane) StartNode(ctx context.Context, nc NodeConfig) (n *Node, 
 	n.Port = ports[0]
 	healthz := ports[1]
 
-	bootstrap := filepath.Join(dir, "bootstrap.kubeconfig")
-	if err := writeKubeconfig(bootstrap, cp.URL, cp.CA.CertPEM, "kubelet-bootstrap",
-		credentials{token: nc.BootstrapToken}); err != nil {
+	credArgs, err := cp.kubeletCredentials(n, nc)
+	if err != nil {
 		return n, err
 	}
 	configPath := filepath.Join(dir, "kubelet-config.json")
@@ -99,14 +105,15 @@ func (cp *ControlPlane) StartNode(ctx context.Context, nc NodeConfig) (n *Node, 
 	}
 	n.kubelet, err = startProcess("kubelet-"+nc.Name, filepath.Join(cp.cfg.Dir, "logs", "kubelet-"+nc.Name+".log"),
 		cp.cfg.Binaries.Kubelet,
-		"--config="+configPath,
-		"--bootstrap-kubeconfig="+bootstrap,
-		"--kubeconfig="+n.Kubeconfig,
-		"--cert-dir="+n.CertDir,
-		"--root-dir="+filepath.Join(dir, "root"),
-		"--hostname-override="+nc.Name,
-		"--cloud-provider=external",
-		"--v=2",
+		append(credArgs,
+			"--config="+configPath,
+			"--kubeconfig="+n.Kubeconfig,
+			"--cert-dir="+n.CertDir,
+			"--root-dir="+filepath.Join(dir, "root"),
+			"--hostname-override="+nc.Name,
+			"--cloud-provider=external",
+			"--v=2",
+		)...,
 	)
 	if err != nil {
 		return n, err
@@ -213,4 +220,27 @@ func (cp *ControlPlane) SetNodeAddresses(ctx context.Context, name string, addrs
 		_, err = cp.Client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+// kubeletCredentials writes the bootstrap kubeconfig, or the given client
+// credentials and a kubeconfig referencing them, and returns the flags.
+func (cp *ControlPlane) kubeletCredentials(n *Node, nc NodeConfig) ([]string, error) {
+	if nc.ClientCertPEM == nil {
+		bootstrap := filepath.Join(n.Dir, "bootstrap.kubeconfig")
+		if err := writeKubeconfig(bootstrap, cp.URL, cp.CA.CertPEM, "kubelet-bootstrap",
+			credentials{token: nc.BootstrapToken}); err != nil {
+			return nil, err
+		}
+		return []string{"--bootstrap-kubeconfig=" + bootstrap}, nil
+	}
+	pair := filepath.Join(n.CertDir, "kubelet-client-current.pem")
+	if err := os.WriteFile(pair, append(append([]byte{}, nc.ClientCertPEM...), nc.ClientKeyPEM...), 0o600); err != nil {
+		return nil, err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["mooring"] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.CA.CertPEM}
+	cfg.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificate: pair, ClientKey: pair}
+	cfg.Contexts["mooring"] = &clientcmdapi.Context{Cluster: "mooring", AuthInfo: "kubelet"}
+	cfg.CurrentContext = "mooring"
+	return nil, clientcmd.WriteToFile(*cfg, n.Kubeconfig)
 }

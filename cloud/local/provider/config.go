@@ -34,6 +34,9 @@ type Config struct {
 	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
 	// RequestTimeout bounds one API call. Default 30s.
 	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+	// IdentityIssuer is the iss of the cloud's identity tokens (the
+	// daemon's --issuer). Default mooring-localcloud.
+	IdentityIssuer string `json:"identityIssuer,omitempty"`
 }
 
 // Defaults.
@@ -41,6 +44,7 @@ const (
 	DefaultInstanceMaxAge     = 30 * time.Second
 	DefaultMinRefreshInterval = 2 * time.Second
 	DefaultRequestTimeout     = 30 * time.Second
+	DefaultIdentityIssuer     = "mooring-localcloud"
 )
 
 // ParseConfig reads a cloud config strictly: unknown fields are errors.
@@ -69,6 +73,9 @@ func (c *Config) defaults() {
 	}
 	if c.MinRefreshInterval.Duration == 0 {
 		c.MinRefreshInterval.Duration = DefaultMinRefreshInterval
+	}
+	if c.IdentityIssuer == "" {
+		c.IdentityIssuer = DefaultIdentityIssuer
 	}
 	if c.RequestTimeout.Duration == 0 {
 		c.RequestTimeout.Duration = DefaultRequestTimeout

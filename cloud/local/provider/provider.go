@@ -15,6 +15,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -40,9 +41,10 @@ func init() {
 
 // Cloud is the local cloud as Kubernetes sees it.
 type Cloud struct {
-	cfg    Config
-	client *client.Client
-	view   *view.View
+	cfg      Config
+	client   *client.Client
+	view     *view.View
+	verifier *attest.Verifier
 }
 
 var (
@@ -51,6 +53,7 @@ var (
 	_ cloudprovider.LoadBalancer  = (*Cloud)(nil)
 	_ cloudprovider.Routes        = (*Cloud)(nil)
 	_ cloud.LoadBalancerInventory = (*Cloud)(nil)
+	_ cloud.Attester              = (*Cloud)(nil)
 )
 
 // New connects to the cloud that cfg names. It makes no call yet.
@@ -67,22 +70,37 @@ func New(cfg Config) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewWithClient(cfg, c), nil
+	return NewWithClient(cfg, c)
 }
 
 // NewWithClient builds the provider over an existing client.
-func NewWithClient(cfg Config, c *client.Client) *Cloud {
+func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 	cfg.defaults()
-	return &Cloud{
-		cfg:    cfg,
-		client: c,
-		view:   view.New(Source{Client: c, Cluster: cfg.Cluster}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
+	v, err := attest.New(c.JWKS, attest.Options{Issuer: cfg.IdentityIssuer})
+	if err != nil {
+		return nil, err
 	}
+	return &Cloud{
+		cfg:      cfg,
+		client:   c,
+		view:     view.New(Source{Client: c, Cluster: cfg.Cluster}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
+		verifier: v,
+	}, nil
 }
 
-// View is the shared instance view, for other controllers in the process
-// (the CSR approver).
-func (c *Cloud) View() *view.View { return c.view }
+// EvidenceVerifiers verify the local cloud's identity tokens.
+func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
+	return []cloud.EvidenceVerifier{c.verifier}
+}
+
+// InstanceView is the shared instance view.
+func (c *Cloud) InstanceView() *view.View { return c.view }
+
+// ClusterTag is the configured cluster tag.
+func (c *Cloud) ClusterTag() string { return c.cfg.Cluster }
+
+// NodeNamePolicy is the configured node name policy.
+func (c *Cloud) NodeNamePolicy() view.NamePolicy { return c.cfg.NodeNamePolicy }
 
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }

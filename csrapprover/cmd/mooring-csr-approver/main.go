@@ -1,0 +1,188 @@
+// Command mooring-csr-approver runs mooring's CSR approver on its own, for
+// clusters whose cloud-controller-manager is someone else's. The same
+// controller runs inside mooring-ccm with --controllers=*,csr-approver.
+// docs/csrapprover.md documents its flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/component-base/cli"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/csrapprover"
+
+	// Cloud providers, registered by name.
+	_ "github.com/mooring-dev/mooring/cloud/local/provider"
+)
+
+type options struct {
+	kubeconfig     string
+	cloudProvider  string
+	cloudConfig    string
+	metricsAddress string
+	leaderElect    bool
+	leaseNamespace string
+	leaseName      string
+	leaseDuration  time.Duration
+	renewDeadline  time.Duration
+	retryPeriod    time.Duration
+	qps            float32
+	burst          int
+	approver       csrapprover.Flags
+}
+
+func main() {
+	o := &options{}
+	logOpts := logs.NewOptions()
+	cmd := &cobra.Command{
+		Use:          "mooring-csr-approver",
+		Short:        "Approves kubelet client CSRs carrying cloud-signed evidence and kubelet serving CSRs the cloud vouches for",
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := logsapi.ValidateAndApply(logOpts, nil); err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			return run(ctx, o)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the approver's identity; empty: in-cluster")
+	fs.StringVar(&o.cloudProvider, "cloud-provider", "local", "cloud whose evidence and instances are checked")
+	fs.StringVar(&o.cloudConfig, "cloud-config", "", "the cloud provider's config file (as mooring-ccm's)")
+	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "127.0.0.1:10271", "address of /healthz, /readyz and /metrics (plain HTTP); empty disables")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the lease, for several replicas")
+	fs.StringVar(&o.leaseNamespace, "leader-elect-resource-namespace", "kube-system", "namespace of the lease")
+	fs.StringVar(&o.leaseName, "leader-elect-resource-name", "mooring-csr-approver", "name of the lease")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "lease duration")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before giving up")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between lease attempts")
+	fs.Float32Var(&o.qps, "kube-api-qps", 20, "QPS to the apiserver")
+	fs.IntVar(&o.burst, "kube-api-burst", 30, "burst to the apiserver")
+	o.approver.AddFlags(fs, "")
+	logsapi.AddFlags(logOpts, fs)
+	os.Exit(cli.Run(cmd))
+}
+
+func run(ctx context.Context, o *options) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cfg.UserAgent = "mooring-csr-approver"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	cp, err := cloudprovider.InitCloudProvider(o.cloudProvider, o.cloudConfig)
+	if err != nil {
+		return fmt.Errorf("cloud provider %q: %w", o.cloudProvider, err)
+	}
+	if cp == nil {
+		return fmt.Errorf("cloud provider %q is unknown", o.cloudProvider)
+	}
+	a, ok := cp.(cloud.Attester)
+	if !ok {
+		return fmt.Errorf("cloud provider %q cannot attest instances", o.cloudProvider)
+	}
+	ready := make(chan struct{})
+	if o.metricsAddress != "" {
+		if err := serveHealth(ctx, o.metricsAddress, ready); err != nil {
+			return err
+		}
+	}
+	start := func(ctx context.Context) {
+		factory := informers.NewSharedInformerFactory(client, 0)
+		c, err := csrapprover.NewFromCloud(client, factory, a, o.approver)
+		if err != nil {
+			klog.ErrorS(err, "Could not build the approver")
+			os.Exit(1)
+		}
+		factory.Start(ctx.Done())
+		close(ready)
+		c.Run(ctx)
+		factory.Shutdown()
+	}
+	if !o.leaderElect {
+		start(ctx)
+		return nil
+	}
+	id, err := os.Hostname()
+	if err != nil {
+		return err
+	}
+	id += "_" + uuid.NewString()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.leaseNamespace, o.leaseName,
+		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return err
+	}
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
+		ReleaseOnCancel: true, Name: o.leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: start,
+			OnStoppedLeading: func() {
+				if ctx.Err() == nil {
+					klog.InfoS("Lost the lease; exiting so a restart competes again")
+					os.Exit(1)
+				}
+			},
+		},
+	})
+	return nil
+}
+
+// serveHealth serves /healthz (alive), /readyz (leading and synced) and
+// /metrics.
+func serveHealth(ctx context.Context, addr string, ready <-chan struct{}) error {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-ready:
+			fmt.Fprintln(w, "ok")
+		default:
+			http.Error(w, "not leading", http.StatusServiceUnavailable)
+		}
+	})
+	mux.Handle("/metrics", legacyregistry.Handler())
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Health server stopped")
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	return nil
+}

@@ -1,0 +1,46 @@
+package csrapprover
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mooring-dev/mooring/cloud"
+)
+
+// Flags are the approver's settings as flags; mooring-ccm registers them
+// with the prefix "csr-approver-", mooring-csr-approver without.
+type Flags struct {
+	Workers                int
+	DryRun                 bool
+	MaxPendingPerRequester int
+	MaxPending             int
+	ReservedNames          []string
+	InstanceMaxAge         time.Duration
+	MaxSANs                int
+}
+
+// AddFlags registers the flags under prefix.
+func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
+	fs.IntVar(&f.Workers, prefix+"workers", 4, "CSRs decided in parallel.")
+	fs.BoolVar(&f.DryRun, prefix+"dry-run", false, "Log and record (Event DryRun) what would be decided; approve and deny nothing.")
+	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", 10, "Undecided kubelet CSRs one requester may have; newer ones are denied (TooManyPendingRequests).")
+	fs.IntVar(&f.MaxPending, prefix+"max-pending", 1000, "Undecided kubelet CSRs in all; newer ones are denied (TooManyPendingRequests).")
+	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names no serving certificate may carry besides the built-in cluster names (kubernetes, kubernetes.default..., *.svc...): the apiserver's own names.")
+	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
+	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
+}
+
+// NewFromCloud builds the controller over a cloud backend, with a CSR and a
+// Node informer from factory (call before the factory starts).
+func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerFactory, a cloud.Attester, f Flags) (*Controller, error) {
+	cfg := Config{
+		Cluster: a.ClusterTag(), NamePolicy: a.NodeNamePolicy(), InstanceMaxAge: f.InstanceMaxAge,
+		MaxSANs: f.MaxSANs, ReservedNames: f.ReservedNames,
+	}
+	return New(client, factory.Certificates().V1().CertificateSigningRequests(), cfg, a.EvidenceVerifiers(),
+		a.InstanceView(), factory.Core().V1().Nodes().Lister(),
+		Options{Workers: f.Workers, DryRun: f.DryRun, MaxPendingPerRequester: f.MaxPendingPerRequester, MaxPending: f.MaxPending})
+}
