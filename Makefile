@@ -27,6 +27,7 @@ build: ## build every binary into bin/
 
 docs: ## regenerate the flag references under docs/reference
 	$(GO) run ./ccm/cmd/mooring-ccm --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-ccm-flags.txt
+	$(GO) run ./csrapprover/cmd/mooring-csr-approver --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-csr-approver-flags.txt
 
 deps: ## install the Debian packages the test bed needs (etcd)
 	hack/install-deps.sh

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 )
@@ -113,12 +116,15 @@ func (v *Verifier) current(ctx context.Context, refresh bool) (*identity.Verifie
 		return v.verifier, nil
 	}
 	data, err := v.keys(ctx)
+	registerMetrics()
 	if err != nil {
+		keyFetches.WithLabelValues("error").Inc()
 		if v.verifier != nil {
 			return v.verifier, nil // keep the keys we have
 		}
 		return nil, fmt.Errorf("fetch the cloud's identity keys: %w", err)
 	}
+	keyFetches.WithLabelValues("ok").Inc()
 	keys, err := identity.ParseJWKS(data)
 	if err != nil {
 		return nil, fmt.Errorf("the cloud's identity keys: %w", err)
@@ -136,3 +142,13 @@ func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
 	}
 	return "local/" + c.ID, c.Audience, nil
 }
+
+var (
+	keyFetches = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "local_attest", Name: "key_fetches_total",
+		Help: "Fetches of the local cloud's published identity keys (JWKS) by result.",
+	}, []string{"result"})
+	registerOnce sync.Once
+)
+
+func registerMetrics() { registerOnce.Do(func() { legacyregistry.MustRegister(keyFetches) }) }
