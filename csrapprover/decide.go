@@ -233,22 +233,32 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 }
 
 func (d *Decider) decideRenewal(ctx context.Context, name string) (Decision, error) {
-	node, err := d.nodes.Get(name)
-	if apierrors.IsNotFound(err) {
-		return deny("node", ReasonNodeNotFound, "node %s does not exist", name), nil
-	}
-	if err != nil {
-		return Decision{}, err
-	}
-	in, dd, err := d.nodeInstance(ctx, node)
-	if err != nil {
-		return Decision{}, err
-	}
-	if dd != nil {
-		return *dd, nil
+	in, dd, err := d.namedNodeInstance(ctx, name)
+	if dd != nil || err != nil {
+		return orZero(dd), err
 	}
 	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
 		Message: fmt.Sprintf("renewal by node %s of instance %s, running in the cloud", name, in.ID)}, nil
+}
+
+// namedNodeInstance finds Node name and checks the instance behind it.
+func (d *Decider) namedNodeInstance(ctx context.Context, name string) (view.Instance, *Decision, error) {
+	node, err := d.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		dd := deny("node", ReasonNodeNotFound, "node %s does not exist", name)
+		return view.Instance{}, &dd, nil
+	}
+	if err != nil {
+		return view.Instance{}, nil, err
+	}
+	return d.nodeInstance(ctx, node)
+}
+
+func orZero(d *Decision) Decision {
+	if d == nil {
+		return Decision{}
+	}
+	return *d
 }
 
 // nodeInstance finds and checks the instance behind a Node's providerID.
@@ -304,19 +314,9 @@ func (d *Decider) decideServing(ctx context.Context, csr *certificatesv1.Certifi
 	if n := len(req.DNSNames) + len(req.IPAddresses); n == 0 || n > d.cfg.MaxSANs {
 		return deny("sans", ReasonTooManySANs, "%d SANs, want 1-%d", n, d.cfg.MaxSANs), nil
 	}
-	node, err := d.nodes.Get(name)
-	if apierrors.IsNotFound(err) {
-		return deny("node", ReasonNodeNotFound, "node %s does not exist", name), nil
-	}
-	if err != nil {
-		return Decision{}, err
-	}
-	in, dd, err := d.nodeInstance(ctx, node)
-	if err != nil {
-		return Decision{}, err
-	}
-	if dd != nil {
-		return *dd, nil
+	in, dd, err := d.namedNodeInstance(ctx, name)
+	if dd != nil || err != nil {
+		return orZero(dd), err
 	}
 	ips, names := map[string]bool{}, map[string]bool{normalizeName(name): true}
 	for _, a := range in.Addresses {

@@ -79,6 +79,22 @@ func ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), time.Minute)
 }
 
+// call parses the flags (npos positional arguments), makes the client and
+// a bounded context, and runs do.
+func (f *clientFlags) call(args []string, npos int, do func(cx context.Context, c *client.Client, pos []string) error) error {
+	pos, err := f.parse(args, npos)
+	if err != nil {
+		return err
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	cx, cancel := ctx()
+	defer cancel()
+	return do(cx, c, pos)
+}
+
 // print writes v as JSON, or as a table through table when -o table.
 func (c *clientFlags) print(v any, table func(w io.Writer)) error {
 	if *c.output == "json" || table == nil {
@@ -124,32 +140,24 @@ func instancesCreate(args []string) error {
 	f.fs.StringVar(&req.InstanceType, "type", "", "instance type (default: the cloud's first)")
 	f.fs.StringVar(&req.Cluster, "cluster", "", "cluster tag")
 	f.fs.Var(&labels, "label", "label k=v (repeatable)")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	req.Name = pos[0]
-	for _, l := range labels {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok {
-			return fmt.Errorf("--label %q is not k=v", l)
+	return f.call(args, 1, func(cx context.Context, c *client.Client, pos []string) error {
+		req.Name = pos[0]
+		for _, l := range labels {
+			k, v, ok := strings.Cut(l, "=")
+			if !ok {
+				return fmt.Errorf("--label %q is not k=v", l)
+			}
+			if req.Labels == nil {
+				req.Labels = map[string]string{}
+			}
+			req.Labels[k] = v
 		}
-		if req.Labels == nil {
-			req.Labels = map[string]string{}
+		in, err := c.CreateInstance(cx, req)
+		if err != nil {
+			return err
 		}
-		req.Labels[k] = v
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	in, err := c.CreateInstance(cx, req)
-	if err != nil {
-		return err
-	}
-	return f.print(in, instanceTable(*in))
+		return f.print(in, instanceTable(*in))
+	})
 }
 
 func instancesList(args []string) error {
@@ -158,23 +166,16 @@ func instancesList(args []string) error {
 	var states repeated
 	f.fs.StringVar(&opts.Cluster, "cluster", "", "only this cluster's instances")
 	f.fs.Var(&states, "state", "only instances in this state (repeatable)")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	for _, s := range states {
-		opts.States = append(opts.States, api.InstanceState(s))
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	items, err := c.ListAllInstances(cx, opts)
-	if err != nil {
-		return err
-	}
-	return f.print(items, instanceTable(items...))
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		for _, s := range states {
+			opts.States = append(opts.States, api.InstanceState(s))
+		}
+		items, err := c.ListAllInstances(cx, opts)
+		if err != nil {
+			return err
+		}
+		return f.print(items, instanceTable(items...))
+	})
 }
 
 func instanceAction(action string) func([]string) error {
@@ -232,92 +233,64 @@ func lbList(args []string) error {
 	f := newClientFlags("lb list")
 	var opts client.ListOptions
 	f.fs.StringVar(&opts.Cluster, "cluster", "", "only this cluster's load balancers")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	items, err := c.ListAllLoadBalancers(cx, opts)
-	if err != nil {
-		return err
-	}
-	return f.print(items, lbTable(items...))
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		items, err := c.ListAllLoadBalancers(cx, opts)
+		if err != nil {
+			return err
+		}
+		return f.print(items, lbTable(items...))
+	})
 }
 
 func lbGet(args []string) error {
 	f := newClientFlags("lb get")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	l, err := c.GetLoadBalancer(cx, pos[0])
-	if err != nil {
-		return err
-	}
-	return f.print(l, lbTable(*l))
+	return f.call(args, 1, func(cx context.Context, c *client.Client, pos []string) error {
+		l, err := c.GetLoadBalancer(cx, pos[0])
+		if err != nil {
+			return err
+		}
+		return f.print(l, lbTable(*l))
+	})
 }
 
 func lbEnsure(args []string) error {
 	f := newClientFlags("lb ensure")
 	file := f.fs.String("file", "", "LoadBalancerSpec as JSON (- for stdin)")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	var data []byte
-	switch *file {
-	case "":
-		return errors.New("--file is required")
-	case "-":
-		data, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
-	default:
-		data, err = os.ReadFile(*file)
-	}
-	if err != nil {
-		return err
-	}
-	var spec api.LoadBalancerSpec
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
-		return fmt.Errorf("spec: %w", err)
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	l, err := c.EnsureLoadBalancer(cx, pos[0], spec)
-	if err != nil {
-		return err
-	}
-	return f.print(l, lbTable(*l))
+	return f.call(args, 1, func(cx context.Context, c *client.Client, pos []string) error {
+		var (
+			data []byte
+			err  error
+		)
+		switch *file {
+		case "":
+			return errors.New("--file is required")
+		case "-":
+			data, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+		default:
+			data, err = os.ReadFile(*file)
+		}
+		if err != nil {
+			return err
+		}
+		var spec api.LoadBalancerSpec
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			return fmt.Errorf("spec: %w", err)
+		}
+		l, err := c.EnsureLoadBalancer(cx, pos[0], spec)
+		if err != nil {
+			return err
+		}
+		return f.print(l, lbTable(*l))
+	})
 }
 
 func lbDelete(args []string) error {
 	f := newClientFlags("lb delete")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	return c.DeleteLoadBalancer(cx, pos[0])
+	return f.call(args, 1, func(cx context.Context, c *client.Client, pos []string) error {
+		return c.DeleteLoadBalancer(cx, pos[0])
+	})
 }
 
 func routeTable(items ...api.Route) func(io.Writer) {
@@ -333,20 +306,13 @@ func routesList(args []string) error {
 	f := newClientFlags("routes list")
 	var opts client.ListOptions
 	f.fs.StringVar(&opts.Cluster, "cluster", "", "only this cluster's routes")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	items, err := c.ListAllRoutes(cx, opts)
-	if err != nil {
-		return err
-	}
-	return f.print(items, routeTable(items...))
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		items, err := c.ListAllRoutes(cx, opts)
+		if err != nil {
+			return err
+		}
+		return f.print(items, routeTable(items...))
+	})
 }
 
 func routesCreate(args []string) error {
@@ -355,55 +321,32 @@ func routesCreate(args []string) error {
 	f.fs.StringVar(&r.DestinationCIDR, "cidr", "", "destination CIDR")
 	f.fs.StringVar(&r.InstanceID, "instance", "", "target instance ID")
 	f.fs.StringVar(&r.Cluster, "cluster", "", "cluster tag")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	r.Name = pos[0]
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	out, err := c.CreateRoute(cx, r)
-	if err != nil {
-		return err
-	}
-	return f.print(out, routeTable(*out))
+	return f.call(args, 1, func(cx context.Context, c *client.Client, pos []string) error {
+		r.Name = pos[0]
+		out, err := c.CreateRoute(cx, r)
+		if err != nil {
+			return err
+		}
+		return f.print(out, routeTable(*out))
+	})
 }
 
 func routesDelete(args []string) error {
 	f := newClientFlags("routes delete")
-	pos, err := f.parse(args, 1)
-	if err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	return c.DeleteRoute(cx, pos[0])
+	return f.call(args, 1, func(cx context.Context, c *client.Client, pos []string) error {
+		return c.DeleteRoute(cx, pos[0])
+	})
 }
 
 func faultsGet(args []string) error {
 	f := newClientFlags("faults get")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	fl, err := c.Faults(cx)
-	if err != nil {
-		return err
-	}
-	return f.print(fl, nil)
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		fl, err := c.Faults(cx)
+		if err != nil {
+			return err
+		}
+		return f.print(fl, nil)
+	})
 }
 
 func faultsSet(args []string) error {
@@ -413,128 +356,93 @@ func faultsSet(args []string) error {
 	latency := f.fs.Duration("latency", 0, "latency added to every API call")
 	f.fs.Float64Var(&fl.ErrorRate, "error-rate", 0, "share (0..1) of API calls that fail")
 	f.fs.Var(&ops, "op", "per operation: NAME=RATE[:STATUS[:LATENCY]] (repeatable)")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	fl.Latency = api.Duration(*latency)
-	for _, o := range ops {
-		name, spec, ok := strings.Cut(o, "=")
-		if !ok {
-			return fmt.Errorf("--op %q is not NAME=RATE[:STATUS[:LATENCY]]", o)
-		}
-		parts := strings.Split(spec, ":")
-		var of api.OperationFault
-		var err error
-		if of.ErrorRate, err = strconv.ParseFloat(parts[0], 64); err != nil {
-			return fmt.Errorf("--op %q: rate: %w", o, err)
-		}
-		if len(parts) > 1 && parts[1] != "" {
-			if of.Status, err = strconv.Atoi(parts[1]); err != nil {
-				return fmt.Errorf("--op %q: status: %w", o, err)
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		fl.Latency = api.Duration(*latency)
+		for _, o := range ops {
+			name, spec, ok := strings.Cut(o, "=")
+			if !ok {
+				return fmt.Errorf("--op %q is not NAME=RATE[:STATUS[:LATENCY]]", o)
 			}
-		}
-		if len(parts) > 2 {
-			d, err := time.ParseDuration(parts[2])
-			if err != nil {
-				return fmt.Errorf("--op %q: latency: %w", o, err)
+			parts := strings.Split(spec, ":")
+			var of api.OperationFault
+			var err error
+			if of.ErrorRate, err = strconv.ParseFloat(parts[0], 64); err != nil {
+				return fmt.Errorf("--op %q: rate: %w", o, err)
 			}
-			of.Latency = api.Duration(d)
+			if len(parts) > 1 && parts[1] != "" {
+				if of.Status, err = strconv.Atoi(parts[1]); err != nil {
+					return fmt.Errorf("--op %q: status: %w", o, err)
+				}
+			}
+			if len(parts) > 2 {
+				d, err := time.ParseDuration(parts[2])
+				if err != nil {
+					return fmt.Errorf("--op %q: latency: %w", o, err)
+				}
+				of.Latency = api.Duration(d)
+			}
+			if fl.Operations == nil {
+				fl.Operations = map[string]api.OperationFault{}
+			}
+			fl.Operations[name] = of
 		}
-		if fl.Operations == nil {
-			fl.Operations = map[string]api.OperationFault{}
-		}
-		fl.Operations[name] = of
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	return c.SetFaults(cx, fl)
+		return c.SetFaults(cx, fl)
+	})
 }
 
 func faultsClear(args []string) error {
 	f := newClientFlags("faults clear")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	return c.ClearFaults(cx)
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		return c.ClearFaults(cx)
+	})
 }
 
 func stats(args []string) error {
 	f := newClientFlags("stats")
 	reset := f.fs.Bool("reset", false, "zero the counters after printing them")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	s, err := c.Stats(cx)
-	if err != nil {
-		return err
-	}
-	if err := f.print(s, func(w io.Writer) {
-		fmt.Fprintln(w, "OPERATION\tCALLS")
-		for _, name := range sortedKeys(s.Calls) {
-			fmt.Fprintf(w, "%s\t%d\n", name, s.Calls[name])
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		s, err := c.Stats(cx)
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "(throttled)\t%d\n(faulted)\t%d\n", s.Throttled, s.Faulted)
-	}); err != nil {
-		return err
-	}
-	if *reset {
-		return c.ResetStats(cx)
-	}
-	return nil
+		if err := f.print(s, func(w io.Writer) {
+			fmt.Fprintln(w, "OPERATION\tCALLS")
+			for _, name := range sortedKeys(s.Calls) {
+				fmt.Fprintf(w, "%s\t%d\n", name, s.Calls[name])
+			}
+			fmt.Fprintf(w, "(throttled)\t%d\n(faulted)\t%d\n", s.Throttled, s.Faulted)
+		}); err != nil {
+			return err
+		}
+		if *reset {
+			return c.ResetStats(cx)
+		}
+		return nil
+	})
 }
 
 func identityJWKS(args []string) error {
 	f := newClientFlags("identity jwks")
-	if _, err := f.parse(args, 0); err != nil {
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		data, err := c.JWKS(cx)
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(append(data, '\n'))
 		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	data, err := c.JWKS(cx)
-	if err != nil {
-		return err
-	}
-	_, err = os.Stdout.Write(append(data, '\n'))
-	return err
+	})
 }
 
 func identityRotate(args []string) error {
 	f := newClientFlags("identity rotate")
-	if _, err := f.parse(args, 0); err != nil {
-		return err
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	cx, cancel := ctx()
-	defer cancel()
-	kid, err := c.RotateIdentityKey(cx)
-	if err != nil {
-		return err
-	}
-	fmt.Println(kid)
-	return nil
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		kid, err := c.RotateIdentityKey(cx)
+		if err != nil {
+			return err
+		}
+		fmt.Println(kid)
+		return nil
+	})
 }
 
 func metadataFlags(name string) (*flag.FlagSet, *string) {
