@@ -1,5 +1,9 @@
-// Package agent will hold mooring-agent, the per-node agent that cloud-init
-// installs as a systemd unit: it attests the machine with evidence signed by
-// the cloud, obtains the kubelet's client certificate through the CSR API and
-// then starts kubelet. Its main will live in agent/cmd/mooring-agent.
+// Package agent is mooring-agent's job: read /etc/mooring/agent.yaml, check
+// the kubelet's credentials (valid ones: skip to the kubelet), else make or
+// reuse a key, fetch evidence bound to it from the instance metadata
+// service, file the client CSR under a name derived from the key (a retry
+// finds it), wait for the decision, store the pair as the kubelet does
+// (kubelet-client-current.pem), write the kubeconfig and the kubelet flags
+// the agent owns, send READY=1 and start kubelet.service. Every step can be
+// killed and resumed. docs/join.md explains it for admins.
 package agent

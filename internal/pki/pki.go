@@ -184,3 +184,24 @@ func NewSigningKey() (privPEM, pubPEM []byte, err error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: priv}),
 		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), nil
 }
+
+// SignCSR signs a certificate request (PEM; only its first block is read,
+// as the apiserver reads spec.request) under a profile, as a cluster
+// signer would: the subject and key are the request's.
+func (ca *CA) SignCSR(csrPEM []byte, profile string) ([]byte, error) {
+	if _, ok := policy().Profiles[profile]; !ok {
+		return nil, fmt.Errorf("pki: sign: unknown profile %q", profile)
+	}
+	block, _ := pem.Decode(csrPEM)
+	if block == nil {
+		return nil, errors.New("pki: sign: no PEM block")
+	}
+	certPEM, err := ca.signer.Sign(signer.SignRequest{
+		Request: string(pem.EncodeToMemory(block)),
+		Profile: profile,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pki: sign: %w", err)
+	}
+	return certPEM, nil
+}

@@ -1,0 +1,377 @@
+package agent
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/certificate"
+	"k8s.io/client-go/util/certificate/csr"
+	"k8s.io/client-go/util/keyutil"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/systemd"
+)
+
+// Instance is what the machine's metadata service says about it.
+type Instance struct {
+	ID, Name, ProviderID string
+	// InternalIP is the instance's first internal address, if any.
+	InternalIP string
+}
+
+// Identity is the machine's cloud identity: its metadata, and evidence the
+// cloud signs for a binding value.
+type Identity interface {
+	Instance(ctx context.Context) (Instance, error)
+	Evidence(ctx context.Context, binding string) (evidence.Block, error)
+}
+
+// Starter starts a systemd unit without waiting for it.
+type Starter interface {
+	Start(ctx context.Context, unit string) error
+}
+
+// DeniedError is the approver's verdict on this node's CSR.
+type DeniedError struct {
+	CSR, Reason, Message string
+}
+
+func (e *DeniedError) Error() string {
+	return fmt.Sprintf("certificate request %s was denied: %s: %s", e.CSR, e.Reason, e.Message)
+}
+
+// Files the agent keeps in the cert dir, named as the kubelet names them.
+const (
+	pairPrefix = "kubelet-client"
+	keyTmp     = "kubelet-client.key.tmp"
+)
+
+// Agent takes a node from a fresh boot to a kubelet with approved
+// credentials. Every step can be interrupted and resumed.
+type Agent struct {
+	Config   Config
+	Identity Identity
+	Notifier systemd.Notifier
+	// Units starts the kubelet; nil: the agent does not start it.
+	Units Starter
+	// NewClient makes the bootstrap client; default: client-go.
+	NewClient func(server string, caPEM []byte, token string) (kubernetes.Interface, error)
+	// Backoff paces retries of the metadata service and the apiserver.
+	Backoff wait.Backoff
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+func (a *Agent) defaults() {
+	if a.NewClient == nil {
+		a.NewClient = func(server string, caPEM []byte, token string) (kubernetes.Interface, error) {
+			return kubernetes.NewForConfig(&rest.Config{
+				Host: server, BearerToken: token, UserAgent: "mooring-agent",
+				TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
+			})
+		}
+	}
+	if a.Backoff.Steps == 0 {
+		a.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: time.Minute}
+	}
+	if a.Now == nil {
+		a.Now = time.Now
+	}
+}
+
+func (a *Agent) status(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	klog.InfoS("Status", "status", msg)
+	if err := a.Notifier.Status("%s", msg); err != nil {
+		klog.ErrorS(err, "sd_notify")
+	}
+}
+
+// retry runs f with backoff until it succeeds or ctx ends; STATUS says
+// what is being retried and why.
+func (a *Agent) retry(ctx context.Context, what string, f func() error) error {
+	b := a.Backoff
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		var denied *DeniedError
+		if errors.As(err, &denied) {
+			return err
+		}
+		d := b.Step()
+		a.status("%s failed, retrying in %v: %v", what, d.Round(time.Millisecond), err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last error: %v)", what, ctx.Err(), err)
+		case <-time.After(d):
+		}
+	}
+}
+
+// Run does the whole job: credentials in place, kubelet settings written,
+// READY=1 sent, kubelet started.
+func (a *Agent) Run(ctx context.Context) error {
+	a.defaults()
+	cfg := a.Config
+	a.status("reading the instance metadata")
+	var inst Instance
+	if err := a.retry(ctx, "instance metadata", func() (err error) { inst, err = a.Identity.Instance(ctx); return err }); err != nil {
+		return err
+	}
+	nodeName := cfg.NodeNamePolicy.NodeName(view.Instance{ID: inst.ID, Name: inst.Name})
+	var ca []byte
+	if err := a.retry(ctx, "cluster CA", func() (err error) { ca, err = clusterCA(ctx, cfg); return err }); err != nil {
+		return err
+	}
+	current := filepath.Join(cfg.CertDir, pairPrefix+"-current.pem")
+	if err := validCredentials(current, ca, nodeName, a.Now()); err != nil {
+		klog.InfoS("No usable kubelet credentials; joining", "node", nodeName, "reason", err)
+		if err := a.join(ctx, inst, nodeName, ca); err != nil {
+			return err
+		}
+	} else {
+		klog.InfoS("Kubelet credentials are valid; skipping the join", "node", nodeName, "file", current)
+	}
+	if err := writeKubeconfig(cfg.Kubeconfig, cfg.APIServer, ca, current); err != nil {
+		return err
+	}
+	if err := writeKubeletEnv(cfg.KubeletEnvFile, inst, addressIsLocal); err != nil {
+		return err
+	}
+	a.status("credentials in place for node %s; starting the kubelet", nodeName)
+	if err := a.Notifier.Ready(); err != nil {
+		klog.ErrorS(err, "sd_notify READY")
+	}
+	if a.Units != nil && cfg.KubeletUnit != "" {
+		if err := a.retry(ctx, "start "+cfg.KubeletUnit, func() error { return a.Units.Start(ctx, cfg.KubeletUnit) }); err != nil {
+			return err
+		}
+	}
+	a.status("node %s joined; %s started", nodeName, cfg.KubeletUnit)
+	return nil
+}
+
+// join gets an approved client certificate through the CSR API.
+func (a *Agent) join(ctx context.Context, inst Instance, nodeName string, ca []byte) error {
+	cfg := a.Config
+	if err := os.MkdirAll(cfg.CertDir, 0o700); err != nil {
+		return err
+	}
+	keyPath := filepath.Join(cfg.CertDir, keyTmp)
+	keyPEM, key, err := loadOrCreateKey(keyPath)
+	if err != nil {
+		return err
+	}
+	binding, err := evidence.Binding(key.Public())
+	if err != nil {
+		return err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		return err
+	}
+	token, err := os.ReadFile(cfg.BootstrapTokenFile)
+	if err != nil {
+		return fmt.Errorf("bootstrapTokenFile: %w", err)
+	}
+	client, err := a.NewClient(cfg.APIServer, ca, strings.TrimSpace(string(token)))
+	if err != nil {
+		return err
+	}
+	name := CSRName(nodeName, key.Public())
+	var (
+		reqName string
+		reqUID  types.UID
+	)
+	err = a.retry(ctx, "certificate request", func() error {
+		// A CSR of this key filed by an earlier run is found by its name.
+		if existing, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			if d := deniedCondition(existing); d != nil {
+				return &DeniedError{CSR: name, Reason: d.Reason, Message: d.Message}
+			}
+		}
+		a.status("asking the metadata service for evidence bound to the CSR key")
+		block, err := a.Identity.Evidence(ctx, binding)
+		if err != nil {
+			return fmt.Errorf("evidence: %w", err)
+		}
+		request, err := evidence.Encode(der, block)
+		if err != nil {
+			return err
+		}
+		reqName, reqUID, err = csr.RequestCertificateWithContext(ctx, client, request, name,
+			certificatesv1.KubeAPIServerClientKubeletSignerName, nil,
+			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	a.status("waiting for the approval of certificate request %s (node %s, instance %s)", reqName, nodeName, inst.ID)
+	waitCtx, cancel := context.WithTimeout(ctx, cfg.WaitTimeout.Duration)
+	defer cancel()
+	certPEM, err := csr.WaitForCertificate(waitCtx, client, reqName, reqUID)
+	if err != nil {
+		if got, gerr := client.CertificatesV1().CertificateSigningRequests().Get(ctx, reqName, metav1.GetOptions{}); gerr == nil {
+			if d := deniedCondition(got); d != nil {
+				return &DeniedError{CSR: reqName, Reason: d.Reason, Message: d.Message}
+			}
+		}
+		return fmt.Errorf("certificate request %s: %w", reqName, err)
+	}
+	// The store keeps -current.pem as a symlink to the newest pair; a plain
+	// file there (unusable, or we would not be joining) is in its way.
+	current := filepath.Join(cfg.CertDir, pairPrefix+"-current.pem")
+	if st, err := os.Lstat(current); err == nil && st.Mode()&os.ModeSymlink == 0 {
+		if err := os.Remove(current); err != nil {
+			return err
+		}
+	}
+	store, err := certificate.NewFileStore(pairPrefix, cfg.CertDir, cfg.CertDir, "", "")
+	if err != nil {
+		return err
+	}
+	if _, err := store.Update(certPEM, keyPEM); err != nil {
+		return fmt.Errorf("store the kubelet certificate: %w", err)
+	}
+	if err := os.Remove(keyPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	klog.InfoS("Kubelet client certificate issued", "csr", reqName, "node", nodeName, "file", store.CurrentPath())
+	return nil
+}
+
+// CSRName is the CSR's name for a node's key: a retry with the same key
+// finds the CSR filed before.
+func CSRName(nodeName string, pub crypto.PublicKey) string {
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	sum := sha256.Sum256(der)
+	return "mooring-" + nodeName + "-" + hex.EncodeToString(sum[:8])
+}
+
+func deniedCondition(c *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequestCondition {
+	for i := range c.Status.Conditions {
+		if t := c.Status.Conditions[i].Type; t == certificatesv1.CertificateDenied || t == certificatesv1.CertificateFailed {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// loadOrCreateKey reuses the key an interrupted run left, or makes one.
+func loadOrCreateKey(path string) ([]byte, crypto.Signer, error) {
+	if data, err := os.ReadFile(path); err == nil {
+		if k, err := keyutil.ParsePrivateKeyPEM(data); err == nil {
+			if s, ok := k.(crypto.Signer); ok {
+				return data, s, nil
+			}
+		}
+		klog.InfoS("Discarding an unreadable key from an earlier run", "file", path)
+	}
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		return nil, nil, err
+	}
+	data := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
+	if err := writeAtomic(path, data, 0o600); err != nil {
+		return nil, nil, err
+	}
+	return data, k, nil
+}
+
+// validCredentials checks the kubelet's current pair: it parses, the key
+// matches, it chains to the cluster CA, names the node and is not expired.
+func validCredentials(path string, caPEM []byte, nodeName string, now time.Time) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var certBlock *pem.Block
+	rest := data
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type == "CERTIFICATE" && certBlock == nil {
+			certBlock = b
+		}
+	}
+	if certBlock == nil {
+		return errors.New("no certificate in " + path)
+	}
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		return err
+	}
+	key, err := keyutil.ParsePrivateKeyPEM(data)
+	if err != nil {
+		return fmt.Errorf("key: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok || !publicKeysEqual(signer.Public(), cert.PublicKey) {
+		return errors.New("the key does not match the certificate")
+	}
+	if cert.Subject.CommonName != "system:node:"+nodeName {
+		return fmt.Errorf("the certificate is for %q, not node %s", cert.Subject.CommonName, nodeName)
+	}
+	if now.After(cert.NotAfter.Add(-time.Minute)) {
+		return fmt.Errorf("the certificate expired at %s", cert.NotAfter.Format(time.RFC3339))
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return errors.New("no CA certificates")
+	}
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		return fmt.Errorf("the certificate does not chain to the cluster CA: %w", err)
+	}
+	return nil
+}
+
+func publicKeysEqual(a, b crypto.PublicKey) bool {
+	ea, ok := a.(interface{ Equal(crypto.PublicKey) bool })
+	return ok && ea.Equal(b)
+}
+
+// addressIsLocal reports whether ip is an address of this machine: one the
+// agent can bind to.
+func addressIsLocal(ip string) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}

@@ -1,0 +1,408 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/internal/pki"
+	"github.com/mooring-dev/mooring/systemd"
+)
+
+// fakeIdentity is a metadata service that can be down.
+type fakeIdentity struct {
+	down      atomic.Int32 // calls still to fail
+	evidences atomic.Int32
+}
+
+func (f *fakeIdentity) Instance(context.Context) (Instance, error) {
+	if f.down.Load() > 0 {
+		f.down.Add(-1)
+		return Instance{}, errors.New("metadata service unreachable")
+	}
+	return Instance{ID: "i-1", Name: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
+}
+
+func (f *fakeIdentity) Evidence(_ context.Context, binding string) (evidence.Block, error) {
+	f.evidences.Add(1)
+	return evidence.Block{Type: "MOORING LOCAL IDENTITY TOKEN", Data: []byte("token-for-" + binding)}, nil
+}
+
+// approver answers CSRs in the fake apiserver: approve and sign with the
+// CA, or deny.
+type approver struct {
+	ca      *pki.CA
+	deny    bool
+	created atomic.Int32
+}
+
+func (ap *approver) run(ctx context.Context, t *testing.T, client *fake.Clientset) {
+	w, err := client.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer w.Stop()
+	for {
+		var ev watch.Event
+		select {
+		case <-ctx.Done():
+			return
+		case ev = <-w.ResultChan():
+		}
+		if ev.Type != watch.Added {
+			continue
+		}
+		ap.created.Add(1)
+		csr := ev.Object.(*certificatesv1.CertificateSigningRequest).DeepCopy()
+		cond := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue, Reason: "MooringApproved"}
+		if ap.deny {
+			cond = certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: v1.ConditionTrue,
+				Reason: "NoEvidence", Message: "no evidence"}
+		}
+		csr.Status.Conditions = append(csr.Status.Conditions, cond)
+		if !ap.deny {
+			if csr.Status.Certificate, err = ap.ca.SignCSR(csr.Spec.Request, pki.ProfileClient); err != nil {
+				t.Error(err)
+			}
+		}
+		if _, err := client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+type env struct {
+	t        *testing.T
+	dir      string
+	ca       *pki.CA
+	client   *fake.Clientset
+	approver *approver
+	identity *fakeIdentity
+	units    *systemd.FakeConn
+	notifier *systemd.FakeNotifier
+	cfg      Config
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ca, err := pki.NewCA("test-cluster-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.crt")
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(caFile, ca.CertPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokenFile, []byte("abcdef.0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{
+		t: t, dir: dir, ca: ca, identity: &fakeIdentity{},
+		approver: &approver{ca: ca},
+		cfg: Config{
+			APIServer: "https://127.0.0.1:6443", CAFile: caFile, BootstrapTokenFile: tokenFile, Cloud: "local",
+			MetadataURL: "http://127.0.0.1:8169", CertDir: filepath.Join(dir, "pki"), Kubeconfig: filepath.Join(dir, "kubelet.conf"),
+			KubeletEnvFile: filepath.Join(dir, "kubelet.env"), KubeletUnit: "kubelet.service",
+		},
+	}
+	e.cfg.defaults()
+	e.newCluster()
+	return e
+}
+
+// newCluster starts a fresh fake apiserver with the approver watching it.
+func (e *env) newCluster() {
+	e.client = fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { e.approver.run(ctx, e.t, e.client) })
+	e.t.Cleanup(func() { cancel(); wg.Wait() })
+	// Let the watch start before the agent files its CSR.
+	time.Sleep(20 * time.Millisecond)
+}
+
+func (e *env) agent() *Agent {
+	e.units, e.notifier = systemd.NewFakeConn(), &systemd.FakeNotifier{}
+	return &Agent{
+		Config: e.cfg, Identity: e.identity, Notifier: e.notifier, Units: systemd.NewUnits(e.units),
+		NewClient: func(string, []byte, string) (kubernetes.Interface, error) { return e.client, nil },
+		Backoff:   wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
+	}
+}
+
+func (e *env) run() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return e.agent().Run(ctx)
+}
+
+func (e *env) csrCount() int {
+	l, err := e.client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+func (e *env) checkJoined() {
+	e.t.Helper()
+	if err := validCredentials(filepath.Join(e.cfg.CertDir, "kubelet-client-current.pem"), e.ca.CertPEM, "node-1", time.Now()); err != nil {
+		e.t.Fatalf("credentials: %v", err)
+	}
+	kc, err := clientcmd.LoadFromFile(e.cfg.Kubeconfig)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	auth := kc.AuthInfos[kc.Contexts[kc.CurrentContext].AuthInfo]
+	if !strings.HasSuffix(auth.ClientCertificate, "kubelet-client-current.pem") || auth.ClientKey != auth.ClientCertificate {
+		e.t.Fatalf("kubeconfig credentials: %+v", auth)
+	}
+	env, err := os.ReadFile(e.cfg.KubeletEnvFile)
+	if err != nil || !strings.Contains(string(env), "--provider-id=local://i-1") || !strings.Contains(string(env), "--node-ip=127.0.0.1") {
+		e.t.Fatalf("kubelet env: %q, %v", env, err)
+	}
+	for path, mode := range map[string]os.FileMode{e.cfg.Kubeconfig: 0o600, e.cfg.KubeletEnvFile: 0o644} {
+		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != mode {
+			e.t.Fatalf("%s: mode %v, want %v", path, st.Mode().Perm(), mode)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.cfg.CertDir, keyTmp)); !os.IsNotExist(err) {
+		e.t.Fatalf("the temporary key is left behind: %v", err)
+	}
+	if !slices.Equal(e.units.StartedUnits(), []string{"kubelet.service"}) {
+		e.t.Fatalf("units started: %v", e.units.StartedUnits())
+	}
+	sent := e.notifier.Sent()
+	if !slices.Contains(sent, "READY=1") {
+		e.t.Fatalf("no READY=1 in %q", sent)
+	}
+}
+
+func TestFreshJoin(t *testing.T) {
+	e := newEnv(t)
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("%d CSRs, want 1", n)
+	}
+	// Every boot after: valid credentials, no CSR, kubelet started again.
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("a second boot filed a CSR: %d", n)
+	}
+}
+
+func TestResumeAfterKeyGeneration(t *testing.T) {
+	e := newEnv(t)
+	// The key of a run killed right after making it.
+	data, key, err := loadOrCreateKey(filepath.Join(e.cfg.CertDir, keyTmp))
+	if err != nil || len(data) == 0 {
+		t.Fatal(err)
+	}
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	got, err := e.client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), CSRName("node-1", key.Public()), metav1.GetOptions{})
+	if err != nil || got == nil {
+		t.Fatalf("the CSR was not made with the key left behind: %v", err)
+	}
+}
+
+func TestResumeAfterCSRCreation(t *testing.T) {
+	e := newEnv(t)
+	// A run killed while waiting: its CSR is filed and approved meanwhile.
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	// Roll the node back to "CSR filed, nothing written": restore the key,
+	// drop the certificate, kubeconfig and env.
+	pair, _ := os.ReadFile(filepath.Join(e.cfg.CertDir, "kubelet-client-current.pem"))
+	keyPEM := keyBlock(t, pair)
+	if err := os.RemoveAll(e.cfg.CertDir); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Remove(e.cfg.Kubeconfig)
+	if err := writeAtomic(filepath.Join(e.cfg.CertDir, keyTmp), keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("the restart filed another CSR: %d", n)
+	}
+}
+
+func keyBlock(t *testing.T, pair []byte) []byte {
+	t.Helper()
+	i := strings.Index(string(pair), "-----BEGIN EC PRIVATE KEY-----")
+	if i < 0 {
+		t.Fatalf("no key in the pair file")
+	}
+	return pair[i:]
+}
+
+func TestResumeBeforeKubeconfigWrite(t *testing.T) {
+	e := newEnv(t)
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(e.cfg.Kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(e.cfg.KubeletEnvFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("%d CSRs, want 1", n)
+	}
+}
+
+func TestCorruptOrExpiredCredentialsRejoin(t *testing.T) {
+	e := newEnv(t)
+	current := filepath.Join(e.cfg.CertDir, "kubelet-client-current.pem")
+	if err := os.MkdirAll(e.cfg.CertDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(current, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	// The pair expires: a run far in the future joins again.
+	a := e.agent()
+	a.Now = func() time.Time { return time.Now().Add(20 * 365 * 24 * time.Hour) }
+	if err := validCredentials(current, e.ca.CertPEM, "node-1", a.Now()); err == nil {
+		t.Fatal("an expired certificate counted as valid")
+	}
+	// A certificate of another CA, or another node, is not valid either.
+	other, _ := pki.NewCA("other")
+	if err := validCredentials(current, other.CertPEM, "node-1", time.Now()); err == nil {
+		t.Fatal("a certificate of another CA counted as valid")
+	}
+	if err := validCredentials(current, e.ca.CertPEM, "node-2", time.Now()); err == nil {
+		t.Fatal("another node's certificate counted as valid")
+	}
+}
+
+func TestDeniedStopsWithTheReason(t *testing.T) {
+	e := newEnv(t)
+	e.approver.deny = true
+	err := e.run()
+	var denied *DeniedError
+	if !errors.As(err, &denied) || denied.Reason != "NoEvidence" {
+		t.Fatalf("err = %v, want a denial with its reason", err)
+	}
+	// A restart finds the denied CSR and files no new one.
+	err = e.run()
+	if !errors.As(err, &denied) {
+		t.Fatalf("restart: %v", err)
+	}
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("%d CSRs after a denial and a restart, want 1", n)
+	}
+	if len(e.units.StartedUnits()) != 0 {
+		t.Fatal("the kubelet was started after a denial")
+	}
+}
+
+func TestMetadataDownRetriesWithStatus(t *testing.T) {
+	e := newEnv(t)
+	e.identity.down.Store(3)
+	a := e.agent()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var retries int
+	for _, m := range e.notifier.Sent() {
+		if strings.Contains(m, "instance metadata failed, retrying") && strings.Contains(m, "unreachable") {
+			retries++
+		}
+	}
+	if retries != 3 {
+		t.Fatalf("%d retry statuses, want 3: %q", retries, e.notifier.Sent())
+	}
+}
+
+func TestApiserverUnreachableGivesUpOnlyWithTheContext(t *testing.T) {
+	e := newEnv(t)
+	a := e.agent()
+	a.NewClient = func(string, []byte, string) (kubernetes.Interface, error) {
+		return kubernetes.NewForConfig(&restConfigUnreachable)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	err := a.Run(ctx)
+	if err == nil || !strings.Contains(err.Error(), "certificate request") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(e.units.StartedUnits()) != 0 {
+		t.Fatal("the kubelet was started without credentials")
+	}
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	cases := map[string]string{
+		"apiServer":            "caFile: /ca\nbootstrapTokenFile: /t\ncloud: local\nmetadataURL: http://x\n",
+		"caFile or caCertHash": "apiServer: https://a\nbootstrapTokenFile: /t\ncloud: local\nmetadataURL: http://x\n",
+		"caCertHash":           "apiServer: https://a\ncaCertHash: md5:x\nbootstrapTokenFile: /t\ncloud: local\nmetadataURL: http://x\n",
+		"bootstrapTokenFile":   "apiServer: https://a\ncaFile: /ca\ncloud: local\nmetadataURL: http://x\n",
+		"cloud":                "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: aws\nmetadataURL: http://x\n",
+		"metadataURL":          "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: local\n",
+		"certDir":              "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: local\nmetadataURL: http://x\ncertDir: relative\n",
+		"unknown field":        "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: local\nmetadataURL: http://x\nbogus: 1\n",
+	}
+	for field, text := range cases {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadConfig(path)
+		want := field
+		if field == "unknown field" {
+			want = "bogus"
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v", field, err)
+		}
+	}
+}
+
+// restConfigUnreachable points at a loopback port nothing listens on.
+var restConfigUnreachable = rest.Config{Host: "https://127.0.0.1:1", Timeout: 100 * time.Millisecond}

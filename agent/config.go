@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// DefaultConfigPath is where cloud-init writes the agent's config.
+const DefaultConfigPath = "/etc/mooring/agent.yaml"
+
+// Config is /etc/mooring/agent.yaml. docs/join.md documents every field.
+type Config struct {
+	// APIServer is the cluster's kube-apiserver URL (https).
+	APIServer string `json:"apiServer"`
+	// CAFile is the cluster CA bundle. Either it or CACertHash is required.
+	CAFile string `json:"caFile,omitempty"`
+	// CACertHash pins the cluster CA ("sha256:<hex of the CA's
+	// SubjectPublicKeyInfo>", as kubeadm prints it); the CA is then read
+	// from the kube-public/cluster-info ConfigMap and checked against it.
+	CACertHash string `json:"caCertHash,omitempty"`
+	// BootstrapTokenFile holds a bootstrap token ("id.secret") that can only
+	// create CSRs.
+	BootstrapTokenFile string `json:"bootstrapTokenFile"`
+	// Cloud is the cloud whose metadata service attests the machine: local.
+	Cloud string `json:"cloud"`
+	// MetadataURL is the instance metadata service (local cloud: the
+	// instance's metadataURL).
+	MetadataURL string `json:"metadataURL"`
+	// NodeNamePolicy derives the node name: InstanceName or InstanceID.
+	NodeNamePolicy view.NamePolicy `json:"nodeNamePolicy,omitempty"`
+	// CertDir holds the kubelet's certificates (kubelet --cert-dir).
+	CertDir string `json:"certDir,omitempty"`
+	// Kubeconfig is the kubelet's kubeconfig (kubelet --kubeconfig).
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// KubeletEnvFile receives the kubelet flags the agent owns.
+	KubeletEnvFile string `json:"kubeletEnvFile,omitempty"`
+	// KubeletUnit is started once credentials are in place; empty: none.
+	KubeletUnit string `json:"kubeletUnit,omitempty"`
+	// WaitTimeout bounds the wait for the CSR's decision.
+	WaitTimeout metav1.Duration `json:"waitTimeout,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultCertDir        = "/var/lib/kubelet/pki"
+	DefaultKubeconfig     = "/etc/kubernetes/kubelet.conf"
+	DefaultKubeletEnvFile = "/etc/mooring/kubelet.env"
+	DefaultKubeletUnit    = "kubelet.service"
+	DefaultWaitTimeout    = 10 * time.Minute
+)
+
+var caHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// LoadConfig reads and checks the config; errors name the field.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("agent config: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("agent config %s: %w", path, err)
+	}
+	c.defaults()
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("agent config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func (c *Config) defaults() {
+	if c.NodeNamePolicy == "" {
+		c.NodeNamePolicy = view.NameFromInstanceName
+	}
+	if c.CertDir == "" {
+		c.CertDir = DefaultCertDir
+	}
+	if c.Kubeconfig == "" {
+		c.Kubeconfig = DefaultKubeconfig
+	}
+	if c.KubeletEnvFile == "" {
+		c.KubeletEnvFile = DefaultKubeletEnvFile
+	}
+	if c.WaitTimeout.Duration == 0 {
+		c.WaitTimeout.Duration = DefaultWaitTimeout
+	}
+}
+
+// Validate reports every problem, each naming its field.
+func (c *Config) Validate() error {
+	var errs []error
+	if !strings.HasPrefix(c.APIServer, "https://") {
+		errs = append(errs, fmt.Errorf("apiServer: want an https:// URL, got %q", c.APIServer))
+	}
+	switch {
+	case c.CAFile == "" && c.CACertHash == "":
+		errs = append(errs, errors.New("caFile or caCertHash: one is required"))
+	case c.CACertHash != "" && !caHashRE.MatchString(c.CACertHash):
+		errs = append(errs, fmt.Errorf("caCertHash: want sha256:<64 hex digits>, got %q", c.CACertHash))
+	}
+	if c.BootstrapTokenFile == "" {
+		errs = append(errs, errors.New("bootstrapTokenFile: required"))
+	}
+	if c.Cloud != "local" {
+		errs = append(errs, fmt.Errorf("cloud: %q is not supported (local)", c.Cloud))
+	}
+	if !strings.HasPrefix(c.MetadataURL, "http://") && !strings.HasPrefix(c.MetadataURL, "https://") {
+		errs = append(errs, fmt.Errorf("metadataURL: want an http(s) URL, got %q", c.MetadataURL))
+	}
+	if err := c.NodeNamePolicy.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("nodeNamePolicy: %w", err))
+	}
+	for field, p := range map[string]string{"certDir": c.CertDir, "kubeconfig": c.Kubeconfig, "kubeletEnvFile": c.KubeletEnvFile} {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("%s: want an absolute path, got %q", field, p))
+		}
+	}
+	if c.WaitTimeout.Duration < 0 {
+		errs = append(errs, errors.New("waitTimeout: must not be negative"))
+	}
+	return errors.Join(errs...)
+}
