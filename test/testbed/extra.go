@@ -23,6 +23,26 @@ func (cp *ControlPlane) Run(name, bin string, args ...string) (*Process, error) 
 	return &Process{p: p}, nil
 }
 
+// RunEnv is Run with extra environment variables.
+func (cp *ControlPlane) RunEnv(name string, env []string, bin string, args ...string) (*Process, error) {
+	p, err := startProcessEnv(name, filepath.Join(cp.cfg.Dir, "logs", name+".log"), env, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, p)
+	return &Process{p: p}, nil
+}
+
+// Wait waits for the process to end and returns its exit code.
+func (p *Process) Wait(timeout time.Duration) (int, error) {
+	select {
+	case <-p.p.done:
+		return p.p.cmd.ProcessState.ExitCode(), nil
+	case <-time.After(timeout):
+		return -1, fmt.Errorf("%s still running after %v", p.p.name, timeout)
+	}
+}
+
 // PID of the process.
 func (p *Process) PID() int { return p.p.pid() }
 
@@ -81,3 +101,6 @@ func (c *Cluster) AddNodeConfig(ctx context.Context, nc NodeConfig) (*Node, erro
 	c.Nodes = append(c.Nodes, n)
 	return n, nil
 }
+
+// AdoptNode makes the cluster stop a node made with PrepareNode.
+func (c *Cluster) AdoptNode(n *Node) { c.Nodes = append(c.Nodes, n) }

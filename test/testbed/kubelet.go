@@ -37,6 +37,9 @@ type NodeConfig struct {
 	// them, the way the agent leaves them (kubelet-client-current.pem and a
 	// kubeconfig that references it), and does not bootstrap.
 	ClientCertPEM, ClientKeyPEM []byte
+	// ExternalCredentials: someone else (mooring's agent) writes the
+	// kubeconfig at Node.Kubeconfig before the kubelet starts.
+	ExternalCredentials bool
 }
 
 // Node is a kubelet with its own fake container runtime, root directory,
@@ -53,6 +56,7 @@ type Node struct {
 	kubelet *process
 	cri     *fakecri.Server
 	cgroups []string
+	healthz string
 	stopped bool
 }
 
@@ -60,11 +64,38 @@ type Node struct {
 // certificate bootstrap and client certificate rotation, and returns once its
 // health endpoint answers. Registration happens after that, asynchronously.
 func (cp *ControlPlane) StartNode(ctx context.Context, nc NodeConfig) (n *Node, err error) {
-	if nc.Name == "" || (nc.BootstrapToken == "" && nc.ClientCertPEM == nil) {
-		return nil, errors.New("testbed: NodeConfig needs Name and BootstrapToken or client credentials")
+	n, argv, err := cp.PrepareNode(nc)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, n.Stop())
+			n = nil
+		}
+	}()
+	if n.kubelet, err = startProcess("kubelet-"+nc.Name, filepath.Join(cp.cfg.Dir, "logs", "kubelet-"+nc.Name+".log"), argv[0], argv[1:]...); err != nil {
+		return n, err
+	}
+	if err := n.WaitHealthy(ctx, startTimeout); err != nil {
+		return n, n.kubelet.failure(err)
+	}
+	cp.cfg.Logf("kubelet %s (%s:%d) healthy in %v, RSS %d MiB, pid %d", nc.Name, nc.Address, n.Port,
+		time.Since(n.kubelet.started).Round(time.Millisecond), n.kubelet.rssBytes()>>20, n.kubelet.pid())
+	return n, nil
+}
+
+// PrepareNode sets a node up (root dir, fake container runtime, cgroup
+// root, ports, kubelet config and credentials) and returns the kubelet's
+// command line without starting it, for tests where something else (a
+// systemd unit) starts the kubelet. Node.Stop cleans up as for StartNode;
+// stop the kubelet first.
+func (cp *ControlPlane) PrepareNode(nc NodeConfig) (n *Node, argv []string, err error) {
+	if nc.Name == "" || (nc.BootstrapToken == "" && nc.ClientCertPEM == nil && !nc.ExternalCredentials) {
+		return nil, nil, errors.New("testbed: NodeConfig needs Name and BootstrapToken, client credentials or ExternalCredentials")
 	}
 	if err := checkLoopback(nc.Address); err != nil {
-		return nil, fmt.Errorf("testbed: node %s: %w", nc.Name, err)
+		return nil, nil, fmt.Errorf("testbed: node %s: %w", nc.Name, err)
 	}
 	dir := filepath.Join(cp.cfg.Dir, "nodes", nc.Name)
 	n = &Node{Name: nc.Name, Address: nc.Address, Dir: dir,
@@ -77,53 +108,55 @@ func (cp *ControlPlane) StartNode(ctx context.Context, nc NodeConfig) (n *Node, 
 	}()
 	for _, d := range []string{"root", "pki", "manifests", "pod-logs"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
-			return n, err
+			return n, nil, err
 		}
 	}
 	if n.cri, err = fakecri.Start(filepath.Join(dir, "cri.sock"), filepath.Join(dir, "root")); err != nil {
-		return n, err
+		return n, nil, err
 	}
 	// A cgroup root of its own: kubelets sharing /kubepods delete each
 	// other's pod cgroups.
 	if n.cgroups, err = createCgroup("mooring-" + cp.id + "-" + nc.Name); err != nil {
-		return n, err
+		return n, nil, err
 	}
 	ports, err := freePorts(nc.Address, 2)
 	if err != nil {
-		return n, err
+		return n, nil, err
 	}
 	n.Port = ports[0]
-	healthz := ports[1]
-
-	credArgs, err := cp.kubeletCredentials(n, nc)
-	if err != nil {
-		return n, err
+	n.healthz = fmt.Sprintf("http://%s/healthz", hostPort(nc.Address, ports[1]))
+	var credArgs []string
+	if !nc.ExternalCredentials {
+		if credArgs, err = cp.kubeletCredentials(n, nc); err != nil {
+			return n, nil, err
+		}
 	}
 	configPath := filepath.Join(dir, "kubelet-config.json")
-	if err := writeKubeletConfig(configPath, n, healthz, cp.CAFile, "/"+filepath.Base(n.cgroups[0])); err != nil {
-		return n, err
+	if err := writeKubeletConfig(configPath, n, ports[1], cp.CAFile, "/"+filepath.Base(n.cgroups[0])); err != nil {
+		return n, nil, err
 	}
-	n.kubelet, err = startProcess("kubelet-"+nc.Name, filepath.Join(cp.cfg.Dir, "logs", "kubelet-"+nc.Name+".log"),
-		cp.cfg.Binaries.Kubelet,
-		append(credArgs,
-			"--config="+configPath,
-			"--kubeconfig="+n.Kubeconfig,
-			"--cert-dir="+n.CertDir,
-			"--root-dir="+filepath.Join(dir, "root"),
-			"--hostname-override="+nc.Name,
-			"--cloud-provider=external",
-			"--v=2",
-		)...,
+	argv = append([]string{cp.cfg.Binaries.Kubelet}, credArgs...)
+	argv = append(argv,
+		"--config="+configPath,
+		"--kubeconfig="+n.Kubeconfig,
+		"--cert-dir="+n.CertDir,
+		"--root-dir="+filepath.Join(dir, "root"),
+		"--hostname-override="+nc.Name,
+		"--cloud-provider=external",
+		"--v=2",
 	)
-	if err != nil {
-		return n, err
-	}
-	url := fmt.Sprintf("http://%s/healthz", hostPort(nc.Address, healthz))
-	err = waitFor(startTimeout, 100*time.Millisecond, n.kubelet.name+" health", func() (bool, error) {
-		if done, _ := n.kubelet.exited(); done {
-			return false, errExited
+	return n, argv, nil
+}
+
+// WaitHealthy polls the kubelet's healthz until it answers 200.
+func (n *Node) WaitHealthy(ctx context.Context, timeout time.Duration) error {
+	return waitFor(timeout, 100*time.Millisecond, "kubelet "+n.Name+" health", func() (bool, error) {
+		if n.kubelet != nil {
+			if done, _ := n.kubelet.exited(); done {
+				return false, errExited
+			}
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.healthz, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false, err
@@ -131,12 +164,6 @@ func (cp *ControlPlane) StartNode(ctx context.Context, nc NodeConfig) (n *Node, 
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
-	if err != nil {
-		return n, n.kubelet.failure(err)
-	}
-	cp.cfg.Logf("kubelet %s (%s:%d) healthy in %v, RSS %d MiB, pid %d", nc.Name, nc.Address, n.Port,
-		time.Since(n.kubelet.started).Round(time.Millisecond), n.kubelet.rssBytes()>>20, n.kubelet.pid())
-	return n, nil
 }
 
 func writeKubeletConfig(path string, n *Node, healthzPort int, clientCAFile, cgroupRoot string) error {

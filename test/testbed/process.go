@@ -27,6 +27,11 @@ type process struct {
 }
 
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	return startProcessEnv(name, logPath, nil, bin, args...)
+}
+
+// startProcessEnv is startProcess with extra environment variables.
+func startProcessEnv(name, logPath string, env []string, bin string, args ...string) (*process, error) {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
@@ -36,6 +41,9 @@ func startProcess(name, logPath, bin string, args ...string) (*process, error) {
 	}
 	defer logFile.Close() // the child holds its own descriptor
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
