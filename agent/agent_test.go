@@ -126,7 +126,7 @@ func newEnv(t *testing.T) *env {
 			KubeletEnvFile: filepath.Join(dir, "kubelet.env"), KubeletUnit: "kubelet.service",
 		},
 	}
-	e.cfg.defaults()
+	e.cfg.SetDefaults()
 	e.newCluster()
 	return e
 }

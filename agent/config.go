@@ -44,7 +44,8 @@ type Config struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// KubeletEnvFile receives the kubelet flags the agent owns.
 	KubeletEnvFile string `json:"kubeletEnvFile,omitempty"`
-	// KubeletUnit is started once credentials are in place; empty: none.
+	// KubeletUnit is started once credentials are in place (default
+	// kubelet.service; mooring-agent --no-start-kubelet starts none).
 	KubeletUnit string `json:"kubeletUnit,omitempty"`
 	// WaitTimeout bounds the wait for the CSR's decision.
 	WaitTimeout metav1.Duration `json:"waitTimeout,omitempty"`
@@ -71,14 +72,15 @@ func LoadConfig(path string) (Config, error) {
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
 		return c, fmt.Errorf("agent config %s: %w", path, err)
 	}
-	c.defaults()
+	c.SetDefaults()
 	if err := c.Validate(); err != nil {
 		return c, fmt.Errorf("agent config %s: %w", path, err)
 	}
 	return c, nil
 }
 
-func (c *Config) defaults() {
+// SetDefaults fills unset fields.
+func (c *Config) SetDefaults() {
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = view.NameFromInstanceName
 	}
@@ -90,6 +92,9 @@ func (c *Config) defaults() {
 	}
 	if c.KubeletEnvFile == "" {
 		c.KubeletEnvFile = DefaultKubeletEnvFile
+	}
+	if c.KubeletUnit == "" {
+		c.KubeletUnit = DefaultKubeletUnit
 	}
 	if c.WaitTimeout.Duration == 0 {
 		c.WaitTimeout.Duration = DefaultWaitTimeout
