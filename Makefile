@@ -64,8 +64,8 @@ lint: ## gofmt, one k8s.io library version, go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-demo: ## run mooring end to end on this machine (not wired up yet)
-	@echo "make demo is not wired up yet: it arrives with the agent, the approver and the CCM."; exit 2
+demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C stops it)
+	$(GO) run ./hack/demo
 
 clean: ## remove build output (not the Kubernetes binary cache)
 	rm -rf $(BIN)

@@ -1,6 +1,9 @@
 // Package harness runs mooring's own programs on the test bed for the e2e
-// tests and the benchmarks: it builds them, and starts the local cloud and
-// mooring-ccm as processes the control plane stops with itself.
+// tests, the benchmarks and the demo: it builds them, and starts the local
+// cloud, mooring-ccm, mooring-csr-approver and machines running
+// mooring-agent as processes the control plane stops with itself. Each
+// Start* function has an error-returning form (Run*) for programs that are
+// not tests.
 package harness
 
 import (
@@ -25,16 +28,25 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// BuildBinary builds one of mooring's commands (a package path relative to
-// the checkout) into the test's temp dir; the Go build cache makes repeats
-// cheap.
-func BuildBinary(t testing.TB, pkg string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+// Build builds one of mooring's commands (a package path relative to the
+// checkout) into dir.
+func Build(pkg, dir string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
 	cmd.Dir = RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out, nil
+}
+
+// BuildBinary builds a command into the test's temp dir; the Go build
+// cache makes repeats cheap.
+func BuildBinary(t testing.TB, pkg string) string {
+	t.Helper()
+	out, err := Build(pkg, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -49,18 +61,20 @@ type LocalCloud struct {
 
 const cloudToken = "harness-cloud-token"
 
-// StartLocalCloud runs the daemon with address pools of its own: the third
-// octet comes from the test process id, so concurrent test processes do not
-// meet. Extra flags (such as --rate-limit) are appended.
-func StartLocalCloud(t testing.TB, c *testbed.Cluster, bin string, extra ...string) *LocalCloud {
-	t.Helper()
-	dir := t.TempDir()
+// RunLocalCloud runs the daemon with its state in dir and address pools of
+// its own: the third octet comes from this process's id, so concurrent test
+// processes do not meet. Extra flags (such as --rate-limit) are appended.
+func RunLocalCloud(c *testbed.ControlPlane, bin, dir string, extra ...string) (*LocalCloud, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
 	tokenFile := filepath.Join(dir, "token")
 	if err := os.WriteFile(tokenFile, []byte(cloudToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	b := os.Getpid() % 250
 	addrFile := filepath.Join(dir, "address")
+	_ = os.Remove(addrFile)
 	args := append([]string{"serve",
 		"--listen=127.0.0.1:0", "--address-file=" + addrFile, "--token-file=" + tokenFile,
 		"--state=" + filepath.Join(dir, "state.db"), "--metadata-port=0",
@@ -68,28 +82,38 @@ func StartLocalCloud(t testing.TB, c *testbed.Cluster, bin string, extra ...stri
 		fmt.Sprintf("--vip-cidr=127.43.%d.0/24", b)}, extra...)
 	p, err := c.Run("mooring-localcloud", bin, args...)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	var url string
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if done, err := p.Exited(); done {
-			t.Fatalf("mooring-localcloud exited: %v\n%s", err, p.LogTail(20))
+			return nil, fmt.Errorf("mooring-localcloud exited: %v\n%s", err, p.LogTail(20))
 		}
 		if data, err := os.ReadFile(addrFile); err == nil && strings.TrimSpace(string(data)) != "" {
 			url = strings.TrimSpace(string(data))
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mooring-localcloud did not write its address\n%s", p.LogTail(20))
+			return nil, fmt.Errorf("mooring-localcloud did not write its address\n%s", p.LogTail(20))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	cl, err := client.New(url, cloudToken, nil)
 	if err != nil {
+		return nil, err
+	}
+	return &LocalCloud{Proc: p, Client: cl, URL: url, TokenFile: tokenFile}, nil
+}
+
+// StartLocalCloud is RunLocalCloud for a test.
+func StartLocalCloud(t testing.TB, c *testbed.Cluster, bin string, extra ...string) *LocalCloud {
+	t.Helper()
+	lc, err := RunLocalCloud(c.ControlPlane, bin, t.TempDir(), extra...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &LocalCloud{Proc: p, Client: cl, URL: url, TokenFile: tokenFile}
+	return lc
 }
 
 // CCMOptions choose how mooring-ccm runs.
@@ -102,23 +126,35 @@ type CCMOptions struct {
 	Args []string
 }
 
-// StartCCM runs mooring-ccm as the ServiceAccount of deploy/ccm/rbac.yaml
-// (applied here), so the test also proves that RBAC suffices.
-func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts CCMOptions) *testbed.Process {
-	t.Helper()
+// WriteCloudConfig writes the local provider's config for lc into dir.
+func WriteCloudConfig(dir string, lc *LocalCloud, cluster, extra string) (string, error) {
+	path := filepath.Join(dir, "cloud.yaml")
+	return path, os.WriteFile(path, fmt.Appendf(nil, "endpoint: %s\ntokenFile: %s\ncluster: %s\n%s",
+		lc.URL, lc.TokenFile, cluster, extra), 0o600)
+}
+
+// RunCCM runs mooring-ccm as the ServiceAccount of deploy/ccm/rbac.yaml
+// (applied here), so a test also proves that RBAC suffices.
+func RunCCM(c *testbed.ControlPlane, bin string, lc *LocalCloud, dir string, opts CCMOptions) (*testbed.Process, error) {
 	ctx := context.Background()
 	if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "ccm", "rbac.yaml")); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	kubeconfig, err := c.WriteKubeconfig("ccm", "system:serviceaccount:kube-system:cloud-controller-manager",
 		"system:serviceaccounts", "system:serviceaccounts:kube-system")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	cloudConfig := writeCloudConfig(t, lc, opts.Cluster, opts.CloudConfig)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	cloudConfig, err := WriteCloudConfig(dir, lc, opts.Cluster, opts.CloudConfig)
+	if err != nil {
+		return nil, err
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
@@ -127,7 +163,13 @@ func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts
 		"--cloud-provider=local", "--cloud-config=" + cloudConfig, "--cluster-name=" + opts.Cluster,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "--leader-elect=true",
 	}, opts.Args...)
-	p, err := c.Run("mooring-ccm", bin, args...)
+	return c.Run("mooring-ccm", bin, args...)
+}
+
+// StartCCM is RunCCM for a test.
+func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts CCMOptions) *testbed.Process {
+	t.Helper()
+	p, err := RunCCM(c.ControlPlane, bin, lc, t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,16 +179,6 @@ func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts
 		}
 	})
 	return p
-}
-
-func writeCloudConfig(t testing.TB, lc *LocalCloud, cluster, extra string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "cloud.yaml")
-	if err := os.WriteFile(path, fmt.Appendf(nil, "endpoint: %s\ntokenFile: %s\ncluster: %s\n%s",
-		lc.URL, lc.TokenFile, cluster, extra), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // StartApprover runs mooring-csr-approver as the ServiceAccount of
@@ -161,8 +193,12 @@ func StartApprover(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud,
 	if err != nil {
 		t.Fatal(err)
 	}
+	cloudConfig, err := WriteCloudConfig(t.TempDir(), lc, cluster, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := c.Run("mooring-csr-approver", bin, append([]string{
-		"--kubeconfig=" + kubeconfig, "--cloud-provider=local", "--cloud-config=" + writeCloudConfig(t, lc, cluster, ""),
+		"--kubeconfig=" + kubeconfig, "--cloud-provider=local", "--cloud-config=" + cloudConfig,
 		"--metrics-bind-address=127.0.0.1:0", "--leader-elect=true", "--v=2",
 	}, args...)...)
 	if err != nil {

@@ -1,0 +1,343 @@
+// Command demo is `make demo`: mooring end to end on this machine. It
+// starts a control plane, the local cloud and mooring-ccm with the CSR
+// approver, creates instances and runs mooring-agent on each (kubelets
+// started through systemd --user), shows each node's way to Ready, sends a
+// request through a LoadBalancer Service, shows a stolen bootstrap token
+// being refused, and tears everything down on Ctrl-C (or at the end with
+// --non-interactive).
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+const cluster = "demo"
+
+func main() {
+	home, _ := os.UserHomeDir()
+	stateHome := os.Getenv("XDG_STATE_HOME")
+	if stateHome == "" {
+		stateHome = filepath.Join(home, ".local", "state")
+	}
+	stateDir := flag.String("state-dir", filepath.Join(stateHome, "mooring", "demo"), "where the demo keeps its state and logs (wiped at start)")
+	nodes := flag.Int("nodes", 3, "machines to join")
+	nonInteractive := flag.Bool("non-interactive", false, "tear down at the end instead of waiting for Ctrl-C")
+	skipDeps := flag.Bool("skip-deps", false, "do not run hack/install-deps.sh and hack/build-k8s.sh")
+	flag.Parse()
+	if err := run(*stateDir, *nodes, *nonInteractive, *skipDeps); err != nil {
+		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) { fmt.Printf("\n==> "+format+"\n", args...) }
+
+func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if !skipDeps {
+		step("Installing what the demo needs (etcd, systemd; Kubernetes v1.36.3 built once from the Go module proxy, about 11 minutes the first time)")
+		for _, script := range []string{"hack/install-deps.sh", "hack/build-k8s.sh"} {
+			cmd := exec.CommandContext(ctx, filepath.Join(harness.RepoRoot(), script))
+			cmd.Dir, cmd.Stdout, cmd.Stderr = harness.RepoRoot(), os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("%s: %w", script, err)
+			}
+		}
+	}
+	if err := os.RemoveAll(stateDir); err != nil {
+		return err
+	}
+	bin := filepath.Join(stateDir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	step("Building mooring")
+	bins := map[string]string{}
+	for _, pkg := range []string{"cloud/local/cmd/mooring-localcloud", "ccm/cmd/mooring-ccm", "agent/cmd/mooring-agent"} {
+		if bins[filepath.Base(pkg)], err = harness.Build(pkg, bin); err != nil {
+			return err
+		}
+	}
+
+	step("Starting a control plane (etcd, kube-apiserver, kube-controller-manager) on 127.0.0.1")
+	cp, err := testbed.StartControlPlane(ctx, testbed.Config{Dir: filepath.Join(stateDir, "cluster"), Logf: func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) }})
+	if err != nil {
+		return err
+	}
+	c := &testbed.Cluster{ControlPlane: cp}
+	var fleet *harness.Fleet
+	defer func() {
+		step("Stopping everything")
+		var errs []error
+		if fleet != nil {
+			errs = append(errs, fleet.Stop())
+		}
+		errs = append(errs, c.Stop())
+		if e := errors.Join(errs...); e != nil {
+			err = errors.Join(err, e)
+		} else {
+			fmt.Println("    all processes stopped; `make demo` starts afresh")
+		}
+	}()
+	if err := cp.ApplyBootstrapRBAC(ctx, testbed.BootstrapRBAC{WithoutNodeClientApproval: true}); err != nil {
+		return err
+	}
+	fmt.Println("    bootstrap tokens may create CSRs; nothing approves them automatically: mooring's approver decides")
+	if c.Token, err = cp.CreateBootstrapToken(ctx, time.Hour); err != nil {
+		return err
+	}
+
+	step("Starting the local cloud and mooring-ccm with the CSR approver")
+	lc, err := harness.RunLocalCloud(cp, bins["mooring-localcloud"], filepath.Join(stateDir, "cloud"))
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{"deploy/csrapprover/rbac.yaml", "deploy/ccm/csrapprover-rbac.yaml"} {
+		if err := cp.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
+			return err
+		}
+	}
+	if _, err := harness.RunCCM(cp, bins["mooring-ccm"], lc, filepath.Join(stateDir, "ccm"),
+		harness.CCMOptions{Cluster: cluster, Args: []string{"--controllers=*,csr-approver", "--load-balancer-drift-period=10s"}}); err != nil {
+		return err
+	}
+	fmt.Printf("    local cloud API %s, mooring-ccm as ServiceAccount kube-system/cloud-controller-manager\n", lc.URL)
+
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("node-%d", i+1))
+	}
+	step("Creating %d instances; each runs mooring-agent, which starts its kubelet through systemd", n)
+	start := time.Now()
+	if fleet, err = harness.RunFleet(ctx, c, lc, harness.FleetOptions{Names: names, Cluster: cluster, Dir: filepath.Join(stateDir, "machines"), AgentBin: bins["mooring-agent"]}); err != nil {
+		return err
+	}
+	if err := watchNodes(ctx, c, fleet, start); err != nil {
+		return err
+	}
+	if err := loadBalancer(ctx, c, fleet); err != nil {
+		return err
+	}
+	if err := stolenToken(ctx, c); err != nil {
+		return err
+	}
+
+	step("Done")
+	fmt.Printf("    logs:       %s (control plane, cloud, ccm, agents) and %s (kubelets)\n", cp.LogDir(), filepath.Join(stateDir, "machines"))
+	fmt.Printf("    kubeconfig: %s\n", cp.AdminKubeconfig)
+	fmt.Printf("    try:        kubectl --kubeconfig %s get nodes,csr\n", cp.AdminKubeconfig)
+	if nonInteractive {
+		return nil
+	}
+	fmt.Println("    Ctrl-C stops everything.")
+	<-ctx.Done()
+	return nil
+}
+
+// row is one node's way to Ready.
+type row struct {
+	instance, evidence, client, registered, initialized, serving, ready string
+}
+
+func watchNodes(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet, start time.Time) error {
+	fmt.Printf("\n    %-7s %-20s %-9s %-27s %-10s %-11s %-27s %s\n", "NODE", "INSTANCE", "EVIDENCE", "CLIENT CERT", "REGISTERED", "INITIALIZED", "SERVING CERT", "READY")
+	last := map[string]row{}
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		done := 0
+		for _, m := range fleet.Machines {
+			r := status(ctx, c, m)
+			if r != last[m.Instance.Name] {
+				last[m.Instance.Name] = r
+				fmt.Printf("    %-7s %-20s %-9s %-27s %-10s %-11s %-27s %s\n", m.Instance.Name, r.instance, r.evidence, r.client, r.registered, r.initialized, r.serving, r.ready)
+			}
+			if r.ready == "Ready" && strings.HasPrefix(r.serving, "approved") {
+				done++
+			}
+			if done, err := m.Agent.Exited(); done && err != nil {
+				return fmt.Errorf("the agent of %s failed (%v):\n%s", m.Instance.Name, err, m.Agent.LogTail(15))
+			}
+		}
+		if done == len(fleet.Machines) {
+			fmt.Printf("\n    %d nodes Ready, serving certificates approved, %v after their agents started; no certificate was approved by hand\n", done, time.Since(start).Round(100*time.Millisecond))
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("not every node reached Ready with its serving certificate in 4 minutes")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+func status(ctx context.Context, c *testbed.Cluster, m *harness.Machine) row {
+	r := row{instance: m.Instance.ID, evidence: "-", client: "-", registered: "-", initialized: "-", serving: "-", ready: "-"}
+	name := m.Instance.Name
+	csrs, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, csr := range csrs.Items {
+			approved := harness.Condition(&csr, certificatesv1.CertificateApproved)
+			switch {
+			case csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && strings.HasPrefix(csr.Name, "mooring-"+name+"-"):
+				r.client = "pending"
+				if approved != nil {
+					r.evidence = "verified"
+					r.client = fmt.Sprintf("approved by mooring %s", since(csr.CreationTimestamp, approved.LastUpdateTime))
+				}
+			case csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && csr.Spec.Username == "system:node:"+name:
+				r.serving = "pending"
+				if approved != nil {
+					r.serving = fmt.Sprintf("approved by mooring %s", since(csr.CreationTimestamp, approved.LastUpdateTime))
+				}
+			}
+		}
+	}
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return r
+	}
+	r.registered = "yes"
+	r.initialized = "no"
+	tainted := false
+	for _, t := range node.Spec.Taints {
+		tainted = tainted || t.Key == "node.cloudprovider.kubernetes.io/uninitialized"
+	}
+	if node.Spec.ProviderID != "" && !tainted {
+		r.initialized = "yes"
+	}
+	r.ready = "NotReady"
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			r.ready = "Ready"
+		}
+	}
+	return r
+}
+
+// since is the decision latency, to the second the API records.
+func since(created, decided metav1.Time) string {
+	d := decided.Sub(created.Time)
+	if d < time.Second {
+		return "(<1s)"
+	}
+	return "(" + d.Round(time.Second).String() + ")"
+}
+
+func loadBalancer(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet) error {
+	step("Creating a LoadBalancer Service")
+	svc, err := c.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	// No kube-proxy runs here: the demo stands in for it on node-1,
+	// answering on the node port at the node's address.
+	node := fleet.Machines[0]
+	addr := net.JoinHostPort(node.Instance.Addresses[0].Address, fmt.Sprint(svc.Spec.Ports[0].NodePort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = bufio.NewReader(conn).ReadString('\n')
+			fmt.Fprintf(conn, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from %s\n", node.Instance.Name)
+			conn.Close()
+		}
+	}()
+	var vip string
+	deadline := time.Now().Add(time.Minute)
+	for vip == "" {
+		s, err := c.Client.CoreV1().Services("default").Get(ctx, "hello", metav1.GetOptions{})
+		if err == nil && len(s.Status.LoadBalancer.Ingress) > 0 {
+			vip = s.Status.LoadBalancer.Ingress[0].IP
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("the Service got no ingress IP in a minute")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	fmt.Printf("    ingress IP %s (a local-cloud load balancer; backends: the Ready nodes at node port %d, health-checked)\n", vip, svc.Spec.Ports[0].NodePort)
+	for time.Now().Before(deadline) {
+		if answer, err := get(net.JoinHostPort(vip, "80")); err == nil {
+			fmt.Printf("    GET http://%s/ -> %s\n", net.JoinHostPort(vip, "80"), answer)
+			return nil
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	return errors.New("no answer through the load balancer")
+}
+
+func get(addr string) (string, error) {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	fmt.Fprintf(conn, "GET / HTTP/1.0\r\n\r\n")
+	var last string
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		if t := strings.TrimSpace(sc.Text()); t != "" {
+			last = t
+		}
+	}
+	if !strings.HasPrefix(last, "hello") {
+		return "", errors.New("no answer")
+	}
+	return last, nil
+}
+
+func stolenToken(ctx context.Context, c *testbed.Cluster) error {
+	step("A stolen bootstrap token, without the machine's evidence, asks to join as node-1")
+	join, err := harness.Join(ctx, c, "node-1", "")
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	csr, err := harness.WaitForDecision(wctx, c.Client, join.Name)
+	if err != nil {
+		return err
+	}
+	d := harness.Condition(csr, certificatesv1.CertificateDenied)
+	if d == nil {
+		return fmt.Errorf("CSR %s was not denied", join.Name)
+	}
+	fmt.Printf("    CSR %s denied: %s: %s\n", join.Name, d.Reason, d.Message)
+	return nil
+}

@@ -1,0 +1,160 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// NotifySocket collects sd_notify messages, as systemd would.
+type NotifySocket struct {
+	Path string
+	conn *net.UnixConn
+	mu   sync.Mutex
+	msgs []string
+}
+
+// ListenNotify opens a notify socket at path.
+func ListenNotify(path string) (*NotifySocket, error) {
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		return nil, err
+	}
+	n := &NotifySocket{Path: path, conn: conn}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			n.mu.Lock()
+			n.msgs = append(n.msgs, string(buf[:k]))
+			n.mu.Unlock()
+		}
+	}()
+	return n, nil
+}
+
+// Messages so far.
+func (n *NotifySocket) Messages() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.msgs...)
+}
+
+// Close closes the socket.
+func (n *NotifySocket) Close() error { return n.conn.Close() }
+
+// Machine is a local-cloud instance with a kubelet installed (a systemd
+// unit of a shared systemd --user) and mooring-agent running as its join.
+type Machine struct {
+	Instance *api.Instance
+	Node     *testbed.Node
+	// Config is the agent's config file; EnvFile the kubelet env it writes.
+	Config, EnvFile string
+	Agent           *testbed.Process
+	Notify          *NotifySocket
+}
+
+// Fleet is the machines and the systemd that runs their kubelets.
+type Fleet struct {
+	Machines []*Machine
+	Systemd  *testbed.UserSystemd
+}
+
+// FleetOptions describe the machines.
+type FleetOptions struct {
+	Names    []string
+	Cluster  string
+	Dir      string // state of the machines and of systemd
+	AgentBin string
+}
+
+// RunFleet creates an instance per name, prepares its node (kubelet not
+// started: its unit is written into a systemd --user that this starts),
+// writes the agent's config, and starts the agents. The kubelets start when
+// their agents ask systemd to. The cluster stops the nodes; Stop stops
+// systemd, and with it the kubelets, and must come first.
+func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts FleetOptions) (f *Fleet, err error) {
+	dir := opts.Dir
+	caFile := filepath.Join(dir, "ca.crt")
+	tokenFile := filepath.Join(dir, "bootstrap-token")
+	sd := filepath.Join(dir, "systemd")
+	unitDir := filepath.Join(sd, "config", "systemd", "user")
+	if err := os.MkdirAll(unitDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(caFile, c.CA.CertPEM, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(tokenFile, []byte(c.Token+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	f = &Fleet{}
+	defer func() {
+		if err != nil {
+			_ = f.Stop()
+		}
+	}()
+	for _, name := range opts.Names {
+		in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: name, Cluster: opts.Cluster})
+		if err != nil {
+			return f, err
+		}
+		n, argv, err := c.PrepareNode(testbed.NodeConfig{Name: in.Name, Address: in.Addresses[0].Address, ExternalCredentials: true})
+		if err != nil {
+			return f, err
+		}
+		c.AdoptNode(n)
+		m := &Machine{Instance: in, Node: n, Config: filepath.Join(dir, name+"-agent.yaml"), EnvFile: filepath.Join(dir, name+"-kubelet.env")}
+		unit := fmt.Sprintf("[Unit]\nDescription=kubelet of machine %s\n\n[Service]\nEnvironmentFile=%s\nExecStart=%s $KUBELET_MOORING_ARGS\nStandardOutput=append:%s\nStandardError=inherit\n",
+			name, m.EnvFile, strings.Join(argv, " "), filepath.Join(dir, name+"-kubelet.log"))
+		if err := os.WriteFile(filepath.Join(unitDir, "kubelet-"+name+".service"), []byte(unit), 0o644); err != nil {
+			return f, err
+		}
+		cfg := fmt.Sprintf("apiServer: %s\ncaFile: %s\nbootstrapTokenFile: %s\ncloud: local\nmetadataURL: %s\ncertDir: %s\nkubeconfig: %s\nkubeletEnvFile: %s\nkubeletUnit: kubelet-%s.service\nwaitTimeout: 2m\n",
+			c.URL, caFile, tokenFile, in.MetadataURL, n.CertDir, n.Kubeconfig, m.EnvFile, name)
+		if err := os.WriteFile(m.Config, []byte(cfg), 0o600); err != nil {
+			return f, err
+		}
+		f.Machines = append(f.Machines, m)
+	}
+	if f.Systemd, err = testbed.StartUserSystemd(sd, fmt.Sprintf("mooring-systemd-%d", os.Getpid())); err != nil {
+		return f, err
+	}
+	for _, m := range f.Machines {
+		name := m.Instance.Name
+		if m.Notify, err = ListenNotify(filepath.Join(dir, name+"-notify.sock")); err != nil {
+			return f, err
+		}
+		m.Agent, err = c.RunEnv("mooring-agent-"+name, append(f.Systemd.Env(), "NOTIFY_SOCKET="+m.Notify.Path),
+			opts.AgentBin, "--config="+m.Config, "--systemd-user", "--v=2")
+		if err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// Stop stops systemd (and so the kubelets) and closes the notify sockets.
+func (f *Fleet) Stop() error {
+	var err error
+	if f.Systemd != nil {
+		err = f.Systemd.Stop()
+		f.Systemd = nil
+	}
+	for _, m := range f.Machines {
+		if m.Notify != nil {
+			m.Notify.Close()
+		}
+	}
+	return err
+}
