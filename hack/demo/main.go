@@ -113,10 +113,9 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, f := range []string{"deploy/csrapprover/rbac.yaml", "deploy/ccm/csrapprover-rbac.yaml"} {
-		if err := cp.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
-			return err
-		}
+	// The RBAC of deploy/overlays/local, rendered as `kubectl kustomize` does.
+	if err := harness.ApplyRBAC(ctx, cp, "overlays/local"); err != nil {
+		return err
 	}
 	if _, err := harness.RunCCM(cp, bins["mooring-ccm"], lc, filepath.Join(stateDir, "ccm"),
 		harness.CCMOptions{Cluster: cluster, Args: []string{"--controllers=*,csr-approver", "--load-balancer-drift-period=10s"}}); err != nil {

@@ -31,7 +31,7 @@ func TestAgentJoinsNodes(t *testing.T) {
 	lc := harness.StartLocalCloud(t, c, cloudBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	for _, f := range []string{"deploy/csrapprover/rbac.yaml", "deploy/ccm/csrapprover-rbac.yaml"} {
+	for _, f := range []string{"deploy/csrapprover/role/clusterrole.yaml", "deploy/base/ccm-csrapprover-binding.yaml"} {
 		if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
 			t.Fatal(err)
 		}

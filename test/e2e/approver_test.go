@@ -93,11 +93,10 @@ func TestCCMApprover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), "deploy", "csrapprover", "rbac.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), "deploy", "ccm", "csrapprover-rbac.yaml")); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"deploy/csrapprover/role/clusterrole.yaml", "deploy/base/ccm-csrapprover-binding.yaml"} {
+		if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	harness.StartCCM(t, c, ccmBin, lc, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--controllers=*,csr-approver", "--v=2"}})
 

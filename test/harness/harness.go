@@ -182,11 +182,14 @@ func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts
 }
 
 // StartApprover runs mooring-csr-approver as the ServiceAccount of
-// deploy/csrapprover/rbac.yaml (applied here), with leader election.
+// deploy/csrapprover (its role and rbac.yaml, applied here), with leader
+// election.
 func StartApprover(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, cluster string, args ...string) *testbed.Process {
 	t.Helper()
-	if err := c.Apply(context.Background(), filepath.Join(RepoRoot(), "deploy", "csrapprover", "rbac.yaml")); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"role/clusterrole.yaml", "rbac.yaml"} {
+		if err := c.Apply(context.Background(), filepath.Join(RepoRoot(), "deploy", "csrapprover", f)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	kubeconfig, err := c.WriteKubeconfig("csr-approver", "system:serviceaccount:kube-system:mooring-csr-approver",
 		"system:serviceaccounts", "system:serviceaccounts:kube-system")

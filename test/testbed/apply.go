@@ -11,18 +11,26 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // Apply creates the objects of a multi-document YAML manifest, such as the
-// RBAC under deploy/. It knows the kinds mooring's manifests use.
+// RBAC under deploy/; objects that exist already are left as they are. It
+// knows the kinds mooring's manifests use.
 func (cp *ControlPlane) Apply(ctx context.Context, path string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
+	return cp.ApplyYAML(ctx, path, data, nil)
+}
+
+// ApplyYAML creates the objects of a multi-document manifest (name is for
+// errors); keep, when set, chooses which kinds to create.
+func (cp *ControlPlane) ApplyYAML(ctx context.Context, path string, data []byte, keep func(kind string) bool) error {
 	r := utilyaml.NewYAMLReader(bufioReader(data))
 	for {
 		doc, err := r.Read()
@@ -35,11 +43,14 @@ func (cp *ControlPlane) Apply(ctx context.Context, path string) error {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
 		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		obj, gvk, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		if err := cp.create(ctx, obj); err != nil {
+		if keep != nil && !keep(gvk.Kind) {
+			continue
+		}
+		if err := cp.create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	}

@@ -1,0 +1,97 @@
+// Package deploy holds mooring's manifests; its test renders them.
+package deploy
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// render builds a kustomization as `kubectl kustomize` (1.36 uses kustomize
+// api v0.21.1) does.
+func render(t *testing.T, dir string) resmap.ResMap {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize %s: %v", dir, err)
+	}
+	return m
+}
+
+func ids(m resmap.ResMap) []string {
+	var out []string
+	for _, r := range m.Resources() {
+		out = append(out, r.GetKind()+"/"+r.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func deploymentArgs(t *testing.T, m resmap.ResMap, name string) []string {
+	t.Helper()
+	for _, r := range m.Resources() {
+		if r.GetKind() != "Deployment" || r.GetName() != name {
+			continue
+		}
+		containers, err := r.GetFieldValue("spec.template.spec.containers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := containers.([]any)[0].(map[string]any)
+		var args []string
+		for _, a := range c["args"].([]any) {
+			args = append(args, a.(string))
+		}
+		return args
+	}
+	t.Fatalf("no Deployment %s", name)
+	return nil
+}
+
+func TestKustomizationsRender(t *testing.T) {
+	base := render(t, "base")
+	want := []string{
+		"ClusterRole/mooring:cloud-controller-manager", "ClusterRole/mooring:csr-approver",
+		"ClusterRoleBinding/mooring:cloud-controller-manager", "ClusterRoleBinding/mooring:cloud-controller-manager:auth-delegator",
+		"ClusterRoleBinding/mooring:cloud-controller-manager:csr-approver",
+		"Deployment/mooring-ccm", "Role/mooring:cloud-controller-manager:leader-election",
+		"RoleBinding/mooring:cloud-controller-manager:authentication-reader", "RoleBinding/mooring:cloud-controller-manager:leader-election",
+		"Secret/mooring-cloud-config", "ServiceAccount/cloud-controller-manager",
+	}
+	if got := ids(base); !slices.Equal(got, want) {
+		t.Fatalf("base renders\n%v\nwant\n%v", got, want)
+	}
+	if args := deploymentArgs(t, base, "mooring-ccm"); !slices.Contains(args, "--controllers=*,csr-approver") || !slices.Contains(args, "--leader-elect=true") {
+		t.Fatalf("base CCM args %v", args)
+	}
+
+	local := render(t, "overlays/local")
+	if got := ids(local); !slices.Equal(got, want) {
+		t.Fatalf("overlays/local renders %v", got)
+	}
+	for _, r := range local.Resources() {
+		if r.GetKind() == "Deployment" {
+			if replicas, err := r.GetFieldValue("spec.replicas"); err != nil || replicas != 1 {
+				t.Fatalf("overlays/local replicas %v (%T), %v", replicas, replicas, err)
+			}
+		}
+	}
+
+	only := render(t, "overlays/approver-only")
+	got := ids(only)
+	for _, id := range got {
+		if strings.Contains(id, "cloud-controller-manager") || id == "Deployment/mooring-ccm" {
+			t.Errorf("approver-only renders %s", id)
+		}
+	}
+	for _, id := range []string{"Deployment/mooring-csr-approver", "ClusterRole/mooring:csr-approver", "Secret/mooring-cloud-config", "ServiceAccount/mooring-csr-approver"} {
+		if !slices.Contains(got, id) {
+			t.Errorf("approver-only lacks %s: %v", id, got)
+		}
+	}
+}
