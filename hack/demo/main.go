@@ -58,10 +58,8 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	if !skipDeps {
 		step("Installing what the demo needs (etcd, systemd; Kubernetes v1.36.3 built once from the Go module proxy, about 11 minutes the first time)")
 		for _, script := range []string{"hack/install-deps.sh", "hack/build-k8s.sh"} {
-			cmd := exec.CommandContext(ctx, filepath.Join(harness.RepoRoot(), script))
-			cmd.Dir, cmd.Stdout, cmd.Stderr = harness.RepoRoot(), os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				return fmt.Errorf("%s: %w", script, err)
+			if err := runWithProgress(ctx, script); err != nil {
+				return err
 			}
 		}
 	}
@@ -151,6 +149,32 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	}
 	fmt.Println("    Ctrl-C stops everything.")
 	<-ctx.Done()
+	return nil
+}
+
+// runWithProgress runs a hack/ script, saying every 30 s that it still runs
+// (the first Kubernetes build is one long go build).
+func runWithProgress(ctx context.Context, script string) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(harness.RepoRoot(), script))
+	cmd.Dir, cmd.Stdout, cmd.Stderr = harness.RepoRoot(), os.Stderr, os.Stderr
+	start := time.Now()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Printf("    %s still running (%v so far)\n", script, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w", script, err)
+	}
 	return nil
 }
 
