@@ -76,6 +76,10 @@ func TestVerify(t *testing.T) {
 	if _, err := lc.Client.RotateIdentityKey(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// The forged token above just refetched the keys; refetches are at
+	// most one per MinRefresh (1 ms here), and the new key's first token
+	// can arrive sooner than that.
+	time.Sleep(5 * time.Millisecond)
 	if _, err := v.Verify(ctx, token(t, in, binding), binding, time.Now()); err != nil {
 		t.Fatalf("after rotation: %v", err)
 	}
