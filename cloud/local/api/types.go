@@ -167,6 +167,17 @@ type OperationFault struct {
 	Status int `json:"status,omitempty"`
 }
 
+// RateLimit bounds the API calls of the cloud (metadata calls excluded): a
+// token bucket over all of them; an excess call gets 429 Throttled with a
+// Retry-After.
+type RateLimit struct {
+	// Limit in calls per second; 0 means unlimited.
+	Limit float64 `json:"limit"`
+	// Burst is how many calls are allowed at once; 0 with a Limit means the
+	// limit rounded down, at least 1.
+	Burst int `json:"burst"`
+}
+
 // Stats counts API calls per operation since start (or the last reset).
 type Stats struct {
 	Calls map[string]int64 `json:"calls"`

@@ -164,3 +164,15 @@ func (c *Client) SetFaults(ctx context.Context, f api.Faults) error {
 func (c *Client) ClearFaults(ctx context.Context) error {
 	return c.do(ctx, http.MethodDelete, v+"/faults", nil, nil, nil)
 }
+
+// RateLimit returns the API's rate limit (a zero Limit: unlimited).
+func (c *Client) RateLimit(ctx context.Context) (*api.RateLimit, error) {
+	var l api.RateLimit
+	return &l, c.do(ctx, http.MethodGet, v+"/ratelimit", nil, nil, &l)
+}
+
+// SetRateLimit replaces the API's rate limit at once; a zero Limit lifts it.
+// Admin calls (stats, faults, rate limit) are never limited.
+func (c *Client) SetRateLimit(ctx context.Context, l api.RateLimit) error {
+	return c.do(ctx, http.MethodPut, v+"/ratelimit", nil, l, nil)
+}

@@ -37,8 +37,8 @@ const (
 	cloudOp opKind = iota
 	// publicOp: a cloud operation that needs no token (published keys).
 	publicOp
-	// adminOp: authenticated, never limited or faulted (stats, faults), so
-	// a test can always clear what it injected.
+	// adminOp: authenticated, never limited or faulted (stats, faults, rate
+	// limit), so a test can always clear what it injected.
 	adminOp
 	// metadataOp: served on an instance's metadata listener; counted and
 	// faulted, not rate-limited, no token.
@@ -47,9 +47,9 @@ const (
 
 // gate holds the API's rate limit, faults and counters.
 type gate struct {
-	limiter *rate.Limiter // nil: unlimited
-
 	mu        sync.Mutex
+	limit     api.RateLimit // as set, Burst defaulted; zero: unlimited
+	limiter   *rate.Limiter // nil: unlimited
 	faults    api.Faults
 	calls     map[string]int64
 	throttled int64
@@ -58,10 +58,31 @@ type gate struct {
 
 func newGate(cfg Config) *gate {
 	g := &gate{faults: cfg.Faults, calls: map[string]int64{}}
-	if cfg.RateLimit > 0 {
-		g.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), cfg.RateBurst)
-	}
+	g.setRateLimit(api.RateLimit{Limit: cfg.RateLimit, Burst: cfg.RateBurst})
 	return g
+}
+
+// setRateLimit replaces the rate limit (with a full bucket) and returns it
+// as applied: Burst defaulted, or all zero when unlimited. Calls already
+// past the limiter are not affected.
+func (g *gate) setRateLimit(l api.RateLimit) api.RateLimit {
+	var limiter *rate.Limiter
+	if l.Limit > 0 {
+		l.Burst = rateBurst(l.Limit, l.Burst)
+		limiter = rate.NewLimiter(rate.Limit(l.Limit), l.Burst)
+	} else {
+		l = api.RateLimit{}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.limit, g.limiter = l, limiter
+	return l
+}
+
+func (g *gate) rateLimit() api.RateLimit {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.limit
 }
 
 func (g *gate) stats() api.Stats {
@@ -102,16 +123,17 @@ func (g *gate) admit(r *http.Request, op string, limited bool) error {
 	if f, ok := g.faults.Operations[op]; ok {
 		fault = f
 	}
+	limiter := g.limiter
 	g.mu.Unlock()
 
-	if limited && g.limiter != nil {
-		res := g.limiter.Reserve()
+	if limited && limiter != nil {
+		res := limiter.Reserve()
 		if d := res.Delay(); d > 0 {
 			res.Cancel()
 			g.mu.Lock()
 			g.throttled++
 			g.mu.Unlock()
-			e := api.Errorf(api.CodeThrottled, "rate limit of %g calls/s exceeded", float64(g.limiter.Limit()))
+			e := api.Errorf(api.CodeThrottled, "rate limit of %g calls/s exceeded", float64(limiter.Limit()))
 			e.Status = http.StatusTooManyRequests
 			e.RetryAfter = d
 			return e

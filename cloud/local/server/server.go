@@ -8,6 +8,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/netip"
 	"sync"
@@ -273,6 +274,10 @@ func (s *Server) routesMux() http.Handler {
 		s.gate.setFaults(api.Faults{})
 		return http.StatusNoContent, nil, nil
 	})
+	s.route(mux, "GET "+v+"/ratelimit", "GetRateLimit", adminOp, func(*http.Request) (int, any, error) {
+		return http.StatusOK, s.gate.rateLimit(), nil
+	})
+	s.route(mux, "PUT "+v+"/ratelimit", "SetRateLimit", adminOp, s.setRateLimit)
 
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -310,6 +315,34 @@ func (s *Server) setFaults(r *http.Request) (int, any, error) {
 	s.gate.setFaults(f)
 	klog.InfoS("Faults set", "latency", time.Duration(f.Latency), "errorRate", f.ErrorRate, "operations", len(f.Operations))
 	return http.StatusOK, f, nil
+}
+
+func (s *Server) setRateLimit(r *http.Request) (int, any, error) {
+	var l api.RateLimit
+	if err := decode(r, &l); err != nil {
+		return 0, nil, err
+	}
+	if err := checkRateLimit(l); err != nil {
+		return 0, nil, err
+	}
+	l = s.gate.setRateLimit(l)
+	klog.InfoS("Rate limit set", "limit", l.Limit, "burst", l.Burst)
+	return http.StatusOK, l, nil
+}
+
+// checkRateLimit refuses a rate limit that is not a finite, non-negative
+// number of calls per second or has a negative burst.
+func checkRateLimit(l api.RateLimit) error {
+	if math.IsNaN(l.Limit) || math.IsInf(l.Limit, 0) {
+		return invalid("rate limit: limit %g is not a finite number of calls per second", l.Limit)
+	}
+	if l.Limit < 0 {
+		return invalid("rate limit: limit %g must not be negative (0 means unlimited)", l.Limit)
+	}
+	if l.Burst < 0 {
+		return invalid("rate limit: burst %d must not be negative (0 means the limit rounded down, at least 1)", l.Burst)
+	}
+	return nil
 }
 
 // allowed reports whether an address is inside the allowed prefixes.

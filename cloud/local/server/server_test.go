@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -611,6 +613,192 @@ func TestRateLimit(t *testing.T) {
 	}
 	if st.Calls["ListInstances"] != 10 || st.Throttled != int64(throttled) {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestRateLimitChangedAtRunTime(t *testing.T) {
+	tc := newTestCloud(t, nil)
+	ctx := context.Background()
+	list := func() error {
+		_, err := tc.client.ListInstances(ctx, client.ListOptions{})
+		return err
+	}
+	wantLimit := func(want api.RateLimit) {
+		t.Helper()
+		got, err := tc.client.RateLimit(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *got != want {
+			t.Fatalf("rate limit %+v, want %+v", *got, want)
+		}
+	}
+	wantLimit(api.RateLimit{})
+	for i := range 50 {
+		if err := list(); err != nil {
+			t.Fatalf("unlimited call %d: %v", i, err)
+		}
+	}
+
+	// Limited: the burst passes, the next call at once is throttled.
+	if err := tc.client.SetRateLimit(ctx, api.RateLimit{Limit: 0.5, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	wantLimit(api.RateLimit{Limit: 0.5, Burst: 1})
+	if err := list(); err != nil {
+		t.Fatalf("first call after limiting: %v", err)
+	}
+	err := list()
+	wantCode(t, err, api.CodeThrottled, http.StatusTooManyRequests)
+	if e := (*api.Error)(nil); errors.As(err, &e) && e.RetryAfter < time.Second {
+		t.Errorf("Retry-After %v, want at least 1s", e.RetryAfter)
+	}
+	resp := rawCall(t, tc, http.MethodGet, "/v1/instances", "", true)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("raw call: status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// Admin calls stay unlimited.
+	for i := range 20 {
+		if _, err := tc.client.Stats(ctx); err != nil {
+			t.Fatalf("stats call %d: %v", i, err)
+		}
+		if _, err := tc.client.Faults(ctx); err != nil {
+			t.Fatalf("faults call %d: %v", i, err)
+		}
+		wantLimit(api.RateLimit{Limit: 0.5, Burst: 1})
+	}
+
+	// The burst defaults as in Config.
+	for _, c := range []struct{ set, want api.RateLimit }{
+		{api.RateLimit{Limit: 10.7}, api.RateLimit{Limit: 10.7, Burst: 10}},
+		{api.RateLimit{Limit: 0.25}, api.RateLimit{Limit: 0.25, Burst: 1}},
+		{api.RateLimit{Limit: 3, Burst: 7}, api.RateLimit{Limit: 3, Burst: 7}},
+		{api.RateLimit{Burst: 5}, api.RateLimit{}}, // unlimited: no burst
+	} {
+		if err := tc.client.SetRateLimit(ctx, c.set); err != nil {
+			t.Fatalf("set %+v: %v", c.set, err)
+		}
+		wantLimit(c.want)
+	}
+
+	// Invalid limits are refused and change nothing.
+	if err := tc.client.SetRateLimit(ctx, api.RateLimit{Limit: 2, Burst: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []api.RateLimit{{Limit: -1}, {Limit: 1, Burst: -1}, {Limit: -0.5, Burst: -2}} {
+		err := tc.client.SetRateLimit(ctx, l)
+		wantCode(t, err, api.CodeInvalid, http.StatusBadRequest)
+		if !strings.Contains(err.Error(), "must not be negative") {
+			t.Errorf("set %+v: message %q", l, err)
+		}
+	}
+	for _, body := range []string{`{"limit":1e999}`, `{"limit":"fast"}`, `{"rate":1}`, `{"limit":-1}`, ``} {
+		if resp := rawCall(t, tc, http.MethodPut, "/v1/ratelimit", body, true); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("PUT %s: status %d, want 400", body, resp.StatusCode)
+		}
+	}
+	if resp := rawCall(t, tc, http.MethodPut, "/v1/ratelimit", `{"limit":0}`, false); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("PUT without a token: status %d, want 401", resp.StatusCode)
+	}
+	wantLimit(api.RateLimit{Limit: 2, Burst: 1})
+
+	// Back to unlimited: calls pass again.
+	if err := tc.client.SetRateLimit(ctx, api.RateLimit{}); err != nil {
+		t.Fatal(err)
+	}
+	wantLimit(api.RateLimit{})
+	for i := range 50 {
+		if err := list(); err != nil {
+			t.Fatalf("call %d after lifting the limit: %v", i, err)
+		}
+	}
+	st, err := tc.client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Throttled != 2 || st.Calls["ListInstances"] != 103 {
+		t.Errorf("stats %+v, want 2 throttled of 103 ListInstances", st)
+	}
+	for _, op := range []string{"GetRateLimit", "SetRateLimit", "GetStats"} {
+		if _, ok := st.Calls[op]; ok {
+			t.Errorf("admin operation %s counted", op)
+		}
+	}
+}
+
+// Changing the limit while calls are being admitted is race-free (run with
+// -race) and every answer is either served or throttled.
+func TestRateLimitChangedUnderLoad(t *testing.T) {
+	tc := newTestCloud(t, nil)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, err := tc.client.ListInstances(ctx, client.ListOptions{})
+				if err != nil && !client.IsCode(err, api.CodeThrottled) {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for i := range 100 {
+		l := api.RateLimit{}
+		if i%2 == 0 {
+			l = api.RateLimit{Limit: 100, Burst: 1}
+		}
+		if err := tc.client.SetRateLimit(ctx, l); err != nil {
+			t.Error(err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestCheckRateLimit(t *testing.T) {
+	for _, l := range []api.RateLimit{
+		{Limit: math.NaN()}, {Limit: math.Inf(1)}, {Limit: math.Inf(-1)}, {Limit: -1}, {Burst: -1},
+	} {
+		var e *api.Error
+		if err := checkRateLimit(l); !errors.As(err, &e) || e.Code != api.CodeInvalid {
+			t.Errorf("%+v: err = %v, want Invalid", l, err)
+		}
+	}
+	for _, l := range []api.RateLimit{{}, {Limit: 0.1}, {Limit: 5000, Burst: 1}, {Burst: 3}} {
+		if err := checkRateLimit(l); err != nil {
+			t.Errorf("%+v refused: %v", l, err)
+		}
+	}
+}
+
+func TestRateBurst(t *testing.T) {
+	for _, c := range []struct {
+		limit       float64
+		burst, want int
+	}{
+		{0, 0, 0}, {0, 5, 5}, {2, 0, 2}, {0.5, 0, 1}, {10.7, 0, 10}, {3, 7, 7},
+		{1e300, 0, maxDefaultBurst}, {math.NaN(), 0, 0},
+	} {
+		if got := rateBurst(c.limit, c.burst); got != c.want {
+			t.Errorf("rateBurst(%g, %d) = %d, want %d", c.limit, c.burst, got, c.want)
+		}
+	}
+	cfg, err := Config{StatePath: "x", Token: "t", RateLimit: 7.9}.withDefaults()
+	if err != nil || cfg.RateBurst != 7 {
+		t.Errorf("Config RateBurst = %d (%v), want 7", cfg.RateBurst, err)
 	}
 }
 

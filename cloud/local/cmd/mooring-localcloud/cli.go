@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -394,6 +395,42 @@ func faultsClear(args []string) error {
 	f := newClientFlags("faults clear")
 	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
 		return c.ClearFaults(cx)
+	})
+}
+
+// rateLimit shows the API's rate limit, or sets it first when --limit is
+// given.
+func rateLimit(args []string) error {
+	f := newClientFlags("ratelimit")
+	var l api.RateLimit
+	f.fs.Float64Var(&l.Limit, "limit", 0, "set the limit to this many API calls per second (0: unlimited)")
+	f.fs.IntVar(&l.Burst, "burst", 0, "with --limit: calls allowed at once (default: the limit, at least 1)")
+	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
+		set := map[string]bool{}
+		f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+		if set["burst"] && !set["limit"] {
+			return errors.New("--burst needs --limit")
+		}
+		if set["limit"] {
+			if math.IsNaN(l.Limit) || math.IsInf(l.Limit, 0) {
+				return fmt.Errorf("--limit %g is not a finite number of calls per second", l.Limit)
+			}
+			if err := c.SetRateLimit(cx, l); err != nil {
+				return err
+			}
+		}
+		got, err := c.RateLimit(cx)
+		if err != nil {
+			return err
+		}
+		return f.print(got, func(w io.Writer) {
+			fmt.Fprintln(w, "LIMIT\tBURST")
+			if got.Limit == 0 {
+				fmt.Fprintln(w, "unlimited\t-")
+			} else {
+				fmt.Fprintf(w, "%g/s\t%d\n", got.Limit, got.Burst)
+			}
+		})
 	})
 }
 

@@ -36,6 +36,7 @@ func commands() []command {
 		{"faults get", "", faultsGet},
 		{"faults set", "[--latency D] [--error-rate R] [--op NAME=RATE[:STATUS[:LATENCY]]]...", faultsSet},
 		{"faults clear", "", faultsClear},
+		{"ratelimit", "[--limit CALLS_PER_S [--burst N]] (no flags: show it)", rateLimit},
 		{"stats", "[--reset]", stats},
 		{"identity jwks", "", identityJWKS},
 		{"identity rotate", "", identityRotate},

@@ -105,6 +105,27 @@ func TestCLIAndStateSurviveKill9(t *testing.T) {
 		t.Errorf("faulted get: %s", msg)
 	}
 	run(t, env, false, "faults", "clear")
+	if out := run(t, env, false, "ratelimit"); !strings.Contains(out, "unlimited") {
+		t.Errorf("ratelimit:\n%s", out)
+	}
+	run(t, env, false, "ratelimit", "--limit", "0.5", "--burst", "1")
+	var rl api.RateLimit
+	if out := run(t, env, false, "ratelimit", "-o", "json"); json.Unmarshal([]byte(out), &rl) != nil || rl != (api.RateLimit{Limit: 0.5, Burst: 1}) {
+		t.Errorf("ratelimit -o json: %s", out)
+	}
+	run(t, env, false, "instances", "list")
+	if msg := run(t, env, true, "instances", "list"); !strings.Contains(msg, "Throttled") {
+		t.Errorf("throttled list: %s", msg)
+	}
+	if msg := run(t, env, true, "ratelimit", "--limit", "-1"); !strings.Contains(msg, "must not be negative") {
+		t.Errorf("negative limit: %s", msg)
+	}
+	if msg := run(t, env, true, "ratelimit", "--burst", "3"); !strings.Contains(msg, "--burst needs --limit") {
+		t.Errorf("burst alone: %s", msg)
+	}
+	if out := run(t, env, false, "ratelimit", "--limit", "0"); !strings.Contains(out, "unlimited") {
+		t.Errorf("ratelimit --limit 0:\n%s", out)
+	}
 	if out := run(t, env, false, "stats"); !strings.Contains(out, "CreateInstance") {
 		t.Errorf("stats:\n%s", out)
 	}
