@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -37,6 +38,16 @@ type Config struct {
 	// IdentityIssuer is the iss of the cloud's identity tokens (the
 	// daemon's --issuer). Default mooring-localcloud.
 	IdentityIssuer string `json:"identityIssuer,omitempty"`
+	// InstanceLookup is how InstancesV2 finds a Node's instance: "view"
+	// (default) through the shared instance view, or "direct", one cloud
+	// call per lookup as stock providers do, for comparisons.
+	InstanceLookup string `json:"instanceLookup,omitempty"`
+	// APIRateLimit bounds the provider's own API calls, in calls per
+	// second; 0 (default) is unlimited.
+	APIRateLimit float64 `json:"apiRateLimit,omitempty"`
+	// APIRateBurst is how many calls may go at once under APIRateLimit.
+	// Default: APIRateLimit rounded down, at least 1.
+	APIRateBurst int `json:"apiRateBurst,omitempty"`
 }
 
 // Defaults.
@@ -45,6 +56,14 @@ const (
 	DefaultMinRefreshInterval = 2 * time.Second
 	DefaultRequestTimeout     = 30 * time.Second
 	DefaultIdentityIssuer     = "mooring-localcloud"
+)
+
+// Instance lookup modes (Config.InstanceLookup).
+const (
+	// InstanceLookupView answers InstancesV2 from the shared instance view.
+	InstanceLookupView = "view"
+	// InstanceLookupDirect makes one cloud call per InstancesV2 lookup.
+	InstanceLookupDirect = "direct"
 )
 
 // ParseConfig reads a cloud config strictly: unknown fields are errors.
@@ -80,6 +99,12 @@ func (c *Config) defaults() {
 	if c.RequestTimeout.Duration == 0 {
 		c.RequestTimeout.Duration = DefaultRequestTimeout
 	}
+	if c.InstanceLookup == "" {
+		c.InstanceLookup = InstanceLookupView
+	}
+	if c.APIRateBurst == 0 && c.APIRateLimit > 0 && !math.IsInf(c.APIRateLimit, 0) {
+		c.APIRateBurst = int(min(max(math.Floor(c.APIRateLimit), 1), math.MaxInt32))
+	}
 }
 
 func (c *Config) validate() error {
@@ -103,6 +128,17 @@ func (c *Config) validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative", name))
 		}
+	}
+	switch c.InstanceLookup {
+	case InstanceLookupView, InstanceLookupDirect:
+	default:
+		errs = append(errs, fmt.Errorf("instanceLookup %q: want %s or %s", c.InstanceLookup, InstanceLookupView, InstanceLookupDirect))
+	}
+	if c.APIRateLimit < 0 || math.IsNaN(c.APIRateLimit) || math.IsInf(c.APIRateLimit, 0) {
+		errs = append(errs, fmt.Errorf("apiRateLimit %v: want a non-negative number of calls per second (0: unlimited)", c.APIRateLimit))
+	}
+	if c.APIRateBurst < 0 {
+		errs = append(errs, fmt.Errorf("apiRateBurst %d must not be negative", c.APIRateBurst))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("local cloud config: %w", err)

@@ -1,6 +1,7 @@
 // Package provider is the local cloud's k8s.io/cloud-provider implementation,
-// registered as "local": InstancesV2 over the shared instance view, load
-// balancers and routes through the local cloud's API.
+// registered as "local": InstancesV2 over the shared instance view (or, for
+// comparisons, one cloud call per lookup), load balancers and routes through
+// the local cloud's API, with an optional client-side rate limit.
 package provider
 
 import (
@@ -44,6 +45,7 @@ type Cloud struct {
 	cfg      Config
 	client   *client.Client
 	view     *view.View
+	lookup   instanceLookup // of the InstancesV2 methods
 	verifier *attest.Verifier
 }
 
@@ -66,26 +68,40 @@ func New(cfg Config) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cfg.Endpoint, tok, &http.Client{Timeout: cfg.RequestTimeout.Duration})
+	hc := &http.Client{
+		Timeout:   cfg.RequestTimeout.Duration,
+		Transport: newAPITransport(http.DefaultTransport, cfg.APIRateLimit, cfg.APIRateBurst),
+	}
+	c, err := client.New(cfg.Endpoint, tok, hc)
 	if err != nil {
 		return nil, err
 	}
 	return NewWithClient(cfg, c)
 }
 
-// NewWithClient builds the provider over an existing client.
+// NewWithClient builds the provider over an existing client, which it uses
+// as it is: apiRateLimit and apiRateBurst are New's.
 func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 	cfg.defaults()
 	v, err := attest.New(c.JWKS, attest.Options{Issuer: cfg.IdentityIssuer})
 	if err != nil {
 		return nil, err
 	}
-	return &Cloud{
+	cl := &Cloud{
 		cfg:      cfg,
 		client:   c,
 		view:     view.New(Source{Client: c, Cluster: cfg.Cluster}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
 		verifier: v,
-	}, nil
+	}
+	switch cfg.InstanceLookup {
+	case InstanceLookupView:
+		cl.lookup = viewLookup{view: cl.view, cfg: &cl.cfg}
+	case InstanceLookupDirect:
+		cl.lookup = directLookup{client: c, cluster: cfg.Cluster, policy: cfg.NodeNamePolicy}
+	default:
+		return nil, fmt.Errorf("local cloud config: instanceLookup %q: want %s or %s", cfg.InstanceLookup, InstanceLookupView, InstanceLookupDirect)
+	}
+	return cl, nil
 }
 
 // EvidenceVerifiers verify the local cloud's identity tokens.

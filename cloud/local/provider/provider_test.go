@@ -27,11 +27,14 @@ type env struct {
 	provider *Cloud
 }
 
-func setup(t *testing.T) *env {
+// setup starts a local cloud and a provider of it; extra lines are added to
+// the provider's cloud config.
+func setup(t *testing.T, extra ...string) *env {
 	t.Helper()
 	lc := localtest.Start(t, func(c *server.Config) { c.BootDelay = 0 })
 	cfg, err := ParseConfig(strings.NewReader(fmt.Sprintf(
-		"endpoint: %s\ntokenFile: %s\ncluster: %s\nminRefreshInterval: 1ms\n", lc.URL, lc.TokenFile, cluster)))
+		"endpoint: %s\ntokenFile: %s\ncluster: %s\nminRefreshInterval: 1ms\n", lc.URL, lc.TokenFile, cluster) +
+		strings.Join(extra, "\n")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +75,9 @@ func TestParseConfig(t *testing.T) {
 		"bad policy":     "endpoint: http://x\ntokenFile: /t\ncluster: c\nnodeNamePolicy: Hostname\n",
 		"negative age":   "endpoint: http://x\ntokenFile: /t\ncluster: c\ninstanceMaxAge: -1s\n",
 		"not a duration": "endpoint: http://x\ntokenFile: /t\ncluster: c\ninstanceMaxAge: soon\n",
+		"bad lookup":     "endpoint: http://x\ntokenFile: /t\ncluster: c\ninstanceLookup: cached\n",
+		"negative limit": "endpoint: http://x\ntokenFile: /t\ncluster: c\napiRateLimit: -1\n",
+		"negative burst": "endpoint: http://x\ntokenFile: /t\ncluster: c\napiRateLimit: 5\napiRateBurst: -2\n",
 	}
 	for name, text := range bad {
 		if _, err := ParseConfig(strings.NewReader(text)); err == nil {
@@ -79,8 +85,19 @@ func TestParseConfig(t *testing.T) {
 		}
 	}
 	c, err := ParseConfig(strings.NewReader("endpoint: http://x\ntokenFile: /t\ncluster: c\n"))
-	if err != nil || c.NodeNamePolicy != "InstanceName" || c.InstanceMaxAge.Duration != DefaultInstanceMaxAge {
+	if err != nil || c.NodeNamePolicy != "InstanceName" || c.InstanceMaxAge.Duration != DefaultInstanceMaxAge ||
+		c.InstanceLookup != InstanceLookupView || c.APIRateLimit != 0 || c.APIRateBurst != 0 {
 		t.Fatalf("defaults: %+v, %v", c, err)
+	}
+	_, err = ParseConfig(strings.NewReader("endpoint: http://x\ntokenFile: /t\ncluster: c\ninstanceLookup: cached\n"))
+	if err == nil || !strings.Contains(err.Error(), "view") || !strings.Contains(err.Error(), "direct") {
+		t.Fatalf("an unknown instanceLookup: %v; want an error naming view and direct", err)
+	}
+	for text, want := range map[string]int{"apiRateLimit: 0.5": 1, "apiRateLimit: 7.9": 7, "apiRateLimit: 5\napiRateBurst: 20": 20} {
+		c, err := ParseConfig(strings.NewReader("endpoint: http://x\ntokenFile: /t\ncluster: c\n" + text + "\n"))
+		if err != nil || c.APIRateBurst != want {
+			t.Errorf("%q: burst %d, %v; want %d", text, c.APIRateBurst, err, want)
+		}
 	}
 }
 
