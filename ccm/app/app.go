@@ -35,6 +35,7 @@ type Options struct {
 	LoadBalancerClass        string
 	ServeDefaultLoadBalancer bool
 	LoadBalancerDriftPeriod  time.Duration
+	LoadBalancerNodeBatch    time.Duration
 	// Approver configures the csr-approver controller (off by default;
 	// enable with --controllers=*,csr-approver).
 	Approver csrapprover.Flags
@@ -51,6 +52,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Also manage load balancers of LoadBalancer Services without spec.loadBalancerClass (this CCM is the cluster's default load balancer).")
 	fs.DurationVar(&o.LoadBalancerDriftPeriod, "load-balancer-drift-period", time.Minute,
 		"How often the cloud's load balancers are listed (one batched call) to recreate those deleted or changed out of band and to delete those whose Service is gone. 0 disables.")
+	fs.DurationVar(&o.LoadBalancerNodeBatch, "load-balancer-node-batch", servicelb.DefaultNodeBatch,
+		"How long changes of the nodes behind load balancers (joins, removals, readiness, addresses) are gathered before every load balancer is updated once. 0 updates at once, one update per change.")
 }
 
 // NewCommand builds the mooring-ccm command.
@@ -142,12 +145,21 @@ func startServiceLB(ctx context.Context, initContext ccmapp.ControllerInitContex
 			ServeUnclassed: mo.ServeDefaultLoadBalancer,
 			DriftPeriod:    drift,
 			Workers:        int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs),
+			NodeBatch:      nodeBatch(mo.LoadBalancerNodeBatch),
 		})
 	if err != nil {
 		return nil, false, err
 	}
 	go c.Run(ctx)
 	return nil, true, nil
+}
+
+// nodeBatch maps the flag's 0 (at once) to the controller's negative.
+func nodeBatch(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func startApprover(ctx context.Context, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options) (controller.Interface, bool, error) {

@@ -65,7 +65,15 @@ type Options struct {
 	DriftPeriod time.Duration
 	// Workers sync Services in parallel. Default 2.
 	Workers int
+	// NodeBatch is how long changes of the eligible nodes are gathered
+	// before every load balancer is updated: a burst of node joins costs one
+	// update per load balancer, not one per node. Default 5s; negative
+	// updates at once.
+	NodeBatch time.Duration
 }
+
+// DefaultNodeBatch is Options.NodeBatch's default.
+const DefaultNodeBatch = 5 * time.Second
 
 // Controller reconciles LoadBalancer Services with the cloud.
 type Controller struct {
@@ -78,9 +86,6 @@ type Controller struct {
 	recorder record.EventRecorder
 	events   record.EventBroadcaster
 	opts     Options
-
-	mu        sync.Mutex
-	nodeSetID string // the eligible nodes last seen, to spot changes
 }
 
 // New builds the controller; Run starts it.
@@ -93,6 +98,9 @@ func New(lbs cloud.LoadBalancerInventory, client kubernetes.Interface, services 
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 2
+	}
+	if opts.NodeBatch == 0 {
+		opts.NodeBatch = DefaultNodeBatch
 	}
 	registerMetrics()
 	broadcaster := record.NewBroadcaster()
@@ -118,9 +126,26 @@ func New(lbs cloud.LoadBalancerInventory, client kubernetes.Interface, services 
 		return nil, err
 	}
 	_, err = nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { c.nodesChanged() },
-		UpdateFunc: func(any, any) { c.nodesChanged() },
-		DeleteFunc: func(any) { c.nodesChanged() },
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok && eligible(n) {
+				c.nodesChanged()
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(*v1.Node)
+			n, ok2 := cur.(*v1.Node)
+			if ok1 && ok2 && backendChanged(o, n) {
+				c.nodesChanged()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if n, ok := obj.(*v1.Node); !ok || eligible(n) {
+				c.nodesChanged()
+			}
+		},
 	})
 	return c, err
 }
@@ -179,43 +204,39 @@ func (c *Controller) serviceUpdated(old, cur any) {
 	c.enqueueService(cur)
 }
 
-// nodesChanged enqueues every served Service when the set of eligible
-// nodes (or their addresses) changes.
+// nodesChanged schedules every served Service for an update after the
+// node batch delay; the queue merges the keys already waiting, so a burst
+// of node changes ends in one update per load balancer. Each event costs a
+// look at one node here, not at all of them.
 func (c *Controller) nodesChanged() {
-	nodes, err := c.eligibleNodes()
-	if err != nil {
-		return
-	}
-	id := nodeSetID(nodes)
-	c.mu.Lock()
-	changed := id != c.nodeSetID
-	c.nodeSetID = id
-	c.mu.Unlock()
-	if !changed {
-		return
-	}
 	svcs, err := c.services.List(labels.Everything())
 	if err != nil {
 		return
 	}
 	for _, s := range svcs {
-		if c.Serves(s) {
-			c.enqueueService(s)
+		if !c.Serves(s) {
+			continue
+		}
+		key, err := cache.MetaNamespaceKeyFunc(s)
+		if err != nil {
+			continue
+		}
+		if c.opts.NodeBatch > 0 {
+			c.queue.AddAfter(key, c.opts.NodeBatch)
+		} else {
+			c.queue.Add(key)
 		}
 	}
 }
 
-func nodeSetID(nodes []*v1.Node) string {
-	parts := make([]string, 0, len(nodes))
-	for _, n := range nodes {
-		var addrs []string
-		for _, a := range n.Status.Addresses {
-			addrs = append(addrs, string(a.Type)+"="+a.Address)
-		}
-		parts = append(parts, n.Name+"/"+strings.Join(addrs, ","))
+// backendChanged reports whether an update of a node changes what load
+// balancers are given: its eligibility, or the addresses of an eligible node.
+func backendChanged(old, cur *v1.Node) bool {
+	was, is := eligible(old), eligible(cur)
+	if was != is {
+		return true
 	}
-	slices.Sort(parts)
-	return strings.Join(parts, ";")
+	return is && !slices.Equal(old.Status.Addresses, cur.Status.Addresses)
 }
 
 // eligibleNodes are the load balancers' backends: initialized, Ready nodes

@@ -155,6 +155,9 @@ func start(t *testing.T, opts Options, objs ...any) *harness {
 	if opts.DriftPeriod == 0 {
 		opts.DriftPeriod = 50 * time.Millisecond
 	}
+	if opts.NodeBatch == 0 {
+		opts.NodeBatch = -1
+	}
 	ctrl, err := New(fc, client, factory.Core().V1().Services(), factory.Core().V1().Nodes(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -338,5 +341,47 @@ func TestNewRefusesServingNothing(t *testing.T) {
 	f := informers.NewSharedInformerFactory(client, 0)
 	if _, err := New(newFakeCloud(), client, f.Core().V1().Services(), f.Core().V1().Nodes(), Options{}); err == nil {
 		t.Fatal("a controller with no class and no default was built")
+	}
+}
+
+func TestNodeBurstIsOneUpdatePerLoadBalancer(t *testing.T) {
+	h := start(t, Options{ServeUnclassed: true, DriftPeriod: -1, NodeBatch: 300 * time.Millisecond},
+		lbService("a", nil), lbService("b", nil))
+	eventually(t, "load balancers", func() bool {
+		_, _, okA := h.cloud.state("uid-a")
+		_, _, okB := h.cloud.state("uid-b")
+		return okA && okB
+	})
+	h.cloud.mu.Lock()
+	before := h.cloud.ensures
+	h.cloud.mu.Unlock()
+	const joins = 20
+	for i := range joins {
+		if _, err := h.client.CoreV1().Nodes().Create(context.Background(), readyNode(fmt.Sprintf("n%02d", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every node behind both load balancers", func() bool {
+		_, a, _ := h.cloud.state("uid-a")
+		_, b, _ := h.cloud.state("uid-b")
+		return len(a) == joins && len(b) == joins
+	})
+	// An update that changes nothing a load balancer sees triggers nothing.
+	n, err := h.client.CoreV1().Nodes().Get(context.Background(), "n00", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Labels = map[string]string{"touched": "yes"}
+	if _, err := h.client.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	h.cloud.mu.Lock()
+	updates := h.cloud.ensures - before
+	h.cloud.mu.Unlock()
+	// One batch per load balancer; a second only if the burst straddled the
+	// batch window.
+	if updates < 2 || updates > 4 {
+		t.Fatalf("%d node joins made %d load balancer updates, want 2 to 4 (one batch per load balancer)", joins, updates)
 	}
 }

@@ -19,6 +19,8 @@ type Options struct {
 	// ClusterCIDR and NodeMonitorGracePeriod: see Config.
 	ClusterCIDR            string
 	NodeMonitorGracePeriod time.Duration
+	// Controllers: see Config.
+	Controllers []string
 }
 
 // Cluster is a control plane, a bootstrap token and the nodes started with it.
@@ -49,6 +51,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		ClusterSigningDuration: opts.ClusterSigningDuration,
 		ClusterCIDR:            opts.ClusterCIDR,
 		NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
+		Controllers:            opts.Controllers,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)

@@ -40,6 +40,11 @@ type Config struct {
 	// NodeMonitorGracePeriod is how long a silent kubelet's Node stays
 	// Ready; zero keeps kube-controller-manager's default.
 	NodeMonitorGracePeriod time.Duration
+	// Controllers are added to kube-controller-manager's --controllers list
+	// ("-name" turns one off): the benchmarks turn off
+	// node-lifecycle-controller, since their simulated Nodes have no kubelet
+	// to heartbeat.
+	Controllers []string
 }
 
 // ControlPlane is etcd, kube-apiserver and kube-controller-manager on
@@ -340,7 +345,7 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, f *pkiFiles,
 		"--authentication-kubeconfig=" + f.controllerManagerKubeconfig,
 		"--authorization-kubeconfig=" + f.controllerManagerKubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--controllers=*,bootstrapsigner,tokencleaner",
+		"--controllers=" + strings.Join(append([]string{"*", "bootstrapsigner", "tokencleaner"}, cp.cfg.Controllers...), ","),
 		"--cluster-signing-cert-file=" + f.ca, "--cluster-signing-key-file=" + f.caKey,
 		"--root-ca-file=" + f.ca,
 		"--service-account-private-key-file=" + f.serviceAccountKey,
