@@ -52,9 +52,10 @@ fuzz: ## run every fuzz target for FUZZ_TIME (default 30s) each
 e2e: deps kube-bins ## end-to-end tests on the real test bed
 	$(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
 
-bench: deps kube-bins ## benchmarks, with figures (MOORING_BENCH_NODES=N scales the test-bed ones)
+BENCH_NODES ?= 1000
+bench: deps kube-bins ## benchmarks with figures; scale ones at BENCH_NODES (default 1000) nodes, table in bin/bench-results.md
 	$(GO) test -run '^$$' -bench . -benchmem $(filter-out %/test/bench,$(UNIT_PKGS))
-	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 60m ./test/bench/...
+	MOORING_BENCH_NODES=$(BENCH_NODES) $(GO) test -run '^$$' -bench . -benchtime=1x -timeout 150m ./test/bench/...
 
 lint: ## gofmt, one k8s.io library version, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

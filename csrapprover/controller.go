@@ -31,7 +31,7 @@ const Name = "csr-approver"
 
 // Options of the controller.
 type Options struct {
-	// Workers decide CSRs in parallel. Default 4.
+	// Workers decide CSRs in parallel. Default 16.
 	Workers int
 	// DryRun logs and records what would be decided, and decides nothing.
 	DryRun bool
@@ -62,7 +62,7 @@ const replayIndex = "mooring.dev/replay-key"
 func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigningRequestInformer, cfg Config,
 	verifiers []cloud.EvidenceVerifier, instances Instances, nodes Nodes, opts Options) (*Controller, error) {
 	if opts.Workers <= 0 {
-		opts.Workers = 4
+		opts.Workers = 16
 	}
 	if opts.MaxPendingPerRequester <= 0 {
 		opts.MaxPendingPerRequester = 10
@@ -293,9 +293,10 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 	}
 	decisions.WithLabelValues(csr.Spec.SignerName, verdict, d.Reason).Inc()
 	latency.WithLabelValues(csr.Spec.SignerName, verdict).Observe(time.Since(csr.CreationTimestamp.Time).Seconds())
-	if d.Approve {
-		c.recorder.Event(csr, v1.EventTypeNormal, d.Reason, d.Message)
-	} else {
+	// A denial is what an operator acts on: it gets an Event. An approval's
+	// reason and message are in its condition already; an Event for each
+	// would double the approver's writes when thousands of nodes join.
+	if !d.Approve {
 		c.recorder.Event(csr, v1.EventTypeWarning, d.Reason, d.Message)
 	}
 	logger.Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username,

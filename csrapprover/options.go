@@ -24,7 +24,7 @@ type Flags struct {
 
 // AddFlags registers the flags under prefix.
 func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
-	fs.IntVar(&f.Workers, prefix+"workers", 4, "CSRs decided in parallel.")
+	fs.IntVar(&f.Workers, prefix+"workers", 16, "CSRs decided in parallel.")
 	fs.BoolVar(&f.DryRun, prefix+"dry-run", false, "Log and record (Event DryRun) what would be decided; approve and deny nothing.")
 	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", 10, "Undecided kubelet CSRs one requester may have; newer ones are denied (TooManyPendingRequests).")
 	fs.IntVar(&f.MaxPending, prefix+"max-pending", 1000, "Undecided kubelet CSRs in all; newer ones are denied (TooManyPendingRequests).")

@@ -9,12 +9,14 @@ package servicelb
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -198,10 +200,24 @@ func (c *Controller) enqueueService(obj any) {
 func (c *Controller) serviceUpdated(old, cur any) {
 	o, ok1 := old.(*v1.Service)
 	n, ok2 := cur.(*v1.Service)
-	if ok1 && ok2 && o.ResourceVersion != "" && o.ResourceVersion == n.ResourceVersion {
-		return // resync; the drift sweep covers those
+	if ok1 && ok2 && !needsSync(o, n) {
+		return
 	}
 	c.enqueueService(cur)
+}
+
+// needsSync reports whether a Service update asks for a sync: a change of
+// what the load balancer is made from, a deletion, or our finalizer removed
+// by someone else. Resyncs and this controller's own finalizer and status
+// writes do not (the drift sweep covers the rest).
+func needsSync(old, cur *v1.Service) bool {
+	if old.ResourceVersion != "" && old.ResourceVersion == cur.ResourceVersion {
+		return false
+	}
+	return !equality.Semantic.DeepEqual(old.Spec, cur.Spec) ||
+		!maps.Equal(old.Annotations, cur.Annotations) ||
+		(old.DeletionTimestamp == nil) != (cur.DeletionTimestamp == nil) ||
+		(slices.Contains(old.Finalizers, Finalizer) && !slices.Contains(cur.Finalizers, Finalizer))
 }
 
 // nodesChanged schedules every served Service for an update after the

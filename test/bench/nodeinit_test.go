@@ -1,213 +1,172 @@
-// Package bench holds mooring's benchmarks on the real test bed: a real
-// control plane, the local cloud and mooring-ccm as processes, figures
-// printed and reported as benchmark metrics. Run them with `make bench`.
 package bench
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"slices"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-
-	"github.com/mooring-dev/mooring/cloud/local/api"
-	"github.com/mooring-dev/mooring/test/harness"
-	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-const (
-	benchCluster       = "bench"
-	uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
-)
-
-// nodeCount is MOORING_BENCH_NODES, default 100.
-func nodeCount(b *testing.B) int {
-	if v := os.Getenv("MOORING_BENCH_NODES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("MOORING_BENCH_NODES=%q", v)
-		}
-		return n
-	}
-	return 100
-}
-
-// BenchmarkCCMNodeInit registers N Nodes the way kubelets with
-// --cloud-provider=external do (tainted uninitialized, no addresses) for N
-// local-cloud instances, and measures how long mooring-ccm takes to
-// initialize them and what it costs the cloud, then what the periodic
-// address sweep and lifecycle checks cost in steady state.
-func BenchmarkCCMNodeInit(b *testing.B) {
+// BenchmarkNodeInit registers N Nodes the way kubelets with
+// --cloud-provider=external do, for N local-cloud instances, and measures
+// how long mooring-ccm takes to initialize them, what it costs the cloud
+// and the apiserver, and then what steady state costs the cloud.
+//
+// mooring: the library's cloud-node controller over mooring's provider, whose
+// lookups share one cached, paginated List of the cloud.
+// stock: the same controller over the same provider in instanceLookup=direct
+// mode: one cloud call per node per lookup, as stock providers make.
+func BenchmarkNodeInit(b *testing.B) {
 	n := nodeCount(b)
-	ccmBin := harness.BuildBinary(b, "ccm/cmd/mooring-ccm")
-	cloudBin := harness.BuildBinary(b, "cloud/local/cmd/mooring-localcloud")
-	for range b.N {
-		runNodeInit(b, n, ccmBin, cloudBin)
-	}
+	var mooringTotal time.Duration
+	b.Run("mooring", func(b *testing.B) {
+		for range b.N {
+			mooringTotal = runNodeInit(b, n, "mooring", "", true)
+		}
+	})
+	b.Run("stock", func(b *testing.B) {
+		for range b.N {
+			stock := runNodeInit(b, n, "stock", "instanceLookup: direct\n", false)
+			if mooringTotal > 0 && stock > 0 {
+				ratio := stock.Seconds() / mooringTotal.Seconds()
+				b.ReportMetric(ratio, "stock/mooring")
+				record("node init, stock", "time to initialize all, stock / mooring", fmt.Sprintf("%.1fx", ratio), "", false)
+			}
+		}
+	})
 }
 
-func runNodeInit(b *testing.B, n int, ccmBin, cloudBin string) {
-	c := testbed.Start(b, testbed.Options{})
-	lc := harness.StartLocalCloud(b, c, cloudBin)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+// runNodeInit runs one node init measurement and returns the time until
+// every Node was initialized.
+func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) time.Duration {
+	bench := "node init, " + mode
+	w := newWorld(b, worldOptions{instances: n, cloudConfig: cloudConfig})
+	// Stock pays one call per node: at 10 calls/s that alone is n/10 s.
+	timeout := 5*time.Minute + time.Duration(n)*400*time.Millisecond
+	ctx, cancel := withTimeout(timeout)
 	defer cancel()
-	for i := range n {
-		if _, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: nodeName(i), Cluster: benchCluster}); err != nil {
-			b.Fatal(err)
-		}
+
+	names := make([]string, n)
+	for i := range names {
+		names[i] = nodeName(i)
 	}
-	const sweepPeriod = 10 * time.Second
-	harness.StartCCM(b, c, ccmBin, lc, harness.CCMOptions{
-		Cluster: benchCluster,
-		Args:    []string{"--node-status-update-frequency=" + sweepPeriod.String(), "--concurrent-node-syncs=10"},
-	})
-	// Let the CCM take its lease and sync its informers before the clock runs.
-	time.Sleep(3 * time.Second)
-	if err := lc.Client.ResetStats(ctx); err != nil {
+	created := newStamps()
+	done, all := watchNodes(b, w, n)
+
+	writesBefore, err := apiserverWrites(ctx, w.c.Client)
+	if err != nil {
 		b.Fatal(err)
 	}
-
-	created := make(map[string]time.Time, n)
-	initialized := make(map[string]time.Duration, n)
-	var mu sync.Mutex
-	allDone := make(chan struct{})
-	observe := func(obj any) {
-		node, ok := obj.(*corev1.Node)
-		if !ok || hasTaint(node, uninitializedTaint) || node.Spec.ProviderID == "" || len(node.Status.Addresses) < 2 {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if _, seen := initialized[node.Name]; seen {
-			return
-		}
-		initialized[node.Name] = time.Since(created[node.Name])
-		if len(initialized) == n {
-			close(allDone)
-		}
-	}
-	informerCtx, stopInformers := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactory(c.Client, 0)
-	inf := factory.Core().V1().Nodes().Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, cur any) { observe(cur) },
-	}); err != nil {
-		b.Fatal(err)
-	}
-	factory.Start(informerCtx.Done())
-	defer factory.Shutdown() // after stopInformers: Shutdown waits for the informers to stop
-	defer stopInformers()
-	factory.WaitForCacheSync(ctx.Done())
-
-	// Kubelets register in parallel; one client at client-go's default 5 QPS
-	// would make the benchmark measure itself.
-	fast := rest.CopyConfig(c.AdminConfig)
-	fast.QPS, fast.Burst = 500, 500
-	creator, err := kubernetes.NewForConfig(fast)
+	usageBefore, err := usage(w.ccm.PID())
 	if err != nil {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	go func() {
-		for i := range n {
-			node := &corev1.Node{
-				ObjectMeta: metav1.ObjectMeta{Name: nodeName(i), Labels: map[string]string{corev1.LabelHostname: nodeName(i)}},
-				Spec: corev1.NodeSpec{Taints: []corev1.Taint{{
-					Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule,
-				}}},
-			}
-			mu.Lock()
-			created[node.Name] = time.Now()
-			mu.Unlock()
-			if _, err := creator.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	}()
+	regErr := make(chan error, 1)
+	go func() { regErr <- registerNodes(ctx, w.fast, names, created) }()
+	registered := time.Duration(0)
 	select {
-	case <-allDone:
-	case <-ctx.Done():
-		mu.Lock()
-		b.Fatalf("%d of %d nodes initialized before the timeout", len(initialized), n)
-	}
-	var latencies []time.Duration
-	mu.Lock()
-	for _, d := range initialized {
-		latencies = append(latencies, d)
-	}
-	mu.Unlock()
-	total := time.Since(start)
-	initStats, err := lc.Client.Stats(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	// Steady state: every node is checked by the address sweep (every
-	// sweepPeriod here, 5 min by default) and, having no kubelet, by the
-	// lifecycle controller every 5 s.
-	if err := lc.Client.ResetStats(ctx); err != nil {
-		b.Fatal(err)
-	}
-	const window = 30 * time.Second
-	time.Sleep(window)
-	steady, err := lc.Client.Stats(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-
-	slices.Sort(latencies)
-	p50, p99 := percentile(latencies, 50), percentile(latencies, 99)
-	initCalls, steadyCalls := sum(initStats.Calls), sum(steady.Calls)
-	perNodePer5m := float64(steadyCalls) / float64(n) * (5 * time.Minute).Seconds() / window.Seconds()
-	b.ReportMetric(total.Seconds(), "init-s")
-	b.ReportMetric(p50.Seconds(), "p50-s")
-	b.ReportMetric(p99.Seconds(), "p99-s")
-	b.ReportMetric(float64(initCalls), "init-cloud-calls")
-	b.ReportMetric(perNodePer5m, "steady-calls/node/5m")
-	fmt.Printf("\nmooring-ccm node init, %d nodes\n", n)
-	fmt.Printf("  %-34s %v\n", "all initialized after", total.Round(time.Millisecond))
-	fmt.Printf("  %-34s p50 %v, p99 %v\n", "per node", p50.Round(time.Millisecond), p99.Round(time.Millisecond))
-	fmt.Printf("  %-34s %d %v\n", "cloud calls during init", initCalls, initStats.Calls)
-	fmt.Printf("  %-34s %d %v (sweep every %v, lifecycle every 5s)\n", fmt.Sprintf("cloud calls in %v steady state", window),
-		steadyCalls, steady.Calls, sweepPeriod)
-	fmt.Printf("  %-34s %.4f\n", "steady calls per node per 5 min", perNodePer5m)
-}
-
-func nodeName(i int) string { return fmt.Sprintf("node-%04d", i) }
-
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
+	case err := <-regErr:
+		if err != nil {
+			b.Fatal(err)
 		}
+		registered = time.Since(start)
+	case <-all:
 	}
-	return false
+	select {
+	case <-all:
+	case <-ctx.Done():
+		b.Fatalf("%s: %d of %d nodes initialized within %v\n%s", mode, done.len(), n, timeout, w.ccm.LogTail(20))
+	}
+	total := time.Since(start)
+	if registered == 0 {
+		if err := <-regErr; err != nil {
+			b.Fatal(err)
+		}
+		registered = total
+	}
+	stats, err := w.lc.Client.Stats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	writesAfter, err := apiserverWrites(ctx, w.c.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	usageAfter, err := usage(w.ccm.PID())
+	if err != nil {
+		b.Fatal(err)
+	}
+	lat := latencies(created, done)
+	calls := sum(stats.Calls)
+	writes, byResource := writesSince(writesBefore, writesAfter)
+	cpu := usageAfter.cpu - usageBefore.cpu
+
+	b.ReportMetric(total.Seconds(), "init-s")
+	b.ReportMetric(float64(calls), "cloud-calls")
+	record(bench, fmt.Sprintf("%d nodes registered (simulated kubelets)", n), seconds(registered), "", false)
+	if mode == "mooring" {
+		record(bench, "all initialized after", seconds(total), "< 60 s at 5,000 nodes", total < time.Minute)
+		record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", calls, callsString(stats.Calls)), "< 50 at 5,000 nodes", calls < 50)
+	} else {
+		record(bench, "all initialized after", seconds(total), "", false)
+		record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", calls, callsString(stats.Calls)), "", false)
+	}
+	record(bench, "per node, registration to initialized", fmt.Sprintf("p50 %s, p99 %s", ms(percentile(lat, 50)), ms(percentile(lat, 99))), "", false)
+	record(bench, "cloud calls refused by the limit (429)", fmt.Sprint(stats.Throttled), "", false)
+	record(bench, "apiserver writes during init (all clients)", fmt.Sprintf("%.0f (%s)", writes, byResource), "", false)
+	record(bench, "mooring-ccm CPU during init", fmt.Sprintf("%.1f s (%.0f%% of one core)", cpu.Seconds(), 100*cpu.Seconds()/total.Seconds()), "", false)
+	record(bench, "mooring-ccm memory (RSS now, peak)", fmt.Sprintf("%.0f MB, %.0f MB", usageAfter.rssMB, usageAfter.hwmMB), "", false)
+	b.Logf("%s: %d nodes initialized in %v with %d cloud calls", mode, n, total, calls)
+
+	if steady {
+		measureSteady(b, w, n, bench)
+	}
+	return total
 }
 
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
+// steadyWindow is MOORING_BENCH_STEADY (a duration), default 5m: as long
+// as the default address sweep period, so the window holds one sweep. 0
+// skips the steady-state measurement.
+func steadyWindow(b *testing.B) time.Duration {
+	v := os.Getenv("MOORING_BENCH_STEADY")
+	if v == "" {
+		return 5 * time.Minute
 	}
-	i := (len(sorted)*p + 99) / 100
-	return sorted[max(0, min(len(sorted)-1, i-1))]
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		b.Fatalf("MOORING_BENCH_STEADY=%q: want a duration", v)
+	}
+	return d
 }
 
-func sum(m map[string]int64) int64 {
-	var s int64
-	for _, v := range m {
-		s += v
+// measureSteady counts mooring-ccm's cloud calls over the steady window
+// with every node initialized and Ready, at its default periods: the
+// address sweep (5 min), node lifecycle (5 s) and the load balancer drift
+// sweep (1 min).
+func measureSteady(b *testing.B, w *world, n int, bench string) {
+	window := steadyWindow(b)
+	if window == 0 {
+		return
 	}
-	return s
+	ctx, cancel := withTimeout(window + time.Minute)
+	defer cancel()
+	if err := w.lc.Client.ResetStats(ctx); err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(window)
+	stats, err := w.lc.Client.Stats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if exited, _ := w.ccm.Exited(); exited {
+		b.Fatalf("mooring-ccm exited during the steady window\n%s", w.ccm.LogTail(20))
+	}
+	calls := sum(stats.Calls)
+	per5m := float64(calls) / float64(n) * (5 * time.Minute).Seconds() / window.Seconds()
+	b.ReportMetric(per5m, "steady-calls/node/5m")
+	record(bench, fmt.Sprintf("steady state: cloud calls in %v at default periods", window),
+		fmt.Sprintf("%d (%s)", calls, callsString(stats.Calls)), "", false)
+	record(bench, "steady state: calls per node per 5 min", fmt.Sprintf("%.4f (%.3f per node per hour)", per5m, per5m*12),
+		"< 0.01", per5m < 0.01)
 }

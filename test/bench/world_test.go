@@ -1,0 +1,475 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+const (
+	benchCluster       = "bench"
+	uninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
+)
+
+// world is a control plane, a local cloud holding instances and a running
+// mooring-ccm, ready to measure.
+type world struct {
+	c    *testbed.Cluster
+	lc   *harness.LocalCloud
+	ccm  *testbed.Process
+	fast kubernetes.Interface // the simulated kubelets' client: not the bottleneck
+}
+
+type worldOptions struct {
+	instances   int    // local-cloud instances node-0000 ... made before the clock runs
+	cloudConfig string // provider config lines beyond the endpoint and the rate limit
+	ccmArgs     []string
+}
+
+// binaries are built once per benchmark process.
+var binaries = sync.OnceValues(func() ([2]string, error) {
+	dir, err := os.MkdirTemp("", "mooring-bench-bin-")
+	if err != nil {
+		return [2]string{}, err
+	}
+	ccm, err := harness.Build("ccm/cmd/mooring-ccm", dir)
+	if err != nil {
+		return [2]string{}, err
+	}
+	cloud, err := harness.Build("cloud/local/cmd/mooring-localcloud", dir)
+	return [2]string{ccm, cloud}, err
+})
+
+// newWorld starts everything; the test bed stops it when b ends. The
+// simulated Nodes have no kubelet to heartbeat, so kube-controller-manager's
+// node lifecycle controller is off: Nodes stay as the benchmark sets them.
+func newWorld(b *testing.B, opts worldOptions) *world {
+	b.Helper()
+	bins, err := binaries()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := testbed.Start(b, testbed.Options{Controllers: []string{"-node-lifecycle-controller"}})
+	// Address pools of their own, large enough for 20,000 instances.
+	p := os.Getpid() % 50
+	lc := harness.StartLocalCloud(b, c, bins[1],
+		fmt.Sprintf("--internal-cidr=127.%d.0.0/16", 100+p), fmt.Sprintf("--external-cidr=127.%d.0.0/16", 150+p),
+		fmt.Sprintf("--vip-cidr=127.%d.0.0/24", 200+p))
+	ctx, cancel := withTimeout(30 * time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	if err := createInstances(ctx, lc, opts.instances); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d instances created in %v", opts.instances, time.Since(start).Round(time.Millisecond))
+	if err := lc.Client.SetRateLimit(ctx, api.RateLimit{Limit: cloudRateLimit, Burst: cloudRateLimit}); err != nil {
+		b.Fatal(err)
+	}
+	// The approver runs inside mooring-ccm; its RBAC as deploy/base binds it.
+	for _, f := range []string{"deploy/csrapprover/role/clusterrole.yaml", "deploy/base/ccm-csrapprover-binding.yaml"} {
+		if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	args := append([]string{"--controllers=*,csr-approver"}, strings.Fields(os.Getenv("MOORING_BENCH_CCM_ARGS"))...)
+	ccm := harness.StartCCM(b, c, bins[0], lc, harness.CCMOptions{
+		Cluster: benchCluster,
+		// The provider keeps to the cloud's limit itself.
+		CloudConfig: fmt.Sprintf("apiRateLimit: %d\napiRateBurst: %d\n%s", cloudRateLimit, cloudRateLimit, opts.cloudConfig),
+		Args:        append(args, opts.ccmArgs...),
+	})
+	if err := waitLeader(ctx, c.Client); err != nil {
+		b.Fatalf("mooring-ccm: %v\n%s", err, ccm.LogTail(30))
+	}
+	fast := rest.CopyConfig(c.AdminConfig)
+	fast.QPS, fast.Burst = 5000, 5000
+	client, err := kubernetes.NewForConfig(fast)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := lc.Client.ResetStats(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return &world{c: c, lc: lc, ccm: ccm, fast: client}
+}
+
+// createInstances makes n instances named like the Nodes, unlimited and in
+// parallel.
+func createInstances(ctx context.Context, lc *harness.LocalCloud, n int) error {
+	return parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+		_, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: nodeName(i), Cluster: benchCluster})
+		return err
+	})
+}
+
+// waitLeader waits for mooring-ccm to hold its lease, then gives its
+// informers a moment to sync.
+func waitLeader(ctx context.Context, c kubernetes.Interface) error {
+	for {
+		l, err := c.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+		if err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+			time.Sleep(2 * time.Second)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no leader: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// parallel runs f for 0..n-1 on workers goroutines; the first error stops it.
+func parallel(ctx context.Context, n, workers int, f func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				if err := f(ctx, i); err != nil {
+					cancel(err)
+				}
+			}
+		})
+	}
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+func nodeName(i int) string { return fmt.Sprintf("node-%04d", i) }
+
+// registerNodes does what N kubelets with --cloud-provider=external do when
+// they start: create their Node (tainted uninitialized, no addresses, no
+// providerID), then report it Ready. created gets each Node's start time.
+func registerNodes(ctx context.Context, c kubernetes.Interface, names []string, created *stamps) error {
+	ready := []byte(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"simulated kubelet"}]}}`)
+	return parallel(ctx, len(names), 32, func(ctx context.Context, i int) error {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{corev1.LabelHostname: names[i]}},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{
+				Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule,
+			}}},
+		}
+		created.set(node.Name, time.Now())
+		if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		_, err := c.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, ready, metav1.PatchOptions{}, "status")
+		return err
+	})
+}
+
+// initialized: the CCM gave the Node its providerID and addresses and
+// removed the uninitialized taint.
+func initialized(n *corev1.Node) bool {
+	if n.Spec.ProviderID == "" || len(n.Status.Addresses) < 2 {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == uninitializedTaint {
+			return false
+		}
+	}
+	return true
+}
+
+// stamps are times by name, safe for concurrent use.
+type stamps struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func newStamps() *stamps { return &stamps{m: map[string]time.Time{}} }
+
+func (s *stamps) set(name string, t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[name] = t
+}
+
+// setFirst records t for a name not seen yet and then says how many names
+// are recorded; for a name seen before it records nothing and says 0.
+func (s *stamps) setFirst(name string, t time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[name]; ok {
+		return 0
+	}
+	s.m[name] = t
+	return len(s.m)
+}
+
+func (s *stamps) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// latencies are end-start per name present in both, sorted.
+func latencies(start, end *stamps) []time.Duration {
+	start.mu.Lock()
+	defer start.mu.Unlock()
+	end.mu.Lock()
+	defer end.mu.Unlock()
+	var out []time.Duration
+	for name, e := range end.m {
+		if s, ok := start.m[name]; ok {
+			out = append(out, e.Sub(s))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(0, min(len(sorted)-1, i-1))]
+}
+
+func sum(m map[string]int64) int64 {
+	var s int64
+	for _, v := range m {
+		s += v
+	}
+	return s
+}
+
+// callsString lists calls by operation, largest first.
+func callsString(m map[string]int64) string {
+	ops := make([]string, 0, len(m))
+	for op := range m {
+		ops = append(ops, op)
+	}
+	slices.SortFunc(ops, func(a, b string) int {
+		if m[a] != m[b] {
+			return int(m[b] - m[a])
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, 0, len(ops))
+	for _, op := range ops {
+		parts = append(parts, fmt.Sprintf("%s %d", op, m[op]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// apiserverWrites counts kube-apiserver's mutating requests so far, by
+// resource, from its apiserver_request_total metric.
+func apiserverWrites(ctx context.Context, c kubernetes.Interface) (map[string]float64, error) {
+	data, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		labels, ok := strings.CutPrefix(line, "apiserver_request_total{")
+		if !ok {
+			continue
+		}
+		end := strings.LastIndexByte(labels, '}')
+		if end < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(labels[end+1:]), 64)
+		if err != nil {
+			continue
+		}
+		lv := parseLabels(labels[:end])
+		switch lv["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+			res := lv["resource"]
+			if lv["subresource"] != "" {
+				res += "/" + lv["subresource"]
+			}
+			out[res] += v
+		}
+	}
+	return out, sc.Err()
+}
+
+// parseLabels reads a Prometheus label set (without braces); label values
+// here hold no commas or escaped quotes.
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if ok {
+			out[k] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+// writesSince is after-before, with the resources that changed.
+func writesSince(before, after map[string]float64) (float64, string) {
+	var total float64
+	var parts []string
+	keys := make([]string, 0, len(after))
+	for k := range after {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		da, db := after[a]-before[a], after[b]-before[b]
+		switch {
+		case da > db:
+			return -1
+		case da < db:
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	for _, k := range keys {
+		if d := after[k] - before[k]; d > 0 {
+			total += d
+			if len(parts) < 4 {
+				parts = append(parts, fmt.Sprintf("%s %.0f", k, d))
+			}
+		}
+	}
+	return total, strings.Join(parts, ", ")
+}
+
+// procUsage is a process's CPU time so far and its resident memory now and
+// at its peak, from /proc.
+type procUsage struct {
+	cpu          time.Duration
+	rssMB, hwmMB float64
+}
+
+func usage(pid int) (procUsage, error) {
+	var u procUsage
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are the 12th and 13th, in clock ticks (100 per second here).
+	rest := string(stat[bytes.LastIndexByte(stat, ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return u, fmt.Errorf("/proc/%d/stat: short", pid)
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	u.cpu = time.Duration(ut+st) * 10 * time.Millisecond
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+		if err != nil {
+			continue
+		}
+		switch k {
+		case "VmRSS":
+			u.rssMB = kb / 1024
+		case "VmHWM":
+			u.hwmMB = kb / 1024
+		}
+	}
+	return u, nil
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
+
+func ms(d time.Duration) string {
+	if d >= 10*time.Second {
+		return seconds(d)
+	}
+	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+// watchNodes follows Nodes until the benchmark ends and stamps the first
+// time each one is initialized; all is closed once n are.
+func watchNodes(b *testing.B, w *world, n int) (done *stamps, all <-chan struct{}) {
+	done = newStamps()
+	ch := make(chan struct{})
+	observe := func(obj any) {
+		node, ok := obj.(*corev1.Node)
+		if !ok || !initialized(node) {
+			return
+		}
+		if done.setFirst(node.Name, time.Now()) == n {
+			close(ch)
+		}
+	}
+	factory := informers.NewSharedInformerFactory(w.c.Client, 0)
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, cur any) { observe(cur) },
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	b.Cleanup(func() { stop(); factory.Shutdown() })
+	factory.WaitForCacheSync(ctx.Done())
+	return done, ch
+}
+
+// joinNodes registers Nodes node-0000 ... for n instances and waits until
+// the CCM has initialized all of them.
+func joinNodes(b *testing.B, w *world, n int, timeout time.Duration) time.Duration {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = nodeName(i)
+	}
+	_, all := watchNodes(b, w, n)
+	ctx, cancel := withTimeout(timeout)
+	defer cancel()
+	start := time.Now()
+	if err := registerNodes(ctx, w.fast, names, newStamps()); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+		b.Fatalf("nodes not initialized within %v\n%s", timeout, w.ccm.LogTail(20))
+	}
+	return time.Since(start)
+}
