@@ -96,17 +96,9 @@ func watchDecisions(b *testing.B, w *world) *decisions {
 			}
 		}
 	}
-	factory := informers.NewSharedInformerFactory(w.c.Client, 0)
-	if _, err := factory.Certificates().V1().CertificateSigningRequests().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, cur any) { observe(cur) },
-	}); err != nil {
-		b.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	b.Cleanup(func() { stop(); factory.Shutdown() })
-	factory.WaitForCacheSync(ctx.Done())
+	follow(b, w, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Certificates().V1().CertificateSigningRequests().Informer()
+	}, observe)
 	return d
 }
 

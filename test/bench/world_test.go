@@ -438,8 +438,17 @@ func watchNodes(b *testing.B, w *world, n int) (done *stamps, all <-chan struct{
 			close(ch)
 		}
 	}
+	follow(b, w, func(f informers.SharedInformerFactory) cache.SharedIndexInformer {
+		return f.Core().V1().Nodes().Informer()
+	}, observe)
+	return done, ch
+}
+
+// follow calls observe with every object the picked informer sees added or
+// updated, from now until the benchmark ends.
+func follow(b *testing.B, w *world, pick func(informers.SharedInformerFactory) cache.SharedIndexInformer, observe func(any)) {
 	factory := informers.NewSharedInformerFactory(w.c.Client, 0)
-	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := pick(factory).AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, cur any) { observe(cur) },
 	}); err != nil {
@@ -449,7 +458,6 @@ func watchNodes(b *testing.B, w *world, n int) (done *stamps, all <-chan struct{
 	factory.Start(ctx.Done())
 	b.Cleanup(func() { stop(); factory.Shutdown() })
 	factory.WaitForCacheSync(ctx.Done())
-	return done, ch
 }
 
 // joinNodes registers Nodes node-0000 ... for n instances and waits until
