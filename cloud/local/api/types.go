@@ -3,7 +3,10 @@
 // documents every endpoint.
 package api
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Version is the path prefix of every API endpoint.
 const Version = "v1"
@@ -176,6 +179,19 @@ type RateLimit struct {
 	// Burst is how many calls are allowed at once; 0 with a Limit means the
 	// limit rounded down, at least 1.
 	Burst int `json:"burst"`
+}
+
+// EffectiveBurst is Burst when set or when there is no limit (including a
+// NaN one), else the limit rounded down, at least 1 and at most MaxInt32.
+// The local cloud's server and its provider's client-side limit share it.
+func (l RateLimit) EffectiveBurst() int {
+	if !(l.Limit > 0) || l.Burst != 0 {
+		return l.Burst
+	}
+	if l.Limit >= math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return max(1, int(l.Limit))
 }
 
 // Stats counts API calls per operation since start (or the last reset).

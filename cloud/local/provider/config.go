@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -102,9 +103,7 @@ func (c *Config) defaults() {
 	if c.InstanceLookup == "" {
 		c.InstanceLookup = InstanceLookupView
 	}
-	if c.APIRateBurst == 0 && c.APIRateLimit > 0 && !math.IsInf(c.APIRateLimit, 0) {
-		c.APIRateBurst = int(min(max(math.Floor(c.APIRateLimit), 1), math.MaxInt32))
-	}
+	c.APIRateBurst = api.RateLimit{Limit: c.APIRateLimit, Burst: c.APIRateBurst}.EffectiveBurst()
 }
 
 func (c *Config) validate() error {

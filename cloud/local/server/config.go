@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"fmt"
-	"math"
 	"net/netip"
 	"time"
 
@@ -107,10 +106,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TerminatedRetention <= 0 {
 		c.TerminatedRetention = DefaultRetention
 	}
-	if c.RateLimit < 0 || c.RateBurst < 0 {
-		return c, errors.New("config: RateLimit and RateBurst must not be negative")
+	if err := checkRateLimit(api.RateLimit{Limit: c.RateLimit, Burst: c.RateBurst}); err != nil {
+		return c, fmt.Errorf("config: %w", err)
 	}
-	c.RateBurst = rateBurst(c.RateLimit, c.RateBurst)
+	c.RateBurst = api.RateLimit{Limit: c.RateLimit, Burst: c.RateBurst}.EffectiveBurst()
 	if c.MetadataPort < 0 || c.MetadataPort > 65535 {
 		return c, fmt.Errorf("config: MetadataPort %d out of range", c.MetadataPort)
 	}
@@ -118,20 +117,4 @@ func (c Config) withDefaults() (Config, error) {
 		c.Now = time.Now
 	}
 	return c, nil
-}
-
-// maxDefaultBurst bounds the default burst of a very high rate limit.
-const maxDefaultBurst = math.MaxInt32
-
-// rateBurst is the burst of a rate limit of limit calls per second: burst
-// when set (or when there is no limit), else the limit rounded down, at
-// least 1.
-func rateBurst(limit float64, burst int) int {
-	if !(limit > 0) || burst != 0 { // also NaN: no limit
-		return burst
-	}
-	if limit >= maxDefaultBurst {
-		return maxDefaultBurst
-	}
-	return max(1, int(limit))
 }

@@ -68,7 +68,7 @@ func newGate(cfg Config) *gate {
 func (g *gate) setRateLimit(l api.RateLimit) api.RateLimit {
 	var limiter *rate.Limiter
 	if l.Limit > 0 {
-		l.Burst = rateBurst(l.Limit, l.Burst)
+		l.Burst = l.EffectiveBurst()
 		limiter = rate.NewLimiter(rate.Limit(l.Limit), l.Burst)
 	} else {
 		l = api.RateLimit{}

@@ -790,10 +790,10 @@ func TestRateBurst(t *testing.T) {
 		burst, want int
 	}{
 		{0, 0, 0}, {0, 5, 5}, {2, 0, 2}, {0.5, 0, 1}, {10.7, 0, 10}, {3, 7, 7},
-		{1e300, 0, maxDefaultBurst}, {math.NaN(), 0, 0},
+		{1e300, 0, math.MaxInt32}, {math.NaN(), 0, 0},
 	} {
-		if got := rateBurst(c.limit, c.burst); got != c.want {
-			t.Errorf("rateBurst(%g, %d) = %d, want %d", c.limit, c.burst, got, c.want)
+		if got := (api.RateLimit{Limit: c.limit, Burst: c.burst}).EffectiveBurst(); got != c.want {
+			t.Errorf("EffectiveBurst(%g, %d) = %d, want %d", c.limit, c.burst, got, c.want)
 		}
 	}
 	cfg, err := Config{StatePath: "x", Token: "t", RateLimit: 7.9}.withDefaults()
