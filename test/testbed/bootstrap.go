@@ -11,6 +11,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Groups and roles of node bootstrap, named as kubeadm names them.
@@ -79,6 +81,69 @@ func (cp *ControlPlane) CreateBootstrapToken(ctx context.Context, ttl time.Durat
 		return "", fmt.Errorf("testbed: create bootstrap token: %w", err)
 	}
 	return id + "." + secret, nil
+}
+
+// ClusterInfoName is the public ConfigMap in kube-public that token
+// discovery reads, and clusterInfoRBACName the Role and RoleBinding that let
+// anonymous callers get it, named as kubeadm names them.
+const (
+	ClusterInfoName     = "cluster-info"
+	clusterInfoRBACName = "kubeadm:bootstrap-signer-clusterinfo"
+)
+
+// PublishClusterInfo publishes the cluster for token discovery as kubeadm
+// does: kube-public/cluster-info holds a kubeconfig with one cluster (the
+// apiserver's URL and the cluster CA), and system:anonymous may get that one
+// ConfigMap. kube-controller-manager's bootstrapsigner then adds a
+// jws-kubeconfig-<id> signature for every bootstrap token allowed to sign.
+func (cp *ControlPlane) PublishClusterInfo(ctx context.Context) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[""] = &clientcmdapi.Cluster{Server: cp.URL, CertificateAuthorityData: cp.CA.CertPEM}
+	kubeconfig, err := clientcmd.Write(*kc)
+	if err != nil {
+		return fmt.Errorf("testbed: cluster-info kubeconfig: %w", err)
+	}
+	cms := cp.Client.CoreV1().ConfigMaps(metav1.NamespacePublic)
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: ClusterInfoName, Namespace: metav1.NamespacePublic},
+		Data:       map[string]string{"kubeconfig": string(kubeconfig)},
+	}
+	if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		existing, gerr := cms.Get(ctx, ClusterInfoName, metav1.GetOptions{})
+		if gerr != nil {
+			return fmt.Errorf("testbed: get ConfigMap %s: %w", ClusterInfoName, gerr)
+		}
+		if existing.Data == nil {
+			existing.Data = map[string]string{}
+		}
+		existing.Data["kubeconfig"] = string(kubeconfig)
+		_, err = cms.Update(ctx, existing, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("testbed: update ConfigMap %s: %w", ClusterInfoName, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("testbed: create ConfigMap %s: %w", ClusterInfoName, err)
+	}
+
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterInfoRBACName, Namespace: metav1.NamespacePublic},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""}, Resources: []string{"configmaps"},
+			ResourceNames: []string{ClusterInfoName}, Verbs: []string{"get"},
+		}},
+	}
+	if _, err := cp.Client.RbacV1().Roles(metav1.NamespacePublic).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("testbed: create Role %s: %w", clusterInfoRBACName, err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: clusterInfoRBACName, Namespace: metav1.NamespacePublic},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: clusterInfoRBACName},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "system:anonymous"}},
+	}
+	if _, err := cp.Client.RbacV1().RoleBindings(metav1.NamespacePublic).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("testbed: create RoleBinding %s: %w", clusterInfoRBACName, err)
+	}
+	return nil
 }
 
 // randomToken returns n (at most 26) random characters of [a-z2-7], within
