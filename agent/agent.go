@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
@@ -31,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/systemd"
 )
@@ -63,6 +62,10 @@ func (e *DeniedError) Error() string {
 	return fmt.Sprintf("certificate request %s was denied: %s: %s", e.CSR, e.Reason, e.Message)
 }
 
+// Final reports whether the denial ends the join (internal/csrreason's
+// table); a denial that is not final is retried with a fresh key.
+func (e *DeniedError) Final() bool { return csrreason.Final(e.Reason) }
+
 // Files the agent keeps in the cert dir, named as the kubelet names them.
 const (
 	pairPrefix = "kubelet-client"
@@ -81,6 +84,8 @@ type Agent struct {
 	NewClient func(server string, caPEM []byte, token string) (kubernetes.Interface, error)
 	// Backoff paces retries of the metadata service and the apiserver.
 	Backoff wait.Backoff
+	// DenialBackoff paces new joins after a denial that is not final.
+	DenialBackoff wait.Backoff
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -96,6 +101,9 @@ func (a *Agent) defaults() {
 	}
 	if a.Backoff.Steps == 0 {
 		a.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: time.Minute}
+	}
+	if a.DenialBackoff.Steps == 0 {
+		a.DenialBackoff = wait.Backoff{Duration: 15 * time.Second, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 10 * time.Minute}
 	}
 	if a.Now == nil {
 		a.Now = time.Now
@@ -151,7 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	current := filepath.Join(cfg.CertDir, pairPrefix+"-current.pem")
 	if err := validCredentials(current, ca, nodeName, a.Now()); err != nil {
 		klog.InfoS("No usable kubelet credentials; joining", "node", nodeName, "reason", err)
-		if err := a.join(ctx, inst, nodeName, ca); err != nil {
+		if err := a.joinUntilDecided(ctx, inst, nodeName, ca); err != nil {
 			return err
 		}
 	} else {
@@ -174,6 +182,32 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.status("node %s joined; %s started", nodeName, cfg.KubeletUnit)
 	return nil
+}
+
+// joinUntilDecided joins; after a denial that is not final (the evidence
+// expired while the approver was down, the cloud still said pending, ...)
+// it drops the key and joins again with a fresh one, after a backoff.
+func (a *Agent) joinUntilDecided(ctx context.Context, inst Instance, nodeName string, ca []byte) error {
+	b := a.DenialBackoff
+	for {
+		err := a.join(ctx, inst, nodeName, ca)
+		var denied *DeniedError
+		if !errors.As(err, &denied) || denied.Final() {
+			return err
+		}
+		if err := os.Remove(filepath.Join(a.Config.CertDir, keyTmp)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		d := b.Step()
+		klog.InfoS("The join was denied for a reason that can pass; joining again with a fresh key", "csr", denied.CSR,
+			"reason", denied.Reason, "why", csrreason.WhyRetry(denied.Reason), "after", d.Round(time.Millisecond))
+		a.status("certificate request %s denied (%s: %s); joining again with a fresh key in %v", denied.CSR, denied.Reason, denied.Message, d.Round(time.Second))
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join: %w (last denial: %v)", ctx.Err(), denied)
+		case <-time.After(d):
+		}
+	}
 }
 
 // join gets an approved client certificate through the CSR API.
@@ -205,7 +239,10 @@ func (a *Agent) join(ctx context.Context, inst Instance, nodeName string, ca []b
 	if err != nil {
 		return err
 	}
-	name := CSRName(nodeName, key.Public())
+	name, err := CSRName(nodeName, key.Public())
+	if err != nil {
+		return err
+	}
 	var (
 		reqName string
 		reqUID  types.UID
@@ -239,7 +276,8 @@ func (a *Agent) join(ctx context.Context, inst Instance, nodeName string, ca []b
 	defer cancel()
 	certPEM, err := csr.WaitForCertificate(waitCtx, client, reqName, reqUID)
 	if err != nil {
-		if got, gerr := client.CertificatesV1().CertificateSigningRequests().Get(ctx, reqName, metav1.GetOptions{}); gerr == nil {
+		got, gerr := client.CertificatesV1().CertificateSigningRequests().Get(ctx, reqName, metav1.GetOptions{})
+		if gerr == nil {
 			if d := deniedCondition(got); d != nil {
 				return &DeniedError{CSR: reqName, Reason: d.Reason, Message: d.Message}
 			}
@@ -270,10 +308,13 @@ func (a *Agent) join(ctx context.Context, inst Instance, nodeName string, ca []b
 
 // CSRName is the CSR's name for a node's key: a retry with the same key
 // finds the CSR filed before.
-func CSRName(nodeName string, pub crypto.PublicKey) string {
-	der, _ := x509.MarshalPKIXPublicKey(pub)
+func CSRName(nodeName string, pub crypto.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return "", fmt.Errorf("CSR name: %w", err)
+	}
 	sum := sha256.Sum256(der)
-	return "mooring-" + nodeName + "-" + hex.EncodeToString(sum[:8])
+	return "mooring-" + nodeName + "-" + hex.EncodeToString(sum[:8]), nil
 }
 
 func deniedCondition(c *certificatesv1.CertificateSigningRequest) *certificatesv1.CertificateSigningRequestCondition {
@@ -295,19 +336,18 @@ func loadOrCreateKey(path string) ([]byte, crypto.Signer, error) {
 		}
 		klog.InfoS("Discarding an unreadable key from an earlier run", "file", path)
 	}
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	data, err := keyutil.MakeEllipticPrivateKeyPEM()
 	if err != nil {
 		return nil, nil, err
 	}
-	der, err := x509.MarshalECPrivateKey(k)
+	k, err := keyutil.ParsePrivateKeyPEM(data)
 	if err != nil {
 		return nil, nil, err
 	}
-	data := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der})
 	if err := writeAtomic(path, data, 0o600); err != nil {
 		return nil, nil, err
 	}
-	return data, k, nil
+	return data, k.(crypto.Signer), nil
 }
 
 // validCredentials checks the kubelet's current pair: it parses, the key
@@ -365,13 +405,21 @@ func publicKeysEqual(a, b crypto.PublicKey) bool {
 	return ok && ea.Equal(b)
 }
 
-// addressIsLocal reports whether ip is an address of this machine: one the
-// agent can bind to.
+// addressIsLocal reports whether ip is an address of one of this machine's
+// interfaces (on Linux every address of the loopback network is).
 func addressIsLocal(ip string) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	want := net.ParseIP(ip)
+	if want == nil {
+		return false
+	}
+	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return false
 	}
-	l.Close()
-	return true
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && (n.IP.Equal(want) || (n.IP.IsLoopback() && n.Contains(want))) {
+			return true
+		}
+	}
+	return false
 }

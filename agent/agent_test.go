@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto"
 	"errors"
 	"os"
 	"path/filepath"
@@ -15,13 +16,17 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/pki"
 	"github.com/mooring-dev/mooring/systemd"
@@ -49,9 +54,12 @@ func (f *fakeIdentity) Evidence(_ context.Context, binding string) (evidence.Blo
 // approver answers CSRs in the fake apiserver: approve and sign with the
 // CA, or deny.
 type approver struct {
-	ca      *pki.CA
-	deny    bool
-	created atomic.Int32
+	ca   *pki.CA
+	deny bool
+	// denyFirst CSRs are denied with denyReason, then all are approved.
+	denyFirst  int32
+	denyReason string
+	created    atomic.Int32
 }
 
 func (ap *approver) run(ctx context.Context, t *testing.T, client *fake.Clientset) {
@@ -71,15 +79,20 @@ func (ap *approver) run(ctx context.Context, t *testing.T, client *fake.Clientse
 		if ev.Type != watch.Added {
 			continue
 		}
-		ap.created.Add(1)
+		n := ap.created.Add(1)
 		csr := ev.Object.(*certificatesv1.CertificateSigningRequest).DeepCopy()
 		cond := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue, Reason: "MooringApproved"}
-		if ap.deny {
+		deny := ap.deny || n <= ap.denyFirst
+		switch {
+		case ap.deny:
 			cond = certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: v1.ConditionTrue,
 				Reason: "NoEvidence", Message: "no evidence"}
+		case deny:
+			cond = certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: v1.ConditionTrue,
+				Reason: ap.denyReason, Message: "test denial"}
 		}
 		csr.Status.Conditions = append(csr.Status.Conditions, cond)
-		if !ap.deny {
+		if !deny {
 			if csr.Status.Certificate, err = ap.ca.SignCSR(csr.Spec.Request, pki.ProfileClient); err != nil {
 				t.Error(err)
 			}
@@ -134,6 +147,35 @@ func newEnv(t *testing.T) *env {
 // newCluster starts a fresh fake apiserver with the approver watching it.
 func (e *env) newCluster() {
 	e.client = fake.NewClientset()
+	// The fake ignores field selectors; the agent's wait for its CSR selects
+	// it by name, which the apiserver honours.
+	client := e.client
+	client.PrependWatchReactor("certificatesigningrequests", func(action k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := client.Tracker().Watch(action.GetResource(), "")
+		sel := action.(k8stesting.WatchActionImpl).WatchRestrictions.Fields
+		if err != nil || sel == nil || sel.Empty() {
+			return true, w, err
+		}
+		return true, watch.Filter(w, func(ev watch.Event) (watch.Event, bool) {
+			m, ok := ev.Object.(metav1.Object)
+			return ev, ok && sel.Matches(fields.Set{"metadata.name": m.GetName()})
+		}), nil
+	})
+	client.PrependReactor("list", "certificatesigningrequests", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		sel := action.(k8stesting.ListActionImpl).ListRestrictions.Fields
+		if sel == nil || sel.Empty() {
+			return false, nil, nil
+		}
+		obj, err := client.Tracker().List(action.GetResource(), action.(k8stesting.ListActionImpl).Kind, "")
+		if err != nil {
+			return true, nil, err
+		}
+		l := obj.(*certificatesv1.CertificateSigningRequestList)
+		l.Items = slices.DeleteFunc(l.Items, func(c certificatesv1.CertificateSigningRequest) bool {
+			return !sel.Matches(fields.Set{"metadata.name": c.Name})
+		})
+		return true, l, nil
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { e.approver.run(ctx, e.t, e.client) })
@@ -146,8 +188,9 @@ func (e *env) agent() *Agent {
 	e.units, e.notifier = systemd.NewFakeConn(), &systemd.FakeNotifier{}
 	return &Agent{
 		Config: e.cfg, Identity: e.identity, Notifier: e.notifier, Units: systemd.NewUnits(e.units),
-		NewClient: func(string, []byte, string) (kubernetes.Interface, error) { return e.client, nil },
-		Backoff:   wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
+		NewClient:     func(string, []byte, string) (kubernetes.Interface, error) { return e.client, nil },
+		Backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
+		DenialBackoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 	}
 }
 
@@ -229,7 +272,7 @@ func TestResumeAfterKeyGeneration(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.checkJoined()
-	got, err := e.client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), CSRName("node-1", key.Public()), metav1.GetOptions{})
+	got, err := e.client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), mustCSRName(t, "node-1", key.Public()), metav1.GetOptions{})
 	if err != nil || got == nil {
 		t.Fatalf("the CSR was not made with the key left behind: %v", err)
 	}
@@ -340,6 +383,65 @@ func TestDeniedStopsWithTheReason(t *testing.T) {
 	}
 }
 
+// A denial that can pass (the evidence expired while the approver was
+// down, say) used to stop the agent for good with the same key and CSR name.
+func TestDenialThatCanPassJoinsAgainWithAFreshKey(t *testing.T) {
+	for _, reason := range csrreason.Retryable() {
+		t.Run(reason, func(t *testing.T) {
+			e := newEnv(t)
+			e.approver.denyFirst, e.approver.denyReason = 2, reason
+			if err := e.run(); err != nil {
+				t.Fatalf("join after two %s denials: %v", reason, err)
+			}
+			e.checkJoined()
+			l, err := e.client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := map[string]bool{}
+			for _, c := range l.Items {
+				keys[c.Name] = true
+			}
+			if len(keys) != 3 {
+				t.Fatalf("%d CSRs under distinct names (keys), want 3: %v", len(keys), keys)
+			}
+		})
+	}
+}
+
+// A killed agent whose CSR was denied for a reason that can pass resumes
+// with a fresh key; one denied for good stays stopped (TestDeniedStopsWithTheReason).
+func TestRestartAfterADenialThatCanPass(t *testing.T) {
+	e := newEnv(t)
+	e.approver.denyFirst, e.approver.denyReason = 1, csrreason.EvidenceExpired
+	ctx, cancel := context.WithCancel(context.Background())
+	a := e.agent()
+	a.DenialBackoff = wait.Backoff{Duration: time.Hour, Steps: 1}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	for e.approver.created.Load() < 1 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	cancel() // killed while waiting to join again
+	<-done
+	if err := e.run(); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	e.checkJoined()
+	if n := e.csrCount(); n != 2 {
+		t.Fatalf("%d CSRs, want the denied one and one with a fresh key", n)
+	}
+}
+
+func TestAddressIsLocal(t *testing.T) {
+	for ip, want := range map[string]bool{"127.0.0.1": true, "127.10.0.7": true, "::1": true, "203.0.113.9": false, "not an ip": false} {
+		if got := addressIsLocal(ip); got != want {
+			t.Errorf("addressIsLocal(%q) = %v, want %v", ip, got, want)
+		}
+	}
+}
+
 func TestMetadataDownRetriesWithStatus(t *testing.T) {
 	e := newEnv(t)
 	e.identity.down.Store(3)
@@ -406,3 +508,12 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 
 // restConfigUnreachable points at a loopback port nothing listens on.
 var restConfigUnreachable = rest.Config{Host: "https://127.0.0.1:1", Timeout: 100 * time.Millisecond}
+
+func mustCSRName(t *testing.T, node string, pub crypto.PublicKey) string {
+	t.Helper()
+	name, err := CSRName(node, pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/csrreason"
 )
 
 // Attestation is what verified evidence proves: which instance asked, for
@@ -39,13 +40,13 @@ type EvidenceVerifier interface {
 	Peek(data []byte) (replayKey, binding string, err error)
 }
 
-// Rejection reasons, machine-readable.
+// Rejection reasons, machine-readable (the CSR approver's deny reasons).
 const (
-	RejectMalformed = "EvidenceMalformed"
-	RejectSignature = "EvidenceSignatureInvalid"
-	RejectExpired   = "EvidenceExpired"
-	RejectBinding   = "EvidenceNotBoundToKey"
-	RejectIssuer    = "EvidenceWrongIssuer"
+	RejectMalformed = csrreason.EvidenceMalformed
+	RejectSignature = csrreason.EvidenceSignature
+	RejectExpired   = csrreason.EvidenceExpired
+	RejectBinding   = csrreason.EvidenceNotBound
+	RejectIssuer    = csrreason.EvidenceIssuer
 )
 
 // Rejection is a verdict on bad evidence.

@@ -1,8 +1,11 @@
 package csrapprover
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	certinformers "k8s.io/client-go/informers/certificates/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -35,9 +39,10 @@ type Options struct {
 	Workers int
 	// DryRun logs and records what would be decided, and decides nothing.
 	DryRun bool
-	// MaxPendingPerRequester and MaxPending bound undecided CSRs of the two
-	// signers; newer ones beyond are denied (TooManyPendingRequests).
-	// Defaults 10 and 1000.
+	// MaxPendingPerRequester and MaxPending bound the CSRs being decided at
+	// once (counting those waiting to retry after a cloud or API error),
+	// per requester and in all. Further CSRs wait their turn; none is denied
+	// for being many. Defaults 10 and 1000.
 	MaxPendingPerRequester, MaxPending int
 }
 
@@ -46,21 +51,27 @@ type Controller struct {
 	client    kubernetes.Interface
 	csrs      certlisters.CertificateSigningRequestLister
 	indexer   cache.Indexer
-	synced    cache.InformerSynced
+	synced    []cache.InformerSynced
+	ready     chan struct{}
 	decider   *Decider
 	verifiers map[string]cloud.EvidenceVerifier
 	queue     workqueue.TypedRateLimitingInterface[string]
-	events    record.EventBroadcaster
-	recorder  record.EventRecorder
-	opts      Options
+	// waiting paces CSRs the gate holds back (a freed place wakes the
+	// next at once; this is the fallback).
+	waiting  workqueue.TypedRateLimiter[string]
+	gate     *gate
+	events   record.EventBroadcaster
+	recorder record.EventRecorder
+	opts     Options
 }
 
 const replayIndex = "mooring.dev/replay-key"
 
-// New builds the controller over a CSR informer. It must be called before
-// the informer starts (it adds an index).
-func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigningRequestInformer, cfg Config,
-	verifiers []cloud.EvidenceVerifier, instances Instances, nodes Nodes, opts Options) (*Controller, error) {
+// New builds the controller over a CSR and a Node informer. It must be
+// called before the informers start (it adds an index). It decides nothing
+// until both caches have synced: the checks read Nodes.
+func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigningRequestInformer, nodeInformer coreinformers.NodeInformer,
+	cfg Config, verifiers []cloud.EvidenceVerifier, instances Instances, opts Options) (*Controller, error) {
 	if opts.Workers <= 0 {
 		opts.Workers = 16
 	}
@@ -75,17 +86,20 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 		client:    client,
 		csrs:      csrInformer.Lister(),
 		indexer:   csrInformer.Informer().GetIndexer(),
-		synced:    csrInformer.Informer().HasSynced,
+		synced:    []cache.InformerSynced{csrInformer.Informer().HasSynced, nodeInformer.Informer().HasSynced},
+		ready:     make(chan struct{}),
 		verifiers: map[string]cloud.EvidenceVerifier{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
-		opts: opts,
+		waiting: workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, 5*time.Second),
+		gate:    newGate(opts.MaxPendingPerRequester, opts.MaxPending),
+		opts:    opts,
 	}
 	for _, v := range verifiers {
 		c.verifiers[v.Type()] = v
 	}
-	c.decider = NewDecider(cfg, verifiers, instances, nodes, c)
+	c.decider = NewDecider(cfg, verifiers, instances, nodeInformer.Lister(), c)
 	if err := csrInformer.Informer().AddIndexers(cache.Indexers{replayIndex: c.replayKeys}); err != nil {
 		return nil, err
 	}
@@ -107,6 +121,10 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 	return c, nil
 }
 
+// Ready is closed once every cache the decisions read has synced and the
+// workers run: what /readyz reports.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
 // ours: the approver acts on these two signers and nothing else.
 func ours(csr *certificatesv1.CertificateSigningRequest) bool {
 	return csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName ||
@@ -122,9 +140,10 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 	return false
 }
 
-// replayKeys indexes a CSR by the replay keys of the evidence it carries,
-// counting only evidence that claims to be bound to the CSR's own key (a
-// copy of someone else's evidence onto another key cannot block them).
+// replayKeys indexes a CSR by the replay keys its evidence claims, counting
+// only evidence that claims to be bound to the CSR's own key. Nothing here
+// is verified: the index only finds candidates, and EarlierHolder verifies
+// each before it counts.
 func (c *Controller) replayKeys(obj any) ([]string, error) {
 	csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
 	if !ok || csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
@@ -154,23 +173,78 @@ func (c *Controller) replayKeys(obj any) ([]string, error) {
 
 // EarlierHolder implements Replays from the CSRs the apiserver holds, so
 // single use survives restarts and leader changes: evidence lives minutes,
-// and the apiserver keeps decided CSRs for an hour.
-func (c *Controller) EarlierHolder(key string, csr *certificatesv1.CertificateSigningRequest) string {
+// and the apiserver keeps decided CSRs for an hour. A CSR holds a replay key
+// only when its evidence verifies (as of its creation) bound to its own key:
+// an unsigned token that names a victim's token id, or a copy of a token
+// onto another key, holds nothing. A copy of the very same request (same
+// key) filed in the same second as csr does not count either: the order of
+// the two cannot be told, and a certificate for a key is worthless to anyone
+// but the key's holder, so a copy must not block its owner. Any error makes
+// the answer unknown.
+func (c *Controller) EarlierHolder(ctx context.Context, key string, csr *certificatesv1.CertificateSigningRequest) (string, error) {
 	objs, err := c.indexer.ByIndex(replayIndex, key)
 	if err != nil {
-		return ""
+		return "", fmt.Errorf("replay index: %w", err)
+	}
+	mine, _, err := evidence.Decode(csr.Spec.Request)
+	if err != nil {
+		return "", fmt.Errorf("replay check of %s: %w", csr.Name, err)
 	}
 	for _, o := range objs {
-		other := o.(*certificatesv1.CertificateSigningRequest)
+		other, ok := o.(*certificatesv1.CertificateSigningRequest)
+		if !ok {
+			return "", fmt.Errorf("replay index holds a %T", o)
+		}
 		if other.UID == csr.UID {
 			continue
 		}
 		t1, t2 := other.CreationTimestamp.Time, csr.CreationTimestamp.Time
-		if t1.Before(t2) || (t1.Equal(t2) && other.Name < csr.Name) {
-			return other.Name
+		if t1.After(t2) {
+			continue
+		}
+		req, blocks, err := evidence.Decode(other.Spec.Request)
+		if err != nil {
+			continue // it cannot carry verified evidence
+		}
+		sameKey := bytes.Equal(req.RawSubjectPublicKeyInfo, mine.RawSubjectPublicKeyInfo)
+		if t1.Equal(t2) && (sameKey || other.Name > csr.Name) {
+			continue
+		}
+		holds, err := c.holds(ctx, other, req, blocks, key)
+		if err != nil {
+			return "", err
+		}
+		if holds {
+			return other.Name, nil
 		}
 	}
-	return ""
+	return "", nil
+}
+
+// holds reports whether csr's evidence verifies, as of its creation and
+// bound to its own key, with replay key key.
+func (c *Controller) holds(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, blocks []evidence.Block, key string) (bool, error) {
+	binding, err := evidence.Binding(req.PublicKey)
+	if err != nil {
+		return false, nil
+	}
+	for _, b := range blocks {
+		v, ok := c.verifiers[b.Type]
+		if !ok {
+			continue
+		}
+		att, err := v.Verify(ctx, b.Data, binding, csr.CreationTimestamp.Time)
+		if _, rejected := cloud.IsRejection(err); rejected {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("verify the evidence of earlier CSR %s: %w", csr.Name, err)
+		}
+		if att.ReplayKey == key {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // Run decides CSRs until ctx ends.
@@ -182,13 +256,17 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.events.Shutdown()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting controller", "controller", Name, "workers", c.opts.Workers, "dryRun", c.opts.DryRun)
-	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced) {
+	// Every cache a decision reads: a Node missing from an unsynced cache
+	// would skip the takeover checks of a join and deny renewals and
+	// serving CSRs NodeNotFound for good.
+	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
 		return
 	}
 	var wg sync.WaitGroup
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}
+	close(c.ready)
 	<-ctx.Done()
 	c.queue.ShutDown()
 	wg.Wait()
@@ -212,57 +290,126 @@ func (c *Controller) worker(ctx context.Context) {
 	}
 }
 
-func (c *Controller) sync(ctx context.Context, name string) error {
+// sync decides one CSR. The CSR holds a place in the gate from its first
+// attempt until an attempt ends without error; a CSR that finds no place
+// waits and is tried again.
+func (c *Controller) sync(ctx context.Context, name string) (err error) {
 	csr, err := c.csrs.Get(name)
 	if apierrors.IsNotFound(err) {
+		c.release(name)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	if !ours(csr) || decided(csr) {
+		c.release(name)
 		return nil
 	}
-	d, err := c.floodGuard(csr)
+	if scope := c.gate.enter(name, csr.Spec.Username); scope != "" {
+		delayed.WithLabelValues(scope).Inc()
+		c.queue.AddAfter(name, c.waiting.When(name))
+		return nil
+	}
+	c.waiting.Forget(name)
+	defer func() {
+		if err == nil {
+			c.release(name)
+		}
+	}()
+	d, err := c.decider.Decide(ctx, csr)
 	if err != nil {
 		return err
 	}
-	if d == nil {
-		dd, err := c.decider.Decide(ctx, csr)
-		if err != nil {
-			return err
-		}
-		d = &dd
-	}
-	return c.apply(ctx, csr, *d)
+	return c.apply(ctx, csr, d)
 }
 
-// floodGuard denies a CSR when too many undecided ones came before it,
-// from its requester or in all.
-func (c *Controller) floodGuard(csr *certificatesv1.CertificateSigningRequest) (*Decision, error) {
-	all, err := c.csrs.List(everything)
-	if err != nil {
-		return nil, err
+// release gives up name's place in the gate and wakes the CSR it fits.
+func (c *Controller) release(name string) {
+	if next := c.gate.leave(name); next != "" {
+		c.queue.Add(next)
 	}
-	var mine, total int
-	for _, o := range all {
-		if o.UID == csr.UID || !ours(o) || decided(o) || !o.CreationTimestamp.Before(&csr.CreationTimestamp) {
-			continue
-		}
-		total++
-		if o.Spec.Username == csr.Spec.Username {
-			mine++
-		}
+	c.waiting.Forget(name)
+}
+
+// gate bounds the CSRs being decided at once, per requester and in all.
+// It is exact (a count of places held, not of timestamps) and a CSR held
+// back waits in line: a freed place goes to the first waiting CSR it fits.
+type gate struct {
+	mu           sync.Mutex
+	perRequester int
+	total        int
+	holders      map[string]string // CSR name -> requester
+	byRequester  map[string]int
+	line         []waiter
+	inLine       map[string]bool
+}
+
+type waiter struct{ name, requester string }
+
+func newGate(perRequester, total int) *gate {
+	return &gate{perRequester: perRequester, total: total, holders: map[string]string{}, byRequester: map[string]int{}, inLine: map[string]bool{}}
+}
+
+// enter takes a place for CSR name of requester, or keeps the one it has.
+// It returns "" when the CSR may be decided, or the scope whose limit holds
+// it back ("requester" or "total"); the CSR then waits in line.
+func (g *gate) enter(name, requester string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.holders[name]; ok {
+		return ""
 	}
+	scope := g.full(requester)
+	if scope == "" {
+		g.holders[name] = requester
+		g.byRequester[requester]++
+		g.dropFromLine(name)
+	} else if !g.inLine[name] {
+		g.inLine[name] = true
+		g.line = append(g.line, waiter{name, requester})
+	}
+	return scope
+}
+
+func (g *gate) full(requester string) string {
 	switch {
-	case mine >= c.opts.MaxPendingPerRequester:
-		d := deny("flood", ReasonTooManyPending, "%s has %d undecided requests before this one (limit %d)", csr.Spec.Username, mine, c.opts.MaxPendingPerRequester)
-		return &d, nil
-	case total >= c.opts.MaxPending:
-		d := deny("flood", ReasonTooManyPending, "%d undecided requests before this one (limit %d)", total, c.opts.MaxPending)
-		return &d, nil
+	case g.byRequester[requester] >= g.perRequester:
+		return "requester"
+	case len(g.holders) >= g.total:
+		return "total"
 	}
-	return nil, nil
+	return ""
+}
+
+// leave gives up the place of CSR name, if it holds one, and leaves the
+// line. It returns the waiting CSR the freed place now fits, or "".
+func (g *gate) leave(name string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.dropFromLine(name)
+	r, ok := g.holders[name]
+	if !ok {
+		return ""
+	}
+	delete(g.holders, name)
+	if g.byRequester[r]--; g.byRequester[r] == 0 {
+		delete(g.byRequester, r)
+	}
+	for _, w := range g.line {
+		if g.full(w.requester) == "" {
+			return w.name
+		}
+	}
+	return ""
+}
+
+func (g *gate) dropFromLine(name string) {
+	if !g.inLine[name] {
+		return
+	}
+	delete(g.inLine, name)
+	g.line = slices.DeleteFunc(g.line, func(w waiter) bool { return w.name == name })
 }
 
 func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, d Decision) error {
@@ -302,4 +449,11 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 	logger.Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username,
 		"decision", verdict, "reason", d.Reason, "message", d.Message)
 	return nil
+}
+
+// held counts the places taken.
+func (g *gate) held() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.holders)
 }

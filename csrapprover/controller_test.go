@@ -2,18 +2,28 @@ package csrapprover
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
+	"github.com/mooring-dev/mooring/cloud/local/identity"
+	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -22,24 +32,52 @@ type running struct {
 	ctrl   *Controller
 }
 
+// controllerSetup changes what startController builds.
+type controllerSetup struct {
+	opts      Options
+	instances Instances
+	verifier  cloud.EvidenceVerifier
+	// nodes replaces the factory's Node informer.
+	nodes coreinformers.NodeInformer
+}
+
 func startController(t *testing.T, w *world, opts Options, csrs ...*certificatesv1.CertificateSigningRequest) *running {
+	return startControllerWith(t, w, controllerSetup{opts: opts}, csrs...)
+}
+
+func startControllerWith(t *testing.T, w *world, s controllerSetup, csrs ...*certificatesv1.CertificateSigningRequest) *running {
 	t.Helper()
 	client := fake.NewClientset()
+	ctx := context.Background()
 	for _, c := range csrs {
-		if _, err := client.CertificatesV1().CertificateSigningRequests().Create(context.Background(), c, metav1.CreateOptions{}); err != nil {
+		if _, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, c, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	for _, n := range w.nodes {
+		if _, err := client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.instances == nil {
+		s.instances = w.instances
+	}
+	if s.verifier == nil {
+		s.verifier = w.decider.verifiers[attest.Type]
+	}
 	factory := informers.NewSharedInformerFactory(client, 0)
-	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(),
-		Config{Cluster: cluster}, []cloud.EvidenceVerifier{w.decider.verifiers[attest.Type]}, w.instances, w.nodes, opts)
+	if s.nodes == nil {
+		s.nodes = factory.Core().V1().Nodes()
+	}
+	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), s.nodes,
+		Config{Cluster: cluster}, []cloud.EvidenceVerifier{s.verifier}, s.instances, s.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
+	runCtx, cancel := context.WithCancel(ctx)
+	factory.Start(runCtx.Done())
 	done := make(chan struct{})
-	go func() { ctrl.Run(ctx); close(done) }()
+	go func() { ctrl.Run(runCtx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
 	return &running{client: client, ctrl: ctrl}
 }
@@ -50,14 +88,30 @@ func named(c *certificatesv1.CertificateSigningRequest, name string, created tim
 	return c
 }
 
+// reason is "Type/Reason" of the CSR's first condition, "" while undecided.
+func (r *running) reason(t *testing.T, name string) string {
+	t.Helper()
+	c, err := r.client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Status.Conditions) == 0 {
+		return ""
+	}
+	return string(c.Status.Conditions[0].Type) + "/" + c.Status.Conditions[0].Reason
+}
+
 func (r *running) waitReason(t *testing.T, name string) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	return r.waitReasonFor(t, name, 5*time.Second)
+}
+
+func (r *running) waitReasonFor(t *testing.T, name string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		c, err := r.client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil && len(c.Status.Conditions) > 0 {
-			cond := c.Status.Conditions[0]
-			return string(cond.Type) + "/" + cond.Reason
+		if got := r.reason(t, name); got != "" {
+			return got
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -100,58 +154,269 @@ func TestCopiedEvidenceCannotBlockItsOwner(t *testing.T) {
 	}
 }
 
+// A copy of the victim's whole request, filed in the same second under a
+// name that sorts first, used to make the owner's CSR the "replay".
+func TestSameSecondCopyCannotBlockItsOwner(t *testing.T) {
+	w := newWorld(t)
+	victim := w.csr(t, w.joinSpec(t))
+	at := time.Now().Truncate(time.Second)
+	r := startController(t, w, Options{}, named(victim, "aaa-copy", at), named(victim, "victim", at))
+	if got := r.waitReason(t, "victim"); got != "Approved/"+ReasonApproved {
+		t.Fatalf("victim: %s", got)
+	}
+}
+
+// An unsigned token that names the victim's token id (and claims the
+// attacker's own key) was indexed as a holder of the victim's replay key.
+func TestUnverifiedEvidenceHoldsNoReplayKey(t *testing.T) {
+	w := newWorld(t)
+	victim := w.csr(t, w.joinSpec(t))
+	_, blocks, err := evidence.Decode(victim.Spec.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := identity.Peek(string(blocks[0].Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := w.joinSpec(t)
+	s.evidence = func(b string) []evidence.Block {
+		// Signed by the attacker's own key, same token id as the victim's.
+		c, _ := identity.NewClaims(issuer, b, claims.Instance, time.Now(), 5*time.Minute)
+		c.ID = claims.ID
+		tok, err := w.otherKeys.Sign(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []evidence.Block{{Type: attest.Type, Data: []byte(tok)}}
+	}
+	attacker := w.csr(t, s)
+	now := time.Now()
+	r := startController(t, w, Options{}, named(attacker, "attacker", now.Add(-time.Second)), named(victim, "victim", now))
+	if got := r.waitReason(t, "attacker"); got != "Denied/"+ReasonEvidenceSignature {
+		t.Fatalf("attacker: %s", got)
+	}
+	if got := r.waitReason(t, "victim"); got != "Approved/"+ReasonApproved {
+		t.Fatalf("victim: %s", got)
+	}
+}
+
+// An error in the replay index used to read as "no earlier holder".
+func TestReplayIndexErrorIsNotNoHolder(t *testing.T) {
+	w := newWorld(t)
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(),
+		Config{Cluster: cluster}, []cloud.EvidenceVerifier{w.decider.verifiers[attest.Type]}, w.instances, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl.indexer = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}) // no replay index: ByIndex fails
+	csr := named(w.csr(t, w.joinSpec(t)), "csr", time.Now())
+	if holder, err := ctrl.EarlierHolder(context.Background(), "local/x", csr); err == nil {
+		t.Fatalf("an index error answered %q and no error", holder)
+	}
+}
+
+// flakyVerifier fails Verify with a transient error from call failFrom on.
+type flakyVerifier struct {
+	cloud.EvidenceVerifier
+	calls, failFrom atomic.Int32
+}
+
+func (f *flakyVerifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
+	if n := f.calls.Add(1); f.failFrom.Load() > 0 && n >= f.failFrom.Load() {
+		return cloud.Attestation{}, errors.New("key fetch failed")
+	}
+	return f.EvidenceVerifier.Verify(ctx, data, binding, now)
+}
+
+// The earlier holder's evidence cannot be verified (the cloud's keys are
+// out of reach): the replayed CSR stays pending rather than approved.
+func TestReplayCheckErrorDecidesNothing(t *testing.T) {
+	w := newWorld(t)
+	orig := w.csr(t, w.joinSpec(t))
+	fv := &flakyVerifier{EvidenceVerifier: w.decider.verifiers[attest.Type]}
+	fv.failFrom.Store(2) // the CSR's own evidence verifies; the holder's cannot be
+	now := time.Now()
+	first := named(orig, "first", now.Add(-time.Second))
+	first.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: "True", Reason: ReasonApproved}}
+	r := startControllerWith(t, w, controllerSetup{verifier: fv}, first, named(orig, "second", now))
+	time.Sleep(500 * time.Millisecond)
+	if got := r.reason(t, "second"); got != "" {
+		t.Fatalf("decided during a replay-check error: %s", got)
+	}
+	fv.failFrom.Store(0)
+	if got := r.waitReasonFor(t, "second", 10*time.Second); got != "Denied/"+ReasonEvidenceReplayed {
+		t.Fatalf("second, after recovery: %s", got)
+	}
+}
+
+// unsyncedNodes is a Node informer whose cache is empty and unsynced until
+// sync is called, as a real one is while its first List runs.
+type unsyncedNodes struct {
+	cache.SharedIndexInformer
+	store  cache.Indexer
+	synced atomic.Bool
+}
+
+func (u *unsyncedNodes) Informer() cache.SharedIndexInformer { return u }
+func (u *unsyncedNodes) Lister() corelisters.NodeLister      { return corelisters.NewNodeLister(u.store) }
+func (u *unsyncedNodes) HasSynced() bool                     { return u.synced.Load() }
+func (u *unsyncedNodes) sync(nodes ...*v1.Node) {
+	for _, n := range nodes {
+		_ = u.store.Add(n)
+	}
+	u.synced.Store(true)
+}
+
+// The approver used to wait only for its CSR cache: a join decided before
+// the Node cache synced skipped the takeover checks.
+func TestNoDecisionBeforeTheNodeCacheSyncs(t *testing.T) {
+	w := newWorld(t)
+	ready := readyNode("node-1", "local://i-1")
+	nodes := &unsyncedNodes{store: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})}
+	r := startControllerWith(t, w, controllerSetup{nodes: nodes}, named(w.csr(t, w.joinSpec(t)), "join", time.Now()))
+	time.Sleep(500 * time.Millisecond)
+	if got := r.reason(t, "join"); got != "" {
+		t.Fatalf("decided before the Node cache synced: %s", got)
+	}
+	select {
+	case <-r.ctrl.Ready():
+		t.Fatal("ready before the Node cache synced")
+	default:
+	}
+	nodes.sync(ready)
+	if got := r.waitReason(t, "join"); got != "Denied/"+ReasonNodeAlreadyJoined {
+		t.Fatalf("after sync: %s", got)
+	}
+	<-r.ctrl.Ready()
+}
+
 func TestOtherSignersAreIgnored(t *testing.T) {
 	w := newWorld(t)
 	other := w.csr(t, w.joinSpec(t))
 	other.Spec.SignerName = "kubernetes.io/kube-apiserver-client"
 	r := startController(t, w, Options{}, named(other, "other", time.Now()), named(w.csr(t, w.joinSpec(t)), "ours", time.Now()))
 	r.waitReason(t, "ours")
-	c, _ := r.client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), "other", metav1.GetOptions{})
-	if len(c.Status.Conditions) != 0 {
-		t.Fatalf("a CSR of another signer was decided: %+v", c.Status.Conditions)
+	if got := r.reason(t, "other"); got != "" {
+		t.Fatalf("a CSR of another signer was decided: %s", got)
 	}
 }
 
 func TestDryRunDecidesNothing(t *testing.T) {
 	w := newWorld(t)
+	counter := decisions.WithLabelValues(certificatesv1.KubeAPIServerClientKubeletSignerName, "dry-run-approved", ReasonApproved)
+	before, _ := testutil.GetCounterMetricValue(counter)
 	r := startController(t, w, Options{DryRun: true}, named(w.csr(t, w.joinSpec(t)), "csr", time.Now()))
-	time.Sleep(300 * time.Millisecond)
-	c, _ := r.client.CertificatesV1().CertificateSigningRequests().Get(context.Background(), "csr", metav1.GetOptions{})
-	if len(c.Status.Conditions) != 0 {
-		t.Fatalf("dry run decided: %+v", c.Status.Conditions)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after, _ := testutil.GetCounterMetricValue(counter)
+		if after > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the dry run computed no decision")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := r.reason(t, "csr"); got != "" {
+		t.Fatalf("dry run decided: %s", got)
 	}
 }
 
-func TestFloodGuard(t *testing.T) {
+// switchedInstances fails like an outage while down is set.
+type switchedInstances struct {
+	Instances
+	down  atomic.Bool
+	calls atomic.Int32
+}
+
+func (s *switchedInstances) ByProviderID(ctx context.Context, pid string, maxAge time.Duration) (view.Instance, error) {
+	s.calls.Add(1)
+	if s.down.Load() {
+		return view.Instance{}, errors.New("cloud outage")
+	}
+	return s.Instances.ByProviderID(ctx, pid, maxAge)
+}
+
+// A boot wave of one bootstrap token during a cloud outage used to be
+// denied TooManyPendingRequests beyond the 10th CSR; now the excess waits,
+// and every join is approved once the cloud answers.
+func TestBootWaveDuringOutageWaitsInsteadOfDenying(t *testing.T) {
 	w := newWorld(t)
+	cloudAPI := &switchedInstances{Instances: w.instances}
+	cloudAPI.down.Store(true)
+	const n = 30
+	at := time.Now().Truncate(time.Second) // all in one second, as a wave files them
 	var csrs []*certificatesv1.CertificateSigningRequest
-	base := time.Now().Add(-time.Minute)
-	for i := range 12 {
-		csrs = append(csrs, named(w.csr(t, w.joinSpec(t)), fmt.Sprintf("csr-%02d", i), base.Add(time.Duration(i)*time.Second)))
+	for i := range n {
+		csrs = append(csrs, named(w.csr(t, w.joinSpec(t)), fmt.Sprintf("join-%02d", i), at))
 	}
-	// Not started: judge the guard against the informer's view alone.
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), Config{Cluster: cluster},
-		nil, w.instances, w.nodes, Options{MaxPendingPerRequester: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
+	before, _ := testutil.GetCounterMetricValue(delayed.WithLabelValues("requester"))
+	r := startControllerWith(t, w, controllerSetup{opts: Options{MaxPendingPerRequester: 4}, instances: cloudAPI}, csrs...)
+	time.Sleep(1500 * time.Millisecond)
 	for _, c := range csrs {
-		if err := ctrl.indexer.Add(c); err != nil {
-			t.Fatal(err)
+		if got := r.reason(t, c.Name); got != "" {
+			t.Fatalf("%s decided during the outage: %s", c.Name, got)
 		}
 	}
-	for i, c := range csrs {
-		d, err := ctrl.floodGuard(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if limited := d != nil; limited != (i >= 10) {
-			t.Fatalf("CSR %d: flood guard %+v", i, d)
-		}
-		if d != nil && d.Reason != ReasonTooManyPending {
-			t.Fatalf("reason %s", d.Reason)
+	if after, _ := testutil.GetCounterMetricValue(delayed.WithLabelValues("requester")); after <= before {
+		t.Fatal("no CSR was held back by the per-requester limit")
+	}
+	if held := r.ctrl.gate.held(); held != 4 {
+		t.Fatalf("%d CSRs are being decided at once, limit 4", held)
+	}
+	cloudAPI.down.Store(false)
+	for _, c := range csrs {
+		if got := r.waitReasonFor(t, c.Name, 30*time.Second); got != "Approved/"+ReasonApproved {
+			t.Fatalf("%s: %s", c.Name, got)
 		}
 	}
+}
+
+func TestGateIsExact(t *testing.T) {
+	g := newGate(10, 25)
+	var admitted int
+	for i := range 50 {
+		if g.enter(fmt.Sprintf("a-%d", i), "system:bootstrap:abc") == "" {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("%d of one requester admitted, limit 10", admitted)
+	}
+	if g.enter("a-3", "system:bootstrap:abc") != "" {
+		t.Fatal("a CSR that holds a place lost it")
+	}
+	for i := range 20 {
+		g.enter(fmt.Sprintf("n-%d", i), fmt.Sprintf("system:node:n-%d", i))
+	}
+	if h := g.held(); h != 25 {
+		t.Fatalf("%d held, total limit 25", h)
+	}
+	if next := g.leave("a-0"); next != "a-10" {
+		t.Fatalf("the freed place woke %q, want the first in line a-10", next)
+	}
+	if next := g.leave("a-0"); next != "" {
+		t.Fatalf("leaving twice woke %q", next)
+	}
+	if scope := g.enter("a-10", "system:bootstrap:abc"); scope != "" {
+		t.Fatalf("a freed place was not given: %s", scope)
+	}
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() { g.leave(fmt.Sprintf("n-%d", i%20)) })
+	}
+	wg.Wait()
+	if h := g.held(); h != 10 {
+		t.Fatalf("%d held after leaving, want 10", h)
+	}
+}
+
+func readyNode(name, providerID string) *v1.Node {
+	n := &v1.Node{}
+	n.Name, n.Spec.ProviderID = name, providerID
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+	return n
 }

@@ -2,8 +2,12 @@ package csrapprover
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/asn1"
 	"errors"
 	"fmt"
 	"net"
@@ -46,9 +50,10 @@ type Nodes interface {
 
 // Replays tells whether evidence was presented on an earlier CSR.
 type Replays interface {
-	// EarlierHolder names a CSR created before csr that carries the same
-	// replay key bound to its own key, or "".
-	EarlierHolder(replayKey string, csr *certificatesv1.CertificateSigningRequest) string
+	// EarlierHolder names a CSR created before csr whose evidence verifies
+	// and carries the same replay key, or "". An error means the answer is
+	// unknown: the CSR is retried, never approved.
+	EarlierHolder(ctx context.Context, replayKey string, csr *certificatesv1.CertificateSigningRequest) (string, error)
 }
 
 // Config is what the checks need to know of the cluster and the cloud.
@@ -63,6 +68,9 @@ type Config struct {
 	MaxSANs int
 	// ReservedNames are DNS names no node may claim (the apiserver's).
 	ReservedNames []string
+	// MaxExpiration caps spec.expirationSeconds; 0: no cap beyond the
+	// signer's own.
+	MaxExpiration time.Duration
 }
 
 // Decider runs the checks of docs/csrapprover.md. It never approves on an
@@ -107,6 +115,9 @@ func (d *Decider) Decide(ctx context.Context, csr *certificatesv1.CertificateSig
 		}
 		return deny("request", reason, "spec.request: %v", err), nil
 	}
+	if dd := d.requestShape(csr, x509csr); dd != nil {
+		return *dd, nil
+	}
 	switch csr.Spec.SignerName {
 	case certificatesv1.KubeAPIServerClientKubeletSignerName:
 		return d.decideClient(ctx, csr, x509csr, blocks)
@@ -116,9 +127,79 @@ func (d *Decider) Decide(ctx context.Context, csr *certificatesv1.CertificateSig
 	return Decision{}, fmt.Errorf("signer %q is not the approver's", csr.Spec.SignerName)
 }
 
+// OIDs the checks name.
+var (
+	oidCommonName   = asn1.ObjectIdentifier{2, 5, 4, 3}
+	oidOrganization = asn1.ObjectIdentifier{2, 5, 4, 10}
+	oidSAN          = asn1.ObjectIdentifier{2, 5, 29, 17}
+	oidBasicConstr  = asn1.ObjectIdentifier{2, 5, 29, 19}
+)
+
+// requestShape checks what both signers share beyond the subject: a key
+// the signer should certify, no requested extension but subject
+// alternative names (never a CA), and a bounded lifetime.
+func (d *Decider) requestShape(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) *Decision {
+	if dd := keyStrength(req.PublicKey); dd != nil {
+		return dd
+	}
+	for _, ext := range req.Extensions {
+		switch {
+		case ext.Id.Equal(oidSAN):
+		case ext.Id.Equal(oidBasicConstr):
+			dd := deny("extensions", ReasonBadExtension, "the request asks for basic constraints (a CA certificate)")
+			return &dd
+		default:
+			dd := deny("extensions", ReasonBadExtension, "requested extension %s is not allowed (only subject alternative names)", ext.Id)
+			return &dd
+		}
+	}
+	if es := csr.Spec.ExpirationSeconds; es != nil && d.cfg.MaxExpiration > 0 && time.Duration(*es)*time.Second > d.cfg.MaxExpiration {
+		dd := deny("expiration", ReasonExpirationTooLong, "spec.expirationSeconds %d is over the limit of %s", *es, d.cfg.MaxExpiration)
+		return &dd
+	}
+	return nil
+}
+
+// keyStrength accepts RSA of 2048 to 8192 bits, ECDSA P-256 and P-384, and
+// Ed25519.
+func keyStrength(pub any) *Decision {
+	switch k := pub.(type) {
+	case *rsa.PublicKey:
+		if n := k.N.BitLen(); n < 2048 || n > 8192 {
+			dd := deny("key", ReasonWeakKey, "RSA key of %d bits; 2048 to 8192 are accepted", n)
+			return &dd
+		}
+	case *ecdsa.PublicKey:
+		if k.Curve != elliptic.P256() && k.Curve != elliptic.P384() {
+			dd := deny("key", ReasonWeakKey, "ECDSA curve %s; P-256 and P-384 are accepted", k.Curve.Params().Name)
+			return &dd
+		}
+	case ed25519.PublicKey:
+	default:
+		dd := deny("key", ReasonWeakKey, "key type %T is not accepted", pub)
+		return &dd
+	}
+	return nil
+}
+
 // nodeSubject checks the subject shared by both signers: O exactly
-// system:nodes, CN system:node:NAME.
+// system:nodes, CN system:node:NAME, and no other attribute.
 func nodeSubject(req *x509.CertificateRequest) (string, *Decision) {
+	cns := 0
+	for _, atv := range req.Subject.Names {
+		switch {
+		case atv.Type.Equal(oidCommonName):
+			cns++
+		case atv.Type.Equal(oidOrganization):
+		default:
+			dd := deny("subject", ReasonBadSubject, "subject attribute %s is not allowed; only CN and O", atv.Type)
+			return "", &dd
+		}
+	}
+	if cns != 1 {
+		dd := deny("subject", ReasonBadSubject, "the subject must hold exactly one CN, it holds %d", cns)
+		return "", &dd
+	}
 	if !slices.Equal(req.Subject.Organization, []string{groupNodes}) {
 		dd := deny("subject", ReasonBadSubject, "organization must be exactly [%s], got %q", groupNodes, req.Subject.Organization)
 		return "", &dd
@@ -126,11 +207,6 @@ func nodeSubject(req *x509.CertificateRequest) (string, *Decision) {
 	name, ok := strings.CutPrefix(req.Subject.CommonName, nodeUserPrefix)
 	if !ok || name == "" {
 		dd := deny("subject", ReasonBadSubject, "common name must be %sNAME, got %q", nodeUserPrefix, req.Subject.CommonName)
-		return "", &dd
-	}
-	if len(req.Subject.OrganizationalUnit)+len(req.Subject.Country)+len(req.Subject.Locality)+len(req.Subject.Province)+
-		len(req.Subject.StreetAddress)+len(req.Subject.PostalCode) > 0 || req.Subject.SerialNumber != "" {
-		dd := deny("subject", ReasonBadSubject, "subject may hold only CN and O")
 		return "", &dd
 	}
 	return name, nil
@@ -202,7 +278,11 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	if err != nil {
 		return Decision{}, err
 	}
-	if holder := d.replays.EarlierHolder(att.ReplayKey, csr); holder != "" {
+	holder, err := d.replays.EarlierHolder(ctx, att.ReplayKey, csr)
+	if err != nil {
+		return Decision{}, fmt.Errorf("replay check: %w", err)
+	}
+	if holder != "" {
 		return deny("replay", ReasonEvidenceReplayed, "this evidence was already presented on CSR %s", holder), nil
 	}
 	in, err := d.instances.ByProviderID(ctx, att.ProviderID, d.cfg.InstanceMaxAge)

@@ -54,8 +54,8 @@ func (f fakeNodes) Get(name string) (*v1.Node, error) {
 
 type fakeReplays map[string]string
 
-func (f fakeReplays) EarlierHolder(key string, _ *certificatesv1.CertificateSigningRequest) string {
-	return f[key]
+func (f fakeReplays) EarlierHolder(_ context.Context, key string, _ *certificatesv1.CertificateSigningRequest) (string, error) {
+	return f[key], nil
 }
 
 type world struct {
@@ -306,8 +306,8 @@ func TestBadClientRequestsAreDenied(t *testing.T) {
 // replayAll answers for every key with the "*" entry, if any.
 type replayAll struct{ m fakeReplays }
 
-func (r replayAll) EarlierHolder(string, *certificatesv1.CertificateSigningRequest) string {
-	return r.m["*"]
+func (r replayAll) EarlierHolder(context.Context, string, *certificatesv1.CertificateSigningRequest) (string, error) {
+	return r.m["*"], nil
 }
 
 func TestBadServingRequestsAreDenied(t *testing.T) {

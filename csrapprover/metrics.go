@@ -28,9 +28,13 @@ var (
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "errors_total",
 		Help: "CSR syncs that failed (cloud or API errors) and were requeued; nothing is approved on an error.",
 	})
+	delayed = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "delayed_total",
+		Help: "Times a CSR waited its turn because too many were being decided at once, by the limit that held it (requester or total).",
+	}, []string{"scope"})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(decisions, checks, latency, errorsTotal) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, delayed) })
 }

@@ -20,17 +20,19 @@ type Flags struct {
 	ReservedNames          []string
 	InstanceMaxAge         time.Duration
 	MaxSANs                int
+	MaxExpiration          time.Duration
 }
 
 // AddFlags registers the flags under prefix.
 func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.IntVar(&f.Workers, prefix+"workers", 16, "CSRs decided in parallel.")
 	fs.BoolVar(&f.DryRun, prefix+"dry-run", false, "Log and record (Event DryRun) what would be decided; approve and deny nothing.")
-	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", 10, "Undecided kubelet CSRs one requester may have; newer ones are denied (TooManyPendingRequests).")
-	fs.IntVar(&f.MaxPending, prefix+"max-pending", 1000, "Undecided kubelet CSRs in all; newer ones are denied (TooManyPendingRequests).")
+	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", 10, "Kubelet CSRs of one requester decided at once, counting those waiting to retry after a cloud or API error; further ones wait their turn (none is denied for being many).")
+	fs.IntVar(&f.MaxPending, prefix+"max-pending", 1000, "Kubelet CSRs decided at once in all, counting those waiting to retry; further ones wait their turn.")
 	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names no serving certificate may carry besides the built-in cluster names (kubernetes, kubernetes.default..., *.svc...): the apiserver's own names.")
 	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
+	fs.DurationVar(&f.MaxExpiration, prefix+"max-expiration", 8760*time.Hour, "Longest spec.expirationSeconds a kubelet CSR may ask for; longer ones are denied (ExpirationTooLong). 0: no limit beyond the signer's --cluster-signing-duration.")
 }
 
 // NewFromCloud builds the controller over a cloud backend, with a CSR and a
@@ -38,9 +40,9 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerFactory, a cloud.Attester, f Flags) (*Controller, error) {
 	cfg := Config{
 		Cluster: a.ClusterTag(), NamePolicy: a.NodeNamePolicy(), InstanceMaxAge: f.InstanceMaxAge,
-		MaxSANs: f.MaxSANs, ReservedNames: f.ReservedNames,
+		MaxSANs: f.MaxSANs, ReservedNames: f.ReservedNames, MaxExpiration: f.MaxExpiration,
 	}
-	return New(client, factory.Certificates().V1().CertificateSigningRequests(), cfg, a.EvidenceVerifiers(),
-		a.InstanceView(), factory.Core().V1().Nodes().Lister(),
+	return New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(), cfg,
+		a.EvidenceVerifiers(), a.InstanceView(),
 		Options{Workers: f.Workers, DryRun: f.DryRun, MaxPendingPerRequester: f.MaxPendingPerRequester, MaxPending: f.MaxPending})
 }

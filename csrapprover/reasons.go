@@ -1,39 +1,43 @@
 package csrapprover
 
-import "github.com/mooring-dev/mooring/cloud"
+import "github.com/mooring-dev/mooring/internal/csrreason"
 
 // Reasons a CSR is approved or denied: the condition's reason, machine-
-// readable. docs/csrapprover.md explains each.
+// readable. The table lives in internal/csrreason, which the node agent
+// reads too (it says which denials are final); docs/csrapprover.md explains
+// each.
 const (
-	ReasonApproved = "MooringApproved"
+	ReasonApproved = csrreason.Approved
 
-	ReasonMalformedRequest     = "MalformedRequest"
-	ReasonRequestTooLarge      = "RequestTooLarge"
-	ReasonBadSubject           = "BadSubject"
-	ReasonBadUsages            = "BadUsages"
-	ReasonSANsOnClientCert     = "SANsOnClientCertificate"
-	ReasonRequesterNotAllowed  = "RequesterNotAllowed"
-	ReasonRequesterMismatch    = "RequesterMismatch"
-	ReasonNoEvidence           = "NoEvidence"
-	ReasonUnknownEvidence      = "UnknownEvidenceType"
-	ReasonEvidenceReplayed     = "EvidenceReplayed"
-	ReasonInstanceNotInCluster = "InstanceNotInCluster"
-	ReasonInstanceNotRunning   = "InstanceNotRunning"
-	ReasonNodeNameMismatch     = "NodeNameMismatch"
-	ReasonNodeNameTaken        = "NodeNameTaken"
-	ReasonNodeAlreadyJoined    = "NodeAlreadyJoined"
-	ReasonNodeNotFound         = "NodeNotFound"
-	ReasonNodeNotInitialized   = "NodeNotInitialized"
-	ReasonBadSAN               = "BadSAN"
-	ReasonTooManySANs          = "TooManySANs"
-	ReasonReservedName         = "ReservedName"
-	ReasonSANNotOfInstance     = "SANNotOfInstance"
-	ReasonTooManyPending       = "TooManyPendingRequests"
+	ReasonMalformedRequest     = csrreason.MalformedRequest
+	ReasonRequestTooLarge      = csrreason.RequestTooLarge
+	ReasonBadSubject           = csrreason.BadSubject
+	ReasonBadUsages            = csrreason.BadUsages
+	ReasonBadExtension         = csrreason.BadExtension
+	ReasonWeakKey              = csrreason.WeakKey
+	ReasonExpirationTooLong    = csrreason.ExpirationTooLong
+	ReasonSANsOnClientCert     = csrreason.SANsOnClientCert
+	ReasonRequesterNotAllowed  = csrreason.RequesterNotAllowed
+	ReasonRequesterMismatch    = csrreason.RequesterMismatch
+	ReasonNoEvidence           = csrreason.NoEvidence
+	ReasonUnknownEvidence      = csrreason.UnknownEvidence
+	ReasonEvidenceReplayed     = csrreason.EvidenceReplayed
+	ReasonInstanceNotInCluster = csrreason.InstanceNotInCluster
+	ReasonInstanceNotRunning   = csrreason.InstanceNotRunning
+	ReasonNodeNameMismatch     = csrreason.NodeNameMismatch
+	ReasonNodeNameTaken        = csrreason.NodeNameTaken
+	ReasonNodeAlreadyJoined    = csrreason.NodeAlreadyJoined
+	ReasonNodeNotFound         = csrreason.NodeNotFound
+	ReasonNodeNotInitialized   = csrreason.NodeNotInitialized
+	ReasonBadSAN               = csrreason.BadSAN
+	ReasonTooManySANs          = csrreason.TooManySANs
+	ReasonReservedName         = csrreason.ReservedName
+	ReasonSANNotOfInstance     = csrreason.SANNotOfInstance
 
 	// Evidence verdicts come from the verifier.
-	ReasonEvidenceMalformed = cloud.RejectMalformed
-	ReasonEvidenceSignature = cloud.RejectSignature
-	ReasonEvidenceExpired   = cloud.RejectExpired
-	ReasonEvidenceNotBound  = cloud.RejectBinding
-	ReasonEvidenceIssuer    = cloud.RejectIssuer
+	ReasonEvidenceMalformed = csrreason.EvidenceMalformed
+	ReasonEvidenceSignature = csrreason.EvidenceSignature
+	ReasonEvidenceExpired   = csrreason.EvidenceExpired
+	ReasonEvidenceNotBound  = csrreason.EvidenceNotBound
+	ReasonEvidenceIssuer    = csrreason.EvidenceIssuer
 )

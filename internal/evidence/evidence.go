@@ -84,11 +84,14 @@ func Decode(request []byte) (*x509.CertificateRequest, []Block, error) {
 	if first == nil {
 		return nil, nil, fmt.Errorf("%w: no PEM block", ErrMalformed)
 	}
+	if !startsHere(request, rest) {
+		return nil, nil, fmt.Errorf("%w: bytes or a malformed block before the first PEM block", ErrMalformed)
+	}
 	if first.Type != CSRBlockType {
 		return nil, nil, fmt.Errorf("%w (got %q)", ErrNoCSR, first.Type)
 	}
-	if len(first.Headers) > 0 || !onlySpaceBefore(request, first) {
-		return nil, nil, fmt.Errorf("%w: bytes or headers around the CSR block", ErrMalformed)
+	if len(first.Headers) > 0 {
+		return nil, nil, fmt.Errorf("%w: headers in the CSR block", ErrMalformed)
 	}
 	csr, err := x509.ParseCertificateRequest(first.Bytes)
 	if err != nil {
@@ -104,8 +107,8 @@ func Decode(request []byte) (*x509.CertificateRequest, []Block, error) {
 		if b == nil {
 			return nil, nil, fmt.Errorf("%w: trailing bytes after the PEM blocks", ErrMalformed)
 		}
-		if !onlySpaceBefore(rest, b) {
-			return nil, nil, fmt.Errorf("%w: bytes between PEM blocks", ErrMalformed)
+		if !startsHere(rest, next) {
+			return nil, nil, fmt.Errorf("%w: bytes or a malformed block between PEM blocks", ErrMalformed)
 		}
 		switch {
 		case len(blocks) == MaxBlocks:
@@ -128,11 +131,14 @@ func Decode(request []byte) (*x509.CertificateRequest, []Block, error) {
 	return csr, blocks, nil
 }
 
-// onlySpaceBefore reports whether nothing but whitespace precedes the
-// block's BEGIN line in data (pem.Decode skips any text before a block).
-func onlySpaceBefore(data []byte, b *pem.Block) bool {
-	i := bytes.Index(data, []byte("-----BEGIN "+b.Type+"-----"))
-	return i >= 0 && len(bytes.TrimSpace(data[:i])) == 0
+// startsHere reports whether the block pem.Decode found in data, leaving
+// rest, is the first thing in data after whitespace. pem.Decode skips any
+// text before a block, malformed blocks included, so the block it returns
+// is checked to be the one that begins data: the consumed part must start
+// with a BEGIN line and hold no other.
+func startsHere(data, rest []byte) bool {
+	consumed := bytes.TrimLeft(data[:len(data)-len(rest)], " \t\r\n")
+	return bytes.HasPrefix(consumed, []byte("-----BEGIN ")) && bytes.Count(consumed, []byte("-----BEGIN ")) == 1
 }
 
 // Binding is the value that ties evidence to a CSR key: the SHA-256 of the

@@ -88,6 +88,12 @@ func TestDecodeRefuses(t *testing.T) {
 		{"PEM headers", append(bytes.Clone(csrPEM), pem.EncodeToMemory(&pem.Block{Type: tokenType, Headers: map[string]string{"Kid": "x"}, Bytes: []byte("t")})...), ErrMalformed},
 		{"bad CSR signature", block(CSRBlockType, corrupt), ErrMalformed},
 		{"CSR not DER", block(CSRBlockType, []byte("not der")), ErrMalformed},
+		// pem.Decode skips a block whose base64 is broken and returns the
+		// next one: the block parsed is not the one that begins the request.
+		{"malformed CSR block before the real one", append([]byte("-----BEGIN CERTIFICATE REQUEST-----\n!!!\n-----END CERTIFICATE REQUEST-----\n"), csrPEM...), ErrMalformed},
+		{"malformed evidence block before the real one", bytes.Join([][]byte{csrPEM,
+			[]byte("-----BEGIN MOORING LOCAL IDENTITY TOKEN-----\n!!!\n-----END MOORING LOCAL IDENTITY TOKEN-----\n"), tok}, nil), ErrMalformed},
+		{"unterminated block before the evidence", bytes.Join([][]byte{csrPEM, []byte("-----BEGIN X-----\n"), tok}, nil), ErrMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,7 +66,7 @@ func run(configPath string, userBus, noStart bool) int {
 	var denied *agent.DeniedError
 	switch {
 	case errors.As(err, &denied):
-		klog.ErrorS(err, "The join was denied; not retrying (a new CSR would be denied for the same reason)",
+		klog.ErrorS(err, "The join was denied for good; not retrying (a new CSR would be denied for the same reason)",
 			"csr", denied.CSR, "reason", denied.Reason)
 		_ = notifier.Status("denied: %s: %s", denied.Reason, denied.Message)
 		return 3

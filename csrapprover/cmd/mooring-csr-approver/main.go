@@ -122,7 +122,13 @@ func run(ctx context.Context, o *options) error {
 			os.Exit(1)
 		}
 		factory.Start(ctx.Done())
-		close(ready)
+		go func() {
+			select {
+			case <-c.Ready():
+				close(ready)
+			case <-ctx.Done():
+			}
+		}()
 		c.Run(ctx)
 		factory.Shutdown()
 	}
@@ -156,8 +162,8 @@ func run(ctx context.Context, o *options) error {
 	return nil
 }
 
-// serveHealth serves /healthz (alive), /readyz (leading and synced) and
-// /metrics.
+// serveHealth serves /healthz (alive), /readyz (leading, with the CSR and
+// Node caches synced and the workers running) and /metrics.
 func serveHealth(ctx context.Context, addr string, ready <-chan struct{}) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -166,7 +172,7 @@ func serveHealth(ctx context.Context, addr string, ready <-chan struct{}) error 
 		case <-ready:
 			fmt.Fprintln(w, "ok")
 		default:
-			http.Error(w, "not leading", http.StatusServiceUnavailable)
+			http.Error(w, "not leading, or caches not synced yet", http.StatusServiceUnavailable)
 		}
 	})
 	mux.Handle("/metrics", legacyregistry.Handler())
