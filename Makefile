@@ -14,11 +14,13 @@ export KUBE_VERSION
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
 E2E_PKGS = ./test/e2e/...
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
+# Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
+BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build test unit fuzz e2e bench lint demo clean deps kube-bins docs
+.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build every binary into bin/
 	@mkdir -p $(BIN)
@@ -35,10 +37,13 @@ deps: ## install the Debian packages the test bed needs (etcd)
 kube-bins: ## build kube-apiserver, kube-controller-manager, kubelet into the cache
 	hack/build-k8s.sh >/dev/null
 
-test: unit fuzz e2e ## run all tests: unit, integration, bounded fuzzing and end-to-end
+test: unit adversarial fuzz e2e ## run all tests: unit, integration, the adversarial suite, bounded fuzzing and end-to-end
 
 unit: ## unit and integration tests (no Kubernetes binaries needed)
 	$(GO) test -count=1 -timeout 15m $(UNIT_PKGS)
+
+adversarial: ## the join path's adversarial suite (unit cases), with its count of cases and wrong approvals
+	$(GO) test -count=1 -run '^TestAdversarial' -v ./csrapprover/ | grep -E '^(--- FAIL|    --- FAIL|adversarial suite|ok|FAIL)'
 
 FUZZ_TIME ?= 30s
 fuzz: ## run every fuzz target for FUZZ_TIME (default 30s) each
@@ -54,7 +59,7 @@ e2e: deps kube-bins ## end-to-end tests on the real test bed
 
 BENCH_NODES ?= 1000
 bench: deps kube-bins ## benchmarks with figures; scale ones at BENCH_NODES (default 1000) nodes, table in bin/bench-results.md
-	$(GO) test -run '^$$' -bench . -benchmem $(filter-out %/test/bench,$(UNIT_PKGS))
+	@if [ -n "$(BENCH_PKGS)" ]; then $(GO) test -run '^$$' -bench . -benchmem $(BENCH_PKGS); fi
 	MOORING_BENCH_NODES=$(BENCH_NODES) $(GO) test -run '^$$' -bench . -benchtime=1x -timeout 150m ./test/bench/...
 
 lint: ## gofmt, one k8s.io library version, go vet and staticcheck

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
 	"net"
 	"net/url"
@@ -102,7 +103,8 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.decider = NewDecider(Config{Cluster: cluster, NamePolicy: view.NameFromInstanceName, ReservedNames: []string{"api.example.com"}},
+	w.decider = NewDecider(Config{Cluster: cluster, NamePolicy: view.NameFromInstanceName, ReservedNames: []string{"api.example.com"},
+		MaxExpiration: 8760 * time.Hour},
 		[]cloud.EvidenceVerifier{v}, w.instances, w.nodes, w.replays)
 	return w
 }
@@ -122,23 +124,50 @@ func (w *world) token(t *testing.T, keys *identity.KeySet, id, audience string, 
 }
 
 type csrSpec struct {
-	cn, username   string
-	orgs, groups   []string
-	dns            []string
-	ips            []string
-	emails         []string
-	uris           []string
-	usages         []certificatesv1.KeyUsage
-	signer         string
-	evidence       func(binding string) []evidence.Block
+	cn, username string
+	orgs, groups []string
+	dns          []string
+	ips          []string
+	emails       []string
+	uris         []string
+	usages       []certificatesv1.KeyUsage
+	signer       string
+	evidence     func(binding string) []evidence.Block
+	// evidenceT makes the evidence with the world and test at hand.
+	evidenceT      func(w *world, t *testing.T, binding string) []evidence.Block
 	rawRequest     []byte
 	keyForEvidence crypto.PublicKey // when set, the evidence is bound to this key instead
+	// key signs the request (default: a fresh ECDSA P-256 key).
+	key crypto.Signer
+	// extraNames, ous and extensions go into the request as they are.
+	extraNames []pkix.AttributeTypeAndValue
+	// rawSubject replaces the subject built from the fields above.
+	rawSubject pkix.RDNSequence
+	ous        []string
+	extensions []pkix.Extension
+	// expirationSeconds is spec.expirationSeconds.
+	expirationSeconds *int32
+	// transform rewrites the encoded request.
+	transform func([]byte) []byte
 }
 
 func (w *world) csr(t *testing.T, s csrSpec) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: s.cn, Organization: s.orgs}, DNSNames: s.dns, EmailAddresses: s.emails}
+	key := s.key
+	if key == nil {
+		key, _ = ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	}
+	tmpl := &x509.CertificateRequest{
+		Subject:  pkix.Name{CommonName: s.cn, Organization: s.orgs, OrganizationalUnit: s.ous, ExtraNames: s.extraNames},
+		DNSNames: s.dns, EmailAddresses: s.emails, ExtraExtensions: s.extensions,
+	}
+	if s.rawSubject != nil {
+		raw, err := asn1.Marshal(s.rawSubject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.RawSubject = raw
+	}
 	for _, ip := range s.ips {
 		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
 	}
@@ -151,13 +180,17 @@ func (w *world) csr(t *testing.T, s csrSpec) *certificatesv1.CertificateSigningR
 		t.Fatal(err)
 	}
 	var blocks []evidence.Block
-	if s.evidence != nil {
-		var pub crypto.PublicKey = &key.PublicKey
+	if s.evidence != nil || s.evidenceT != nil {
+		pub := key.Public()
 		if s.keyForEvidence != nil {
 			pub = s.keyForEvidence
 		}
 		b, _ := evidence.Binding(pub)
-		blocks = s.evidence(b)
+		if s.evidenceT != nil {
+			blocks = s.evidenceT(w, t, b)
+		} else {
+			blocks = s.evidence(b)
+		}
 	}
 	req := s.rawRequest
 	if req == nil {
@@ -165,10 +198,14 @@ func (w *world) csr(t *testing.T, s csrSpec) *certificatesv1.CertificateSigningR
 			t.Fatal(err)
 		}
 	}
+	if s.transform != nil {
+		req = s.transform(req)
+	}
 	return &certificatesv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{Name: "csr-test", UID: "uid-test", CreationTimestamp: metav1.Now()},
 		Spec: certificatesv1.CertificateSigningRequestSpec{
 			Request: req, SignerName: s.signer, Usages: s.usages, Username: s.username, Groups: s.groups,
+			ExpirationSeconds: s.expirationSeconds,
 		},
 	}
 }

@@ -3,12 +3,14 @@ package attest
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/cloud/local/identity"
 	"github.com/mooring-dev/mooring/cloud/local/localtest"
 	"github.com/mooring-dev/mooring/cloud/local/server"
 )
@@ -96,5 +98,363 @@ func TestKeysUnavailableIsNotAVerdict(t *testing.T) {
 	}
 	if _, err := New(nil, Options{}); err == nil {
 		t.Fatal("a verifier without an issuer was made")
+	}
+}
+
+// fakeClock is an injectable Options.Now.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// keySource serves a KeySet's JWKS as the cloud would, counting fetches;
+// it can be made to fail, or to block until released.
+type keySource struct {
+	mu      sync.Mutex
+	set     *identity.KeySet
+	fail    error
+	gate    chan struct{} // if set, fetches wait for it to close
+	entered chan struct{} // if set, told of each fetch that starts
+	fetches int
+}
+
+func (s *keySource) JWKS(ctx context.Context) ([]byte, error) {
+	s.mu.Lock()
+	s.fetches++
+	set, fail, gate, entered := s.set, s.fail, s.gate, s.entered
+	s.mu.Unlock()
+	if entered != nil {
+		entered <- struct{}{}
+	}
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if fail != nil {
+		return nil, fail
+	}
+	return set.JWKS()
+}
+
+func (s *keySource) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fetches
+}
+
+func (s *keySource) setFail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = err
+}
+
+const (
+	testIssuer  = "https://cloud.test"
+	testBinding = "binding-0123456789"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+func newKey(t *testing.T, at time.Time) *identity.Key {
+	t.Helper()
+	k, err := identity.NewKey(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// signedBy is a token signed by k alone, issued at at.
+func signedBy(t *testing.T, k *identity.Key, at time.Time) []byte {
+	t.Helper()
+	c, err := identity.NewClaims(testIssuer, testBinding, identity.InstanceClaims{ID: "i-0001", Name: "node-a"}, at, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := identity.NewKeySet(k).Sign(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(tok)
+}
+
+func newFakeVerifier(t *testing.T, src *keySource, clk *fakeClock, o Options) *Verifier {
+	t.Helper()
+	o.Issuer = testIssuer
+	o.Now = clk.Now
+	v, err := New(src.JWKS, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestPrunedKeyRefusedAfterRefreshInterval(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	first := newKey(t, t0)
+	src := &keySource{set: identity.NewKeySet(first)}
+	v := newFakeVerifier(t, src, clk, Options{RefreshInterval: 5 * time.Minute, MinRefresh: 10 * time.Second})
+	ctx := context.Background()
+
+	if _, err := v.Verify(ctx, signedBy(t, first, t0), testBinding, t0); err != nil {
+		t.Fatalf("first key: %v", err)
+	}
+	// The cloud rotates and prunes the first key: it no longer publishes it.
+	if _, err := src.set.Rotate(t0); err != nil {
+		t.Fatal(err)
+	}
+	src.set.Prune(t0.Add(time.Hour))
+	if n := len(src.set.Keys()); n != 1 {
+		t.Fatalf("the cloud still publishes %d keys", n)
+	}
+
+	// Within RefreshInterval the fetched keys are used as they are.
+	now := clk.Add(time.Minute)
+	if _, err := v.Verify(ctx, signedBy(t, first, now), testBinding, now); err != nil {
+		t.Fatalf("within RefreshInterval: %v", err)
+	}
+	if n := src.count(); n != 1 {
+		t.Fatalf("%d fetches within RefreshInterval, want 1", n)
+	}
+
+	// Past it, Verify refetches first, and the pruned key is no longer
+	// trusted, though its token is otherwise valid.
+	now = clk.Add(5 * time.Minute)
+	_, err := v.Verify(ctx, signedBy(t, first, now), testBinding, now)
+	wantReject(t, err, cloud.RejectSignature)
+	if !errors.Is(err, identity.ErrUnknownKey) {
+		t.Fatalf("err = %v, want the unknown key", err)
+	}
+	if n := src.count(); n != 2 {
+		t.Fatalf("%d fetches, want 2 (one periodic refetch; the unknown kid is within MinRefresh)", n)
+	}
+	// The active key's tokens verify.
+	if _, err := v.Verify(ctx, signedBy(t, src.set.Active(), now), testBinding, now); err != nil {
+		t.Fatalf("new key: %v", err)
+	}
+}
+
+func TestRefetchFailureAndMaxKeyAge(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	k := newKey(t, t0)
+	src := &keySource{set: identity.NewKeySet(k)}
+	v := newFakeVerifier(t, src, clk, Options{RefreshInterval: 5 * time.Minute, MinRefresh: 10 * time.Second})
+	if v.opts.MaxKeyAge != 15*time.Minute {
+		t.Fatalf("default MaxKeyAge %s, want 3 × RefreshInterval", v.opts.MaxKeyAge)
+	}
+	ctx := context.Background()
+	verify := func() error {
+		now := clk.Now()
+		_, err := v.Verify(ctx, signedBy(t, k, now), testBinding, now)
+		return err
+	}
+	if err := verify(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The cloud is down. Past RefreshInterval but before MaxKeyAge, the
+	// refetch fails and the keys we have still serve.
+	src.setFail(errors.New("cloud down"))
+	clk.Add(6 * time.Minute)
+	if err := verify(); err != nil {
+		t.Fatalf("refetch failed before MaxKeyAge: %v", err)
+	}
+	if n := src.count(); n != 2 {
+		t.Fatalf("%d fetches, want 2", n)
+	}
+	// Retries of the refetch are at most one per MinRefresh.
+	clk.Add(time.Second)
+	if err := verify(); err != nil {
+		t.Fatalf("within MinRefresh of the failure: %v", err)
+	}
+	if n := src.count(); n != 2 {
+		t.Fatalf("%d fetches within MinRefresh of a failure, want 2", n)
+	}
+
+	// Past MaxKeyAge the keys are not used: a transient error, not a verdict.
+	clk.Add(9 * time.Minute)
+	err := verify()
+	if _, isVerdict := cloud.IsRejection(err); err == nil || isVerdict {
+		t.Fatalf("stale keys: err = %v, want a retryable error", err)
+	}
+	if n := src.count(); n != 3 {
+		t.Fatalf("%d fetches, want 3", n)
+	}
+	// Nor within MinRefresh of that failure.
+	clk.Add(time.Second)
+	if err := verify(); err == nil {
+		t.Fatal("stale keys used within MinRefresh of a failed refetch")
+	}
+
+	// The cloud is back: the next refetch restores service.
+	src.setFail(nil)
+	clk.Add(10 * time.Second)
+	if err := verify(); err != nil {
+		t.Fatalf("after recovery: %v", err)
+	}
+	if n := src.count(); n != 4 {
+		t.Fatalf("%d fetches, want 4", n)
+	}
+
+	if _, err := New(src.JWKS, Options{Issuer: "x", RefreshInterval: time.Minute, MaxKeyAge: time.Second}); err == nil {
+		t.Fatal("MaxKeyAge under RefreshInterval accepted")
+	}
+}
+
+func TestUnknownKidRefetchRateLimited(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	k := newKey(t, t0)
+	src := &keySource{set: identity.NewKeySet(k)}
+	v := newFakeVerifier(t, src, clk, Options{MinRefresh: 10 * time.Second})
+	ctx := context.Background()
+	if _, err := v.Verify(ctx, signedBy(t, k, t0), testBinding, t0); err != nil {
+		t.Fatal(err)
+	}
+	stranger := newKey(t, t0)
+	for i := range 5 {
+		_, err := v.Verify(ctx, signedBy(t, stranger, t0), testBinding, t0)
+		wantReject(t, err, cloud.RejectSignature)
+		if n := src.count(); n != 1 {
+			t.Fatalf("forged kid %d: %d fetches within MinRefresh, want 1", i, n)
+		}
+	}
+	// After MinRefresh an unknown kid refetches once, and finds a rotated key.
+	rotated, err := src.set.Rotate(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := clk.Add(10 * time.Second)
+	if _, err := v.Verify(ctx, signedBy(t, rotated, now), testBinding, now); err != nil {
+		t.Fatalf("rotated key after MinRefresh: %v", err)
+	}
+	if n := src.count(); n != 2 {
+		t.Fatalf("%d fetches, want 2", n)
+	}
+
+	// An unknown kid whose refetch fails is not a verdict: the key may be
+	// published by the time the CSR is retried.
+	src.setFail(errors.New("cloud down"))
+	now = clk.Add(10 * time.Second)
+	_, err = v.Verify(ctx, signedBy(t, stranger, now), testBinding, now)
+	if _, isVerdict := cloud.IsRejection(err); err == nil || isVerdict {
+		t.Fatalf("unknown kid, refetch failed: err = %v, want a retryable error", err)
+	}
+	// Known keys still verify meanwhile.
+	if _, err := v.Verify(ctx, signedBy(t, rotated, now), testBinding, now); err != nil {
+		t.Fatalf("known key while the cloud is down: %v", err)
+	}
+}
+
+func TestConcurrentVerifyShareOneFetch(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	k := newKey(t, t0)
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 100)
+	src := &keySource{set: identity.NewKeySet(k), gate: gate, entered: entered}
+	v := newFakeVerifier(t, src, clk, Options{})
+	tok := signedBy(t, k, t0)
+
+	const callers = 20
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			_, err := v.Verify(context.Background(), tok, testBinding, t0)
+			errs <- err
+		}()
+	}
+	<-entered // one fetch is under way and blocked
+	// A caller that gives up waiting is not held behind the fetch (no lock
+	// is held while it runs); with no keys yet, it gets a retryable error.
+	err := impatientVerify(t, v, tok, t0, gate)
+	if _, isVerdict := cloud.IsRejection(err); err == nil || isVerdict {
+		t.Fatalf("impatient caller: err = %v, want a retryable error", err)
+	}
+	time.Sleep(50 * time.Millisecond) // let the others reach the shared fetch
+	close(gate)
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent Verify: %v", err)
+		}
+	}
+	if n := src.count(); n != 1 {
+		t.Fatalf("%d fetches for %d concurrent callers, want 1", n, callers)
+	}
+
+	// A slow periodic refetch does not hold up callers that stop waiting:
+	// their keys are young enough, so they verify with them.
+	gate2 := make(chan struct{})
+	src.mu.Lock()
+	src.gate = gate2
+	src.mu.Unlock()
+	now := clk.Add(6 * time.Minute)
+	tok = signedBy(t, k, now)
+	go func() {
+		_, err := v.Verify(context.Background(), tok, testBinding, now)
+		errs <- err
+	}()
+	<-entered
+	if err := impatientVerify(t, v, tok, now, gate2); err != nil {
+		t.Fatalf("caller during a slow refetch: %v", err)
+	}
+	close(gate2)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if n := src.count(); n != 2 {
+		t.Fatalf("%d fetches, want 2", n)
+	}
+}
+
+// impatientVerify calls Verify with a short deadline while a fetch is held
+// at gate. A verifier that held a lock during the fetch would keep it
+// waiting: then gate is opened, to end the test rather than hang it.
+func impatientVerify(t *testing.T, v *Verifier, tok []byte, now time.Time, gate chan struct{}) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := v.Verify(ctx, tok, testBinding, now)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		close(gate)
+		t.Fatal("a caller past its deadline is still held behind the key fetch")
+		return nil
+	}
+}
+
+func TestPeek(t *testing.T) {
+	v, err := New(func(context.Context) ([]byte, error) { return nil, errors.New("unused") }, Options{Issuer: testIssuer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := signedBy(t, newKey(t, t0), t0)
+	replay, binding, err := v.Peek(tok)
+	c, _ := identity.Peek(string(tok))
+	if err != nil || binding != testBinding || replay != "local/"+c.ID {
+		t.Fatalf("Peek = %q, %q, %v", replay, binding, err)
+	}
+	if _, _, err := v.Peek([]byte("not a token")); err == nil {
+		t.Fatal("Peek accepted garbage")
 	}
 }

@@ -4,20 +4,28 @@ import (
 	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/asn1"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"strings"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
-const algES256 = "ES256"
+// algES256 is the only signature algorithm of identity tokens.
+const algES256 = jose.ES256
+
+// allowedAlgorithms is the list handed to the JWS parser: ES256 and nothing
+// else, so "none", HMAC and RSA tokens fail while parsing.
+var allowedAlgorithms = []jose.SignatureAlgorithm{algES256}
+
+// es256SignatureSize is R and S as fixed 32-byte big-endian halves
+// (RFC 7518 section 3.4).
+const es256SignatureSize = 64
 
 // MaxTokenSize bounds the tokens Verify reads; ours are well under 2 KiB.
 const MaxTokenSize = 8 << 10
@@ -36,46 +44,42 @@ var (
 	ErrLifetime     = errors.New("token lifetime too long")
 )
 
-// header is the protected JOSE header of our tokens.
-type header struct {
-	Alg string `json:"alg"`
-	Kid string `json:"kid"`
-	Typ string `json:"typ,omitempty"`
-}
+// refusedHeaders would let a token name its own verification key, demand
+// extensions, or change what the signature covers ("b64", which go-jose
+// honours even without "crit"); a verifier that trusts them trusts the
+// attacker.
+var refusedHeaders = []string{"jwk", "jku", "x5u", "x5c", "x5t", "x5t#S256", "crit", "b64"}
 
-// refusedHeaders would let a token name its own verification key or demand
-// extensions; a verifier that trusts them trusts the attacker.
-var refusedHeaders = []string{"jwk", "jku", "x5u", "x5c", "x5t", "x5t#S256", "crit"}
-
+// b64url is the canonical encoding of every token part: unpadded, and with
+// no stray bits in the last character.
 var b64url = base64.RawURLEncoding.Strict()
 
+// sign makes a compact JWS of c with k: protected header
+// {"alg":"ES256","kid":<k.ID>,"typ":"JWT"}, payload the JSON claims.
 func sign(k *Key, c Claims) (string, error) {
 	if k == nil {
 		return "", errors.New("sign: no active key")
 	}
-	h, err := json.Marshal(header{Alg: algES256, Kid: k.ID, Typ: "JWT"})
+	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", err
 	}
-	p, err := json.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	input := b64url.EncodeToString(h) + "." + b64url.EncodeToString(p)
-	sum := sha256.Sum256([]byte(input))
-	der, err := ecdsa.SignASN1(rand.Reader, k.Private, sum[:])
+	signer, err := jose.NewSigner(
+		jose.SigningKey{Algorithm: algES256, Key: jose.JSONWebKey{Key: k.Private, KeyID: k.ID}},
+		(&jose.SignerOptions{}).WithType("JWT"),
+	)
 	if err != nil {
 		return "", fmt.Errorf("sign: %w", err)
 	}
-	var rs struct{ R, S *big.Int }
-	if _, err := asn1.Unmarshal(der, &rs); err != nil {
+	obj, err := signer.Sign(payload)
+	if err != nil {
 		return "", fmt.Errorf("sign: %w", err)
 	}
-	// JWS wants R and S as fixed 32-byte big-endian halves (RFC 7518 3.4).
-	sig := make([]byte, 64)
-	rs.R.FillBytes(sig[:32])
-	rs.S.FillBytes(sig[32:])
-	return input + "." + b64url.EncodeToString(sig), nil
+	token, err := obj.CompactSerialize()
+	if err != nil {
+		return "", fmt.Errorf("sign: %w", err)
+	}
+	return token, nil
 }
 
 // Verifier checks identity tokens against a fixed set of published keys.
@@ -83,51 +87,79 @@ type Verifier struct {
 	keys map[string]*ecdsa.PublicKey
 }
 
-// NewVerifier trusts exactly these keys, by key id.
+// NewVerifier trusts exactly these keys, by key id. Keys that are not
+// P-256 could never verify an ES256 token and are left out.
 func NewVerifier(keys map[string]*ecdsa.PublicKey) *Verifier {
 	m := make(map[string]*ecdsa.PublicKey, len(keys))
 	for id, k := range keys {
-		m[id] = k
+		if k != nil && k.Curve == elliptic.P256() {
+			m[id] = k
+		}
 	}
 	return &Verifier{keys: m}
 }
 
 // ParseJWKS reads the P-256 signing keys of a JSON Web Key Set, by key id.
-// Keys of other types are skipped; a malformed EC key is an error.
+// Keys of other types, and keys for a use other than signing, are skipped
+// (RFC 7517 section 5); a malformed EC key, an EC key on another curve or
+// for another algorithm, a private key, a key without kid and a repeated
+// kid are errors.
 func ParseJWKS(data []byte) (map[string]*ecdsa.PublicKey, error) {
-	var set jwkSet
+	var set struct {
+		Keys []json.RawMessage `json:"keys"`
+	}
 	if err := json.Unmarshal(data, &set); err != nil {
 		return nil, fmt.Errorf("JWKS: %w", err)
 	}
 	keys := map[string]*ecdsa.PublicKey{}
-	for i, j := range set.Keys {
-		if j.Kty != "EC" || (j.Use != "" && j.Use != "sig") {
-			continue
-		}
-		if j.Crv != "P-256" {
-			return nil, fmt.Errorf("JWKS: key %d: curve %q, want P-256", i, j.Crv)
-		}
-		if j.Alg != "" && j.Alg != algES256 {
-			return nil, fmt.Errorf("JWKS: key %d: alg %q, want %s", i, j.Alg, algES256)
-		}
-		x, errX := b64url.DecodeString(j.X)
-		y, errY := b64url.DecodeString(j.Y)
-		if errX != nil || errY != nil || len(x) != 32 || len(y) != 32 {
-			return nil, fmt.Errorf("JWKS: key %d: coordinates are not 32-byte base64url", i)
-		}
-		pub, err := ecdsa.ParseUncompressedPublicKey(elliptic.P256(), append(append([]byte{4}, x...), y...))
+	for i, raw := range set.Keys {
+		kty, use, err := jwkTypeAndUse(raw)
 		if err != nil {
 			return nil, fmt.Errorf("JWKS: key %d: %w", i, err)
 		}
-		if j.Kid == "" {
+		if kty != "EC" || (use != "" && use != "sig") {
+			continue
+		}
+		var jwk jose.JSONWebKey
+		if err := jwk.UnmarshalJSON(raw); err != nil {
+			return nil, fmt.Errorf("JWKS: key %d: %w", i, err)
+		}
+		pub, ok := jwk.Key.(*ecdsa.PublicKey)
+		if !ok || !jwk.IsPublic() {
+			return nil, fmt.Errorf("JWKS: key %d is not an EC public key", i)
+		}
+		if pub.Curve != elliptic.P256() {
+			return nil, fmt.Errorf("JWKS: key %d: curve %s, want P-256", i, pub.Curve.Params().Name)
+		}
+		if jwk.Algorithm != "" && jwk.Algorithm != string(algES256) {
+			return nil, fmt.Errorf("JWKS: key %d: alg %q, want %s", i, jwk.Algorithm, algES256)
+		}
+		if jwk.KeyID == "" {
 			return nil, fmt.Errorf("JWKS: key %d has no kid", i)
 		}
-		if _, dup := keys[j.Kid]; dup {
-			return nil, fmt.Errorf("JWKS: kid %q appears twice", j.Kid)
+		if _, dup := keys[jwk.KeyID]; dup {
+			return nil, fmt.Errorf("JWKS: kid %q appears twice", jwk.KeyID)
 		}
-		keys[j.Kid] = pub
+		keys[jwk.KeyID] = pub
 	}
 	return keys, nil
+}
+
+// jwkTypeAndUse reads the "kty" and "use" members of one JWK, exactly as
+// spelled (member names are case-sensitive).
+func jwkTypeAndUse(raw []byte) (kty, use string, err error) {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return "", "", err
+	}
+	for name, dst := range map[string]*string{"kty": &kty, "use": &use} {
+		if v, ok := members[name]; ok {
+			if err := json.Unmarshal(v, dst); err != nil {
+				return "", "", fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	return kty, use, nil
 }
 
 // VerifyOptions says what a valid token looks like for this caller.
@@ -157,30 +189,40 @@ func (v *Verifier) Verify(token string, opts VerifyOptions) (Claims, error) {
 	if opts.MaxLifetime == 0 {
 		opts.MaxLifetime = 15 * time.Minute
 	}
+	// Bound the work before any parsing.
 	if len(token) > MaxTokenSize {
 		return Claims{}, fmt.Errorf("%w: %d bytes, limit %d", ErrMalformed, len(token), MaxTokenSize)
 	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return Claims{}, fmt.Errorf("%w: %d parts, want 3", ErrMalformed, len(parts))
-	}
-	pub, err := v.key(parts[0])
-	if err != nil {
+	if err := precheck(token); err != nil {
 		return Claims{}, err
 	}
-	sig, err := b64url.DecodeString(parts[2])
-	if err != nil || len(sig) != 64 {
-		return Claims{}, fmt.Errorf("%w: signature is not 64 base64url bytes", ErrMalformed)
-	}
-	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
-	der, err := asn1.Marshal(struct{ R, S *big.Int }{r, s})
-	if err != nil || !ecdsa.VerifyASN1(pub, sum[:], der) {
-		return Claims{}, ErrBadSignature
-	}
-	payload, err := b64url.DecodeString(parts[1])
+	obj, err := jose.ParseSignedCompact(token, allowedAlgorithms)
 	if err != nil {
-		return Claims{}, fmt.Errorf("%w: payload is not base64url", ErrMalformed)
+		var algErr *jose.ErrUnexpectedSignatureAlgorithm
+		if errors.As(err, &algErr) {
+			return Claims{}, fmt.Errorf("%w: %q, want %s", ErrAlgorithm, algErr.Got, algES256)
+		}
+		return Claims{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if len(obj.Signatures) != 1 {
+		return Claims{}, fmt.Errorf("%w: %d signatures, want 1", ErrMalformed, len(obj.Signatures))
+	}
+	sig := obj.Signatures[0]
+	if err := checkHeader(sig); err != nil {
+		return Claims{}, err
+	}
+	pub, ok := v.keys[sig.Protected.KeyID]
+	if !ok {
+		return Claims{}, fmt.Errorf("%w: kid %q", ErrUnknownKey, sig.Protected.KeyID)
+	}
+	if len(sig.Signature) != es256SignatureSize {
+		return Claims{}, fmt.Errorf("%w: signature is not %d bytes", ErrMalformed, es256SignatureSize)
+	}
+	// The key passed is the one the kid named among ours, never a JWKS for
+	// the library to choose from nor anything the token carries.
+	payload, err := obj.Verify(pub)
+	if err != nil {
+		return Claims{}, fmt.Errorf("%w: %v", ErrBadSignature, err)
 	}
 	var c Claims
 	if err := decodeStrictJSON(payload, &c); err != nil {
@@ -192,36 +234,63 @@ func (v *Verifier) Verify(token string, opts VerifyOptions) (Claims, error) {
 	return c, nil
 }
 
-// key parses the header and returns the trusted key it names.
-func (v *Verifier) key(encoded string) (*ecdsa.PublicKey, error) {
-	raw, err := b64url.DecodeString(encoded)
-	if err != nil {
-		return nil, fmt.Errorf("%w: header is not base64url", ErrMalformed)
+// precheck holds the token to the compact form with canonical encodings
+// and reads its raw protected header, before the JWS library sees it: the
+// refused parameters are refused here whether or not the library would
+// parse them, and a header with repeated or trailing members is malformed.
+func precheck(token string) error {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return fmt.Errorf("%w: %d parts, want 3", ErrMalformed, len(parts))
 	}
+	for i, name := range []string{"header", "payload", "signature"} {
+		if _, err := b64url.DecodeString(parts[i]); err != nil {
+			return fmt.Errorf("%w: %s is not base64url", ErrMalformed, name)
+		}
+	}
+	raw, _ := b64url.DecodeString(parts[0])
 	var fields map[string]json.RawMessage
 	if err := decodeStrictJSON(raw, &fields); err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: header: %v", ErrMalformed, err)
 	}
 	for _, name := range refusedHeaders {
 		if _, ok := fields[name]; ok {
-			return nil, fmt.Errorf("%w: header parameter %q is refused", ErrMalformed, name)
+			return fmt.Errorf("%w: header parameter %q is refused", ErrMalformed, name)
 		}
 	}
-	var h header
-	if err := decodeStrictJSON(raw, &h); err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrMalformed, err)
+	return nil
+}
+
+// checkHeader checks the header as the JWS library parsed it: the same
+// refusals as precheck (so that neither layer alone is trusted), ES256, and
+// typ JWT when present.
+func checkHeader(sig jose.Signature) error {
+	if u := sig.Unprotected; u.KeyID != "" || u.Algorithm != "" || u.JSONWebKey != nil || len(u.ExtraHeaders) > 0 {
+		return fmt.Errorf("%w: unprotected header", ErrMalformed)
 	}
-	if h.Alg != algES256 {
-		return nil, fmt.Errorf("%w: %q, want %s", ErrAlgorithm, h.Alg, algES256)
+	h := sig.Protected
+	if h.JSONWebKey != nil {
+		return fmt.Errorf("%w: header parameter %q is refused", ErrMalformed, "jwk")
 	}
-	if h.Typ != "" && h.Typ != "JWT" {
-		return nil, fmt.Errorf("%w: typ %q", ErrMalformed, h.Typ)
+	// Certificates reports ErrMissingX5cHeader exactly when there is no
+	// x5c; the empty root pool keeps it from consulting the system's.
+	if _, err := h.Certificates(x509.VerifyOptions{Roots: x509.NewCertPool()}); !errors.Is(err, jose.ErrMissingX5cHeader) {
+		return fmt.Errorf("%w: header parameter %q is refused", ErrMalformed, "x5c")
 	}
-	pub, ok := v.keys[h.Kid]
-	if !ok {
-		return nil, fmt.Errorf("%w: kid %q", ErrUnknownKey, h.Kid)
+	for _, name := range refusedHeaders {
+		if _, ok := h.ExtraHeaders[jose.HeaderKey(name)]; ok {
+			return fmt.Errorf("%w: header parameter %q is refused", ErrMalformed, name)
+		}
 	}
-	return pub, nil
+	if jose.SignatureAlgorithm(h.Algorithm) != algES256 {
+		return fmt.Errorf("%w: %q, want %s", ErrAlgorithm, h.Algorithm, algES256)
+	}
+	if typ, ok := h.ExtraHeaders[jose.HeaderType]; ok {
+		if s, isString := typ.(string); !isString || (s != "" && s != "JWT") {
+			return fmt.Errorf("%w: typ %v", ErrMalformed, typ)
+		}
+	}
+	return nil
 }
 
 func check(c Claims, o VerifyOptions) error {
@@ -250,8 +319,12 @@ func check(c Claims, o VerifyOptions) error {
 	return nil
 }
 
-// decodeStrictJSON decodes one JSON value and refuses trailing data.
+// decodeStrictJSON decodes one JSON value, refusing trailing data and
+// objects that name a member twice (parsers disagree on which one wins).
 func decodeStrictJSON(data []byte, v any) error {
+	if err := noDuplicateMembers(data); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
 		return err
@@ -260,6 +333,62 @@ func decodeStrictJSON(data []byte, v any) error {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil
+}
+
+// noDuplicateMembers walks the JSON tokens of data and fails on an object
+// with a repeated member name, at any depth.
+func noDuplicateMembers(data []byte) error {
+	// One entry per open container: a set of member names for an object,
+	// nil for an array.
+	type object struct {
+		names   map[string]bool
+		wantKey bool
+	}
+	var open []*object
+	valueEnded := func() {
+		if n := len(open); n > 0 && open[n-1] != nil {
+			open[n-1].wantKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n := len(open); n > 0 && open[n-1] != nil && open[n-1].wantKey {
+			if tok == json.Delim('}') {
+				open = open[:n-1]
+				valueEnded()
+				continue
+			}
+			name, ok := tok.(string)
+			if !ok {
+				return errors.New("object member name is not a string")
+			}
+			if open[n-1].names[name] {
+				return fmt.Errorf("member %q appears twice", name)
+			}
+			open[n-1].names[name] = true
+			open[n-1].wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			open = append(open, &object{names: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			open = append(open, nil)
+		case json.Delim(']'):
+			open = open[:len(open)-1]
+			valueEnded()
+		default:
+			valueEnded()
+		}
+	}
 }
 
 // Peek decodes a token's claims WITHOUT verifying it: for indexing only

@@ -1,16 +1,18 @@
 package identity
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // Key is one identity signing key: an ECDSA P-256 key whose ID is the
@@ -65,33 +67,27 @@ func ParseKeyPEM(data []byte, created time.Time) (*Key, error) {
 	return newKey(priv, created)
 }
 
-// KeyID is the RFC 7638 JWK thumbprint of a P-256 public key, base64url.
+// KeyID is the RFC 7638 JWK thumbprint (SHA-256, base64url without
+// padding) of a P-256 public key, as go-jose computes it.
 func KeyID(pub *ecdsa.PublicKey) (string, error) {
-	x, y, err := coordinates(pub)
-	if err != nil {
-		return "", err
-	}
-	// The thumbprint input is the required members in lexicographic order,
-	// without whitespace.
-	canonical := fmt.Sprintf(`{"crv":"P-256","kty":"EC","x":"%s","y":"%s"}`, b64(x), b64(y))
-	sum := sha256.Sum256([]byte(canonical))
-	return b64(sum[:]), nil
-}
-
-// coordinates returns the 32-byte big-endian X and Y of a P-256 key.
-func coordinates(pub *ecdsa.PublicKey) (x, y []byte, err error) {
 	if pub == nil || pub.Curve != elliptic.P256() {
-		return nil, nil, errors.New("identity key: not a P-256 public key")
+		return "", errors.New("identity key: not a P-256 public key")
 	}
-	raw, err := pub.Bytes()
+	jwk := jose.JSONWebKey{Key: pub}
+	sum, err := jwk.Thumbprint(crypto.SHA256)
 	if err != nil {
-		return nil, nil, fmt.Errorf("identity key: %w", err)
+		return "", fmt.Errorf("identity key: thumbprint: %w", err)
 	}
-	// Uncompressed point: 0x04 || X || Y.
-	if len(raw) != 65 || raw[0] != 4 {
-		return nil, nil, errors.New("identity key: unexpected point encoding")
-	}
-	return raw[1:33], raw[33:], nil
+	return base64.RawURLEncoding.EncodeToString(sum), nil
 }
 
-func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+// publicJWK is the published form of a key: its public half, its kid, and
+// the only algorithm it is used with.
+func publicJWK(k *Key) jose.JSONWebKey {
+	return jose.JSONWebKey{
+		Key:       &k.Private.PublicKey,
+		KeyID:     k.ID,
+		Algorithm: string(jose.ES256),
+		Use:       "sig",
+	}
+}

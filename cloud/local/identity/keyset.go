@@ -2,9 +2,12 @@ package identity
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // KeySet is the active signing key and the retired keys whose tokens may
@@ -79,32 +82,18 @@ func (s *KeySet) Prune(cutoff time.Time) {
 	s.previous = keep
 }
 
-// jwk is the public half of a key as RFC 7517 and RFC 7518 spell it.
-type jwk struct {
-	Kty string `json:"kty"`
-	Crv string `json:"crv"`
-	X   string `json:"x"`
-	Y   string `json:"y"`
-	Kid string `json:"kid"`
-	Alg string `json:"alg,omitempty"`
-	Use string `json:"use,omitempty"`
-}
-
-type jwkSet struct {
-	Keys []jwk `json:"keys"`
-}
-
-// JWKS is the JSON Web Key Set of every published key.
+// JWKS is the JSON Web Key Set of every published key: their public
+// halves only, each with its kid, "alg":"ES256" and "use":"sig".
 func (s *KeySet) JWKS() ([]byte, error) {
-	var set jwkSet
+	var set jose.JSONWebKeySet
 	for _, k := range s.Keys() {
-		x, y, err := coordinates(&k.Private.PublicKey)
-		if err != nil {
-			return nil, err
-		}
-		set.Keys = append(set.Keys, jwk{Kty: "EC", Crv: "P-256", X: b64(x), Y: b64(y), Kid: k.ID, Alg: algES256, Use: "sig"})
+		set.Keys = append(set.Keys, publicJWK(k))
 	}
-	return json.Marshal(set)
+	data, err := json.Marshal(set)
+	if err != nil {
+		return nil, fmt.Errorf("identity JWKS: %w", err)
+	}
+	return data, nil
 }
 
 // Sign signs claims with the active key.

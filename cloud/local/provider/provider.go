@@ -24,9 +24,6 @@ import (
 // Name is the provider's name, for --cloud-provider.
 const Name = "local"
 
-// ProviderIDPrefix starts every Node providerID of a local cloud instance.
-const ProviderIDPrefix = Name + "://"
-
 // ClusterLabel carries the instance's cluster tag on its Node.
 const ClusterLabel = "mooring.dev/cluster"
 
@@ -174,7 +171,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 // addresses in a stable order: InternalIP, ExternalIP, InternalDNS, Hostname.
 func ToView(in *api.Instance) view.Instance {
 	out := view.Instance{
-		ProviderID: ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, Zone: in.Zone, Region: in.Region,
+		ProviderID: attest.ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, Zone: in.Zone, Region: in.Region,
 		InstanceType: in.InstanceType, Cluster: in.Cluster, State: view.State(in.State), Labels: in.Labels,
 	}
 	for _, t := range []api.AddressType{api.InternalIP, api.ExternalIP, api.InternalDNS, api.Hostname} {
@@ -189,9 +186,9 @@ func ToView(in *api.Instance) view.Instance {
 
 // InstanceID parses a local cloud providerID.
 func InstanceID(providerID string) (string, error) {
-	id, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	id, ok := strings.CutPrefix(providerID, attest.ProviderIDPrefix)
 	if !ok || id == "" || strings.Contains(id, "/") {
-		return "", fmt.Errorf("providerID %q is not %s<instance-id>", providerID, ProviderIDPrefix)
+		return "", fmt.Errorf("providerID %q is not %s<instance-id>", providerID, attest.ProviderIDPrefix)
 	}
 	return id, nil
 }

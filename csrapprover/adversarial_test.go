@@ -1,0 +1,507 @@
+package csrapprover
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/local/attest"
+	"github.com/mooring-dev/mooring/cloud/local/identity"
+	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+// The adversarial suite: named attacks on the join path, each against the
+// real decision code (the Decider, and the controller's replay index where
+// the attack needs earlier CSRs), each with the exact outcome expected.
+//
+// Outcomes besides a deny reason:
+const (
+	// outcomePending: no decision; the CSR is retried (a cloud or API error).
+	outcomePending = "pending"
+	// outcomeApproved: the legitimate CSR an attack tried to block.
+	outcomeApproved = "approved"
+	// outcomeIgnored: not a signer the approver acts on.
+	outcomeIgnored = "ignored"
+)
+
+type attack struct {
+	name string
+	// base is the valid request the attack starts from: "join", "serving"
+	// or "renewal".
+	base   string
+	mutate func(w *world, s *csrSpec)
+	// setup changes the world first (nodes, cloud).
+	setup func(w *world)
+	// earlier are CSRs filed before the attack's (for replay attacks), made
+	// from the attack's own spec and key where keyed is set.
+	earlier func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest
+	// want is the outcome: a deny reason or one of the outcomes above.
+	want string
+	// apiserver says when the kube-apiserver already refuses the request
+	// (the case is listed all the same, the approver must refuse it too).
+	apiserver string
+}
+
+func attackBase(w *world, t *testing.T, base string) csrSpec {
+	switch base {
+	case "join":
+		return w.joinSpec(t)
+	case "serving":
+		return servingSpec()
+	case "renewal":
+		s := w.joinSpec(t)
+		s.username, s.groups, s.evidence = "system:node:node-1", []string{"system:nodes", "system:authenticated"}, nil
+		return s
+	}
+	t.Fatalf("unknown base %q", base)
+	return csrSpec{}
+}
+
+// adversarialNodes is the cluster every attack starts from: node-1 and
+// node-2 registered and initialized (not Ready, so node-1 may still join),
+// node-3 on a stopped instance, node-4 on a terminated one, node-5 on an
+// instance of another cluster, node-6 not initialized.
+func adversarialNodes() fakeNodes {
+	n := func(name, pid string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: pid}}
+	}
+	return fakeNodes{
+		"node-1": n("node-1", "local://i-1"), "node-2": n("node-2", "local://i-2"), "node-3": n("node-3", "local://i-3"),
+		"node-4": n("node-4", "local://i-4"), "node-5": n("node-5", "local://i-5"), "node-6": n("node-6", ""),
+	}
+}
+
+// token signs claims about instance id with keys, bound to binding.
+func tokenWith(t *testing.T, w *world, keys *identity.KeySet, id, binding string, edit func(*identity.Claims)) []byte {
+	t.Helper()
+	in := w.instances["local://"+id]
+	c, err := identity.NewClaims(issuer, binding, identity.InstanceClaims{ID: id, Name: in.Name, Cluster: in.Cluster}, time.Now(), 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&c)
+	}
+	tok, err := keys.Sign(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(tok)
+}
+
+func evidenceOf(data []byte) []evidence.Block {
+	return []evidence.Block{{Type: attest.Type, Data: data}}
+}
+
+// handMadeToken builds a compact JWS around a header the attacker chose,
+// with the attacker's signature bytes: only to be refused.
+func handMadeToken(t *testing.T, header map[string]any, claims identity.Claims, sign func(input []byte) []byte) []byte {
+	t.Helper()
+	h, _ := json.Marshal(header)
+	p, _ := json.Marshal(claims)
+	b64 := base64.RawURLEncoding.EncodeToString
+	input := b64(h) + "." + b64(p)
+	return []byte(input + "." + b64(sign([]byte(input))))
+}
+
+func claimsFor(t *testing.T, w *world, id, binding string) identity.Claims {
+	t.Helper()
+	in := w.instances["local://"+id]
+	c, err := identity.NewClaims(issuer, binding, identity.InstanceClaims{ID: id, Name: in.Name, Cluster: in.Cluster}, time.Now(), 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func withEvidence(f func(w *world, t *testing.T, binding string) []evidence.Block) func(*world, *csrSpec) {
+	return func(w *world, s *csrSpec) { s.evidenceT = f }
+}
+
+var (
+	oidUID      = asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 1}
+	oidKeyUsage = asn1.ObjectIdentifier{2, 5, 29, 15}
+)
+
+func mustKey[K crypto.Signer](k K, err error) crypto.Signer {
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+func int32p(v int32) *int32 { return &v }
+
+func attacks() []attack {
+	set := func(f func(s *csrSpec)) func(*world, *csrSpec) { return func(_ *world, s *csrSpec) { f(s) } }
+	servingAs := func(node string) func(s *csrSpec) {
+		return func(s *csrSpec) {
+			s.cn, s.username, s.dns, s.ips = "system:node:"+node, "system:node:"+node, []string{node}, nil
+		}
+	}
+	renewalAs := func(node string) func(s *csrSpec) {
+		return func(s *csrSpec) { s.cn, s.username = "system:node:"+node, "system:node:"+node }
+	}
+	joinAs := func(node, id string) func(w *world, s *csrSpec) {
+		return func(w *world, s *csrSpec) {
+			s.cn = "system:node:" + node
+			s.evidenceT = func(w *world, t *testing.T, b string) []evidence.Block {
+				return evidenceOf(tokenWith(t, w, w.keys, id, b, nil))
+			}
+		}
+	}
+	token := func(edit func(*identity.Claims)) func(*world, *csrSpec) {
+		return withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
+			return evidenceOf(tokenWith(t, w, w.keys, "i-1", b, edit))
+		})
+	}
+	outage := func(w *world) { w.decider.instances = failingInstances{} }
+	return []attack{
+		// Serving certificates: other nodes' addresses and names, in every form.
+		{name: "serving/another node's InternalIP", base: "serving", mutate: set(func(s *csrSpec) { s.ips = []string{"127.10.0.2"} }), want: ReasonSANNotOfInstance},
+		{name: "serving/another node's IP as IPv4-mapped IPv6", base: "serving", mutate: set(func(s *csrSpec) { s.ips = []string{"::ffff:127.10.0.2"} }), want: ReasonSANNotOfInstance},
+		{name: "serving/another node's hostname", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"node-2"} }), want: ReasonSANNotOfInstance},
+		{name: "serving/another node's internal DNS name", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"node-2.local-1.localcloud.internal"} }), want: ReasonSANNotOfInstance},
+		{name: "serving/another node's name upper case with a trailing dot", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"NODE-2."} }), want: ReasonSANNotOfInstance},
+		{name: "serving/another node's IP written as a DNS SAN", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"127.10.0.2"} }), want: ReasonSANNotOfInstance},
+		{name: "serving/IPv6 loopback", base: "serving", mutate: set(func(s *csrSpec) { s.ips = []string{"::1"} }), want: ReasonSANNotOfInstance},
+		{name: "serving/unspecified address 0.0.0.0", base: "serving", mutate: set(func(s *csrSpec) { s.ips = []string{"0.0.0.0"} }), want: ReasonSANNotOfInstance},
+		{name: "serving/its own IP plus another node's", base: "serving", mutate: set(func(s *csrSpec) { s.ips = []string{"127.10.0.1", "127.10.0.2"} }), want: ReasonSANNotOfInstance},
+		{name: "serving/a subdomain of its own name", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"evil.node-1.local-1.localcloud.internal"} }), want: ReasonSANNotOfInstance},
+		// The cluster's own names.
+		{name: "serving/kubernetes", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"kubernetes"} }), want: ReasonReservedName},
+		{name: "serving/kubernetes.default.svc.cluster.local mixed case with a dot", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"Kubernetes.Default.SVC.cluster.local."} }), want: ReasonReservedName},
+		{name: "serving/localhost", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"localhost"} }), want: ReasonReservedName},
+		{name: "serving/a Service's name", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"vault.secrets.svc"} }), want: ReasonReservedName},
+		{name: "serving/the apiserver's configured name", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"api.example.com"} }), want: ReasonReservedName},
+		// Wildcards and SAN types.
+		{name: "serving/wildcard of its own domain", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"*.local-1.localcloud.internal"} }), want: ReasonBadSAN},
+		{name: "serving/a bare wildcard", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"*"} }), want: ReasonBadSAN},
+		{name: "serving/email SAN", base: "serving", mutate: set(func(s *csrSpec) { s.emails = []string{"root@node-1"} }), want: ReasonBadSAN},
+		{name: "serving/URI SAN", base: "serving", mutate: set(func(s *csrSpec) { s.uris = []string{"spiffe://cluster.local/ns/kube-system/sa/admin"} }), want: ReasonBadSAN},
+		{name: "serving/no SAN at all", base: "serving", mutate: set(func(s *csrSpec) { s.dns, s.ips = nil, nil }), want: ReasonTooManySANs},
+		{name: "serving/17 SANs", base: "serving", mutate: set(func(s *csrSpec) { s.dns = strings.Split(strings.Repeat("node-1,", 17), ",")[:17] }), want: ReasonTooManySANs},
+		// Requester and usage tricks.
+		{name: "serving/requested by another node", base: "serving", mutate: set(func(s *csrSpec) { s.username = "system:node:node-2" }), want: ReasonRequesterMismatch,
+			apiserver: "NodeRestriction refuses a node's CSR whose CN names another node"},
+		{name: "serving/requester outside system:nodes", base: "serving", mutate: set(func(s *csrSpec) { s.groups = []string{"system:authenticated"} }), want: ReasonRequesterMismatch},
+		{name: "serving/requested with a bootstrap token", base: "serving", mutate: set(func(s *csrSpec) {
+			s.username, s.groups = "system:bootstrap:abcdef", []string{"system:bootstrappers"}
+		}), want: ReasonRequesterMismatch},
+		{name: "serving/client auth added", base: "serving", mutate: set(func(s *csrSpec) { s.usages = append(servingUsages, certificatesv1.UsageClientAuth) }), want: ReasonBadUsages},
+		{name: "serving/server auth missing", base: "serving", mutate: set(func(s *csrSpec) { s.usages = servingUsages[:1] }), want: ReasonBadUsages},
+		{name: "serving/key encipherment on an ECDSA key", base: "serving", mutate: set(func(s *csrSpec) { s.usages = append(servingUsages, certificatesv1.UsageKeyEncipherment) }), want: ReasonBadUsages},
+		{name: "serving/cert sign usage", base: "serving", mutate: set(func(s *csrSpec) { s.usages = append(servingUsages, certificatesv1.UsageCertSign) }), want: ReasonBadUsages},
+		// The instance behind the node.
+		{name: "serving/node not initialized", base: "serving", mutate: set(servingAs("node-6")), want: ReasonNodeNotInitialized},
+		{name: "serving/node unknown", base: "serving", mutate: set(servingAs("node-9")), want: ReasonNodeNotFound},
+		{name: "serving/instance stopped", base: "serving", mutate: set(servingAs("node-3")), want: ReasonInstanceNotRunning},
+		{name: "serving/instance terminated", base: "serving", mutate: set(servingAs("node-4")), want: ReasonInstanceNotRunning},
+		{name: "serving/instance of another cluster", base: "serving", mutate: set(servingAs("node-5")), want: ReasonInstanceNotInCluster},
+		{name: "serving/node carries another instance's providerID", base: "serving",
+			setup: func(w *world) { w.nodes["node-1"].Spec.ProviderID = "local://i-2" }, want: ReasonNodeNameMismatch},
+
+		// Subject, key and shape of either signer.
+		{name: "subject/extra O system:masters", base: "join", mutate: set(func(s *csrSpec) { s.orgs = []string{"system:nodes", "system:masters"} }), want: ReasonBadSubject},
+		{name: "subject/O missing", base: "join", mutate: set(func(s *csrSpec) { s.orgs = nil }), want: ReasonBadSubject},
+		{name: "subject/an OU", base: "join", mutate: set(func(s *csrSpec) { s.ous = []string{"ops"} }), want: ReasonBadSubject},
+		{name: "subject/a UID attribute", base: "serving", mutate: set(func(s *csrSpec) {
+			s.extraNames = []pkix.AttributeTypeAndValue{{Type: oidUID, Value: "0"}}
+		}), want: ReasonBadSubject},
+		{name: "subject/two CNs", base: "join", mutate: set(func(s *csrSpec) {
+			s.rawSubject = pkix.RDNSequence{
+				{{Type: oidOrganization, Value: "system:nodes"}},
+				{{Type: oidCommonName, Value: "system:node:node-1"}},
+				{{Type: oidCommonName, Value: "system:node:node-2"}},
+			}
+		}), want: ReasonBadSubject},
+		{name: "subject/CN without the node prefix", base: "join", mutate: set(func(s *csrSpec) { s.cn = "node-1" }), want: ReasonBadSubject},
+		{name: "subject/CN with an empty node name", base: "join", mutate: set(func(s *csrSpec) { s.cn = "system:node:" }), want: ReasonBadSubject},
+		{name: "key/RSA 1024", base: "join", mutate: set(func(s *csrSpec) { s.key = mustKey(rsa.GenerateKey(rand.Reader, 1024)) }), want: ReasonWeakKey},
+		{name: "key/ECDSA P-224", base: "serving", mutate: set(func(s *csrSpec) { s.key = mustKey(ecdsa.GenerateKey(elliptic.P224(), rand.Reader)) }), want: ReasonWeakKey},
+		{name: "extension/basic constraints CA", base: "join", mutate: set(func(s *csrSpec) {
+			val, _ := asn1.Marshal(struct{ IsCA bool }{true})
+			s.extensions = []pkix.Extension{{Id: oidBasicConstr, Critical: true, Value: val}}
+		}), want: ReasonBadExtension},
+		{name: "extension/key usage cert sign", base: "serving", mutate: set(func(s *csrSpec) {
+			val, _ := asn1.Marshal(asn1.BitString{Bytes: []byte{0x04}, BitLength: 6})
+			s.extensions = []pkix.Extension{{Id: oidKeyUsage, Critical: true, Value: val}}
+		}), want: ReasonBadExtension},
+		{name: "expiration/ten years", base: "renewal", mutate: set(func(s *csrSpec) { s.expirationSeconds = int32p(10 * 365 * 24 * 3600) }), want: ReasonExpirationTooLong},
+
+		// Malformed, oversized and multi-block requests.
+		{name: "request/not PEM", base: "join", mutate: set(func(s *csrSpec) { s.rawRequest = []byte("hello") }), want: ReasonMalformedRequest},
+		{name: "request/broken base64", base: "join", mutate: set(func(s *csrSpec) {
+			s.rawRequest = []byte("-----BEGIN CERTIFICATE REQUEST-----\nnope\n-----END CERTIFICATE REQUEST-----\n")
+		}), want: ReasonMalformedRequest},
+		{name: "request/1 MiB", base: "join", mutate: set(func(s *csrSpec) { s.rawRequest = bytes.Repeat([]byte("A"), 1<<20) }), want: ReasonRequestTooLarge},
+		{name: "request/garbage after the blocks", base: "join", mutate: set(func(s *csrSpec) {
+			s.transform = func(r []byte) []byte { return append(r, "garbage"...) }
+		}), want: ReasonMalformedRequest},
+		{name: "request/a second CSR block", base: "join", mutate: set(func(s *csrSpec) {
+			s.transform = func(r []byte) []byte { first, _ := pem.Decode(r); return append(r, pem.EncodeToMemory(first)...) }
+		}), want: ReasonMalformedRequest},
+		{name: "request/malformed block before the CSR", base: "join", mutate: set(func(s *csrSpec) {
+			s.transform = func(r []byte) []byte {
+				return append([]byte("-----BEGIN CERTIFICATE REQUEST-----\n!!\n-----END CERTIFICATE REQUEST-----\n"), r...)
+			}
+		}), want: ReasonMalformedRequest, apiserver: "accepted: the apiserver's pem.Decode skips the broken block"},
+		{name: "request/five evidence blocks", base: "join", mutate: set(func(s *csrSpec) {
+			s.transform = func(r []byte) []byte {
+				for _, typ := range []string{"A", "B", "C", "D", "E"} {
+					r = append(r, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: []byte("x")})...)
+				}
+				return r
+			}
+		}), want: ReasonRequestTooLarge},
+		{name: "request/signature of the CSR broken", base: "join", mutate: set(func(s *csrSpec) {
+			s.transform = func(r []byte) []byte {
+				b, rest := pem.Decode(r)
+				b.Bytes[len(b.Bytes)-3] ^= 0xff
+				return append(pem.EncodeToMemory(b), rest...)
+			}
+		}), want: ReasonMalformedRequest},
+
+		// Joins: evidence.
+		{name: "join/stolen bootstrap token, no evidence", base: "join", mutate: set(func(s *csrSpec) { s.evidence = nil }), want: ReasonNoEvidence},
+		{name: "join/evidence of an unknown type", base: "join", mutate: withEvidence(func(*world, *testing.T, string) []evidence.Block {
+			return []evidence.Block{{Type: "AWS IDENTITY DOCUMENT", Data: []byte("{}")}}
+		}), want: ReasonUnknownEvidence},
+		{name: "join/two pieces of evidence", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
+			return append(evidenceOf(tokenWith(t, w, w.keys, "i-1", b, nil)), evidence.Block{Type: "OTHER", Data: []byte("x")})
+		}), want: ReasonMalformedRequest},
+		{name: "join/token signed by another key", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
+			return evidenceOf(tokenWith(t, w, w.otherKeys, "i-1", b, nil))
+		}), want: ReasonEvidenceSignature},
+		{name: "join/claims edited after signing", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
+			tok := strings.Split(string(tokenWith(t, w, w.keys, "i-2", b, nil)), ".")
+			c := claimsFor(t, w, "i-1", b)
+			p, _ := json.Marshal(c)
+			return evidenceOf([]byte(tok[0] + "." + base64.RawURLEncoding.EncodeToString(p) + "." + tok[2]))
+		}), want: ReasonEvidenceSignature},
+		{name: "join/alg none", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
+			return evidenceOf(handMadeToken(t, map[string]any{"alg": "none", "kid": w.keys.Active().ID}, claimsFor(t, w, "i-1", b), func([]byte) []byte { return nil }))
+		}), want: ReasonEvidenceSignature},
+		{name: "join/HS256 keyed with the cloud's public key", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
+			pub, _ := x509.MarshalPKIXPublicKey(&w.keys.Active().Private.PublicKey)
+			return evidenceOf(handMadeToken(t, map[string]any{"alg": "HS256", "kid": w.keys.Active().ID}, claimsFor(t, w, "i-1", b), func(in []byte) []byte {
+				m := hmac.New(sha256.New, pub)
+				m.Write(in)
+				return m.Sum(nil)
+			}))
+		}), want: ReasonEvidenceSignature},
+		{name: "join/token carrying its own key (jwk header)", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
+			k := w.otherKeys.Active()
+			x, y := k.Private.PublicKey.X.FillBytes(make([]byte, 32)), k.Private.PublicKey.Y.FillBytes(make([]byte, 32))
+			jwk := map[string]string{"kty": "EC", "crv": "P-256", "x": base64.RawURLEncoding.EncodeToString(x), "y": base64.RawURLEncoding.EncodeToString(y)}
+			return evidenceOf(handMadeToken(t, map[string]any{"alg": "ES256", "kid": w.keys.Active().ID, "jwk": jwk}, claimsFor(t, w, "i-1", b), func(in []byte) []byte {
+				sum := sha256.Sum256(in)
+				r, s, _ := ecdsa.Sign(rand.Reader, k.Private, sum[:])
+				return append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...)
+			}))
+		}), want: ReasonEvidenceMalformed},
+		{name: "join/expired token", base: "join", mutate: token(func(c *identity.Claims) {
+			c.IssuedAt, c.NotBefore, c.Expiry = c.IssuedAt-3600, c.NotBefore-3600, c.Expiry-3600
+		}), want: ReasonEvidenceExpired},
+		{name: "join/token not yet valid", base: "join", mutate: token(func(c *identity.Claims) {
+			c.IssuedAt, c.NotBefore, c.Expiry = c.IssuedAt+3600, c.NotBefore+3600, c.Expiry+3600
+		}), want: ReasonEvidenceExpired},
+		{name: "join/token living a day", base: "join", mutate: token(func(c *identity.Claims) { c.Expiry = c.IssuedAt + 86400 }), want: ReasonEvidenceExpired},
+		{name: "join/token of another issuer", base: "join", mutate: token(func(c *identity.Claims) { c.Issuer = "other-cloud" }), want: ReasonEvidenceIssuer},
+		{name: "join/token about another subject", base: "join", mutate: token(func(c *identity.Claims) { c.Subject = "i-2" }), want: ReasonEvidenceMalformed},
+		{name: "join/token bound to another key", base: "join", mutate: func(_ *world, s *csrSpec) {
+			s.keyForEvidence = mustKey(ecdsa.GenerateKey(elliptic.P256(), rand.Reader)).Public()
+		}, want: ReasonEvidenceNotBound},
+		// Joins: the instance and the node name.
+		{name: "join/instance of another cluster", base: "join", mutate: joinAs("node-5", "i-5"), want: ReasonInstanceNotInCluster},
+		{name: "join/instance stopped", base: "join", mutate: joinAs("node-3", "i-3"), want: ReasonInstanceNotRunning},
+		{name: "join/instance terminated", base: "join", mutate: joinAs("node-4", "i-4"), want: ReasonInstanceNotRunning},
+		{name: "join/instance the cloud does not know", base: "join", mutate: joinAs("node-9", "i-9"),
+			setup: func(w *world) { w.instances["local://i-9"] = view.Instance{ID: "i-9", Name: "node-9"} }, want: ReasonInstanceNotInCluster},
+		{name: "join/evidence of another instance (its name maps to another node)", base: "join", mutate: func(w *world, s *csrSpec) {
+			joinAs("node-1", "i-2")(w, s)
+		}, want: ReasonNodeNameMismatch},
+		{name: "join/a control-plane node's name", base: "join", mutate: func(w *world, s *csrSpec) {
+			joinAs("master-0", "i-1")(w, s)
+		}, want: ReasonNodeNameMismatch},
+		{name: "join/node name taken by another instance", base: "join", setup: func(w *world) { w.nodes["node-1"].Spec.ProviderID = "local://i-7" }, want: ReasonNodeNameTaken},
+		{name: "join/a Ready node joins again", base: "join", setup: func(w *world) {
+			w.nodes["node-1"].Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		}, want: ReasonNodeAlreadyJoined},
+		// Joins: requester and shape.
+		{name: "join/requester a plain user", base: "join", mutate: set(func(s *csrSpec) { s.username, s.groups = "alice", []string{"system:authenticated"} }), want: ReasonRequesterNotAllowed},
+		{name: "join/requester a service account", base: "join", mutate: set(func(s *csrSpec) {
+			s.username, s.groups = "system:serviceaccount:default:x", []string{"system:serviceaccounts", "system:authenticated"}
+		}), want: ReasonRequesterNotAllowed},
+		{name: "join/requester claims system:nodes without being a node", base: "join", mutate: set(func(s *csrSpec) {
+			s.username, s.groups = "mallory", []string{"system:nodes"}
+		}), want: ReasonRequesterNotAllowed},
+		{name: "join/SANs on a client certificate", base: "join", mutate: set(func(s *csrSpec) { s.ips = []string{"127.10.0.1"} }), want: ReasonSANsOnClientCert},
+		{name: "join/server auth usage", base: "join", mutate: set(func(s *csrSpec) { s.usages = append(clientUsages, certificatesv1.UsageServerAuth) }), want: ReasonBadUsages},
+
+		// Renewal abuse.
+		{name: "renewal/of another node", base: "renewal", mutate: set(func(s *csrSpec) { s.cn = "system:node:node-2" }), want: ReasonRequesterMismatch,
+			apiserver: "NodeRestriction refuses a node's CSR whose CN names another node"},
+		{name: "renewal/instance terminated", base: "renewal", mutate: set(renewalAs("node-4")), want: ReasonInstanceNotRunning},
+		{name: "renewal/instance stopped", base: "renewal", mutate: set(renewalAs("node-3")), want: ReasonInstanceNotRunning},
+		{name: "renewal/instance of another cluster", base: "renewal", mutate: set(renewalAs("node-5")), want: ReasonInstanceNotInCluster},
+		{name: "renewal/node deleted", base: "renewal", mutate: set(renewalAs("node-9")), want: ReasonNodeNotFound},
+		{name: "renewal/node not initialized", base: "renewal", mutate: set(renewalAs("node-6")), want: ReasonNodeNotInitialized},
+		{name: "renewal/node carries another instance's providerID", base: "renewal",
+			setup: func(w *world) { w.nodes["node-1"].Spec.ProviderID = "local://i-2" }, want: ReasonNodeNameMismatch},
+		{name: "renewal/with SANs", base: "renewal", mutate: set(func(s *csrSpec) { s.dns = []string{"node-1"} }), want: ReasonSANsOnClientCert},
+		{name: "renewal/server auth usage", base: "renewal", mutate: set(func(s *csrSpec) { s.usages = servingUsages }), want: ReasonBadUsages},
+
+		// Cloud errors and outages: never approve.
+		{name: "outage/join", base: "join", setup: outage, want: outcomePending},
+		{name: "outage/serving", base: "serving", setup: outage, want: outcomePending},
+		{name: "outage/renewal", base: "renewal", setup: outage, want: outcomePending},
+		{name: "outage/the cloud's keys cannot be fetched", base: "join", setup: func(w *world) {
+			v, _ := attest.New(func(context.Context) ([]byte, error) { return nil, errors.New("keys unreachable") }, attest.Options{Issuer: issuer})
+			w.decider.verifiers[attest.Type] = v
+		}, want: outcomePending},
+
+		// Replays (the controller's index of the CSRs the apiserver holds).
+		{name: "replay/the same request filed again a second later", base: "join",
+			earlier: func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest {
+				return []*certificatesv1.CertificateSigningRequest{named(mine, "earlier", mine.CreationTimestamp.Add(-time.Second))}
+			}, want: ReasonEvidenceReplayed},
+		{name: "replay/an unsigned token naming the victim's token id filed first cannot block it", base: "join",
+			earlier: func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest {
+				_, blocks, _ := evidence.Decode(mine.Spec.Request)
+				victim, _ := identity.Peek(string(blocks[0].Data))
+				s := w.joinSpec(t)
+				s.evidenceT = func(w *world, t *testing.T, b string) []evidence.Block {
+					return evidenceOf(tokenWith(t, w, w.otherKeys, "i-1", b, func(c *identity.Claims) { c.ID = victim.ID }))
+				}
+				return []*certificatesv1.CertificateSigningRequest{named(w.csr(t, s), "attacker", mine.CreationTimestamp.Add(-time.Second))}
+			}, want: outcomeApproved},
+		{name: "replay/a same-second copy of the request under a name that sorts first cannot block it", base: "join",
+			earlier: func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest {
+				return []*certificatesv1.CertificateSigningRequest{named(mine, "0-copy", mine.CreationTimestamp.Time)}
+			}, want: outcomeApproved},
+		{name: "replay/the victim's token copied onto another key filed first cannot block it", base: "join",
+			earlier: func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest {
+				_, blocks, _ := evidence.Decode(mine.Spec.Request)
+				s := w.joinSpec(t)
+				s.evidence = func(string) []evidence.Block { return blocks }
+				return []*certificatesv1.CertificateSigningRequest{named(w.csr(t, s), "attacker", mine.CreationTimestamp.Add(-time.Second))}
+			}, want: outcomeApproved},
+
+		// Signers the approver never acts on.
+		{name: "signer/kube-apiserver-client with a node subject", base: "join", mutate: set(func(s *csrSpec) { s.signer = certificatesv1.KubeAPIServerClientSignerName }), want: outcomeIgnored},
+		{name: "signer/look-alike kubelet-serving", base: "serving", mutate: set(func(s *csrSpec) { s.signer = "kubernetes.io/kubelet-serving2" }), want: outcomeIgnored},
+	}
+}
+
+// TestAdversarialSuite runs every attack; it counts them and fails on any
+// approval that is not the legitimate CSR an attack tried to block.
+func TestAdversarialSuite(t *testing.T) {
+	cases := attacks()
+	var denied, pending, ignored, protected, wrong int
+	for _, a := range cases {
+		t.Run(a.name, func(t *testing.T) {
+			got := runAttack(t, a)
+			switch {
+			case got == a.want && got == outcomeApproved:
+				protected++
+			case got == a.want && got == outcomePending:
+				pending++
+			case got == a.want && got == outcomeIgnored:
+				ignored++
+			case got == a.want:
+				denied++
+			case got == outcomeApproved:
+				wrong++
+				t.Fatalf("APPROVED, want %s", a.want)
+			default:
+				t.Fatalf("outcome %s, want %s", got, a.want)
+			}
+			if a.apiserver != "" {
+				t.Logf("kube-apiserver: %s", a.apiserver)
+			}
+		})
+	}
+	if len(cases) < 45 {
+		t.Errorf("%d attack cases, the suite promises at least 45", len(cases))
+	}
+	t.Logf("adversarial suite: %d cases: %d denied with the expected reason, %d left pending, %d ignored (other signers), %d owners not blocked; %d wrong approvals",
+		len(cases), denied, pending, ignored, protected, wrong)
+	fmt.Printf("adversarial suite: %d cases, %d wrong approvals\n", len(cases), wrong)
+}
+
+func runAttack(t *testing.T, a attack) string {
+	t.Helper()
+	w := newWorld(t)
+	w.nodes = adversarialNodes()
+	w.decider.nodes = w.nodes
+	if a.setup != nil {
+		a.setup(w)
+	}
+	s := attackBase(w, t, a.base)
+	if a.mutate != nil {
+		a.mutate(w, &s)
+	}
+	csr := named(w.csr(t, s), "attack", time.Now())
+	if !ours(csr) {
+		return outcomeIgnored
+	}
+	d := w.decider
+	if a.earlier != nil {
+		d = replayDecider(t, w, a.earlier(w, t, csr)...)
+	}
+	dec, err := d.Decide(context.Background(), csr)
+	switch {
+	case err != nil:
+		return outcomePending
+	case dec.Approve:
+		return outcomeApproved
+	}
+	return dec.Reason
+}
+
+// replayDecider is w's decider with a controller's replay index holding
+// the earlier CSRs.
+func replayDecider(t *testing.T, w *world, earlier ...*certificatesv1.CertificateSigningRequest) *Decider {
+	t.Helper()
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(),
+		w.decider.cfg, []cloud.EvidenceVerifier{w.decider.verifiers[attest.Type]}, w.instances, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range earlier {
+		if err := ctrl.indexer.Add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := *ctrl.decider
+	d.nodes = w.nodes
+	return &d
+}
