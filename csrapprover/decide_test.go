@@ -13,7 +13,9 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
@@ -419,5 +422,50 @@ func TestLookAlikeSignerIsNotOurs(t *testing.T) {
 		if ours(csr) {
 			t.Errorf("%s is handled", s)
 		}
+	}
+}
+
+// listSource is a cloud whose instances a test edits.
+type listSource struct {
+	mu    sync.Mutex
+	items []view.Instance
+}
+
+func (s *listSource) ListInstances(context.Context) ([]view.Instance, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.items), nil
+}
+
+func (s *listSource) set(items ...view.Instance) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.items = items
+}
+
+// The documented bound of --instance-max-age: an instance terminated less
+// than that long before a decision may still be seen running (the join is
+// approved), and is not once the record is older.
+func TestInstanceMaxAgeBound(t *testing.T) {
+	w := newWorld(t)
+	clk := testingclock.NewFakePassiveClock(time.Now())
+	src := &listSource{}
+	src.set(w.instances["local://i-1"])
+	v := view.New(src, view.Options{Clock: clk, MinRefreshInterval: time.Millisecond})
+	w.decider.instances = v
+	w.decider.cfg.InstanceMaxAge = 10 * time.Second
+	if d := w.decide(t, w.csr(t, w.joinSpec(t))); !d.Approve {
+		t.Fatalf("running instance: %+v", d)
+	}
+	terminated := w.instances["local://i-1"]
+	terminated.State = view.StateTerminated
+	src.set(terminated)
+	clk.SetTime(clk.Now().Add(9 * time.Second))
+	if d := w.decide(t, w.csr(t, w.joinSpec(t))); !d.Approve {
+		t.Fatalf("within instance-max-age of the last list the record is believed: %+v", d)
+	}
+	clk.SetTime(clk.Now().Add(2 * time.Second))
+	if d := w.decide(t, w.csr(t, w.joinSpec(t))); d.Approve || d.Reason != ReasonInstanceNotRunning {
+		t.Fatalf("past instance-max-age: %+v, want %s", d, ReasonInstanceNotRunning)
 	}
 }
