@@ -98,7 +98,7 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 			fmt.Println("    all processes stopped; `make demo` starts afresh")
 		}
 	}()
-	if err := cp.ApplyBootstrapRBAC(ctx, testbed.BootstrapRBAC{WithoutNodeClientApproval: true}); err != nil {
+	if err := cp.ApplyBootstrapRBAC(ctx, testbed.BootstrapRBAC{MooringApproves: true}); err != nil {
 		return err
 	}
 	fmt.Println("    bootstrap tokens may create CSRs; nothing approves them automatically: mooring's approver decides")

@@ -51,7 +51,7 @@ func TestAdversarialE2E(t *testing.T) {
 	const instanceMaxAge = 2 * time.Second
 	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
 	cloudBin := harness.BuildBinary(t, "cloud/local/cmd/mooring-localcloud")
-	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{WithoutNodeClientApproval: true}})
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
 	lc := harness.StartLocalCloud(t, c, cloudBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

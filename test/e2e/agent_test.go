@@ -27,7 +27,7 @@ func TestAgentJoinsNodes(t *testing.T) {
 	agentBin := harness.BuildBinary(t, "agent/cmd/mooring-agent")
 	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
 	cloudBin := harness.BuildBinary(t, "cloud/local/cmd/mooring-localcloud")
-	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{WithoutNodeClientApproval: true}})
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
 	lc := harness.StartLocalCloud(t, c, cloudBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

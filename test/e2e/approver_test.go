@@ -23,7 +23,7 @@ import (
 func TestStandaloneApprover(t *testing.T) {
 	bin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
 	cloudBin := harness.BuildBinary(t, "cloud/local/cmd/mooring-localcloud")
-	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{WithoutNodeClientApproval: true}})
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
 	lc := harness.StartLocalCloud(t, c, cloudBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -85,7 +85,7 @@ func TestStandaloneApprover(t *testing.T) {
 func TestCCMApprover(t *testing.T) {
 	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
 	cloudBin := harness.BuildBinary(t, "cloud/local/cmd/mooring-localcloud")
-	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{WithoutNodeClientApproval: true}})
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
 	lc := harness.StartLocalCloud(t, c, cloudBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -27,23 +27,32 @@ const (
 
 // BootstrapRBAC says which kubeadm-equivalent bindings to create.
 type BootstrapRBAC struct {
-	// WithoutNodeClientApproval leaves out the binding that lets
-	// kube-controller-manager approve client CSRs of bootstrap tokens, so that
-	// another approver (mooring's) owns join approval.
-	WithoutNodeClientApproval bool
+	// MooringApproves leaves out both bindings through which
+	// kube-controller-manager approves kubelet client CSRs (bootstrap tokens'
+	// joins and nodes' renewals), so that mooring is their only approver:
+	// with either binding in place the two approvers race, and the one that
+	// checks nothing can win.
+	MooringApproves bool
 }
+
+// Names of kubeadm's approval bindings.
+const (
+	NodeClientApprovalBinding     = "kubeadm:node-autoapprove-bootstrap"
+	SelfNodeClientApprovalBinding = "kubeadm:node-autoapprove-certificate-rotation"
+)
 
 // ApplyBootstrapRBAC binds what kubeadm binds for node bootstrap: bootstrap
 // tokens may create CSRs; kube-controller-manager approves their client CSRs
-// (unless left out) and nodes' renewals of their own client certificates.
+// and nodes' renewals of their own client certificates, unless mooring
+// approves.
 func (cp *ControlPlane) ApplyBootstrapRBAC(ctx context.Context, opts BootstrapRBAC) error {
 	bindings := []struct{ name, role, kind, subject string }{
 		{"kubeadm:kubelet-bootstrap", nodeBootstrapperRole, rbacv1.GroupKind, BootstrapTokenGroup},
-		{"kubeadm:node-autoapprove-certificate-rotation", selfNodeClientRole, rbacv1.GroupKind, "system:nodes"},
 	}
-	if !opts.WithoutNodeClientApproval {
-		bindings = append(bindings, struct{ name, role, kind, subject string }{
-			"kubeadm:node-autoapprove-bootstrap", nodeClientRole, rbacv1.GroupKind, BootstrapTokenGroup})
+	if !opts.MooringApproves {
+		bindings = append(bindings,
+			struct{ name, role, kind, subject string }{NodeClientApprovalBinding, nodeClientRole, rbacv1.GroupKind, BootstrapTokenGroup},
+			struct{ name, role, kind, subject string }{SelfNodeClientApprovalBinding, selfNodeClientRole, rbacv1.GroupKind, "system:nodes"})
 	}
 	for _, b := range bindings {
 		crb := &rbacv1.ClusterRoleBinding{
