@@ -317,7 +317,11 @@ func attacks() []attack {
 		}), want: ReasonEvidenceSignature},
 		{name: "join/token carrying its own key (jwk header)", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
 			k := w.otherKeys.Active()
-			x, y := k.Private.PublicKey.X.FillBytes(make([]byte, 32)), k.Private.PublicKey.Y.FillBytes(make([]byte, 32))
+			raw, err := k.Private.PublicKey.Bytes() // 0x04 || X || Y
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, y := raw[1:33], raw[33:]
 			jwk := map[string]string{"kty": "EC", "crv": "P-256", "x": base64.RawURLEncoding.EncodeToString(x), "y": base64.RawURLEncoding.EncodeToString(y)}
 			return evidenceOf(handMadeToken(t, map[string]any{"alg": "ES256", "kid": w.keys.Active().ID, "jwk": jwk}, claimsFor(t, w, "i-1", b), func(in []byte) []byte {
 				sum := sha256.Sum256(in)

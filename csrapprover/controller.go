@@ -44,6 +44,11 @@ type Options struct {
 	// per requester and in all. Further CSRs wait their turn; none is denied
 	// for being many. Defaults 10 and 1000.
 	MaxPendingPerRequester, MaxPending int
+	// CompetitorCheckPeriod is how often the approver asks whether
+	// kube-controller-manager may approve kubelet client CSRs too (at start
+	// and then periodically: kubeadm re-creates its grants on upgrade).
+	// Default 5m; negative: never.
+	CompetitorCheckPeriod time.Duration
 }
 
 // Controller approves or denies kubelet client and serving CSRs.
@@ -81,6 +86,9 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = 1000
 	}
+	if opts.CompetitorCheckPeriod == 0 {
+		opts.CompetitorCheckPeriod = 5 * time.Minute
+	}
 	registerMetrics()
 	c := &Controller{
 		client:    client,
@@ -100,6 +108,8 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 		c.verifiers[v.Type()] = v
 	}
 	c.decider = NewDecider(cfg, verifiers, instances, nodeInformer.Lister(), c)
+	c.events = record.NewBroadcaster()
+	c.recorder = c.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mooring-" + Name})
 	if err := csrInformer.Informer().AddIndexers(cache.Indexers{replayIndex: c.replayKeys}); err != nil {
 		return nil, err
 	}
@@ -116,8 +126,18 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 	if err != nil {
 		return nil, err
 	}
-	c.events = record.NewBroadcaster()
-	c.recorder = c.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mooring-" + Name})
+	_, err = csrInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, obj any) {
+			old, ok1 := oldObj.(*certificatesv1.CertificateSigningRequest)
+			cur, ok2 := obj.(*certificatesv1.CertificateSigningRequest)
+			if ok1 && ok2 {
+				c.approvedElsewhere(old, cur)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -263,6 +283,9 @@ func (c *Controller) Run(ctx context.Context) {
 		return
 	}
 	var wg sync.WaitGroup
+	if c.opts.CompetitorCheckPeriod > 0 {
+		wg.Go(func() { c.watchCompetitors(ctx, c.opts.CompetitorCheckPeriod) })
+	}
 	for range c.opts.Workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}

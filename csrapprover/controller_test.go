@@ -4,19 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 
@@ -419,4 +423,74 @@ func readyNode(name, providerID string) *v1.Node {
 	n.Name, n.Spec.ProviderID = name, providerID
 	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
 	return n
+}
+
+// kube-controller-manager approves renewals where selfnodeclient is granted
+// to system:nodes (kubeadm's default); the approver says so in a metric.
+func TestCompetingApproverIsReported(t *testing.T) {
+	w := newWorld(t)
+	client := fake.NewClientset()
+	var asked []string
+	client.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+		asked = append(asked, sar.Spec.ResourceAttributes.Subresource)
+		sar.Status.Allowed = sar.Spec.ResourceAttributes.Subresource == "selfnodeclient" && slices.Contains(sar.Spec.Groups, "system:nodes")
+		return true, sar, nil
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(),
+		Config{Cluster: cluster}, []cloud.EvidenceVerifier{w.decider.verifiers[attest.Type]}, w.instances, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl.checkCompetitors(context.Background())
+	if !slices.Equal(asked, []string{"nodeclient", "selfnodeclient"}) {
+		t.Fatalf("asked about %v", asked)
+	}
+	for kind, want := range map[string]float64{"join": 0, "renewal": 1} {
+		if got, _ := testutil.GetGaugeMetricValue(competingApprovers.WithLabelValues(kind)); got != want {
+			t.Errorf("competing_approvers{kind=%s} = %v, want %v", kind, got, want)
+		}
+	}
+}
+
+// An approval the approver did not make (kube-controller-manager's
+// AutoApproved) is counted and recorded as an Event.
+func TestApprovalByAnotherApproverIsReported(t *testing.T) {
+	w := newWorld(t)
+	renewal := w.joinSpec(t)
+	renewal.username, renewal.groups, renewal.evidence = "system:node:node-1", []string{"system:nodes"}, nil
+	counter := foreignApprovals.WithLabelValues(certificatesv1.KubeAPIServerClientKubeletSignerName, "AutoApproved")
+	before, _ := testutil.GetCounterMetricValue(counter)
+	cloudAPI := &switchedInstances{Instances: w.instances}
+	cloudAPI.down.Store(true) // mooring cannot decide; another approver does
+	r := startControllerWith(t, w, controllerSetup{instances: cloudAPI}, named(w.csr(t, renewal), "renewal", time.Now()))
+	<-r.ctrl.Ready()
+	ctx := context.Background()
+	csr, err := r.client.CertificatesV1().CertificateSigningRequests().Get(ctx, "renewal", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue, Reason: "AutoApproved",
+		Message: "Auto approving self kubelet client certificate after SubjectAccessReview."})
+	if _, err := r.client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, "renewal", csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after, _ := testutil.GetCounterMetricValue(counter)
+		events, _ := r.client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+		var recorded bool
+		for _, e := range events.Items {
+			recorded = recorded || e.Reason == "ApprovedElsewhere"
+		}
+		if after == before+1 && recorded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("foreign approval: counter %v -> %v, event recorded %v", before, after, recorded)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -3,12 +3,9 @@ package csrapprover
 import (
 	"sync"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
-
-var everything = labels.Everything()
 
 var (
 	decisions = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -32,9 +29,17 @@ var (
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "delayed_total",
 		Help: "Times a CSR waited its turn because too many were being decided at once, by the limit that held it (requester or total).",
 	}, []string{"scope"})
+	competingApprovers = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "competing_approvers",
+		Help: "1 when kube-controller-manager may approve kubelet client CSRs of this kind (join, renewal) without mooring's checks, 0 when not, -1 when the check failed.",
+	}, []string{"kind"})
+	foreignApprovals = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "foreign_approvals_total",
+		Help: "Kubelet CSRs approved by another approver, not by mooring, by signer and the approval's reason.",
+	}, []string{"signer", "reason"})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, delayed) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, delayed, competingApprovers, foreignApprovals) })
 }
