@@ -41,5 +41,7 @@ var (
 )
 
 func registerMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, delayed, competingApprovers, foreignApprovals) })
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, delayed, competingApprovers, foreignApprovals)
+	})
 }
