@@ -100,6 +100,24 @@ func (ap *approver) run(ctx context.Context, t *testing.T, client *fake.Clientse
 		if _, err := client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
 			t.Error(err)
 		}
+		go reannounce(ctx, client, csr.Name)
+	}
+}
+
+// reannounce updates a decided CSR again a little later. The fake's watch
+// does not replay from a resourceVersion as the apiserver's does, so a
+// waiter whose watch starts just after the decision would miss it.
+func reannounce(ctx context.Context, client *fake.Clientset, name string) {
+	for _, d := range []time.Duration{50 * time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		csrs := client.CertificatesV1().CertificateSigningRequests()
+		if cur, err := csrs.Get(ctx, name, metav1.GetOptions{}); err == nil {
+			_, _ = csrs.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		}
 	}
 }
 
