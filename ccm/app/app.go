@@ -1,8 +1,8 @@
 // Package app assembles mooring-ccm: k8s.io/cloud-provider's command (its
 // flags, leader election, secure serving, healthz and metrics) with the
 // stock node, node-lifecycle and route controllers, mooring's service
-// controller in place of the stock one, and the cloud providers mooring
-// registers.
+// controller in place of the stock one, mooring's node-init-retry and
+// csr-approver controllers, and the cloud providers mooring registers.
 package app
 
 import (
@@ -22,6 +22,7 @@ import (
 	"k8s.io/controller-manager/controller"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/ccm/initretry"
 	"github.com/mooring-dev/mooring/ccm/servicelb"
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
@@ -90,8 +91,19 @@ func NewCommand() (*cobra.Command, error) {
 	controllers[names.ServiceLBController] = ccmapp.ControllerInitFuncConstructor{
 		InitContext: ccmapp.ControllerInitContext{ClientName: "service-controller"},
 		Constructor: func(initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, c cloudprovider.Interface) ccmapp.InitFunc {
-			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-				return startServiceLB(ctx, initContext, completed, c, mo)
+			return func(ctx context.Context, cc genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				return startServiceLB(ctx, cc, initContext, completed, c, mo)
+			}
+		},
+	}
+	// On by default: re-queues the Nodes waiting for init when the cloud
+	// answers again. It patches Nodes as the cloud-node controller does, so
+	// it has that controller's client identity.
+	controllers[initretry.Name] = ccmapp.ControllerInitFuncConstructor{
+		InitContext: ccmapp.ControllerInitContext{ClientName: "node-controller"},
+		Constructor: func(initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, c cloudprovider.Interface) ccmapp.InitFunc {
+			return func(ctx context.Context, cc genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				return startInitRetry(ctx, cc, initContext, completed, c)
 			}
 		},
 	}
@@ -99,8 +111,8 @@ func NewCommand() (*cobra.Command, error) {
 	controllers[csrapprover.Name] = ccmapp.ControllerInitFuncConstructor{
 		InitContext: ccmapp.ControllerInitContext{ClientName: "csr-approver"},
 		Constructor: func(initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, c cloudprovider.Interface) ccmapp.InitFunc {
-			return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-				return startApprover(ctx, initContext, completed, c, mo)
+			return func(ctx context.Context, cc genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				return startApprover(ctx, cc, initContext, completed, c, mo)
 			}
 		},
 	}
@@ -115,8 +127,25 @@ func NewCommand() (*cobra.Command, error) {
 	}
 	cmd.Use = "mooring-ccm"
 	cmd.Short = "mooring's cloud-controller-manager"
+	cmd.Long = longHelp
+	// The library registers --help while its command is still named
+	// cloud-controller-manager.
+	if f := cmd.Flags().Lookup("help"); f != nil {
+		f.Usage = "help for " + cmd.Name()
+	}
 	return cmd, nil
 }
+
+// longHelp is what mooring-ccm --help prints above its flags.
+const longHelp = `mooring-ccm is mooring's cloud-controller-manager. It initializes Nodes from
+the cloud (providerID, addresses, zone, region and instance-type labels),
+deletes or taints Nodes whose instance is gone or stopped, manages the load
+balancers of LoadBalancer Services and the routes of pod CIDRs, re-queues the
+Nodes waiting for initialization when the cloud answers again after an outage,
+and can approve kubelet CSRs against the cloud's record (csr-approver). Every
+instance lookup goes through one shared, batched view of the cloud.
+
+Documentation: docs/ccm.md in the mooring repository.`
 
 // initCloud builds the provider the flags name; a provider without a
 // cluster id is refused, since it could not tell its resources apart.
@@ -135,7 +164,26 @@ func initCloud(c *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface
 	return cp
 }
 
-func startServiceLB(ctx context.Context, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options) (controller.Interface, bool, error) {
+// runController runs a controller in its own goroutine until ctx ends, the
+// way the library runs its own: recorded as running in the controller
+// manager's running_managed_controllers{name} metric meanwhile.
+func runController(ctx context.Context, cc genericcontrollermanager.ControllerContext, metricName string, run func(context.Context)) {
+	go func() {
+		if m := cc.ControllerManagerMetrics; m != nil {
+			m.ControllerStarted(metricName)
+			defer m.ControllerStopped(metricName)
+		}
+		run(ctx)
+	}()
+}
+
+// named is a started controller as the controller manager sees it
+// (controller.Interface).
+type named string
+
+func (n named) Name() string { return string(n) }
+
+func startServiceLB(ctx context.Context, cc genericcontrollermanager.ControllerContext, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options) (controller.Interface, bool, error) {
 	lbs, ok := cp.LoadBalancer()
 	if !ok {
 		klog.InfoS("The cloud provider has no load balancers; service controller not started", "provider", cp.ProviderName())
@@ -164,8 +212,10 @@ func startServiceLB(ctx context.Context, initContext ccmapp.ControllerInitContex
 	if err != nil {
 		return nil, false, err
 	}
-	go c.Run(ctx)
-	return nil, true, nil
+	// "service", as the library's service controller this one replaces
+	// reports itself.
+	runController(ctx, cc, "service", c.Run)
+	return named(servicelb.Name), true, nil
 }
 
 // nodeBatch maps the flag's 0 (at once) to the controller's negative.
@@ -176,7 +226,7 @@ func nodeBatch(d time.Duration) time.Duration {
 	return d
 }
 
-func startApprover(ctx context.Context, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options) (controller.Interface, bool, error) {
+func startApprover(ctx context.Context, cc genericcontrollermanager.ControllerContext, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options) (controller.Interface, bool, error) {
 	a, ok := cp.(cloud.Attester)
 	if !ok {
 		return nil, false, fmt.Errorf("%s: provider %s cannot attest instances", csrapprover.Name, cp.ProviderName())
@@ -185,6 +235,20 @@ func startApprover(ctx context.Context, initContext ccmapp.ControllerInitContext
 	if err != nil {
 		return nil, false, err
 	}
-	go c.Run(ctx)
-	return nil, true, nil
+	runController(ctx, cc, csrapprover.Name, c.Run)
+	return named(csrapprover.Name), true, nil
+}
+
+// startInitRetry starts the node-init-retry controller over the provider's
+// shared instance view; a provider without one gets no such controller.
+func startInitRetry(ctx context.Context, cc genericcontrollermanager.ControllerContext, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface) (controller.Interface, bool, error) {
+	a, ok := cp.(cloud.Attester)
+	if !ok || a.InstanceView() == nil {
+		klog.InfoS("The cloud provider has no shared instance view; controller not started", "controller", initretry.Name, "provider", cp.ProviderName())
+		return nil, false, nil
+	}
+	c := initretry.New(completed.ClientBuilder.ClientOrDie(initContext.ClientName),
+		completed.SharedInformers.Core().V1().Nodes(), a.InstanceView(), initretry.Options{})
+	runController(ctx, cc, initretry.Name, c.Run)
+	return c, true, nil
 }

@@ -27,11 +27,15 @@ var (
 		Namespace: "mooring", Subsystem: "cloud_view", Name: "instances",
 		Help: "Instances in the newest snapshot.",
 	})
+	recoveries = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "cloud_view", Name: "recoveries_total",
+		Help: "Lists that succeeded after one or more failed: the cloud answering again.",
+	})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(listCalls, listDuration, lookups, instances)
+		legacyregistry.MustRegister(listCalls, listDuration, lookups, instances, recoveries)
 	})
 }

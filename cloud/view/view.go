@@ -6,6 +6,9 @@
 // refreshes the snapshot (at most once per MinRefreshInterval) before it is
 // believed. The cloud's cost is so O(1) List calls per period, however many
 // nodes there are.
+//
+// The view also tells when the cloud answers again: OnRecovery callbacks run
+// after a List succeeds that follows one or more failed Lists.
 package view
 
 import (
@@ -74,6 +77,11 @@ type View struct {
 	mu       sync.Mutex
 	snap     *snapshot
 	inflight *refresh
+	// failing: the newest List to finish failed.
+	failing bool
+	// watchers are the OnRecovery callbacks, by registration number.
+	watchers map[uint64]func()
+	nextID   uint64
 }
 
 type snapshot struct {
@@ -142,6 +150,44 @@ func (v *View) List(ctx context.Context, maxAge time.Duration) ([]Instance, erro
 		out[i] = s.all[i].clone()
 	}
 	return out, nil
+}
+
+// Refresh makes sure a snapshot no older than maxAge exists, listing the
+// cloud (or joining a List in flight) if needed, and returns that List's
+// error. It is a lookup that copies nothing: a way to probe the cloud.
+func (v *View) Refresh(ctx context.Context, maxAge time.Duration) error {
+	_, err := v.snapshot(ctx, maxAge)
+	return err
+}
+
+// Failing reports whether the newest List of the cloud to finish failed:
+// the view is waiting for the cloud to answer again.
+func (v *View) Failing() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.failing
+}
+
+// OnRecovery registers f, called each time a List of the cloud succeeds
+// after one or more Lists failed (once per failure-to-success transition,
+// never on a success that follows a success). f runs on the goroutine that
+// made the List, after the new snapshot is in place and before the List's
+// callers get their answer, so it must not block; it may call the view.
+// The returned function unregisters f.
+func (v *View) OnRecovery(f func()) (cancel func()) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.watchers == nil {
+		v.watchers = make(map[uint64]func())
+	}
+	id := v.nextID
+	v.nextID++
+	v.watchers[id] = f
+	return func() {
+		v.mu.Lock()
+		delete(v.watchers, id)
+		v.mu.Unlock()
+	}
 }
 
 // Invalidate makes the next lookup list the cloud again.
@@ -225,7 +271,27 @@ func (v *View) run(r *refresh) {
 	if v.inflight == r {
 		v.inflight = nil
 	}
+	// Lists are judged in the order they finish: the cloud has recovered
+	// when one succeeds and the one before it failed.
+	var (
+		recovered bool
+		notify    []func()
+	)
+	if r.err != nil {
+		v.failing = true
+	} else if v.failing {
+		v.failing, recovered = false, true
+		for _, f := range v.watchers {
+			notify = append(notify, f)
+		}
+	}
 	v.mu.Unlock()
+	if recovered {
+		recoveries.Inc()
+		for _, f := range notify {
+			f()
+		}
+	}
 	close(r.done)
 }
 

@@ -202,3 +202,101 @@ func TestCancelledCallerLeavesTheListRunning(t *testing.T) {
 		t.Fatalf("the second caller should join the first List: %d calls", n)
 	}
 }
+
+func TestOnRecoveryFiresOncePerFailureToSuccess(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &countingSource{items: fleet(2)}
+	v := New(src, Options{Clock: clk})
+	var fired atomic.Int32
+	cancel := v.OnRecovery(func() {
+		// The new snapshot is in place before the callback runs, and the
+		// callback may use the view.
+		if v.Failing() {
+			t.Error("Failing() inside the recovery callback")
+		}
+		if _, err := v.ByID(context.Background(), "i-0001", time.Hour); err != nil {
+			t.Errorf("lookup inside the recovery callback: %v", err)
+		}
+		fired.Add(1)
+	})
+	ctx := context.Background()
+	// Every call lists anew: the clock moves past each snapshot.
+	list := func() error {
+		clk.Step(time.Second)
+		return v.Refresh(ctx, 0)
+	}
+	outage := errors.New("503 Service Unavailable")
+	steps := []struct {
+		err         error
+		wantFired   int32
+		wantFailing bool
+	}{
+		{nil, 0, false},   // a first success is no recovery
+		{nil, 0, false},   // nor a success after a success
+		{outage, 0, true}, // the cloud goes away
+		{outage, 0, true}, // and stays away
+		{outage, 0, true}, //
+		{nil, 1, false},   // it answers again: one signal
+		{nil, 1, false},   // later successes: none
+		{nil, 1, false},   //
+		{outage, 1, true}, // a second outage
+		{nil, 2, false},   // a second recovery
+		{outage, 2, true}, //
+	}
+	for i, s := range steps {
+		src.set(fleet(2), s.err)
+		err := list()
+		if (err != nil) != (s.err != nil) {
+			t.Fatalf("step %d: List error %v, want %v", i, err, s.err)
+		}
+		if got := fired.Load(); got != s.wantFired {
+			t.Fatalf("step %d: recovery signalled %d times, want %d", i, got, s.wantFired)
+		}
+		if got := v.Failing(); got != s.wantFailing {
+			t.Fatalf("step %d: Failing() = %v, want %v", i, got, s.wantFailing)
+		}
+	}
+	// Unregistered: the next recovery is not signalled to it.
+	cancel()
+	src.set(fleet(2), nil)
+	if err := list(); err != nil {
+		t.Fatal(err)
+	}
+	if got := fired.Load(); got != 2 {
+		t.Fatalf("after cancel: signalled %d times, want 2", got)
+	}
+}
+
+func TestOnRecoveryAfterFailedLookups(t *testing.T) {
+	// Concurrent lookups during an outage share failing Lists; the first
+	// success after them is one recovery, signalled to every watcher once.
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &countingSource{err: errors.New("down")}
+	v := New(src, Options{Clock: clk})
+	var a, b atomic.Int32
+	v.OnRecovery(func() { a.Add(1) })
+	v.OnRecovery(func() { b.Add(1) })
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			if _, err := v.ByName(ctx, fmt.Sprintf("node-%d", i), time.Minute); err == nil || errors.Is(err, ErrNotFound) {
+				t.Errorf("lookup during the outage: %v, want a cloud error", err)
+			}
+		})
+	}
+	wg.Wait()
+	if !v.Failing() || a.Load()+b.Load() != 0 {
+		t.Fatalf("during the outage: failing %v, signals %d+%d", v.Failing(), a.Load(), b.Load())
+	}
+	src.set(fleet(20), nil)
+	clk.Step(time.Second)
+	for i := range 20 {
+		if _, err := v.ByName(ctx, fmt.Sprintf("node-%d", i), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Load() != 1 || b.Load() != 1 || v.Failing() {
+		t.Fatalf("after recovery: signals %d and %d, want 1 each; failing %v", a.Load(), b.Load(), v.Failing())
+	}
+}
