@@ -282,6 +282,11 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForNamedCacheSync(Name, ctx.Done(), c.synced...) {
 		return
 	}
+	// CSRs retrying after cloud errors are woken when the cloud answers
+	// again, rather than each after its own backoff (up to 2 min).
+	if r, ok := c.decider.instances.(recoveries); ok {
+		defer r.OnRecovery(c.wakeHolders)()
+	}
 	var wg sync.WaitGroup
 	if c.opts.CompetitorCheckPeriod > 0 {
 		wg.Go(func() { c.watchCompetitors(ctx, c.opts.CompetitorCheckPeriod) })
@@ -345,6 +350,20 @@ func (c *Controller) sync(ctx context.Context, name string) (err error) {
 		return err
 	}
 	return c.apply(ctx, csr, d)
+}
+
+// recoveries is a cloud view that tells when the cloud answers again after
+// failures (*view.View).
+type recoveries interface {
+	OnRecovery(f func()) (cancel func())
+}
+
+// wakeHolders queues every CSR that holds a place in the gate (those being
+// decided or waiting to retry) at once.
+func (c *Controller) wakeHolders() {
+	for _, name := range c.gate.names() {
+		c.queue.Add(name)
+	}
 }
 
 // release gives up name's place in the gate and wakes the CSR it fits.
@@ -472,6 +491,17 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 	logger.Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username,
 		"decision", verdict, "reason", d.Reason, "message", d.Message)
 	return nil
+}
+
+// names lists the CSRs holding a place.
+func (g *gate) names() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, 0, len(g.holders))
+	for n := range g.holders {
+		out = append(out, n)
+	}
+	return out
 }
 
 // held counts the places taken.

@@ -329,11 +329,30 @@ func TestDryRunDecidesNothing(t *testing.T) {
 	}
 }
 
-// switchedInstances fails like an outage while down is set.
+// switchedInstances fails like an outage while down is set; recover ends
+// the outage and tells the OnRecovery callbacks, as the shared view does.
 type switchedInstances struct {
 	Instances
-	down  atomic.Bool
-	calls atomic.Int32
+	down    atomic.Bool
+	calls   atomic.Int32
+	mu      sync.Mutex
+	onFixed []func()
+}
+
+func (s *switchedInstances) OnRecovery(f func()) func() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onFixed = append(s.onFixed, f)
+	return func() {}
+}
+
+func (s *switchedInstances) recover() {
+	s.down.Store(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.onFixed {
+		f()
+	}
 }
 
 func (s *switchedInstances) ByProviderID(ctx context.Context, pid string, maxAge time.Duration) (view.Instance, error) {
@@ -376,6 +395,32 @@ func TestBootWaveDuringOutageWaitsInsteadOfDenying(t *testing.T) {
 		if got := r.waitReasonFor(t, c.Name, 30*time.Second); got != "Approved/"+ReasonApproved {
 			t.Fatalf("%s: %s", c.Name, got)
 		}
+	}
+}
+
+// After a long outage the CSRs retrying would each wait out a backoff of
+// seconds to minutes; the cloud view's recovery wakes them at once.
+func TestRecoveryWakesRetryingCSRs(t *testing.T) {
+	w := newWorld(t)
+	cloudAPI := &switchedInstances{Instances: w.instances}
+	cloudAPI.down.Store(true)
+	var csrs []*certificatesv1.CertificateSigningRequest
+	for i := range 6 {
+		csrs = append(csrs, named(w.csr(t, w.joinSpec(t)), fmt.Sprintf("join-%d", i), time.Now()))
+	}
+	r := startControllerWith(t, w, controllerSetup{opts: Options{MaxPendingPerRequester: 3}, instances: cloudAPI}, csrs...)
+	// Retries at about 0.2, 0.6, 1.4, 3, 6.2 and 12.6 s (200 ms doubling):
+	// recovering at 8 s leaves the next one 4.6 s away.
+	time.Sleep(8 * time.Second)
+	recovered := time.Now()
+	cloudAPI.recover()
+	for _, c := range csrs {
+		if got := r.waitReasonFor(t, c.Name, 10*time.Second); got != "Approved/"+ReasonApproved {
+			t.Fatalf("%s: %s", c.Name, got)
+		}
+	}
+	if d := time.Since(recovered); d > 2*time.Second {
+		t.Fatalf("all decided %v after the recovery, want within 2s", d)
 	}
 }
 
