@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
@@ -85,8 +86,12 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	}
 	c := &testbed.Cluster{ControlPlane: cp}
 	var fleet *harness.Fleet
+	var stopResponder func()
 	defer func() {
 		step("Stopping everything")
+		if stopResponder != nil {
+			stopResponder()
+		}
 		var errs []error
 		if fleet != nil {
 			errs = append(errs, fleet.Stop())
@@ -127,13 +132,17 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	}
 	step("Creating %d instances; each runs mooring-agent, which starts its kubelet through systemd", n)
 	start := time.Now()
-	if fleet, err = harness.RunFleet(ctx, c, lc, harness.FleetOptions{Names: names, Cluster: cluster, Dir: filepath.Join(stateDir, "machines"), AgentBin: bins["mooring-agent"]}); err != nil {
+	if fleet, err = harness.RunFleet(ctx, c, lc, harness.FleetOptions{Names: names, Cluster: cluster, Dir: filepath.Join(stateDir, "machines"), AgentBin: bins["mooring-agent"],
+		// A machine follows its instance: stopped or terminated with the
+		// CLI, its kubelet stops.
+		PowerLogf: func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) }}); err != nil {
 		return err
 	}
 	if err := watchNodes(ctx, c, fleet, start); err != nil {
 		return err
 	}
-	if err := loadBalancer(ctx, c, fleet); err != nil {
+	var vip string
+	if vip, stopResponder, err = loadBalancer(ctx, c, lc, fleet); err != nil {
 		return err
 	}
 	if err := stolenToken(ctx, c); err != nil {
@@ -141,6 +150,14 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	}
 
 	step("Done")
+	health, err := backendHealth(ctx, lc, fleet)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("    service:    http://%s/ answers while the demo runs; its load balancer has %s\n", net.JoinHostPort(vip, "80"), health)
+	fmt.Printf("    cloud CLI:  MOORING_LOCALCLOUD_URL=%s MOORING_LOCALCLOUD_TOKEN=$(cat %s) %s instances list\n",
+		lc.URL, lc.TokenFile, bins["mooring-localcloud"])
+	fmt.Println("                (instances stop|start|terminate ID: a stopped or terminated instance's kubelet stops, as a powered-off machine's)")
 	fmt.Printf("    logs:       %s (control plane, cloud, ccm, agents) and %s (kubelets)\n", cp.LogDir(), filepath.Join(stateDir, "machines"))
 	fmt.Printf("    kubeconfig: %s\n", cp.AdminKubeconfig)
 	fmt.Printf("    try:        kubectl --kubeconfig %s get nodes,csr\n", cp.AdminKubeconfig)
@@ -270,7 +287,10 @@ func since(created, decided metav1.Time) string {
 	return "(" + d.Round(time.Second).String() + ")"
 }
 
-func loadBalancer(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet) error {
+// loadBalancer creates the Service and a server for it on node-1, and
+// shows a request through the load balancer. The server keeps answering
+// until stop, at teardown.
+func loadBalancer(ctx context.Context, c *testbed.Cluster, lc *harness.LocalCloud, fleet *harness.Fleet) (vip string, stop func(), err error) {
 	step("Creating a LoadBalancer Service")
 	svc, err := c.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "hello"},
@@ -278,7 +298,7 @@ func loadBalancer(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet)
 			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	// No kube-proxy runs here: the demo stands in for it on node-1,
 	// answering on the node port at the node's address.
@@ -286,9 +306,15 @@ func loadBalancer(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet)
 	addr := net.JoinHostPort(node.Instance.Addresses[0].Address, fmt.Sprint(svc.Spec.Ports[0].NodePort))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
-	defer ln.Close()
+	stop = func() { ln.Close() }
+	defer func() {
+		if err != nil {
+			stop()
+			stop = nil
+		}
+	}()
 	go func() {
 		for {
 			conn, err := ln.Accept()
@@ -300,7 +326,6 @@ func loadBalancer(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet)
 			conn.Close()
 		}
 	}()
-	var vip string
 	deadline := time.Now().Add(time.Minute)
 	for vip == "" {
 		s, err := c.Client.CoreV1().Services("default").Get(ctx, "hello", metav1.GetOptions{})
@@ -309,7 +334,7 @@ func loadBalancer(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet)
 			break
 		}
 		if time.Now().After(deadline) {
-			return errors.New("the Service got no ingress IP in a minute")
+			return "", stop, errors.New("the Service got no ingress IP in a minute")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -317,11 +342,57 @@ func loadBalancer(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet)
 	for time.Now().Before(deadline) {
 		if answer, err := get(net.JoinHostPort(vip, "80")); err == nil {
 			fmt.Printf("    GET http://%s/ -> %s\n", net.JoinHostPort(vip, "80"), answer)
-			return nil
+			health, err := backendHealth(ctx, lc, fleet)
+			if err != nil {
+				return vip, stop, err
+			}
+			fmt.Printf("    the load balancer has %s; only node-1 serves the node port\n", health)
+			return vip, stop, nil
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	return errors.New("no answer through the load balancer")
+	return vip, stop, errors.New("no answer through the load balancer")
+}
+
+// backendHealth says how many backends of the Service's load balancer pass
+// their health checks, as the local cloud reports them, and whose they are.
+func backendHealth(ctx context.Context, lc *harness.LocalCloud, fleet *harness.Fleet) (string, error) {
+	lbs, err := lc.Client.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: cluster})
+	if err != nil {
+		return "", err
+	}
+	names := map[string]string{}
+	for _, m := range fleet.Machines {
+		for _, a := range m.Instance.Addresses {
+			names[a.Address] = m.Instance.Name
+		}
+	}
+	for _, lb := range lbs {
+		// The tags mooring-ccm puts on a Service's load balancer.
+		if lb.Tags["kubernetes.io/service-namespace"] != "default" || lb.Tags["kubernetes.io/service-name"] != "hello" {
+			continue
+		}
+		total := 0
+		var healthy []string
+		for _, l := range lb.Listeners {
+			for _, b := range l.Backends {
+				total++
+				if b.Healthy != nil && *b.Healthy {
+					name := names[b.Address]
+					if name == "" {
+						name = b.Address
+					}
+					healthy = append(healthy, name)
+				}
+			}
+		}
+		who := strings.Join(healthy, ", ")
+		if who == "" {
+			who = "none"
+		}
+		return fmt.Sprintf("%d of %d backends healthy (%s)", len(healthy), total, who), nil
+	}
+	return "", errors.New("the local cloud has no load balancer for Service default/hello")
 }
 
 func get(addr string) (string, error) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -62,12 +63,19 @@ type Machine struct {
 	Config, EnvFile string
 	Agent           *testbed.Process
 	Notify          *NotifySocket
+
+	power power
 }
 
-// Fleet is the machines and the systemd that runs their kubelets.
+// Fleet is the machines and the systemd that runs their kubelets. While it
+// runs, each machine follows its instance's power (power.go): stopping or
+// terminating the instance stops the machine's kubelet.
 type Fleet struct {
 	Machines []*Machine
 	Systemd  *testbed.UserSystemd
+
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
 }
 
 // FleetOptions describe the machines.
@@ -76,13 +84,21 @@ type FleetOptions struct {
 	Cluster  string
 	Dir      string // state of the machines and of systemd
 	AgentBin string
+	// PowerPoll is how often the instances' states are read to power
+	// machines off and on (default DefaultPowerPoll; negative: never).
+	PowerPoll time.Duration
+	// PowerLogf, when set, is told each machine powered off or on.
+	PowerLogf func(format string, args ...any)
 }
 
 // RunFleet creates an instance per name, prepares its node (kubelet not
 // started: its unit is written into a systemd --user that this starts),
 // writes the agent's config, and starts the agents. The kubelets start when
-// their agents ask systemd to. The cluster stops the nodes; Stop stops
-// systemd, and with it the kubelets, and must come first.
+// their agents ask systemd to. From then on, until Stop, a machine whose
+// instance is stopped or terminated is powered off (its kubelet stopped),
+// and powered on again when a stopped instance runs (see power.go). The
+// cluster stops the nodes; Stop stops systemd, and with it the kubelets,
+// and must come first.
 func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts FleetOptions) (f *Fleet, err error) {
 	dir := opts.Dir
 	caFile := filepath.Join(dir, "ca.crt")
@@ -141,12 +157,27 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 			return f, err
 		}
 	}
+	if every := opts.PowerPoll; every >= 0 {
+		if every == 0 {
+			every = DefaultPowerPoll
+		}
+		var wctx context.Context
+		wctx, f.stopWatch = context.WithCancel(context.Background())
+		f.watchDone = make(chan struct{})
+		go f.watchPower(wctx, lc, every, opts.PowerLogf)
+	}
 	return f, nil
 }
 
-// Stop stops systemd (and so the kubelets) and closes the notify sockets.
+// Stop stops following the instances' power, then stops systemd (and so
+// the kubelets) and closes the notify sockets.
 func (f *Fleet) Stop() error {
 	var err error
+	if f.stopWatch != nil {
+		f.stopWatch()
+		<-f.watchDone
+		f.stopWatch = nil
+	}
 	if f.Systemd != nil {
 		err = f.Systemd.Stop()
 		f.Systemd = nil

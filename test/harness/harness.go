@@ -8,13 +8,17 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,19 +55,35 @@ func BuildBinary(t testing.TB, pkg string) string {
 	return out
 }
 
-// LocalCloud is a mooring-localcloud process.
+// LocalCloud is a mooring-localcloud process. Its API keeps one address
+// (URL) for its whole life, restarts included: Kill and Start (or Restart)
+// run the daemon again with the same command line and state file, as an
+// operator restarting it would, and the programs configured with URL reach
+// it again.
 type LocalCloud struct {
 	Proc      *testbed.Process
 	Client    *client.Client
 	URL       string
 	TokenFile string
+
+	cp       *testbed.ControlPlane
+	bin      string
+	args     []string
+	addrFile string
 }
 
 const cloudToken = "harness-cloud-token"
 
+// errAddrInUse: the daemon could not bind its --listen address.
+var errAddrInUse = errors.New("the API address is in use")
+
 // RunLocalCloud runs the daemon with its state in dir and address pools of
 // its own: the third octet comes from this process's id, so concurrent test
-// processes do not meet. Extra flags (such as --rate-limit) are appended.
+// processes do not meet. Its API listens on a port of 127.0.0.1 chosen here
+// and passed with --listen, so that a restart binds the same address (with
+// --listen=127.0.0.1:0 it would get another port, and every client
+// configured with the first one would be refused). Extra flags (such as
+// --rate-limit) are appended.
 func RunLocalCloud(c *testbed.ControlPlane, bin, dir string, extra ...string) (*LocalCloud, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -74,36 +94,139 @@ func RunLocalCloud(c *testbed.ControlPlane, bin, dir string, extra ...string) (*
 	}
 	b := os.Getpid() % 250
 	addrFile := filepath.Join(dir, "address")
-	_ = os.Remove(addrFile)
-	args := append([]string{"serve",
-		"--listen=127.0.0.1:0", "--address-file=" + addrFile, "--token-file=" + tokenFile,
-		"--state=" + filepath.Join(dir, "state.db"), "--metadata-port=0",
-		fmt.Sprintf("--internal-cidr=127.41.%d.0/24", b), fmt.Sprintf("--external-cidr=127.42.%d.0/24", b),
-		fmt.Sprintf("--vip-cidr=127.43.%d.0/24", b)}, extra...)
-	p, err := c.Run("mooring-localcloud", bin, args...)
-	if err != nil {
-		return nil, err
+	// Another process may take the port between the choice and the bind: a
+	// few choices.
+	for attempt := 1; ; attempt++ {
+		port, err := stablePort("127.0.0.1")
+		if err != nil {
+			return nil, err
+		}
+		lc := &LocalCloud{
+			URL: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), TokenFile: tokenFile,
+			cp: c, bin: bin, addrFile: addrFile,
+			args: append([]string{"serve",
+				"--listen=" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), "--address-file=" + addrFile,
+				"--token-file=" + tokenFile, "--state=" + filepath.Join(dir, "state.db"), "--metadata-port=0",
+				fmt.Sprintf("--internal-cidr=127.41.%d.0/24", b), fmt.Sprintf("--external-cidr=127.42.%d.0/24", b),
+				fmt.Sprintf("--vip-cidr=127.43.%d.0/24", b)}, extra...),
+		}
+		if lc.Client, err = client.New(lc.URL, cloudToken, nil); err != nil {
+			return nil, err
+		}
+		err = lc.run()
+		if err == nil {
+			return lc, nil
+		}
+		if !errors.Is(err, errAddrInUse) || attempt == 5 {
+			return nil, err
+		}
 	}
-	var url string
+}
+
+// run starts the daemon with lc's command line and waits until it
+// listens at lc.URL.
+func (lc *LocalCloud) run() error {
+	_ = os.Remove(lc.addrFile)
+	p, err := lc.cp.Run("mooring-localcloud", lc.bin, lc.args...)
+	if err != nil {
+		return err
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if done, err := p.Exited(); done {
-			return nil, fmt.Errorf("mooring-localcloud exited: %v\n%s", err, p.LogTail(20))
+			tail := p.LogTail(20)
+			if strings.Contains(tail, "address already in use") {
+				return fmt.Errorf("mooring-localcloud exited: %w (%s)\n%s", errAddrInUse, lc.URL, tail)
+			}
+			return fmt.Errorf("mooring-localcloud exited: %v\n%s", err, tail)
 		}
-		if data, err := os.ReadFile(addrFile); err == nil && strings.TrimSpace(string(data)) != "" {
-			url = strings.TrimSpace(string(data))
+		if data, err := os.ReadFile(lc.addrFile); err == nil && strings.TrimSpace(string(data)) != "" {
+			if url := strings.TrimSpace(string(data)); url != lc.URL {
+				_ = p.Stop(time.Second)
+				return fmt.Errorf("mooring-localcloud listens at %s, not at %s", url, lc.URL)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("mooring-localcloud did not write its address\n%s", p.LogTail(20))
+			_ = p.Stop(time.Second)
+			return fmt.Errorf("mooring-localcloud did not write its address\n%s", p.LogTail(20))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cl, err := client.New(url, cloudToken, nil)
-	if err != nil {
-		return nil, err
+	lc.Proc = p
+	return nil
+}
+
+// Kill ends the daemon with SIGKILL (by its recorded PID, as kill -9 would)
+// and waits until it is gone. Its state file keeps everything it answered.
+func (lc *LocalCloud) Kill() error {
+	if done, _ := lc.Proc.Exited(); done {
+		return nil
 	}
-	return &LocalCloud{Proc: p, Client: cl, URL: url, TokenFile: tokenFile}, nil
+	if err := syscall.Kill(lc.Proc.PID(), syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill -9 mooring-localcloud (pid %d): %w", lc.Proc.PID(), err)
+	}
+	_, err := lc.Proc.Wait(30 * time.Second)
+	return err
+}
+
+// Start runs the daemon again, after Kill or after it died, with the same
+// command line and state file; it returns once the API answers at the same
+// URL. A bind that fails (the address still held) is retried for up to 10 s.
+func (lc *LocalCloud) Start() error {
+	if done, _ := lc.Proc.Exited(); !done {
+		return fmt.Errorf("mooring-localcloud (pid %d) is still running", lc.Proc.PID())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := lc.run()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, errAddrInUse) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Restart is Kill, then Start: a crash of the daemon and its restart by
+// whoever supervises it.
+func (lc *LocalCloud) Restart() error {
+	if err := lc.Kill(); err != nil {
+		return err
+	}
+	return lc.Start()
+}
+
+// stablePort picks a TCP port on host that is free now and lies below the
+// kernel's ephemeral range (net.ipv4.ip_local_port_range): the kernel never
+// hands such a port to an outgoing connection, so while the process that
+// listens on it is down, nothing but another explicit bind can take it, and
+// a restart binds it again.
+func stablePort(host string) (int, error) {
+	low := 32768
+	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(data)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	from := max(1024, low-12000)
+	if low-from < 100 {
+		return 0, fmt.Errorf("the ephemeral port range starts at %d: no room below it for a stable port", low)
+	}
+	for range 200 {
+		port := from + rand.IntN(low-from)
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free port on %s in [%d, %d)", host, from, low)
 }
 
 // StartLocalCloud is RunLocalCloud for a test.

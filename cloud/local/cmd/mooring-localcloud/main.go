@@ -3,7 +3,10 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -45,21 +48,28 @@ func commands() []command {
 	}
 }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: mooring-localcloud COMMAND [flags]")
-	fmt.Fprintln(os.Stderr, "\nClient commands find the API in $MOORING_LOCALCLOUD_URL (or --url) and the token in")
-	fmt.Fprintln(os.Stderr, "$MOORING_LOCALCLOUD_TOKEN (or --token-file); add -o json for JSON output.\n\ncommands:")
+// usage writes the help to w.
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: mooring-localcloud COMMAND [flags]")
+	fmt.Fprintln(w, "\nClient commands find the API in $MOORING_LOCALCLOUD_URL (or --url) and the token in")
+	fmt.Fprintln(w, "$MOORING_LOCALCLOUD_TOKEN (or --token-file); add -o json for JSON output.")
+	fmt.Fprintln(w, "COMMAND --help lists a command's flags.\n\ncommands:")
 	cmds := commands()
 	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].words < cmds[j].words })
 	for _, c := range cmds {
-		fmt.Fprintf(os.Stderr, "  %-20s %s\n", c.words, c.usage)
+		fmt.Fprintf(w, "  %-20s %s\n", c.words, c.usage)
 	}
 }
 
 func main() {
 	args := os.Args[1:]
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage()
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		// Asked for: on stdout, and a success.
+		usage(os.Stdout)
+		return
+	}
+	if len(args) == 0 {
+		usage(os.Stderr)
 		os.Exit(2)
 	}
 	for _, c := range commands() {
@@ -68,12 +78,15 @@ func main() {
 			continue
 		}
 		if err := c.run(args[len(words):]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return // COMMAND --help: the flag package printed the flags
+			}
 			fmt.Fprintf(os.Stderr, "mooring-localcloud %s: %v\n", c.words, err)
 			os.Exit(1)
 		}
 		return
 	}
 	fmt.Fprintf(os.Stderr, "mooring-localcloud: unknown command %q\n\n", strings.Join(args, " "))
-	usage()
+	usage(os.Stderr)
 	os.Exit(2)
 }

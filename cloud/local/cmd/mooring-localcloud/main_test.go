@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,5 +177,91 @@ func TestServeRefusesBadConfig(t *testing.T) {
 		"--internal-cidr", "10.0.0.0/24")
 	if !strings.Contains(msg, "outside the allowed prefixes") {
 		t.Errorf("off-machine pool: %s", msg)
+	}
+}
+
+// TestHelp: help asked for is printed on stdout with exit 0, for the
+// program and for each command; no command, or an unknown one, is a usage
+// error (exit 2).
+func TestHelp(t *testing.T) {
+	exec1 := func(args ...string) (stdout, stderr string, code int) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), asMain+"=1")
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+	}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}} {
+		out, errOut, code := exec1(args...)
+		if code != 0 || !strings.Contains(out, "usage: mooring-localcloud COMMAND") || !strings.Contains(out, "instances terminate") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"serve", "--help"}, {"instances", "list", "-h"}} {
+		_, errOut, code := exec1(args...)
+		if code != 0 || !strings.Contains(errOut, "-"+map[string]string{"serve": "listen", "instances": "cluster"}[args[0]]) || strings.Contains(errOut, "help requested") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	for _, args := range [][]string{nil, {"frobnicate"}} {
+		if _, errOut, code := exec1(args...); code != 2 || !strings.Contains(errOut, "usage: mooring-localcloud COMMAND") {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+// TestServeCreatesTheStateDirectory: --state in a directory that does not
+// exist (as docs/localcloud.md's /var/lib/mooring/localcloud.db on a fresh
+// machine) creates it, mode 0700, and serves.
+func TestServeCreatesTheStateDirectory(t *testing.T) {
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, "token"), []byte("tok"), 0o600)
+	state := filepath.Join(dir, "var", "lib", "mooring", "localcloud.db")
+	addr := filepath.Join(dir, "address")
+	cmd := exec.Command(os.Args[0], "serve", "--listen=127.0.0.1:0", "--address-file="+addr,
+		"--token-file="+filepath.Join(dir, "token"), "--state="+state,
+		"--internal-cidr=127.61.4.0/24", "--external-cidr=127.61.5.0/24", "--vip-cidr=127.61.6.0/24")
+	cmd.Env = append(os.Environ(), asMain+"=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(addr); err == nil {
+			break
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("serve exited: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not write its address\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(state); err != nil {
+		t.Errorf("state file: %v", err)
+	}
+	for _, d := range []string{"var", "var/lib", "var/lib/mooring"} {
+		if fi, err := os.Stat(filepath.Join(dir, d)); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v, %v; want a directory with mode 0700", d, fi.Mode(), err)
+		}
 	}
 }

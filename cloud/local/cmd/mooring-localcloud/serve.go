@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -32,7 +33,7 @@ func serve(args []string) error {
 		latency     = fs.Duration("fault-latency", 0, "latency added to every API call")
 		errorRate   = fs.Float64("fault-error-rate", 0, "share (0..1) of API calls that fail with 503")
 	)
-	fs.StringVar(&cfg.StatePath, "state", "localcloud.db", "state file (bbolt); created when missing")
+	fs.StringVar(&cfg.StatePath, "state", "localcloud.db", "state file (bbolt); created when missing, with its directory (mode 0700)")
 	fs.StringVar(&cfg.Region, "region", server.DefaultRegion, "the cloud's region")
 	fs.StringVar(&cfg.InternalCIDR, "internal-cidr", server.DefaultInternalCIDR, "pool of instances' internal IPs")
 	fs.StringVar(&cfg.ExternalCIDR, "external-cidr", server.DefaultExternalCIDR, "pool of instances' external IPs")
@@ -63,6 +64,11 @@ func serve(args []string) error {
 	cfg.Zones = splitList(*zones)
 	cfg.InstanceTypes = splitList(*types)
 	cfg.Faults = api.Faults{Latency: api.Duration(*latency), ErrorRate: *errorRate}
+	// The state holds the identity keys: its directory, when made here, is
+	// the owner's alone. An existing one is left as it is.
+	if err := os.MkdirAll(filepath.Dir(cfg.StatePath), 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
 
 	srv, err := server.New(cfg)
 	if err != nil {
