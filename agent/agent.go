@@ -14,7 +14,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -231,11 +230,11 @@ func (a *Agent) join(ctx context.Context, inst Instance, nodeName string, ca []b
 	if err != nil {
 		return err
 	}
-	token, err := os.ReadFile(cfg.BootstrapTokenFile)
+	tokenID, tokenSecret, err := readBootstrapToken(cfg.BootstrapTokenFile)
 	if err != nil {
-		return fmt.Errorf("bootstrapTokenFile: %w", err)
+		return err
 	}
-	client, err := a.NewClient(cfg.APIServer, ca, strings.TrimSpace(string(token)))
+	client, err := a.NewClient(cfg.APIServer, ca, tokenID+"."+tokenSecret)
 	if err != nil {
 		return err
 	}
