@@ -27,25 +27,12 @@ import (
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/systemd"
 )
-
-// Instance is what the machine's metadata service says about it.
-type Instance struct {
-	ID, Name, ProviderID string
-	// InternalIP is the instance's first internal address, if any.
-	InternalIP string
-}
-
-// Identity is the machine's cloud identity: its metadata, and evidence the
-// cloud signs for a binding value.
-type Identity interface {
-	Instance(ctx context.Context) (Instance, error)
-	Evidence(ctx context.Context, binding string) (evidence.Block, error)
-}
 
 // Starter starts a systemd unit without waiting for it.
 type Starter interface {
@@ -74,8 +61,9 @@ const (
 // Agent takes a node from a fresh boot to a kubelet with approved
 // credentials. Every step can be interrupted and resumed.
 type Agent struct {
-	Config   Config
-	Identity Identity
+	Config Config
+	// Identity is the machine's cloud (a backend's, cloud.NewNodeIdentity).
+	Identity cloud.NodeIdentity
 	Notifier systemd.Notifier
 	// Units starts the kubelet; nil: the agent does not start it.
 	Units Starter
@@ -146,7 +134,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.defaults()
 	cfg := a.Config
 	a.status("reading the instance metadata")
-	var inst Instance
+	var inst cloud.NodeInstance
 	if err := a.retry(ctx, "instance metadata", func() (err error) { inst, err = a.Identity.Instance(ctx); return err }); err != nil {
 		return err
 	}
@@ -186,7 +174,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // joinUntilDecided joins; after a denial that is not final (the evidence
 // expired while the approver was down, the cloud still said pending, ...)
 // it drops the key and joins again with a fresh one, after a backoff.
-func (a *Agent) joinUntilDecided(ctx context.Context, inst Instance, nodeName string, ca []byte) error {
+func (a *Agent) joinUntilDecided(ctx context.Context, inst cloud.NodeInstance, nodeName string, ca []byte) error {
 	b := a.DenialBackoff
 	for {
 		err := a.join(ctx, inst, nodeName, ca)
@@ -210,7 +198,7 @@ func (a *Agent) joinUntilDecided(ctx context.Context, inst Instance, nodeName st
 }
 
 // join gets an approved client certificate through the CSR API.
-func (a *Agent) join(ctx context.Context, inst Instance, nodeName string, ca []byte) error {
+func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName string, ca []byte) error {
 	cfg := a.Config
 	if err := os.MkdirAll(cfg.CertDir, 0o700); err != nil {
 		return err

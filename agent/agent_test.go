@@ -26,6 +26,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/pki"
@@ -38,12 +39,12 @@ type fakeIdentity struct {
 	evidences atomic.Int32
 }
 
-func (f *fakeIdentity) Instance(context.Context) (Instance, error) {
+func (f *fakeIdentity) Instance(context.Context) (cloud.NodeInstance, error) {
 	if f.down.Load() > 0 {
 		f.down.Add(-1)
-		return Instance{}, errors.New("metadata service unreachable")
+		return cloud.NodeInstance{}, errors.New("metadata service unreachable")
 	}
-	return Instance{ID: "i-1", Name: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
+	return cloud.NodeInstance{ID: "i-1", Name: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
 }
 
 func (f *fakeIdentity) Evidence(_ context.Context, binding string) (evidence.Block, error) {

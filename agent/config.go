@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -31,7 +32,8 @@ type Config struct {
 	// BootstrapTokenFile holds a bootstrap token ("id.secret") that can only
 	// create CSRs.
 	BootstrapTokenFile string `json:"bootstrapTokenFile"`
-	// Cloud is the cloud whose metadata service attests the machine: local.
+	// Cloud is the backend whose metadata service attests the machine (a
+	// name cloud.Backends lists: local).
 	Cloud string `json:"cloud"`
 	// MetadataURL is the instance metadata service (local cloud: the
 	// instance's metadataURL).
@@ -116,8 +118,8 @@ func (c *Config) Validate() error {
 	if c.BootstrapTokenFile == "" {
 		errs = append(errs, errors.New("bootstrapTokenFile: required"))
 	}
-	if c.Cloud != "local" {
-		errs = append(errs, fmt.Errorf("cloud: %q is not supported (local)", c.Cloud))
+	if !cloud.Known(c.Cloud) {
+		errs = append(errs, fmt.Errorf("cloud: %q is not supported here (known: %v)", c.Cloud, cloud.Backends()))
 	}
 	if !strings.HasPrefix(c.MetadataURL, "http://") && !strings.HasPrefix(c.MetadataURL, "https://") {
 		errs = append(errs, fmt.Errorf("metadataURL: want an http(s) URL, got %q", c.MetadataURL))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mooring-dev/mooring/cloud"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -30,7 +31,7 @@ const KubeletArgsVar = "KUBELET_MOORING_ARGS"
 
 // writeKubeletEnv writes --provider-id and, when the instance's internal
 // address is an address of this machine, --node-ip.
-func writeKubeletEnv(path string, inst Instance, isLocal func(string) bool) error {
+func writeKubeletEnv(path string, inst cloud.NodeInstance, isLocal func(string) bool) error {
 	args := []string{"--provider-id=" + inst.ProviderID}
 	if inst.InternalIP != "" && isLocal(inst.InternalIP) {
 		args = append(args, "--node-ip="+inst.InternalIP)

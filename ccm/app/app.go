@@ -28,7 +28,7 @@ import (
 	"github.com/mooring-dev/mooring/csrapprover"
 
 	// Cloud providers mooring ships, registered by name.
-	_ "github.com/mooring-dev/mooring/cloud/local/provider"
+	_ "github.com/mooring-dev/mooring/cloud/all"
 )
 
 // Options are mooring's flags beyond the library's.

@@ -21,7 +21,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/agent"
+	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/systemd"
+
+	// Every cloud backend, registered by name (the config's cloud).
+	_ "github.com/mooring-dev/mooring/cloud/all"
 )
 
 func main() {
@@ -44,7 +48,13 @@ func run(configPath string, userBus, noStart bool) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	a := &agent.Agent{Config: cfg, Identity: agent.NewLocalIdentity(cfg.MetadataURL), Notifier: notifier}
+	identity, err := cloud.NewNodeIdentity(cfg.Cloud, cfg.MetadataURL)
+	if err != nil {
+		klog.ErrorS(err, "Bad configuration", "field", "cloud")
+		_ = notifier.Status("bad configuration: cloud: %v", err)
+		return 2
+	}
+	a := &agent.Agent{Config: cfg, Identity: identity, Notifier: notifier}
 	if !noStart && cfg.KubeletUnit != "" {
 		dial := systemd.DialSystem
 		if userBus {

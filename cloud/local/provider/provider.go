@@ -1,5 +1,5 @@
 // Package provider is the local cloud's k8s.io/cloud-provider implementation,
-// registered as "local": InstancesV2 over the shared instance view (or, for
+// registered as "local" by cloud/local: InstancesV2 over the shared instance view (or, for
 // comparisons, one cloud call per lookup), load balancers and routes through
 // the local cloud's API, with an optional client-side rate limit.
 package provider
@@ -27,14 +27,14 @@ const Name = "local"
 // ClusterLabel carries the instance's cluster tag on its Node.
 const ClusterLabel = "mooring.dev/cluster"
 
-func init() {
-	cloudprovider.RegisterCloudProvider(Name, func(r io.Reader) (cloudprovider.Interface, error) {
-		cfg, err := ParseConfig(r)
-		if err != nil {
-			return nil, err
-		}
-		return New(cfg)
-	})
+// Factory builds the provider from its cloud-config (the backend's
+// registration, cloud/local, hands it to k8s.io/cloud-provider).
+func Factory(r io.Reader) (cloudprovider.Interface, error) {
+	cfg, err := ParseConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
 }
 
 // Cloud is the local cloud as Kubernetes sees it.

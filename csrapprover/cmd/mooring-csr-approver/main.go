@@ -33,7 +33,7 @@ import (
 	"github.com/mooring-dev/mooring/csrapprover"
 
 	// Cloud providers, registered by name.
-	_ "github.com/mooring-dev/mooring/cloud/local/provider"
+	_ "github.com/mooring-dev/mooring/cloud/all"
 )
 
 type options struct {

@@ -1,0 +1,5 @@
+package agent
+
+// The agent's config names a backend; the binary registers every backend
+// through cloud/all, the tests the local cloud's.
+import _ "github.com/mooring-dev/mooring/cloud/local"

@@ -1,0 +1,8 @@
+// Package all imports every cloud backend mooring ships, for their
+// registration: the one package the binaries import for backends.
+package all
+
+import (
+	// The local cloud.
+	_ "github.com/mooring-dev/mooring/cloud/local"
+)

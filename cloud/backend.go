@@ -1,0 +1,95 @@
+package cloud
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"sync"
+
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+// Backend is everything a cloud gives mooring, registered once under its
+// name (as k8s.io/cloud-provider's RegisterCloudProvider does for
+// providers):
+//   - Provider builds the CCM's cloud provider from its cloud-config; it is
+//     registered with k8s.io/cloud-provider under the same name, and when it
+//     also implements Attester it backs the CSR approver;
+//   - NodeIdentity builds what the node agent asks about its own machine.
+//
+// The binaries select a backend by name and import every backend through
+// cloud/all; no product package imports a backend directly.
+type Backend struct {
+	Name         string
+	Provider     func(config io.Reader) (cloudprovider.Interface, error)
+	NodeIdentity func(metadataURL string) (NodeIdentity, error)
+}
+
+// NodeInstance is what a machine's metadata service says about it.
+type NodeInstance struct {
+	ID, Name, ProviderID string
+	// InternalIP is the instance's first internal address, if any.
+	InternalIP string
+}
+
+// NodeIdentity is a machine's cloud identity as the node agent sees it: its
+// metadata, and evidence the cloud signs for a binding value (the CSR key's,
+// internal/evidence.Binding).
+type NodeIdentity interface {
+	Instance(ctx context.Context) (NodeInstance, error)
+	Evidence(ctx context.Context, binding string) (evidence.Block, error)
+}
+
+var (
+	backendsMu sync.RWMutex
+	backends   = map[string]Backend{}
+)
+
+// Register makes a backend available by name. It panics on a second
+// registration of a name, or a backend without a provider: both are
+// programming errors found at start.
+func Register(b Backend) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	if b.Name == "" || b.Provider == nil {
+		panic("cloud: a backend needs a name and a provider")
+	}
+	if _, dup := backends[b.Name]; dup {
+		panic(fmt.Sprintf("cloud: backend %q registered twice", b.Name))
+	}
+	backends[b.Name] = b
+	cloudprovider.RegisterCloudProvider(b.Name, b.Provider)
+}
+
+// Backends lists the registered backends' names, sorted.
+func Backends() []string {
+	backendsMu.RLock()
+	defer backendsMu.RUnlock()
+	names := make([]string, 0, len(backends))
+	for n := range backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// NewNodeIdentity builds the node identity of the named backend.
+func NewNodeIdentity(name, metadataURL string) (NodeIdentity, error) {
+	backendsMu.RLock()
+	b, ok := backends[name]
+	backendsMu.RUnlock()
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("cloud %q is not supported here (known: %v)", name, Backends())
+	case b.NodeIdentity == nil:
+		return nil, fmt.Errorf("cloud %q has no node identity: mooring-agent cannot attest its machines", name)
+	}
+	return b.NodeIdentity(metadataURL)
+}
+
+// Known reports whether a backend of that name is registered.
+func Known(name string) bool { return slices.Contains(Backends(), name) }
