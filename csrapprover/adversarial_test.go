@@ -99,11 +99,7 @@ func adversarialNodes() fakeNodes {
 // token signs claims about instance id with keys, bound to binding.
 func tokenWith(t *testing.T, w *world, keys *identity.KeySet, id, binding string, edit func(*identity.Claims)) []byte {
 	t.Helper()
-	in := w.instances["local://"+id]
-	c, err := identity.NewClaims(issuer, binding, identity.InstanceClaims{ID: id, Name: in.Name, Cluster: in.Cluster}, time.Now(), 5*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := w.claims(t, id, binding, time.Now())
 	if edit != nil {
 		edit(&c)
 	}
@@ -127,16 +123,6 @@ func handMadeToken(t *testing.T, header map[string]any, claims identity.Claims, 
 	b64 := base64.RawURLEncoding.EncodeToString
 	input := b64(h) + "." + b64(p)
 	return []byte(input + "." + b64(sign([]byte(input))))
-}
-
-func claimsFor(t *testing.T, w *world, id, binding string) identity.Claims {
-	t.Helper()
-	in := w.instances["local://"+id]
-	c, err := identity.NewClaims(issuer, binding, identity.InstanceClaims{ID: id, Name: in.Name, Cluster: in.Cluster}, time.Now(), 5*time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func withEvidence(f func(w *world, t *testing.T, binding string) []evidence.Block) func(*world, *csrSpec) {
@@ -300,16 +286,16 @@ func attacks() []attack {
 		}), want: ReasonEvidenceSignature},
 		{name: "join/claims edited after signing", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
 			tok := strings.Split(string(tokenWith(t, w, w.keys, "i-2", b, nil)), ".")
-			c := claimsFor(t, w, "i-1", b)
+			c := w.claims(t, "i-1", b, time.Now())
 			p, _ := json.Marshal(c)
 			return evidenceOf([]byte(tok[0] + "." + base64.RawURLEncoding.EncodeToString(p) + "." + tok[2]))
 		}), want: ReasonEvidenceSignature},
 		{name: "join/alg none", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
-			return evidenceOf(handMadeToken(t, map[string]any{"alg": "none", "kid": w.keys.Active().ID}, claimsFor(t, w, "i-1", b), func([]byte) []byte { return nil }))
+			return evidenceOf(handMadeToken(t, map[string]any{"alg": "none", "kid": w.keys.Active().ID}, w.claims(t, "i-1", b, time.Now()), func([]byte) []byte { return nil }))
 		}), want: ReasonEvidenceSignature},
 		{name: "join/HS256 keyed with the cloud's public key", base: "join", mutate: withEvidence(func(w *world, t *testing.T, b string) []evidence.Block {
 			pub, _ := x509.MarshalPKIXPublicKey(&w.keys.Active().Private.PublicKey)
-			return evidenceOf(handMadeToken(t, map[string]any{"alg": "HS256", "kid": w.keys.Active().ID}, claimsFor(t, w, "i-1", b), func(in []byte) []byte {
+			return evidenceOf(handMadeToken(t, map[string]any{"alg": "HS256", "kid": w.keys.Active().ID}, w.claims(t, "i-1", b, time.Now()), func(in []byte) []byte {
 				m := hmac.New(sha256.New, pub)
 				m.Write(in)
 				return m.Sum(nil)
@@ -323,7 +309,7 @@ func attacks() []attack {
 			}
 			x, y := raw[1:33], raw[33:]
 			jwk := map[string]string{"kty": "EC", "crv": "P-256", "x": base64.RawURLEncoding.EncodeToString(x), "y": base64.RawURLEncoding.EncodeToString(y)}
-			return evidenceOf(handMadeToken(t, map[string]any{"alg": "ES256", "kid": w.keys.Active().ID, "jwk": jwk}, claimsFor(t, w, "i-1", b), func(in []byte) []byte {
+			return evidenceOf(handMadeToken(t, map[string]any{"alg": "ES256", "kid": w.keys.Active().ID, "jwk": jwk}, w.claims(t, "i-1", b, time.Now()), func(in []byte) []byte {
 				sum := sha256.Sum256(in)
 				r, s, _ := ecdsa.Sign(rand.Reader, k.Private, sum[:])
 				return append(r.FillBytes(make([]byte, 32)), s.FillBytes(make([]byte, 32))...)

@@ -206,10 +206,9 @@ func (c *Controller) EarlierHolder(ctx context.Context, key string, csr *certifi
 	if err != nil {
 		return "", fmt.Errorf("replay index: %w", err)
 	}
-	mine, _, err := evidence.Decode(csr.Spec.Request)
-	if err != nil {
-		return "", fmt.Errorf("replay check of %s: %w", csr.Name, err)
-	}
+	// This CSR's own key, decoded only once a candidate needs comparing
+	// (mostly the index holds this CSR alone).
+	var mine *x509.CertificateRequest
 	for _, o := range objs {
 		other, ok := o.(*certificatesv1.CertificateSigningRequest)
 		if !ok {
@@ -225,6 +224,11 @@ func (c *Controller) EarlierHolder(ctx context.Context, key string, csr *certifi
 		req, blocks, err := evidence.Decode(other.Spec.Request)
 		if err != nil {
 			continue // it cannot carry verified evidence
+		}
+		if mine == nil {
+			if mine, _, err = evidence.Decode(csr.Spec.Request); err != nil {
+				return "", fmt.Errorf("replay check of %s: %w", csr.Name, err)
+			}
 		}
 		sameKey := bytes.Equal(req.RawSubjectPublicKeyInfo, mine.RawSubjectPublicKeyInfo)
 		if t1.Equal(t2) && (sameKey || other.Name > csr.Name) {

@@ -112,14 +112,21 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-func (w *world) token(t *testing.T, keys *identity.KeySet, id, audience string, at time.Time) []byte {
+// claims are an identity token's claims about instance id, issued at at
+// for audience, valid 5 minutes.
+func (w *world) claims(t *testing.T, id, audience string, at time.Time) identity.Claims {
 	t.Helper()
 	in := w.instances["local://"+id]
-	c, err := identity.NewClaims(issuer, audience, identity.InstanceClaims{ID: in.ID, Name: in.Name, Cluster: in.Cluster}, at, 5*time.Minute)
+	c, err := identity.NewClaims(issuer, audience, identity.InstanceClaims{ID: id, Name: in.Name, Cluster: in.Cluster}, at, 5*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := keys.Sign(c)
+	return c
+}
+
+func (w *world) token(t *testing.T, keys *identity.KeySet, id, audience string, at time.Time) []byte {
+	t.Helper()
+	tok, err := keys.Sign(w.claims(t, id, audience, at))
 	if err != nil {
 		t.Fatal(err)
 	}
