@@ -28,7 +28,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
-	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/systemd"
@@ -138,7 +137,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.retry(ctx, "instance metadata", func() (err error) { inst, err = a.Identity.Instance(ctx); return err }); err != nil {
 		return err
 	}
-	nodeName := cfg.NodeNamePolicy.NodeName(view.Instance{ID: inst.ID, Name: inst.Name})
+	nodeName := inst.NodeName
+	if nodeName == "" {
+		return fmt.Errorf("the %s metadata gives instance %s no node name under node name policy %q", cfg.Cloud, inst.ID, cfg.NodeNamePolicy)
+	}
 	var ca []byte
 	if err := a.retry(ctx, "cluster CA", func() (err error) { ca, err = clusterCA(ctx, cfg); return err }); err != nil {
 		return err

@@ -44,7 +44,7 @@ func (f *fakeIdentity) Instance(context.Context) (cloud.NodeInstance, error) {
 		f.down.Add(-1)
 		return cloud.NodeInstance{}, errors.New("metadata service unreachable")
 	}
-	return cloud.NodeInstance{ID: "i-1", Name: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
+	return cloud.NodeInstance{ID: "i-1", Name: "node-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
 }
 
 func (f *fakeIdentity) Evidence(_ context.Context, binding string) (evidence.Block, error) {

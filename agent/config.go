@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/cloud"
-	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // DefaultConfigPath is where cloud-init writes the agent's config.
@@ -33,13 +32,17 @@ type Config struct {
 	// create CSRs.
 	BootstrapTokenFile string `json:"bootstrapTokenFile"`
 	// Cloud is the backend whose metadata service attests the machine (a
-	// name cloud.Backends lists: local).
+	// name cloud.Backends lists).
 	Cloud string `json:"cloud"`
-	// MetadataURL is the instance metadata service (local cloud: the
-	// instance's metadataURL).
-	MetadataURL string `json:"metadataURL"`
-	// NodeNamePolicy derives the node name: InstanceName or InstanceID.
-	NodeNamePolicy view.NamePolicy `json:"nodeNamePolicy,omitempty"`
+	// MetadataURL overrides the instance metadata service's address (the
+	// local cloud, which has no well-known one, needs the instance's
+	// metadataURL).
+	MetadataURL string `json:"metadataURL,omitempty"`
+	// NodeNamePolicy derives the node name; each backend has its own
+	// policies and default, and the CCM and the approver must use the same.
+	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
+	// CloudSettings are the backend's own settings (docs/<cloud>.md).
+	CloudSettings map[string]string `json:"cloudSettings,omitempty"`
 	// CertDir holds the kubelet's certificates (kubelet --cert-dir).
 	CertDir string `json:"certDir,omitempty"`
 	// Kubeconfig is the kubelet's kubeconfig (kubelet --kubeconfig).
@@ -83,9 +86,6 @@ func LoadConfig(path string) (Config, error) {
 
 // SetDefaults fills unset fields.
 func (c *Config) SetDefaults() {
-	if c.NodeNamePolicy == "" {
-		c.NodeNamePolicy = view.NameFromInstanceName
-	}
 	if c.CertDir == "" {
 		c.CertDir = DefaultCertDir
 	}
@@ -103,6 +103,11 @@ func (c *Config) SetDefaults() {
 	}
 }
 
+// NodeConfig is the backend's part of the config.
+func (c *Config) NodeConfig() cloud.NodeConfig {
+	return cloud.NodeConfig{MetadataURL: c.MetadataURL, NodeNamePolicy: c.NodeNamePolicy, Settings: c.CloudSettings}
+}
+
 // Validate reports every problem, each naming its field.
 func (c *Config) Validate() error {
 	var errs []error
@@ -118,14 +123,19 @@ func (c *Config) Validate() error {
 	if c.BootstrapTokenFile == "" {
 		errs = append(errs, errors.New("bootstrapTokenFile: required"))
 	}
-	if !cloud.Known(c.Cloud) {
-		errs = append(errs, fmt.Errorf("cloud: %q is not supported here (known: %v)", c.Cloud, cloud.Backends()))
-	}
-	if !strings.HasPrefix(c.MetadataURL, "http://") && !strings.HasPrefix(c.MetadataURL, "https://") {
+	urlOK := c.MetadataURL == "" || strings.HasPrefix(c.MetadataURL, "http://") || strings.HasPrefix(c.MetadataURL, "https://")
+	if !urlOK {
 		errs = append(errs, fmt.Errorf("metadataURL: want an http(s) URL, got %q", c.MetadataURL))
 	}
-	if err := c.NodeNamePolicy.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy: %w", err))
+	switch {
+	case !cloud.Known(c.Cloud):
+		errs = append(errs, fmt.Errorf("cloud: %q is not supported here (known: %v)", c.Cloud, cloud.Backends()))
+	case urlOK:
+		// The backend judges its own part: building its node identity checks
+		// the metadata URL it needs, the node name policy and its settings.
+		if _, err := cloud.NewNodeIdentity(c.Cloud, c.NodeConfig()); err != nil {
+			errs = append(errs, fmt.Errorf("cloud %s: %w", c.Cloud, err))
+		}
 	}
 	for field, p := range map[string]string{"certDir": c.CertDir, "kubeconfig": c.Kubeconfig, "kubeletEnvFile": c.KubeletEnvFile} {
 		if !filepath.IsAbs(p) {

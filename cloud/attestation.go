@@ -69,12 +69,11 @@ func IsRejection(err error) (*Rejection, bool) {
 }
 
 // Attester is a cloud backend that can back the CSR approver: it verifies
-// its evidence and shares its instance view.
+// its evidence and shares its instance view, whose instances carry the Node
+// name the backend's node name policy gives them (view.Instance.NodeName).
 type Attester interface {
 	EvidenceVerifiers() []EvidenceVerifier
 	InstanceView() *view.View
 	// ClusterTag is the tag the cluster's instances carry.
 	ClusterTag() string
-	// NodeNamePolicy derives an instance's Node name.
-	NodeNamePolicy() view.NamePolicy
 }

@@ -26,12 +26,27 @@ import (
 type Backend struct {
 	Name         string
 	Provider     func(config io.Reader) (cloudprovider.Interface, error)
-	NodeIdentity func(metadataURL string) (NodeIdentity, error)
+	NodeIdentity func(NodeConfig) (NodeIdentity, error)
+}
+
+// NodeConfig is the node agent's configuration of its backend.
+type NodeConfig struct {
+	// MetadataURL overrides the address of the instance metadata service
+	// ("" is the cloud's own).
+	MetadataURL string
+	// NodeNamePolicy names the backend's node name policy ("" is the
+	// backend's default); it must be the one the CCM and the approver use.
+	NodeNamePolicy string
+	// Settings are the backend's own settings (the agent config's
+	// cloudSettings); a backend refuses keys it does not know.
+	Settings map[string]string
 }
 
 // NodeInstance is what a machine's metadata service says about it.
 type NodeInstance struct {
 	ID, Name, ProviderID string
+	// NodeName is the Node name under the node name policy.
+	NodeName string
 	// InternalIP is the instance's first internal address, if any.
 	InternalIP string
 }
@@ -78,7 +93,7 @@ func Backends() []string {
 }
 
 // NewNodeIdentity builds the node identity of the named backend.
-func NewNodeIdentity(name, metadataURL string) (NodeIdentity, error) {
+func NewNodeIdentity(name string, cfg NodeConfig) (NodeIdentity, error) {
 	backendsMu.RLock()
 	b, ok := backends[name]
 	backendsMu.RUnlock()
@@ -88,7 +103,7 @@ func NewNodeIdentity(name, metadataURL string) (NodeIdentity, error) {
 	case b.NodeIdentity == nil:
 		return nil, fmt.Errorf("cloud %q has no node identity: mooring-agent cannot attest its machines", name)
 	}
-	return b.NodeIdentity(metadataURL)
+	return b.NodeIdentity(cfg)
 }
 
 // Known reports whether a backend of that name is registered.

@@ -23,22 +23,22 @@ func (stubIdentity) Evidence(context.Context, string) (evidence.Block, error) {
 func noProvider(io.Reader) (cloudprovider.Interface, error) { return nil, nil }
 
 func TestRegistry(t *testing.T) {
-	Register(Backend{Name: "test-a", Provider: noProvider, NodeIdentity: func(u string) (NodeIdentity, error) { return stubIdentity{u}, nil }})
+	Register(Backend{Name: "test-a", Provider: noProvider, NodeIdentity: func(c NodeConfig) (NodeIdentity, error) { return stubIdentity{c.MetadataURL}, nil }})
 	Register(Backend{Name: "test-b", Provider: noProvider})
 	if !Known("test-a") || Known("test-c") {
 		t.Fatalf("Known: %v", Backends())
 	}
-	id, err := NewNodeIdentity("test-a", "http://md")
+	id, err := NewNodeIdentity("test-a", NodeConfig{MetadataURL: "http://md"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in, _ := id.Instance(context.Background()); in.Name != "http://md" {
 		t.Fatalf("the identity did not get its metadata URL: %+v", in)
 	}
-	if _, err := NewNodeIdentity("test-b", ""); err == nil || !strings.Contains(err.Error(), "no node identity") {
+	if _, err := NewNodeIdentity("test-b", NodeConfig{}); err == nil || !strings.Contains(err.Error(), "no node identity") {
 		t.Fatalf("a backend without node identity: %v", err)
 	}
-	if _, err := NewNodeIdentity("test-c", ""); err == nil || !strings.Contains(err.Error(), "test-a") {
+	if _, err := NewNodeIdentity("test-c", NodeConfig{}); err == nil || !strings.Contains(err.Error(), "test-a") {
 		t.Fatalf("an unknown backend's error should list the known ones: %v", err)
 	}
 	if !cloudprovider.IsCloudProvider("test-a") {

@@ -363,6 +363,14 @@ func (s *switchedInstances) ByProviderID(ctx context.Context, pid string, maxAge
 	return s.Instances.ByProviderID(ctx, pid, maxAge)
 }
 
+func (s *switchedInstances) ByID(ctx context.Context, id string, maxAge time.Duration) (view.Instance, error) {
+	s.calls.Add(1)
+	if s.down.Load() {
+		return view.Instance{}, errors.New("cloud outage")
+	}
+	return s.Instances.ByID(ctx, id, maxAge)
+}
+
 // A boot wave of one bootstrap token during a cloud outage used to be
 // denied TooManyPendingRequests beyond the 10th CSR; now the excess waits,
 // and every join is approved once the cloud answers.

@@ -40,6 +40,7 @@ func deny(check, reason, format string, args ...any) Decision {
 
 // Instances is the cloud's record, read through the shared view.
 type Instances interface {
+	ByID(ctx context.Context, id string, maxAge time.Duration) (view.Instance, error)
 	ByProviderID(ctx context.Context, providerID string, maxAge time.Duration) (view.Instance, error)
 }
 
@@ -60,8 +61,6 @@ type Replays interface {
 type Config struct {
 	// Cluster is the cloud cluster tag instances must carry.
 	Cluster string
-	// NamePolicy derives the Node name an instance may claim.
-	NamePolicy view.NamePolicy
 	// InstanceMaxAge bounds how old the cloud's record may be.
 	InstanceMaxAge time.Duration
 	// MaxSANs caps a serving CSR's subject alternative names.
@@ -88,9 +87,6 @@ type Decider struct {
 func NewDecider(cfg Config, verifiers []cloud.EvidenceVerifier, instances Instances, nodes Nodes, replays Replays) *Decider {
 	if cfg.MaxSANs == 0 {
 		cfg.MaxSANs = 16
-	}
-	if cfg.NamePolicy == "" {
-		cfg.NamePolicy = view.NameFromInstanceName
 	}
 	d := &Decider{cfg: cfg, verifiers: map[string]cloud.EvidenceVerifier{}, instances: instances, nodes: nodes, replays: replays, now: time.Now}
 	for _, v := range verifiers {
@@ -285,18 +281,23 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	if holder != "" {
 		return deny("replay", ReasonEvidenceReplayed, "this evidence was already presented on CSR %s", holder), nil
 	}
-	in, err := d.instances.ByProviderID(ctx, att.ProviderID, d.cfg.InstanceMaxAge)
+	// The instance is the one the cloud signed for, by its id; a
+	// providerID the verifier derived must agree with the cloud's record.
+	in, err := d.instances.ByID(ctx, att.InstanceID, d.cfg.InstanceMaxAge)
 	if errors.Is(err, view.ErrNotFound) {
 		return deny("instance", ReasonInstanceNotInCluster, "instance %s is not an instance of cluster %q", att.InstanceID, d.cfg.Cluster), nil
 	}
 	if err != nil {
 		return Decision{}, err
 	}
+	if att.ProviderID != "" && att.ProviderID != in.ProviderID {
+		return deny("instance", ReasonInstanceNotInCluster, "the evidence names %s, the cloud's record of instance %s is %s", att.ProviderID, in.ID, in.ProviderID), nil
+	}
 	if dd := d.instanceUsable(in); dd != nil {
 		return *dd, nil
 	}
-	if want := d.cfg.NamePolicy.NodeName(in); want != name {
-		return deny("nodename", ReasonNodeNameMismatch, "instance %s may join only as node %q, not %q", in.ID, want, name), nil
+	if in.NodeName == "" || in.NodeName != name {
+		return deny("nodename", ReasonNodeNameMismatch, "instance %s may join only as node %q, not %q", in.ID, in.NodeName, name), nil
 	}
 	node, err := d.nodes.Get(name)
 	switch {
@@ -358,8 +359,8 @@ func (d *Decider) nodeInstance(ctx context.Context, node *v1.Node) (view.Instanc
 	if dd := d.instanceUsable(in); dd != nil {
 		return in, dd, nil
 	}
-	if want := d.cfg.NamePolicy.NodeName(in); want != node.Name {
-		dd := deny("nodename", ReasonNodeNameMismatch, "node %s carries the providerID of instance %s, whose node is %q", node.Name, in.ID, want)
+	if in.NodeName == "" || in.NodeName != node.Name {
+		dd := deny("nodename", ReasonNodeNameMismatch, "node %s carries the providerID of instance %s, whose node is %q", node.Name, in.ID, in.NodeName)
 		return in, &dd, nil
 	}
 	return in, nil, nil

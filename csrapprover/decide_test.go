@@ -47,6 +47,15 @@ func (f fakeInstances) ByProviderID(_ context.Context, pid string, _ time.Durati
 	return view.Instance{}, view.ErrNotFound
 }
 
+func (f fakeInstances) ByID(_ context.Context, id string, _ time.Duration) (view.Instance, error) {
+	for _, in := range f {
+		if in.ID == id {
+			return in, nil
+		}
+	}
+	return view.Instance{}, view.ErrNotFound
+}
+
 type fakeNodes map[string]*v1.Node
 
 func (f fakeNodes) Get(name string) (*v1.Node, error) {
@@ -73,7 +82,7 @@ type world struct {
 
 func instance(id, name string, state view.State, clusterTag string) view.Instance {
 	return view.Instance{
-		ProviderID: "local://" + id, ID: id, Name: name, State: state, Cluster: clusterTag,
+		ProviderID: "local://" + id, ID: id, Name: name, NodeName: name, State: state, Cluster: clusterTag,
 		Addresses: []v1.NodeAddress{
 			{Type: v1.NodeInternalIP, Address: "127.10.0." + id[len(id)-1:]},
 			{Type: v1.NodeHostName, Address: name},
@@ -106,7 +115,7 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.decider = NewDecider(Config{Cluster: cluster, NamePolicy: view.NameFromInstanceName, ReservedNames: []string{"api.example.com"},
+	w.decider = NewDecider(Config{Cluster: cluster, ReservedNames: []string{"api.example.com"},
 		MaxExpiration: 8760 * time.Hour},
 		[]cloud.EvidenceVerifier{v}, w.instances, w.nodes, w.replays)
 	return w
@@ -404,6 +413,10 @@ func TestBadServingRequestsAreDenied(t *testing.T) {
 type failingInstances struct{}
 
 func (failingInstances) ByProviderID(context.Context, string, time.Duration) (view.Instance, error) {
+	return view.Instance{}, errors.New("cloud down")
+}
+
+func (failingInstances) ByID(context.Context, string, time.Duration) (view.Instance, error) {
 	return view.Instance{}, errors.New("cloud down")
 }
 

@@ -39,7 +39,7 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 // Node informer from factory (call before the factory starts).
 func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerFactory, a cloud.Attester, f Flags) (*Controller, error) {
 	cfg := Config{
-		Cluster: a.ClusterTag(), NamePolicy: a.NodeNamePolicy(), InstanceMaxAge: f.InstanceMaxAge,
+		Cluster: a.ClusterTag(), InstanceMaxAge: f.InstanceMaxAge,
 		MaxSANs: f.MaxSANs, ReservedNames: f.ReservedNames, MaxExpiration: f.MaxExpiration,
 	}
 	return New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(), cfg,

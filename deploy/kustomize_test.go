@@ -53,12 +53,23 @@ func deploymentArgs(t *testing.T, m resmap.ResMap, name string) []string {
 	return nil
 }
 
+func configMapData(t *testing.T, m resmap.ResMap, name string) map[string]string {
+	t.Helper()
+	for _, r := range m.Resources() {
+		if r.GetKind() == "ConfigMap" && r.GetName() == name {
+			return r.GetDataMap()
+		}
+	}
+	t.Fatalf("no ConfigMap %s", name)
+	return nil
+}
+
 func TestKustomizationsRender(t *testing.T) {
 	base := render(t, "base")
 	want := []string{
 		"ClusterRole/mooring:cloud-controller-manager", "ClusterRole/mooring:csr-approver",
 		"ClusterRoleBinding/mooring:cloud-controller-manager", "ClusterRoleBinding/mooring:cloud-controller-manager:auth-delegator",
-		"ClusterRoleBinding/mooring:cloud-controller-manager:csr-approver",
+		"ClusterRoleBinding/mooring:cloud-controller-manager:csr-approver", "ConfigMap/mooring-cloud",
 		"Deployment/mooring-ccm", "Role/mooring:cloud-controller-manager:leader-election",
 		"RoleBinding/mooring:cloud-controller-manager:authentication-reader", "RoleBinding/mooring:cloud-controller-manager:leader-election",
 		"Secret/mooring-cloud-config", "ServiceAccount/cloud-controller-manager",
@@ -66,13 +77,21 @@ func TestKustomizationsRender(t *testing.T) {
 	if got := ids(base); !slices.Equal(got, want) {
 		t.Fatalf("base renders\n%v\nwant\n%v", got, want)
 	}
-	if args := deploymentArgs(t, base, "mooring-ccm"); !slices.Contains(args, "--controllers=*,csr-approver") || !slices.Contains(args, "--leader-elect=true") {
+	if args := deploymentArgs(t, base, "mooring-ccm"); !slices.Contains(args, "--controllers=*,csr-approver") || !slices.Contains(args, "--leader-elect=true") ||
+		!slices.Contains(args, "--cloud-provider=$(CLOUD_PROVIDER)") {
 		t.Fatalf("base CCM args %v", args)
+	}
+	// The base names no cloud: the overlay or the operator does.
+	if p := configMapData(t, base, "mooring-cloud")["provider"]; p != "REPLACE-WITH-THE-CLOUD" {
+		t.Fatalf("base provider %q", p)
 	}
 
 	local := render(t, "overlays/local")
 	if got := ids(local); !slices.Equal(got, want) {
 		t.Fatalf("overlays/local renders %v", got)
+	}
+	if p := configMapData(t, local, "mooring-cloud")["provider"]; p != "local" {
+		t.Fatalf("overlays/local provider %q", p)
 	}
 	for _, r := range local.Resources() {
 		if r.GetKind() == "Deployment" {
@@ -89,7 +108,7 @@ func TestKustomizationsRender(t *testing.T) {
 			t.Errorf("approver-only renders %s", id)
 		}
 	}
-	for _, id := range []string{"Deployment/mooring-csr-approver", "ClusterRole/mooring:csr-approver", "Secret/mooring-cloud-config", "ServiceAccount/mooring-csr-approver"} {
+	for _, id := range []string{"Deployment/mooring-csr-approver", "ClusterRole/mooring:csr-approver", "ConfigMap/mooring-cloud", "Secret/mooring-cloud-config", "ServiceAccount/mooring-csr-approver"} {
 		if !slices.Contains(got, id) {
 			t.Errorf("approver-only lacks %s: %v", id, got)
 		}

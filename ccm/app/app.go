@@ -8,6 +8,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -50,13 +51,23 @@ const (
 	DefaultConcurrentNodeSyncs = 50
 )
 
-// DefaultLoadBalancerClass is the spec.loadBalancerClass served by default.
-const DefaultLoadBalancerClass = "mooring.dev/local"
+// DefaultLoadBalancerClass is the spec.loadBalancerClass served by default:
+// ProviderPlaceholder stands for the --cloud-provider name (mooring.dev/local
+// on the local cloud).
+const DefaultLoadBalancerClass = "mooring.dev/" + ProviderPlaceholder
+
+// ProviderPlaceholder in --load-balancer-class is the --cloud-provider name.
+const ProviderPlaceholder = "<cloud-provider>"
+
+// LoadBalancerClass is the class served for provider name.
+func (o *Options) loadBalancerClass(provider string) string {
+	return strings.ReplaceAll(o.LoadBalancerClass, ProviderPlaceholder, provider)
+}
 
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.LoadBalancerClass, "load-balancer-class", DefaultLoadBalancerClass,
-		"spec.loadBalancerClass of the Services whose load balancers this CCM manages; Services of other classes are left alone. Empty: only Services without a class (with --serve-default-load-balancer).")
+		"spec.loadBalancerClass of the Services whose load balancers this CCM manages ("+ProviderPlaceholder+" is the --cloud-provider name); Services of other classes are left alone. Empty: only Services without a class (with --serve-default-load-balancer). Applies to mooring's service controller; a provider whose load balancers come from an upstream provider runs the library's stock service controller, which serves Services without a class.")
 	fs.BoolVar(&o.ServeDefaultLoadBalancer, "serve-default-load-balancer", true,
 		"Also manage load balancers of LoadBalancer Services without spec.loadBalancerClass (this CCM is the cluster's default load balancer).")
 	fs.DurationVar(&o.LoadBalancerDriftPeriod, "load-balancer-drift-period", time.Minute,
@@ -71,8 +82,8 @@ func NewCommand() (*cobra.Command, error) {
 	if err != nil {
 		return nil, fmt.Errorf("initialize options: %w", err)
 	}
-	// The local cloud is the default provider; real ones are chosen by flag.
-	ccmOptions.KubeCloudShared.CloudProvider.Name = "local"
+	// --cloud-provider has no default: the library refuses to start without
+	// one, and a backend is chosen by name (cloud.Backends).
 	// Measured defaults (docs/scale.md): the library's 20 QPS and one node
 	// worker took 149 s to initialize 1,000 registering nodes; these take
 	// 23 s for 5,000 on two cores.
@@ -88,11 +99,13 @@ func NewCommand() (*cobra.Command, error) {
 	for name, c := range ccmapp.DefaultInitFuncConstructors {
 		controllers[name] = c
 	}
+	stockServiceLB := ccmapp.DefaultInitFuncConstructors[names.ServiceLBController]
 	controllers[names.ServiceLBController] = ccmapp.ControllerInitFuncConstructor{
 		InitContext: ccmapp.ControllerInitContext{ClientName: "service-controller"},
 		Constructor: func(initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, c cloudprovider.Interface) ccmapp.InitFunc {
+			stock := stockServiceLB.Constructor(initContext, completed, c)
 			return func(ctx context.Context, cc genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-				return startServiceLB(ctx, cc, initContext, completed, c, mo)
+				return startServiceLB(ctx, cc, initContext, completed, c, mo, stock)
 			}
 		},
 	}
@@ -183,7 +196,12 @@ type named string
 
 func (n named) Name() string { return string(n) }
 
-func startServiceLB(ctx context.Context, cc genericcontrollermanager.ControllerContext, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options) (controller.Interface, bool, error) {
+// startServiceLB starts mooring's batched service controller over a
+// provider that can list its load balancers (cloud.LoadBalancerInventory),
+// the library's stock one (stock) over a provider whose load balancers come
+// from elsewhere (AWS's, from the upstream provider), and none over a
+// provider without load balancers.
+func startServiceLB(ctx context.Context, cc genericcontrollermanager.ControllerContext, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options, stock ccmapp.InitFunc) (controller.Interface, bool, error) {
 	lbs, ok := cp.LoadBalancer()
 	if !ok {
 		klog.InfoS("The cloud provider has no load balancers; service controller not started", "provider", cp.ProviderName())
@@ -191,7 +209,8 @@ func startServiceLB(ctx context.Context, cc genericcontrollermanager.ControllerC
 	}
 	inv, ok := lbs.(cloud.LoadBalancerInventory)
 	if !ok {
-		return nil, false, fmt.Errorf("%s: provider %s cannot list its load balancers", servicelb.Name, cp.ProviderName())
+		klog.InfoS("The cloud provider's load balancers cannot be listed in one call; running the library's service controller", "provider", cp.ProviderName())
+		return stock(ctx, cc)
 	}
 	drift := mo.LoadBalancerDriftPeriod
 	if drift == 0 {
@@ -203,7 +222,7 @@ func startServiceLB(ctx context.Context, cc genericcontrollermanager.ControllerC
 		completed.SharedInformers.Core().V1().Nodes(),
 		servicelb.Options{
 			ClusterName:    completed.ComponentConfig.KubeCloudShared.ClusterName,
-			Class:          mo.LoadBalancerClass,
+			Class:          mo.loadBalancerClass(cp.ProviderName()),
 			ServeUnclassed: mo.ServeDefaultLoadBalancer,
 			DriftPeriod:    drift,
 			Workers:        int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs),

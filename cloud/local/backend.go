@@ -14,8 +14,8 @@ func init() {
 	cloud.Register(cloud.Backend{
 		Name:     provider.Name,
 		Provider: provider.Factory,
-		NodeIdentity: func(metadataURL string) (cloud.NodeIdentity, error) {
-			return agentid.New(metadataURL), nil
+		NodeIdentity: func(cfg cloud.NodeConfig) (cloud.NodeIdentity, error) {
+			return agentid.New(cfg)
 		},
 	})
 }

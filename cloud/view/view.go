@@ -37,9 +37,13 @@ const (
 // Instance is what mooring needs to know of a cloud instance.
 type Instance struct {
 	// ProviderID is the Node's spec.providerID for this instance.
-	ProviderID   string
-	ID           string
-	Name         string
+	ProviderID string
+	ID         string
+	Name       string
+	// NodeName is the name the instance's kubelet registers its Node with,
+	// as the backend's node name policy derives it (lower case, as object
+	// names are); "" when the policy gives the instance none.
+	NodeName     string
 	Zone         string
 	Region       string
 	InstanceType string
@@ -89,8 +93,8 @@ type snapshot struct {
 	all          []Instance
 	byProviderID map[string]int
 	byID         map[string]int
-	byLowerID    map[string]int
 	byName       map[string]int
+	byNodeName   map[string]int
 }
 
 // refresh is one List in flight; joiners wait on done.
@@ -301,21 +305,28 @@ func newSnapshot(at time.Time, items []Instance) *snapshot {
 		all:          items,
 		byProviderID: make(map[string]int, len(items)),
 		byID:         make(map[string]int, len(items)),
-		byLowerID:    make(map[string]int, len(items)),
 		byName:       make(map[string]int, len(items)),
+		byNodeName:   make(map[string]int, len(items)),
 	}
 	for i, in := range items {
 		s.byID[in.ID] = i
-		s.byLowerID[strings.ToLower(in.ID)] = i
 		if in.ProviderID != "" {
 			s.byProviderID[in.ProviderID] = i
 		}
-		name := strings.ToLower(in.Name)
-		if j, ok := s.byName[name]; !ok || items[j].State == StateTerminated {
-			s.byName[name] = i
+		preferLive(s.byName, strings.ToLower(in.Name), items, i)
+		if in.NodeName != "" {
+			preferLive(s.byNodeName, strings.ToLower(in.NodeName), items, i)
 		}
 	}
 	return s
+}
+
+// preferLive indexes items[i] under key unless a live instance holds it:
+// a live instance wins over terminated ones of the same name.
+func preferLive(index map[string]int, key string, items []Instance, i int) {
+	if j, ok := index[key]; !ok || items[j].State == StateTerminated {
+		index[key] = i
+	}
 }
 
 func (in Instance) clone() Instance {

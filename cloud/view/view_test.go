@@ -186,6 +186,31 @@ func TestNamesPreferLiveInstances(t *testing.T) {
 	}
 }
 
+// Node names are the backend's (Instance.NodeName), indexed like names:
+// case-insensitively, a live instance first, and instances without one are
+// never found by it.
+func TestByNodeName(t *testing.T) {
+	named := func(id, nodeName string, state State) Instance {
+		in := inst(id, "name-"+id, state)
+		in.NodeName = nodeName
+		return in
+	}
+	src := &countingSource{items: []Instance{
+		named("i-1", "ip-127-0-0-1.ec2.internal", StateTerminated), named("i-2", "ip-127-0-0-1.ec2.internal", StateRunning),
+		named("i-3", "", StateRunning),
+	}}
+	v := New(src, Options{})
+	ctx := context.Background()
+	if got, err := v.ByNodeName(ctx, "IP-127-0-0-1.ec2.internal", time.Minute); err != nil || got.ID != "i-2" {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	for _, name := range []string{"name-i-3", "i-3", ""} {
+		if _, err := v.ByNodeName(ctx, name, time.Minute); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("ByNodeName(%q): %v, want not found", name, err)
+		}
+	}
+}
+
 func TestCancelledCallerLeavesTheListRunning(t *testing.T) {
 	src := &countingSource{items: fleet(1), gate: make(chan struct{})}
 	v := New(src, Options{})

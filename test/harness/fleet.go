@@ -54,9 +54,12 @@ func (n *NotifySocket) Messages() []string {
 // Close closes the socket.
 func (n *NotifySocket) Close() error { return n.conn.Close() }
 
-// Machine is a local-cloud instance with a kubelet installed (a systemd
-// unit of a shared systemd --user) and mooring-agent running as its join.
+// Machine is a cloud instance with a kubelet installed (a systemd unit of a
+// shared systemd --user) and mooring-agent running as its join.
 type Machine struct {
+	// Name is the Node name; Instance is the local cloud's record (nil on
+	// another cloud).
+	Name     string
 	Instance *api.Instance
 	Node     *testbed.Node
 	// Config is the agent's config file; EnvFile the kubelet env it writes.
@@ -89,6 +92,30 @@ type FleetOptions struct {
 	PowerPoll time.Duration
 	// PowerLogf, when set, is told each machine powered off or on.
 	PowerLogf func(format string, args ...any)
+	// Provision, when set, makes each machine's instance on another cloud
+	// than the local one (which then is not used, and may be nil; machines
+	// do not follow power).
+	Provision func(ctx context.Context, name string) (Provisioned, error)
+}
+
+// Provisioned is an instance made for a machine on another cloud.
+type Provisioned struct {
+	// NodeName is the Node the kubelet registers; Address its InternalIP
+	// (loopback).
+	NodeName, Address string
+	// AgentConfig holds the agent config's cloud lines (cloud:,
+	// metadataURL:, nodeNamePolicy:, cloudSettings:).
+	AgentConfig string
+}
+
+// provisionLocal makes a local cloud instance.
+func provisionLocal(ctx context.Context, lc *LocalCloud, cluster, name string) (Provisioned, *api.Instance, error) {
+	in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: name, Cluster: cluster})
+	if err != nil {
+		return Provisioned{}, nil, err
+	}
+	return Provisioned{NodeName: in.Name, Address: in.Addresses[0].Address,
+		AgentConfig: fmt.Sprintf("cloud: local\nmetadataURL: %s\n", in.MetadataURL)}, in, nil
 }
 
 // RunFleet creates an instance per name, prepares its node (kubelet not
@@ -121,23 +148,31 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 		}
 	}()
 	for _, name := range opts.Names {
-		in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: name, Cluster: opts.Cluster})
+		var (
+			p  Provisioned
+			in *api.Instance
+		)
+		if opts.Provision != nil {
+			p, err = opts.Provision(ctx, name)
+		} else {
+			p, in, err = provisionLocal(ctx, lc, opts.Cluster, name)
+		}
 		if err != nil {
 			return f, err
 		}
-		n, argv, err := c.PrepareNode(testbed.NodeConfig{Name: in.Name, Address: in.Addresses[0].Address, ExternalCredentials: true})
+		n, argv, err := c.PrepareNode(testbed.NodeConfig{Name: p.NodeName, Address: p.Address, ExternalCredentials: true})
 		if err != nil {
 			return f, err
 		}
 		c.AdoptNode(n)
-		m := &Machine{Instance: in, Node: n, Config: filepath.Join(dir, name+"-agent.yaml"), EnvFile: filepath.Join(dir, name+"-kubelet.env")}
+		m := &Machine{Name: p.NodeName, Instance: in, Node: n, Config: filepath.Join(dir, name+"-agent.yaml"), EnvFile: filepath.Join(dir, name+"-kubelet.env")}
 		unit := fmt.Sprintf("[Unit]\nDescription=kubelet of machine %s\n\n[Service]\nEnvironmentFile=%s\nExecStart=%s $KUBELET_MOORING_ARGS\nStandardOutput=append:%s\nStandardError=inherit\n",
 			name, m.EnvFile, strings.Join(argv, " "), filepath.Join(dir, name+"-kubelet.log"))
 		if err := os.WriteFile(filepath.Join(unitDir, "kubelet-"+name+".service"), []byte(unit), 0o644); err != nil {
 			return f, err
 		}
-		cfg := fmt.Sprintf("apiServer: %s\ncaFile: %s\nbootstrapTokenFile: %s\ncloud: local\nmetadataURL: %s\ncertDir: %s\nkubeconfig: %s\nkubeletEnvFile: %s\nkubeletUnit: kubelet-%s.service\nwaitTimeout: 2m\n",
-			c.URL, caFile, tokenFile, in.MetadataURL, n.CertDir, n.Kubeconfig, m.EnvFile, name)
+		cfg := fmt.Sprintf("apiServer: %s\ncaFile: %s\nbootstrapTokenFile: %s\n%scertDir: %s\nkubeconfig: %s\nkubeletEnvFile: %s\nkubeletUnit: kubelet-%s.service\nwaitTimeout: 2m\n",
+			c.URL, caFile, tokenFile, p.AgentConfig, n.CertDir, n.Kubeconfig, m.EnvFile, name)
 		if err := os.WriteFile(m.Config, []byte(cfg), 0o600); err != nil {
 			return f, err
 		}
@@ -146,8 +181,8 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 	if f.Systemd, err = testbed.StartUserSystemd(sd, fmt.Sprintf("mooring-systemd-%d", os.Getpid())); err != nil {
 		return f, err
 	}
-	for _, m := range f.Machines {
-		name := m.Instance.Name
+	for i, m := range f.Machines {
+		name := opts.Names[i]
 		if m.Notify, err = ListenNotify(filepath.Join(dir, name+"-notify.sock")); err != nil {
 			return f, err
 		}
@@ -157,7 +192,7 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 			return f, err
 		}
 	}
-	if every := opts.PowerPoll; every >= 0 {
+	if every := opts.PowerPoll; every >= 0 && opts.Provision == nil {
 		if every == 0 {
 			every = DefaultPowerPoll
 		}

@@ -249,16 +249,35 @@ type CCMOptions struct {
 	Args []string
 }
 
-// WriteCloudConfig writes the local provider's config for lc into dir.
-func WriteCloudConfig(dir string, lc *LocalCloud, cluster, extra string) (string, error) {
+// Provider is a cloud as mooring-ccm and mooring-csr-approver are set up
+// for it: the local cloud (*LocalCloud) or an AWS-compatible endpoint
+// (*AWSCloud).
+type Provider interface {
+	// ProviderName is the --cloud-provider.
+	ProviderName() string
+	// WriteProviderConfig writes the --cloud-config of cluster, with extra
+	// lines appended, into dir and returns its path.
+	WriteProviderConfig(dir, cluster, extra string) (string, error)
+	// ProviderEnv is what the binaries' environment needs (credentials).
+	ProviderEnv() []string
+}
+
+// ProviderName is "local".
+func (lc *LocalCloud) ProviderName() string { return "local" }
+
+// WriteProviderConfig writes the local provider's config.
+func (lc *LocalCloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
 	path := filepath.Join(dir, "cloud.yaml")
 	return path, os.WriteFile(path, fmt.Appendf(nil, "endpoint: %s\ntokenFile: %s\ncluster: %s\n%s",
 		lc.URL, lc.TokenFile, cluster, extra), 0o600)
 }
 
+// ProviderEnv is empty: the token is a file the config names.
+func (lc *LocalCloud) ProviderEnv() []string { return nil }
+
 // RunCCM runs mooring-ccm as the ServiceAccount of deploy/ccm/rbac.yaml
 // (applied here), so a test also proves that RBAC suffices.
-func RunCCM(c *testbed.ControlPlane, bin string, lc *LocalCloud, dir string, opts CCMOptions) (*testbed.Process, error) {
+func RunCCM(c *testbed.ControlPlane, bin string, cloud Provider, dir string, opts CCMOptions) (*testbed.Process, error) {
 	ctx := context.Background()
 	if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "ccm", "rbac.yaml")); err != nil {
 		return nil, err
@@ -271,7 +290,7 @@ func RunCCM(c *testbed.ControlPlane, bin string, lc *LocalCloud, dir string, opt
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	cloudConfig, err := WriteCloudConfig(dir, lc, opts.Cluster, opts.CloudConfig)
+	cloudConfig, err := cloud.WriteProviderConfig(dir, opts.Cluster, opts.CloudConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -283,16 +302,16 @@ func RunCCM(c *testbed.ControlPlane, bin string, lc *LocalCloud, dir string, opt
 	l.Close()
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
-		"--cloud-provider=local", "--cloud-config=" + cloudConfig, "--cluster-name=" + opts.Cluster,
+		"--cloud-provider=" + cloud.ProviderName(), "--cloud-config=" + cloudConfig, "--cluster-name=" + opts.Cluster,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "--leader-elect=true",
 	}, opts.Args...)
-	return c.Run("mooring-ccm", bin, args...)
+	return c.RunEnv("mooring-ccm", cloud.ProviderEnv(), bin, args...)
 }
 
 // StartCCM is RunCCM for a test.
-func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts CCMOptions) *testbed.Process {
+func StartCCM(t testing.TB, c *testbed.Cluster, bin string, cloud Provider, opts CCMOptions) *testbed.Process {
 	t.Helper()
-	p, err := RunCCM(c.ControlPlane, bin, lc, t.TempDir(), opts)
+	p, err := RunCCM(c.ControlPlane, bin, cloud, t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +326,7 @@ func StartCCM(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, opts
 // StartApprover runs mooring-csr-approver as the ServiceAccount of
 // deploy/csrapprover (its role and rbac.yaml, applied here), with leader
 // election.
-func StartApprover(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud, cluster string, args ...string) *testbed.Process {
+func StartApprover(t testing.TB, c *testbed.Cluster, bin string, cloud Provider, cluster string, args ...string) *testbed.Process {
 	t.Helper()
 	for _, f := range []string{"role/clusterrole.yaml", "rbac.yaml"} {
 		if err := c.Apply(context.Background(), filepath.Join(RepoRoot(), "deploy", "csrapprover", f)); err != nil {
@@ -319,12 +338,12 @@ func StartApprover(t testing.TB, c *testbed.Cluster, bin string, lc *LocalCloud,
 	if err != nil {
 		t.Fatal(err)
 	}
-	cloudConfig, err := WriteCloudConfig(t.TempDir(), lc, cluster, "")
+	cloudConfig, err := cloud.WriteProviderConfig(t.TempDir(), cluster, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := c.Run("mooring-csr-approver", bin, append([]string{
-		"--kubeconfig=" + kubeconfig, "--cloud-provider=local", "--cloud-config=" + cloudConfig,
+	p, err := c.RunEnv("mooring-csr-approver", cloud.ProviderEnv(), bin, append([]string{
+		"--kubeconfig=" + kubeconfig, "--cloud-provider=" + cloud.ProviderName(), "--cloud-config=" + cloudConfig,
 		"--metrics-bind-address=127.0.0.1:0", "--leader-elect=true", "--v=2",
 	}, args...)...)
 	if err != nil {

@@ -40,8 +40,24 @@ func BootstrapClient(c *testbed.Cluster) (kubernetes.Interface, error) {
 }
 
 // Join creates a client CSR for node name; with metadataURL set, it carries
-// the instance's identity token bound to the CSR key, else no evidence.
+// the local cloud instance's identity token bound to the CSR key, else no
+// evidence.
 func Join(ctx context.Context, c *testbed.Cluster, nodeName, metadataURL string) (*JoinRequest, error) {
+	return JoinWith(ctx, c, nodeName, func(binding string) ([]evidence.Block, error) {
+		if metadataURL == "" {
+			return nil, nil
+		}
+		tok, err := client.NewMetadata(metadataURL, nil).IdentityToken(ctx, binding)
+		if err != nil {
+			return nil, fmt.Errorf("identity token: %w", err)
+		}
+		return []evidence.Block{{Type: attest.Type, Data: []byte(tok)}}, nil
+	})
+}
+
+// JoinWith creates a client CSR for node name carrying the evidence blocks
+// that evidenceFor makes for the CSR key's binding.
+func JoinWith(ctx context.Context, c *testbed.Cluster, nodeName string, evidenceFor func(binding string) ([]evidence.Block, error)) (*JoinRequest, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -56,13 +72,9 @@ func Join(ctx context.Context, c *testbed.Cluster, nodeName, metadataURL string)
 	if err != nil {
 		return nil, err
 	}
-	var blocks []evidence.Block
-	if metadataURL != "" {
-		tok, err := client.NewMetadata(metadataURL, nil).IdentityToken(ctx, binding)
-		if err != nil {
-			return nil, fmt.Errorf("identity token: %w", err)
-		}
-		blocks = append(blocks, evidence.Block{Type: attest.Type, Data: []byte(tok)})
+	blocks, err := evidenceFor(binding)
+	if err != nil {
+		return nil, err
 	}
 	request, err := evidence.Encode(der, blocks...)
 	if err != nil {

@@ -48,7 +48,7 @@ func run(configPath string, userBus, noStart bool) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	identity, err := cloud.NewNodeIdentity(cfg.Cloud, cfg.MetadataURL)
+	identity, err := cloud.NewNodeIdentity(cfg.Cloud, cfg.NodeConfig())
 	if err != nil {
 		klog.ErrorS(err, "Bad configuration", "field", "cloud")
 		_ = notifier.Status("bad configuration: cloud: %v", err)

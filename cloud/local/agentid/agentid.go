@@ -4,6 +4,8 @@ package agentid
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -11,17 +13,33 @@ import (
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/cloud/local/provider"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // Identity is the local cloud's instance metadata service.
-type Identity struct{ md *client.Metadata }
+type Identity struct {
+	md     *client.Metadata
+	policy provider.NamePolicy
+}
 
 var _ cloud.NodeIdentity = (*Identity)(nil)
 
-// New talks to the metadata service at url.
-func New(url string) *Identity {
-	return &Identity{md: client.NewMetadata(url, &http.Client{Timeout: 10 * time.Second})}
+// New talks to the metadata service at cfg.MetadataURL, which is required
+// (the local cloud has no well-known metadata address), and names the Node
+// by cfg.NodeNamePolicy. The local cloud has no settings of its own.
+func New(cfg cloud.NodeConfig) (*Identity, error) {
+	if cfg.MetadataURL == "" {
+		return nil, errors.New("local cloud: metadataURL is required")
+	}
+	if len(cfg.Settings) > 0 {
+		return nil, fmt.Errorf("local cloud: cloudSettings: the local cloud has no settings (got %d)", len(cfg.Settings))
+	}
+	policy, err := provider.ParseNamePolicy(cfg.NodeNamePolicy)
+	if err != nil {
+		return nil, err
+	}
+	return &Identity{md: client.NewMetadata(cfg.MetadataURL, &http.Client{Timeout: 10 * time.Second}), policy: policy}, nil
 }
 
 // Instance reads the instance's record.
@@ -30,7 +48,7 @@ func (l *Identity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
 	if err != nil {
 		return cloud.NodeInstance{}, err
 	}
-	out := cloud.NodeInstance{ID: in.ID, Name: in.Name, ProviderID: attest.ProviderIDPrefix + in.ID}
+	out := cloud.NodeInstance{ID: in.ID, Name: in.Name, NodeName: l.policy.NodeName(in.ID, in.Name), ProviderID: attest.ProviderIDPrefix + in.ID}
 	for _, a := range in.Addresses {
 		if a.Type == api.InternalIP {
 			out.InternalIP = a.Address

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
-	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // Config is the provider's cloud config file (--cloud-config), YAML or JSON.
@@ -27,7 +26,7 @@ type Config struct {
 	// carrying it are this cluster's.
 	Cluster string `json:"cluster"`
 	// NodeNamePolicy maps instances to Node names (InstanceName, InstanceID).
-	NodeNamePolicy view.NamePolicy `json:"nodeNamePolicy,omitempty"`
+	NodeNamePolicy NamePolicy `json:"nodeNamePolicy,omitempty"`
 	// InstanceMaxAge is how old an instance answer may be for node
 	// initialization, the address sweep and lifecycle checks. Default 30s.
 	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
@@ -86,7 +85,7 @@ func ParseConfig(r io.Reader) (Config, error) {
 
 func (c *Config) defaults() {
 	if c.NodeNamePolicy == "" {
-		c.NodeNamePolicy = view.NameFromInstanceName
+		c.NodeNamePolicy = NameFromInstanceName
 	}
 	if c.InstanceMaxAge.Duration == 0 {
 		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
@@ -117,7 +116,7 @@ func (c *Config) validate() error {
 	if c.Cluster == "" {
 		errs = append(errs, errors.New("cluster is required: without a cluster tag every instance of the cloud would be this cluster's"))
 	}
-	if err := c.NodeNamePolicy.Validate(); err != nil {
+	if _, err := ParseNamePolicy(string(c.NodeNamePolicy)); err != nil {
 		errs = append(errs, err)
 	}
 	for name, d := range map[string]time.Duration{

@@ -34,7 +34,7 @@ func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error)
 	if node.Spec.ProviderID != "" && errors.Is(err, view.ErrNotFound) && !definitive(err) {
 		// Not in this cluster's list: ask for the id itself before believing it.
 		id, _ := InstanceID(node.Spec.ProviderID)
-		if in, err = instanceByID(ctx, c.client, c.cfg.Cluster, id); err == nil {
+		if in, err = instanceByID(ctx, c.client, c.cfg.Cluster, c.cfg.NodeNamePolicy, id); err == nil {
 			c.view.Invalidate() // the list lagged behind the cloud
 		}
 	}

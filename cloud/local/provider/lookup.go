@@ -36,7 +36,7 @@ func (l viewLookup) byProviderID(ctx context.Context, providerID string) (view.I
 }
 
 func (l viewLookup) byNodeName(ctx context.Context, nodeName string) (view.Instance, error) {
-	return l.view.ByNodeName(ctx, l.cfg.NodeNamePolicy, nodeName, l.cfg.InstanceMaxAge.Duration)
+	return l.view.ByNodeName(ctx, nodeName, l.cfg.InstanceMaxAge.Duration)
 }
 
 // directLookup makes one cloud call per lookup, the way most providers do:
@@ -46,7 +46,7 @@ func (l viewLookup) byNodeName(ctx context.Context, nodeName string) (view.Insta
 type directLookup struct {
 	client  *client.Client
 	cluster string
-	policy  view.NamePolicy
+	policy  NamePolicy
 }
 
 func (l directLookup) byProviderID(ctx context.Context, providerID string) (view.Instance, error) {
@@ -54,12 +54,12 @@ func (l directLookup) byProviderID(ctx context.Context, providerID string) (view
 	if err != nil {
 		return view.Instance{}, err
 	}
-	return instanceByID(ctx, l.client, l.cluster, id)
+	return instanceByID(ctx, l.client, l.cluster, l.policy, id)
 }
 
 func (l directLookup) byNodeName(ctx context.Context, nodeName string) (view.Instance, error) {
-	if l.policy == view.NameFromInstanceID {
-		in, err := instanceByID(ctx, l.client, l.cluster, nodeName)
+	if l.policy == NameFromInstanceID {
+		in, err := instanceByID(ctx, l.client, l.cluster, l.policy, nodeName)
 		if errors.Is(err, view.ErrNotFound) {
 			// Like a view miss: a name is not an id the Node was tied to.
 			return view.Instance{}, fmt.Errorf("%w: nodeName %q", view.ErrNotFound, nodeName)
@@ -80,7 +80,7 @@ func (l directLookup) byNodeName(ctx context.Context, nodeName string) (view.Ins
 	if best < 0 {
 		return view.Instance{}, fmt.Errorf("%w: name %q", view.ErrNotFound, nodeName)
 	}
-	return ToView(&items[best]), nil
+	return ToView(&items[best], l.policy), nil
 }
 
 // absentError: the cloud answered NotFound for the instance id itself.
@@ -111,7 +111,7 @@ func definitive(err error) bool {
 }
 
 // instanceByID asks the cloud for one instance of the cluster.
-func instanceByID(ctx context.Context, c *client.Client, cluster, id string) (view.Instance, error) {
+func instanceByID(ctx context.Context, c *client.Client, cluster string, policy NamePolicy, id string) (view.Instance, error) {
 	got, err := c.GetInstance(ctx, id)
 	switch {
 	case client.IsNotFound(err):
@@ -121,5 +121,5 @@ func instanceByID(ctx context.Context, c *client.Client, cluster, id string) (vi
 	case got.Cluster != cluster:
 		return view.Instance{}, &foreignError{id: id, cluster: got.Cluster}
 	}
-	return ToView(got), nil
+	return ToView(got, policy), nil
 }

@@ -87,7 +87,7 @@ func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 	cl := &Cloud{
 		cfg:      cfg,
 		client:   c,
-		view:     view.New(Source{Client: c, Cluster: cfg.Cluster}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
+		view:     view.New(Source{Client: c, Cluster: cfg.Cluster, NamePolicy: cfg.NodeNamePolicy}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
 		verifier: v,
 	}
 	switch cfg.InstanceLookup {
@@ -111,9 +111,6 @@ func (c *Cloud) InstanceView() *view.View { return c.view }
 
 // ClusterTag is the configured cluster tag.
 func (c *Cloud) ClusterTag() string { return c.cfg.Cluster }
-
-// NodeNamePolicy is the configured node name policy.
-func (c *Cloud) NodeNamePolicy() view.NamePolicy { return c.cfg.NodeNamePolicy }
 
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
@@ -150,8 +147,9 @@ func (c *Cloud) HasClusterID() bool { return true }
 
 // Source lists a local cloud's instances of one cluster for the shared view.
 type Source struct {
-	Client  *client.Client
-	Cluster string
+	Client     *client.Client
+	Cluster    string
+	NamePolicy NamePolicy
 }
 
 // ListInstances follows every page of the cluster's instances.
@@ -162,16 +160,17 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 	}
 	out := make([]view.Instance, len(items))
 	for i := range items {
-		out[i] = ToView(&items[i])
+		out[i] = ToView(&items[i], s.NamePolicy)
 	}
 	return out, nil
 }
 
-// ToView converts a local cloud instance into the shared view's form, with
-// addresses in a stable order: InternalIP, ExternalIP, InternalDNS, Hostname.
-func ToView(in *api.Instance) view.Instance {
+// ToView converts a local cloud instance into the shared view's form, its
+// Node name under the policy, with addresses in a stable order: InternalIP,
+// ExternalIP, InternalDNS, Hostname.
+func ToView(in *api.Instance, policy NamePolicy) view.Instance {
 	out := view.Instance{
-		ProviderID: attest.ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, Zone: in.Zone, Region: in.Region,
+		ProviderID: attest.ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, NodeName: policy.NodeName(in.ID, in.Name), Zone: in.Zone, Region: in.Region,
 		InstanceType: in.InstanceType, Cluster: in.Cluster, State: view.State(in.State), Labels: in.Labels,
 	}
 	for _, t := range []api.AddressType{api.InternalIP, api.ExternalIP, api.InternalDNS, api.Hostname} {

@@ -27,7 +27,7 @@ func (c *Cloud) ListRoutes(ctx context.Context, clusterName string) ([]*cloudpro
 		in, err := c.view.ByID(ctx, r.InstanceID, c.cfg.InstanceMaxAge.Duration)
 		switch {
 		case err == nil && in.State != view.StateTerminated:
-			cr.TargetNode = types.NodeName(c.cfg.NodeNamePolicy.NodeName(in))
+			cr.TargetNode = types.NodeName(in.NodeName)
 		case err == nil || errors.Is(err, view.ErrNotFound):
 			// The route controller deletes routes whose node is gone.
 			cr.Blackhole = true
@@ -41,7 +41,7 @@ func (c *Cloud) ListRoutes(ctx context.Context, clusterName string) ([]*cloudpro
 
 // CreateRoute sends route.DestinationCIDR to the instance of route.TargetNode.
 func (c *Cloud) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
-	in, err := c.view.ByNodeName(ctx, c.cfg.NodeNamePolicy, string(route.TargetNode), c.cfg.InstanceMaxAge.Duration)
+	in, err := c.view.ByNodeName(ctx, string(route.TargetNode), c.cfg.InstanceMaxAge.Duration)
 	if err != nil {
 		return fmt.Errorf("route to node %s: %w", route.TargetNode, err)
 	}

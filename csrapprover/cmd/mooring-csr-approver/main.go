@@ -70,7 +70,7 @@ func main() {
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the approver's identity; empty: in-cluster")
-	fs.StringVar(&o.cloudProvider, "cloud-provider", "local", "cloud whose evidence and instances are checked")
+	fs.StringVar(&o.cloudProvider, "cloud-provider", "", "cloud whose evidence and instances are checked (required: a backend name, as mooring-ccm's --cloud-provider)")
 	fs.StringVar(&o.cloudConfig, "cloud-config", "", "the cloud provider's config file (as mooring-ccm's)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "127.0.0.1:10271", "address of /healthz, /readyz and /metrics (plain HTTP); empty disables")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the lease, for several replicas")
@@ -96,6 +96,9 @@ func run(ctx context.Context, o *options) error {
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
+	}
+	if o.cloudProvider == "" {
+		return fmt.Errorf("--cloud-provider is required (known: %v)", cloud.Backends())
 	}
 	cp, err := cloudprovider.InitCloudProvider(o.cloudProvider, o.cloudConfig)
 	if err != nil {
