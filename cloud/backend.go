@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -16,9 +17,9 @@ import (
 // Backend is everything a cloud gives mooring, registered once under its
 // name (as k8s.io/cloud-provider's RegisterCloudProvider does for
 // providers):
-//   - Provider builds the CCM's cloud provider from its cloud-config; it is
-//     registered with k8s.io/cloud-provider under the same name, and when it
-//     also implements Attester it backs the CSR approver;
+//   - Provider builds the CCM's cloud provider from its cloud-config (see
+//     NewProvider); when it also implements Attester it backs the CSR
+//     approver;
 //   - NodeIdentity builds what the node agent asks about its own machine.
 //
 // The binaries select a backend by name and import every backend through
@@ -77,7 +78,38 @@ func Register(b Backend) {
 		panic(fmt.Sprintf("cloud: backend %q registered twice", b.Name))
 	}
 	backends[b.Name] = b
-	cloudprovider.RegisterCloudProvider(b.Name, b.Provider)
+}
+
+// NewProvider builds the named backend's cloud provider from the config
+// file at configFile ("" for none). mooring's binaries build providers only
+// through it: mooring's registry is not k8s.io/cloud-provider's, so an
+// upstream provider package that registers itself there under the same
+// name (as k8s.io/cloud-provider-aws does with "aws") can be linked in for
+// its load balancers without clashing with the backend.
+func NewProvider(name, configFile string) (cloudprovider.Interface, error) {
+	backendsMu.RLock()
+	b, ok := backends[name]
+	backendsMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("cloud provider %q is not supported here (known: %v)", name, Backends())
+	}
+	var config io.Reader
+	if configFile != "" {
+		f, err := os.Open(configFile)
+		if err != nil {
+			return nil, fmt.Errorf("cloud provider %s: %w", name, err)
+		}
+		defer f.Close()
+		config = f
+	}
+	cp, err := b.Provider(config)
+	if err != nil {
+		return nil, fmt.Errorf("cloud provider %s: %w", name, err)
+	}
+	if cp == nil {
+		return nil, fmt.Errorf("cloud provider %s: its factory built no provider", name)
+	}
+	return cp, nil
 }
 
 // Backends lists the registered backends' names, sorted.

@@ -41,8 +41,17 @@ func TestRegistry(t *testing.T) {
 	if _, err := NewNodeIdentity("test-c", NodeConfig{}); err == nil || !strings.Contains(err.Error(), "test-a") {
 		t.Fatalf("an unknown backend's error should list the known ones: %v", err)
 	}
-	if !cloudprovider.IsCloudProvider("test-a") {
-		t.Fatal("the provider is not registered with k8s.io/cloud-provider")
+	// mooring's registry is its own: an upstream provider registering the
+	// same name with k8s.io/cloud-provider does not clash with it.
+	if cloudprovider.IsCloudProvider("test-a") {
+		t.Fatal("the provider is registered with k8s.io/cloud-provider")
+	}
+	cloudprovider.RegisterCloudProvider("test-a", noProvider)
+	if _, err := NewProvider("test-a", ""); err == nil || !strings.Contains(err.Error(), "built no provider") {
+		t.Fatalf("NewProvider of a factory answering nil: %v", err)
+	}
+	if _, err := NewProvider("test-c", ""); err == nil || !strings.Contains(err.Error(), "test-a") {
+		t.Fatalf("NewProvider of an unknown backend: %v", err)
 	}
 	for name, b := range map[string]Backend{"duplicate": {Name: "test-a", Provider: noProvider}, "no provider": {Name: "test-d"}} {
 		func() {

@@ -101,6 +101,14 @@ func TestKustomizationsRender(t *testing.T) {
 		}
 	}
 
+	aws := render(t, "overlays/aws")
+	if got := ids(aws); !slices.Equal(got, want) {
+		t.Fatalf("overlays/aws renders %v", got)
+	}
+	if p := configMapData(t, aws, "mooring-cloud")["provider"]; p != "aws" {
+		t.Fatalf("overlays/aws provider %q", p)
+	}
+
 	only := render(t, "overlays/approver-only")
 	got := ids(only)
 	for _, id := range got {

@@ -164,12 +164,9 @@ Documentation: docs/ccm.md in the mooring repository.`
 // cluster id is refused, since it could not tell its resources apart.
 func initCloud(c *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface {
 	cfg := c.ComponentConfig.KubeCloudShared.CloudProvider
-	cp, err := cloudprovider.InitCloudProvider(cfg.Name, cfg.CloudConfigFile)
+	cp, err := cloud.NewProvider(cfg.Name, cfg.CloudConfigFile)
 	if err != nil {
 		klog.Fatalf("Cloud provider %q could not be initialized: %v", cfg.Name, err)
-	}
-	if cp == nil {
-		klog.Fatalf("Cloud provider %q is unknown", cfg.Name)
 	}
 	if !cp.HasClusterID() && !c.ComponentConfig.KubeCloudShared.AllowUntaggedCloud {
 		klog.Fatalf("Cloud provider %q has no cluster id; set one in its config", cfg.Name)

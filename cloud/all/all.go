@@ -3,6 +3,8 @@
 package all
 
 import (
+	// AWS.
+	_ "github.com/mooring-dev/mooring/cloud/aws"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local"
 )

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/component-base/cli"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -100,12 +99,9 @@ func run(ctx context.Context, o *options) error {
 	if o.cloudProvider == "" {
 		return fmt.Errorf("--cloud-provider is required (known: %v)", cloud.Backends())
 	}
-	cp, err := cloudprovider.InitCloudProvider(o.cloudProvider, o.cloudConfig)
+	cp, err := cloud.NewProvider(o.cloudProvider, o.cloudConfig)
 	if err != nil {
-		return fmt.Errorf("cloud provider %q: %w", o.cloudProvider, err)
-	}
-	if cp == nil {
-		return fmt.Errorf("cloud provider %q is unknown", o.cloudProvider)
+		return err
 	}
 	a, ok := cp.(cloud.Attester)
 	if !ok {

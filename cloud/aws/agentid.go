@@ -1,0 +1,243 @@
+package aws
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+// The agent's cloudSettings keys.
+const (
+	// SettingSTSEndpoint overrides the STS URL the node signs for (its
+	// host is signed); default https://sts.<region>.amazonaws.com (.com.cn
+	// in China). The approver's STSEndpoint must have the same host.
+	SettingSTSEndpoint = "stsEndpoint"
+	// SettingRegion overrides the region read from instance metadata.
+	SettingRegion = "region"
+)
+
+// maxMetadataValue bounds one instance metadata answer the agent reads.
+const maxMetadataValue = 4 << 10
+
+// NodeIdentity is an EC2 instance as its node agent sees it: instance
+// metadata (IMDSv2 only) and evidence signed with its instance profile's
+// credentials.
+type NodeIdentity struct {
+	imds        *imds.Client
+	creds       aws.CredentialsProvider
+	policy      NamePolicy
+	stsEndpoint string // "" is the region's public endpoint
+	region      string // "" is the instance's region from metadata
+	signer      *v4.Signer
+	now         func() time.Time
+}
+
+var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+
+// NewNodeIdentity reads the agent's configuration of the aws backend:
+// cfg.MetadataURL ("" is the instance metadata service's own address),
+// cfg.NodeNamePolicy (see ParseNamePolicy) and the settings stsEndpoint and
+// region, both optional. It calls nothing.
+func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+	return newNodeIdentity(cfg)
+}
+
+// newNodeIdentity is NewNodeIdentity, the metadata client's options
+// changed by imdsOpts (tests make it retry less).
+func newNodeIdentity(cfg cloud.NodeConfig, imdsOpts ...func(*imds.Options)) (*NodeIdentity, error) {
+	policy, err := ParseNamePolicy(cfg.NodeNamePolicy)
+	if err != nil {
+		return nil, fmt.Errorf("aws: %w", err)
+	}
+	n := &NodeIdentity{policy: policy, signer: v4.NewSigner(), now: time.Now}
+	for k, val := range cfg.Settings {
+		switch k {
+		case SettingSTSEndpoint:
+			if _, _, err := parseEndpoint(val); err != nil {
+				return nil, fmt.Errorf("aws: cloudSettings.%s: %w", k, err)
+			}
+			n.stsEndpoint = val
+		case SettingRegion:
+			if !scopeNameRE.MatchString(val) {
+				return nil, fmt.Errorf("aws: cloudSettings.%s %q: want a region name such as us-east-1", k, val)
+			}
+			n.region = val
+		default:
+			return nil, fmt.Errorf("aws: cloudSettings: unknown key %q (known: %s, %s)", k, SettingSTSEndpoint, SettingRegion)
+		}
+	}
+	if cfg.MetadataURL != "" {
+		if _, _, err := parseEndpoint(cfg.MetadataURL); err != nil {
+			return nil, fmt.Errorf("aws: metadataURL: %w", err)
+		}
+	}
+	// IMDSv2 only: no fallback to unauthenticated IMDSv1 requests.
+	n.imds = imds.New(imds.Options{Endpoint: cfg.MetadataURL, EnableFallback: aws.FalseTernary}, imdsOpts...)
+	n.creds = ec2rolecreds.New(func(o *ec2rolecreds.Options) { o.Client = n.imds })
+	return n, nil
+}
+
+// Instance reads the instance's id, zone, address, private DNS name and
+// tags from instance metadata. Name is the Name tag when metadata serves
+// tags, else the id.
+func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+	id, err := n.metadata(ctx, "instance-id", true)
+	if err != nil {
+		return cloud.NodeInstance{}, err
+	}
+	zone, err := n.metadata(ctx, "placement/availability-zone", true)
+	if err != nil {
+		return cloud.NodeInstance{}, err
+	}
+	ip, err := n.metadata(ctx, "local-ipv4", false)
+	if err != nil {
+		return cloud.NodeInstance{}, err
+	}
+	hostname, err := n.metadata(ctx, "local-hostname", false)
+	if err != nil {
+		return cloud.NodeInstance{}, err
+	}
+	if f := strings.Fields(hostname); len(f) > 0 {
+		hostname = f[0] // with several DHCP domains, the first name
+	}
+	tags := map[string]string{}
+	keys := []string{"Name"}
+	if k, ok := n.policy.TagKey(); ok && k != "Name" {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		v, err := n.metadata(ctx, "tags/instance/"+k, false)
+		if err != nil {
+			return cloud.NodeInstance{}, err
+		}
+		if v != "" {
+			tags[k] = v
+		}
+	}
+	out := cloud.NodeInstance{
+		ID:         id,
+		Name:       id,
+		NodeName:   n.policy.NodeName(id, hostname, tags),
+		ProviderID: ProviderIDPrefix + zone + "/" + id,
+		InternalIP: ip,
+	}
+	if name := tags["Name"]; name != "" {
+		out.Name = name
+	}
+	if out.NodeName == "" {
+		if k, ok := n.policy.TagKey(); ok {
+			return out, fmt.Errorf("aws: instance %s has no node name under policy %s: instance metadata serves no tag %q (is access to tags in instance metadata enabled?)", id, n.policy, k)
+		}
+		return out, fmt.Errorf("aws: instance %s has no node name under policy %s: instance metadata serves no local-hostname", id, n.policy)
+	}
+	return out, nil
+}
+
+// Evidence signs an sts:GetCallerIdentity request carrying the binding
+// with the instance profile's current credentials.
+func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.Block, error) {
+	if binding == "" || len(binding) > maxBinding || !printable(binding, false) {
+		return evidence.Block{}, fmt.Errorf("aws: binding %.60q: want 1-%d printable characters", binding, maxBinding)
+	}
+	region := n.region
+	if region == "" {
+		var err error
+		if region, err = n.metadata(ctx, "placement/region", true); err != nil {
+			return evidence.Block{}, err
+		}
+	}
+	endpoint := n.stsEndpoint
+	if endpoint == "" {
+		endpoint = DefaultSTSEndpoint(region) // config.go, shared with the approver's default
+	}
+	creds, err := n.creds.Retrieve(ctx)
+	if err != nil {
+		return evidence.Block{}, fmt.Errorf("aws: the instance profile's credentials from instance metadata: %w", err)
+	}
+	r, err := signCallerIdentity(ctx, n.signer, creds, endpoint, region, binding, n.now())
+	if err != nil {
+		return evidence.Block{}, err
+	}
+	data, err := r.encode()
+	if err != nil {
+		return evidence.Block{}, fmt.Errorf("aws: the signed request: %w", err)
+	}
+	klog.V(2).InfoS("Signed an STS GetCallerIdentity request as evidence", "region", region, "endpoint", endpoint, "date", r.Date)
+	return evidence.Block{Type: EvidenceType, Data: data}, nil
+}
+
+// bodyHash is the SigV4 payload hash of the GetCallerIdentity body.
+var bodyHash = func() string {
+	sum := sha256.Sum256([]byte(stsBody))
+	return hex.EncodeToString(sum[:])
+}()
+
+// signCallerIdentity signs POST <endpoint>/ with the GetCallerIdentity body
+// and the binding header, and returns the signed header values.
+func signCallerIdentity(ctx context.Context, signer *v4.Signer, creds aws.Credentials, endpoint, region, binding string, at time.Time) (stsRequest, error) {
+	u, _, err := parseEndpoint(endpoint)
+	if err != nil {
+		return stsRequest{}, fmt.Errorf("aws: STS endpoint: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, stsMethod, u.String(), strings.NewReader(stsBody))
+	if err != nil {
+		return stsRequest{}, err
+	}
+	req.Header.Set("Content-Type", stsContentType)
+	req.Header.Set(BindingHeader, binding)
+	if err := signer.SignHTTP(ctx, creds, req, bodyHash, stsService, region, at); err != nil {
+		return stsRequest{}, fmt.Errorf("aws: sign GetCallerIdentity: %w", err)
+	}
+	return stsRequest{
+		Authorization: req.Header.Get("Authorization"),
+		Date:          req.Header.Get("X-Amz-Date"),
+		SecurityToken: req.Header.Get("X-Amz-Security-Token"),
+		Binding:       binding,
+	}, nil
+}
+
+// metadata reads one instance metadata value. A value the service does not
+// have (HTTP 404) is an error if required, else "".
+func (n *NodeIdentity) metadata(ctx context.Context, path string, required bool) (string, error) {
+	out, err := n.imds.GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
+	if err != nil {
+		var re *smithyhttp.ResponseError
+		if errors.As(err, &re) && re.HTTPStatusCode() == http.StatusNotFound && !required {
+			return "", nil
+		}
+		return "", fmt.Errorf("aws: instance metadata %s: %w", path, err)
+	}
+	defer func() { _ = out.Content.Close() }()
+	b, err := io.ReadAll(io.LimitReader(out.Content, maxMetadataValue+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("aws: instance metadata %s: %w", path, err)
+	case len(b) > maxMetadataValue:
+		return "", fmt.Errorf("aws: instance metadata %s: over %d bytes", path, maxMetadataValue)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" && required {
+		return "", fmt.Errorf("aws: instance metadata %s is empty", path)
+	}
+	if strings.ContainsFunc(v, unicode.IsControl) {
+		return "", fmt.Errorf("aws: instance metadata %s holds control characters", path)
+	}
+	return v, nil
+}

@@ -1,0 +1,188 @@
+package awstest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+)
+
+// DefaultAccount is the account of a Cloud whose Options name none.
+const DefaultAccount = "123456789012"
+
+// DefaultRegion is the region of a Cloud whose Options name none.
+const DefaultRegion = "us-east-1"
+
+// DefaultCredentialLifetime is how long instance-profile credentials live
+// when Options.CredentialLifetime is zero.
+const DefaultCredentialLifetime = 6 * time.Hour
+
+// User is an IAM user's long-term access key: the identity of callers such
+// as the cloud-controller-manager or the CSR approver.
+type User struct{ Name, AccessKeyID, SecretAccessKey string }
+
+// Options configure a Cloud.
+type Options struct {
+	// Account is the 12-digit account id; default DefaultAccount.
+	Account string
+	// Region is the cloud's region and the only one whose signatures it
+	// accepts; default DefaultRegion.
+	Region string
+	// Users may sign EC2 and STS calls.
+	Users []User
+	// Now is the clock of signature windows, credential expiry, metadata
+	// tokens and launch times; default time.Now. Responses carry it in
+	// their Date header, as AWS's do, so SDK clients correct their signing
+	// clock to it.
+	Now func() time.Time
+	// CredentialLifetime is the lifetime of instance-profile credentials;
+	// default DefaultCredentialLifetime.
+	CredentialLifetime time.Duration
+}
+
+// Cloud is one AWS account in one region: EC2 instances, their instance
+// profiles and metadata services, and the EC2 and STS Query APIs on one
+// loopback endpoint. Its methods are safe for concurrent use.
+type Cloud struct {
+	account  string
+	region   string
+	now      func() time.Time
+	lifetime time.Duration
+
+	mu        sync.Mutex
+	users     map[string]User          // by access key id
+	instances map[string]Instance      // by instance id
+	seq       uint64                   // instance ids handed out
+	roleCreds map[string]*roleCred     // every set ever issued, by access key id
+	current   map[string]*roleCred     // the set IMDS serves, by instance id
+	imds      map[string]*imdsServer   // by instance id
+	calls     map[string]int           // by action
+	refusals  map[string]int           // by error code
+	faults    map[string][]*faultEntry // by action, in order
+	api       *http.Server
+	endpoint  string
+	closed    bool
+}
+
+// New makes a Cloud; Start serves its API. It panics on options that are a
+// test's own mistake (a user without a name or key, a key given twice).
+func New(opts Options) *Cloud {
+	c := &Cloud{
+		account:   opts.Account,
+		region:    opts.Region,
+		now:       opts.Now,
+		lifetime:  opts.CredentialLifetime,
+		users:     map[string]User{},
+		instances: map[string]Instance{},
+		roleCreds: map[string]*roleCred{},
+		current:   map[string]*roleCred{},
+		imds:      map[string]*imdsServer{},
+		calls:     map[string]int{},
+		refusals:  map[string]int{},
+		faults:    map[string][]*faultEntry{},
+	}
+	if c.account == "" {
+		c.account = DefaultAccount
+	}
+	if c.region == "" {
+		c.region = DefaultRegion
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.lifetime <= 0 {
+		c.lifetime = DefaultCredentialLifetime
+	}
+	for _, u := range opts.Users {
+		c.AddUser(u)
+	}
+	return c
+}
+
+// NewStarted makes and starts a Cloud that is closed when the test ends.
+func NewStarted(t testing.TB, opts Options) *Cloud {
+	t.Helper()
+	c := New(opts)
+	if err := c.Start(); err != nil {
+		t.Fatalf("awstest: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// AddUser lets one more IAM user sign calls. It panics on a user without a
+// name, access key id or secret, or on an access key id already known.
+func (c *Cloud) AddUser(u User) {
+	if u.Name == "" || u.AccessKeyID == "" || u.SecretAccessKey == "" {
+		panic(fmt.Sprintf("awstest: user %q needs a name, an access key id and a secret access key", u.Name))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, dup := c.users[u.AccessKeyID]; dup {
+		panic(fmt.Sprintf("awstest: access key id %q given twice", u.AccessKeyID))
+	}
+	c.users[u.AccessKeyID] = u
+}
+
+// Start serves the EC2 and STS Query APIs on 127.0.0.1 at a free port.
+func (c *Cloud) Start() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return errors.New("awstest: start: the cloud is closed")
+	}
+	if c.api != nil {
+		return errors.New("awstest: start: already started")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("awstest: listen for the API: %w", err)
+	}
+	c.api = &http.Server{Handler: http.HandlerFunc(c.serveAPI), ReadHeaderTimeout: 10 * time.Second}
+	c.endpoint = "http://" + ln.Addr().String()
+	go func(s *http.Server) { _ = s.Serve(ln) }(c.api)
+	return nil
+}
+
+// Close stops the API and every instance metadata service. A closed Cloud
+// cannot start again.
+func (c *Cloud) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	servers := make([]*http.Server, 0, len(c.imds)+1)
+	if c.api != nil {
+		servers = append(servers, c.api)
+	}
+	for _, s := range c.imds {
+		servers = append(servers, s.srv)
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, s := range servers {
+		if err := s.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Endpoint is the API's base URL, "http://127.0.0.1:PORT", to be the
+// BaseEndpoint of both the ec2 and the sts client; "" before Start.
+func (c *Cloud) Endpoint() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.endpoint
+}
+
+// Account is the cloud's account id.
+func (c *Cloud) Account() string { return c.account }
+
+// Region is the cloud's region.
+func (c *Cloud) Region() string { return c.region }

@@ -1,0 +1,76 @@
+// Package awstest is an AWS-compatible endpoint for tests: one account in
+// one region, reached by the real aws-sdk-go-v2 clients (ec2 and sts with
+// BaseEndpoint set to Cloud.Endpoint, feature/ec2/imds with Endpoint set to
+// Cloud.IMDS, credentials/ec2rolecreds on top of it). Everything listens on
+// 127.0.0.1 and every instance address is inside 127.0.0.0/8.
+//
+// Give SDK clients HTTPClient (Cloud.Config does): on loopback the SDK can
+// close a request body under net/http, which then drops the connection
+// under a large answer (see HTTPClient); the API holds its answers back a
+// millisecond to make that rare for clients that do not.
+//
+// Modelled, after AWS's documented wire formats and behaviour:
+//   - Signature Version 4 on every EC2 and STS call, checked by signing the
+//     request again with the SDK's own v4 signer (only the headers the
+//     client signed, the same method, path, query and body) and comparing in
+//     constant time. Refused: a missing Authorization
+//     (MissingAuthenticationToken), a malformed one, or one whose
+//     SignedHeaders lack host or x-amz-date (IncompleteSignature); a scope of
+//     another service or region, a scope date other than X-Amz-Date's, a
+//     date more than 15 minutes from Now either way ("Signature expired" /
+//     "Signature not yet current"), and any other mismatch
+//     (SignatureDoesNotMatch); an unknown access key, a wrong or missing
+//     session token for role credentials or any session token with a user's
+//     key (InvalidClientTokenId); expired role credentials (ExpiredToken).
+//     Bodies above 64 KiB are refused (413 RequestEntityTooLarge).
+//   - Responses carry Now in their Date header, so the SDK's clock skew
+//     correction works against a Cloud whose clock is not the machine's.
+//   - EC2 DescribeInstances (Query API version 2016-11-15): DryRun,
+//     MaxResults 5-1000, NextToken (a cursor in instance id order, tied to
+//     the query's ids and filters), InstanceId.N (InvalidInstanceID.NotFound,
+//     InvalidInstanceID.Malformed; not combinable with MaxResults), Filter.N
+//     on instance-id, instance-state-name, instance-state-code,
+//     private-dns-name, private-ip-address, availability-zone,
+//     instance-type, tag-key, tag-value and tag:<key> with EC2's * and ?
+//     wildcards; unknown parameters and filters are refused. Each instance
+//     is in a reservation of its own, with one network interface. Stopped
+//     instances show no public address; terminated ones no addresses or DNS
+//     names; deleted ones are not shown.
+//   - STS GetCallerIdentity (version 2011-06-15): a user's
+//     arn:aws:iam::<account>:user/<name>, or for instance-profile
+//     credentials arn:aws:sts::<account>:assumed-role/<role>/<instance-id>;
+//     other STS actions are InvalidAction.
+//   - IAM, as far as "instance-profile credentials may not call EC2"
+//     (UnauthorizedOperation); users may call everything modelled.
+//   - Instance-profile credentials: an assumed-role session per instance,
+//     rotated when the metadata service (or RoleCredentials) is asked within
+//     a third of their lifetime of expiry; earlier sets stay valid until
+//     they expire, also after the instance is stopped or deleted.
+//   - IMDSv2 per instance, on its own port: token PUT with a TTL of 1-21600
+//     seconds (400 otherwise; 403 with X-Forwarded-For), GETs only with a
+//     live token (401 otherwise); tokens die when the instance leaves
+//     running. It serves meta-data/ (ami-id, hostname, instance-id,
+//     instance-type, local-hostname, local-ipv4, public-ipv4,
+//     public-hostname, placement/availability-zone, placement/region,
+//     iam/info, iam/security-credentials/[<role>], tags/instance/[<key>]
+//     when MetadataTags) and dynamic/instance-identity/document, and closes
+//     connections unanswered while the instance is not running.
+//   - Fault injection (Fail, after authentication and authorization) and
+//     counters (Calls of each action, Refused by error code).
+//
+// Not modelled:
+//   - The IMDS hop limit (every client is one hop away on loopback), IMDSv1,
+//     the identity document's signatures (/signature, /pkcs7, /rsa2048),
+//     user data, and metadata other than the paths above.
+//   - Throttling (RequestLimitExceeded) and server errors, except through
+//     Fail.
+//   - IAM policy evaluation beyond the rule above; every other EC2 and STS
+//     action; presigned (query-string) SigV4 and SigV4a; chunked payload
+//     signing; headers the SDK's signer never signs (User-Agent, Expect, ...)
+//     cannot be listed in SignedHeaders.
+//   - EC2's own error code for stale dates and expired tokens
+//     (RequestExpired): both APIs answer as STS does.
+//   - Reservations of several instances, security groups, VPC and subnet
+//     details (their ids are fixed per account, region and zone), launch
+//     state transitions over time (states change only by Put and SetState).
+package awstest

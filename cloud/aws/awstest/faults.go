@@ -1,0 +1,84 @@
+package awstest
+
+import "net/http"
+
+// Actions counted by Calls and failed by Fail.
+const (
+	ActionDescribeInstances = "DescribeInstances"
+	ActionGetCallerIdentity = "GetCallerIdentity"
+	// ActionIMDS is every request a metadata service answers: token PUTs
+	// and GETs, of any instance.
+	ActionIMDS = "IMDS"
+)
+
+// faultEntry is a Fail call not used up yet.
+type faultEntry struct {
+	left   int
+	status int
+	code   string
+}
+
+// Fail makes the next n calls of action (ActionDescribeInstances,
+// ActionGetCallerIdentity or ActionIMDS) answer HTTP status with the error
+// code (in the API's XML error format; as the plain-text body of a metadata
+// service's answer). It applies to calls that were authenticated and
+// authorized, so a failed call still counts in Calls. Fail calls queue: a
+// second one starts when the first is used up. n <= 0 clears the action's
+// queue; status 0 is 500.
+func (c *Cloud) Fail(action string, n int, status int, code string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n <= 0 {
+		delete(c.faults, action)
+		return
+	}
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	if code == "" {
+		code = http.StatusText(status)
+	}
+	c.faults[action] = append(c.faults[action], &faultEntry{left: n, status: status, code: code})
+}
+
+// Calls is how many calls of action were answered: for the API actions the
+// calls that passed authentication and authorization, whatever they were
+// answered (an injected fault, a refused parameter, DryRunOperation); for
+// ActionIMDS the requests any metadata service answered while its instance
+// was running (401s and 403s included).
+func (c *Cloud) Calls(action string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[action]
+}
+
+// Refused is how many API calls were refused with the error code before
+// reaching their action: authentication (SignatureDoesNotMatch,
+// InvalidClientTokenId, ExpiredToken, IncompleteSignature,
+// MissingAuthenticationToken) and authorization (UnauthorizedOperation).
+func (c *Cloud) Refused(code string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refusals[code]
+}
+
+// countCallLocked counts a call of action and returns the fault it must
+// answer with, if any.
+func (c *Cloud) countCallLocked(action string) *faultEntry {
+	c.calls[action]++
+	q := c.faults[action]
+	if len(q) == 0 {
+		return nil
+	}
+	f := q[0]
+	f.left--
+	if f.left == 0 {
+		q = q[1:]
+		if len(q) == 0 {
+			delete(c.faults, action)
+		} else {
+			c.faults[action] = q
+		}
+	}
+	return f
+}

@@ -1,0 +1,204 @@
+package awstest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Instance is an EC2 instance as a test describes it.
+type Instance struct {
+	// ID is "i-" and 17 (or, for old instances, 8) lower-case hex digits;
+	// Put assigns one when empty.
+	ID string
+	// Zone is the availability zone, the region and a letter; default
+	// Region+"a".
+	Zone string
+	// InstanceType defaults to "m5.large".
+	InstanceType string
+	// State is pending, running, shutting-down, terminated, stopping or
+	// stopped; default running.
+	State string
+	// PrivateIP is required and inside 127.0.0.0/8.
+	PrivateIP string
+	// PublicIP is empty or inside 127.0.0.0/8.
+	PublicIP string
+	// PrivateDNSName defaults to ip-A-B-C-D.ec2.internal in us-east-1 and
+	// ip-A-B-C-D.<region>.compute.internal elsewhere.
+	PrivateDNSName string
+	// PublicDNSName has no default.
+	PublicDNSName string
+	// Tags are the instance's tags.
+	Tags map[string]string
+	// Role is the role of the instance profile; "" is no instance profile.
+	Role string
+	// MetadataTags is whether the metadata service serves tags/instance/
+	// (instance metadata tags enabled).
+	MetadataTags bool
+	// LaunchTime defaults to Now at the first Put (rounded down to the
+	// second) and is kept by later Puts that leave it zero; a start from
+	// stopped moves it to Now, as on AWS.
+	LaunchTime time.Time
+	// ImageID defaults to ami- and 17 hex digits derived from the region.
+	ImageID string
+}
+
+// Instance states, with the codes EC2 gives them.
+var stateCodes = map[string]int{
+	"pending":       0,
+	"running":       16,
+	"shutting-down": 32,
+	"terminated":    48,
+	"stopping":      64,
+	"stopped":       80,
+}
+
+const stateRunning = "running"
+
+var instanceIDPattern = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
+
+var loopback = netip.MustParsePrefix("127.0.0.0/8")
+
+// Put adds an instance or replaces the one with its ID, and returns it as
+// stored, defaults filled in. It panics when the instance is one AWS could
+// not have (a malformed id or state, a zone outside the region) or one this
+// package refuses (an address outside 127.0.0.0/8).
+func (c *Cloud) Put(in Instance) Instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in.Tags = maps.Clone(in.Tags)
+	if in.ID == "" {
+		in.ID = c.newInstanceIDLocked()
+	}
+	if !instanceIDPattern.MatchString(in.ID) {
+		panic(fmt.Sprintf("awstest: instance id %q: want i- and 17 lower-case hex digits", in.ID))
+	}
+	if in.Zone == "" {
+		in.Zone = c.region + "a"
+	}
+	if rest, ok := strings.CutPrefix(in.Zone, c.region); !ok || rest == "" {
+		panic(fmt.Sprintf("awstest: instance %s: zone %q is not a zone of region %s", in.ID, in.Zone, c.region))
+	}
+	if in.InstanceType == "" {
+		in.InstanceType = "m5.large"
+	}
+	if in.State == "" {
+		in.State = stateRunning
+	}
+	if _, ok := stateCodes[in.State]; !ok {
+		panic(fmt.Sprintf("awstest: instance %s: state %q is not an EC2 instance state", in.ID, in.State))
+	}
+	if !isLoopback(in.PrivateIP) {
+		panic(fmt.Sprintf("awstest: instance %s: private IP %q: want an IPv4 address inside 127.0.0.0/8", in.ID, in.PrivateIP))
+	}
+	if in.PublicIP != "" && !isLoopback(in.PublicIP) {
+		panic(fmt.Sprintf("awstest: instance %s: public IP %q: want \"\" or an IPv4 address inside 127.0.0.0/8", in.ID, in.PublicIP))
+	}
+	if in.PrivateDNSName == "" {
+		in.PrivateDNSName = c.defaultPrivateDNSName(in.PrivateIP)
+	}
+	if in.ImageID == "" {
+		in.ImageID = fakeID("ami", c.region)
+	}
+	prev, existed := c.instances[in.ID]
+	if in.LaunchTime.IsZero() {
+		if existed {
+			in.LaunchTime = prev.LaunchTime
+		} else {
+			in.LaunchTime = c.now().UTC().Truncate(time.Second)
+		}
+	}
+	if existed && in.State != stateRunning {
+		c.forgetTokensLocked(in.ID)
+	}
+	c.instances[in.ID] = in
+	return cloneInstance(in)
+}
+
+// Get returns the instance with the id as stored.
+func (c *Cloud) Get(id string) (Instance, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[id]
+	return cloneInstance(in), ok
+}
+
+// SetState moves an instance to a state. A start from stopped or stopping
+// moves its launch time to Now; leaving running invalidates its metadata
+// tokens (the machine stopped). A terminated instance cannot change state.
+func (c *Cloud) SetState(id, state string) error {
+	if _, ok := stateCodes[state]; !ok {
+		return fmt.Errorf("awstest: set state of %s: %q is not an EC2 instance state", id, state)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[id]
+	if !ok {
+		return fmt.Errorf("awstest: set state of %s: no such instance", id)
+	}
+	if in.State == "terminated" && state != "terminated" {
+		return fmt.Errorf("awstest: set state of %s to %s: the instance is terminated", id, state)
+	}
+	if (in.State == "stopped" || in.State == "stopping") && (state == "pending" || state == stateRunning) {
+		in.LaunchTime = c.now().UTC().Truncate(time.Second)
+	}
+	if state != stateRunning {
+		c.forgetTokensLocked(id)
+	}
+	in.State = state
+	c.instances[id] = in
+	return nil
+}
+
+// Delete removes an instance altogether: DescribeInstances no longer shows
+// it (as AWS stops showing a terminated instance after a while) and its
+// metadata service stops answering. Credentials issued to it stay valid
+// until they expire, as on AWS.
+func (c *Cloud) Delete(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.instances, id)
+	c.forgetTokensLocked(id)
+}
+
+// newInstanceIDLocked hands out a deterministic id no instance has.
+func (c *Cloud) newInstanceIDLocked() string {
+	for {
+		c.seq++
+		sum := sha256.Sum256(fmt.Appendf(nil, "instance/%s/%s/%d", c.account, c.region, c.seq))
+		id := "i-0" + hex.EncodeToString(sum[:8])
+		if _, taken := c.instances[id]; !taken {
+			return id
+		}
+	}
+}
+
+func (c *Cloud) defaultPrivateDNSName(ip string) string {
+	host := "ip-" + strings.ReplaceAll(ip, ".", "-")
+	if c.region == "us-east-1" {
+		return host + ".ec2.internal"
+	}
+	return host + "." + c.region + ".compute.internal"
+}
+
+func isLoopback(ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	return err == nil && a.Is4() && loopback.Contains(a)
+}
+
+func cloneInstance(in Instance) Instance {
+	in.Tags = maps.Clone(in.Tags)
+	return in
+}
+
+// fakeID is a resource id (prefix, "-0" and 16 hex digits) derived from a
+// seed, so that describing the same thing twice gives the same id.
+func fakeID(prefix, seed string) string {
+	sum := sha256.Sum256([]byte(prefix + "/" + seed))
+	return prefix + "-0" + hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,120 @@
+package awstest
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+)
+
+// GetCallerIdentity names a user by its IAM ARN, and an instance's role
+// credentials, as the SDK on the instance reads them from IMDS, by the
+// assumed-role ARN whose session is the instance id.
+func TestGetCallerIdentity(t *testing.T) {
+	c, _ := newCloud(t, func(o *Options) { o.Account = "210987654321" })
+	in := c.Put(Instance{PrivateIP: "127.1.0.1", Role: "mooring-node"})
+	ctx := context.Background()
+
+	out, err := stsClient(c, staticCreds(testUser)).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := aws.ToString(out.Arn); got != "arn:aws:iam::210987654321:user/ccm" {
+		t.Fatalf("user ARN %q", got)
+	}
+	if aws.ToString(out.Account) != "210987654321" || !strings.HasPrefix(aws.ToString(out.UserId), "AIDA") {
+		t.Fatalf("user: account %q, user id %q", aws.ToString(out.Account), aws.ToString(out.UserId))
+	}
+
+	creds := instanceRoleCreds(t, c, in.ID)
+	out, err = stsClient(c, creds).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := aws.ToString(out.Arn), "arn:aws:sts::210987654321:assumed-role/mooring-node/"+in.ID; got != want {
+		t.Fatalf("role ARN %q, want %q", got, want)
+	}
+	if uid := aws.ToString(out.UserId); !strings.HasPrefix(uid, "AROA") || !strings.HasSuffix(uid, ":"+in.ID) {
+		t.Fatalf("role user id %q", uid)
+	}
+	// What the SDK read from IMDS is the cloud's current set (the SDK caps
+	// its expiry to an hour from its own clock, so that is not compared).
+	got, err := creds.Retrieve(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.RoleCredentials(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.AccessKeyID != want.AccessKeyID || got.SessionToken != want.SessionToken || !strings.HasPrefix(got.AccessKeyID, "ASIA") {
+		t.Fatalf("IMDS credentials %+v, RoleCredentials %+v", got, want)
+	}
+	if n := c.Calls(ActionGetCallerIdentity); n != 2 {
+		t.Fatalf("Calls(GetCallerIdentity) = %d, want 2", n)
+	}
+
+	// STS answers nothing else.
+	_, err = stsClient(c, staticCreds(testUser)).AssumeRole(ctx, &sts.AssumeRoleInput{RoleArn: aws.String("arn:aws:iam::210987654321:role/x"), RoleSessionName: aws.String("s")})
+	wantAPIError(t, err, http.StatusBadRequest, "InvalidAction")
+}
+
+// Instance-profile credentials rotate when asked within a third of their
+// lifetime of expiry; the earlier set works until it expires.
+func TestRoleCredentialRotation(t *testing.T) {
+	c, clk := newCloud(t, nil) // 6h lifetime: rotation once 2h or less remain
+	in := c.Put(Instance{PrivateIP: "127.1.0.1", Role: "node"})
+	first, err := c.RoleCredentials(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Expires.Equal(clk.Now().Add(6 * time.Hour)) {
+		t.Fatalf("expiry %v, want 6h from %v", first.Expires, clk.Now())
+	}
+	clk.Advance(4*time.Hour - time.Second)
+	same, _ := c.RoleCredentials(in.ID)
+	if same.AccessKeyID != first.AccessKeyID {
+		t.Fatal("rotated with more than a third of the lifetime left")
+	}
+	clk.Advance(time.Second)
+	// The metadata service rotates them too: read through IMDS.
+	second, err := instanceRoleCreds(t, c, in.ID).Retrieve(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.AccessKeyID == first.AccessKeyID || second.SessionToken == first.SessionToken {
+		t.Fatal("not rotated with a third of the lifetime left")
+	}
+	if cur, _ := c.RoleCredentials(in.ID); cur.AccessKeyID != second.AccessKeyID || !cur.Expires.Equal(clk.Now().Add(6*time.Hour)) {
+		t.Fatalf("current set %s expiring %v, want %s expiring 6h from now", cur.AccessKeyID, cur.Expires, second.AccessKeyID)
+	}
+	whoami := func(creds aws.Credentials) error {
+		client := stsClient(c, roleCredsProvider(creds), func(o *sts.Options) { o.HTTPSignerV4 = signerAt{at: clk.Now} })
+		_, err := client.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
+		return err
+	}
+	if err := whoami(first); err != nil {
+		t.Fatalf("the earlier set before its expiry: %v", err)
+	}
+	if err := whoami(second); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * time.Hour)
+	wantAPIError(t, whoami(first), http.StatusForbidden, "ExpiredToken")
+	if err := whoami(second); err != nil {
+		t.Fatal(err)
+	}
+
+	// No instance profile, no credentials; unknown instance, an error.
+	bare := c.Put(Instance{PrivateIP: "127.1.0.2"})
+	if _, err := c.RoleCredentials(bare.ID); err == nil {
+		t.Fatal("credentials for an instance without a profile")
+	}
+	if _, err := c.RoleCredentials("i-0123456789abcdef0"); err == nil {
+		t.Fatal("credentials for an unknown instance")
+	}
+}

@@ -1,0 +1,261 @@
+package aws
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the AWS backend's cloud config file (the CCM's and the CSR
+// approver's --cloud-config), YAML or JSON, read strictly. It holds no
+// secrets: the EC2 and STS calls take their credentials from the AWS SDK's
+// default chain (environment, shared files, the instance profile).
+type Config struct {
+	// Region is the AWS region of the cluster's instances, such as
+	// us-east-1. Required.
+	Region string `json:"region"`
+	// ClusterID names the cluster: its instances carry the tag
+	// kubernetes.io/cluster/<ClusterID> with the value "owned" or "shared".
+	// Required.
+	ClusterID string `json:"clusterID"`
+	// NodeNamePolicy maps instances to Node names: PrivateDNSName (the
+	// default), InstanceID or Tag:<key> (see ParseNamePolicy). The node
+	// agent must use the same policy.
+	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
+	// EC2Endpoint overrides the EC2 API's URL; "" is the SDK's regional
+	// endpoint.
+	EC2Endpoint string `json:"ec2Endpoint,omitempty"`
+	// STSEndpoint is where the approver sends the GetCallerIdentity
+	// requests that nodes signed; "" is https://sts.<region>.amazonaws.com
+	// (DefaultSTSEndpoint).
+	STSEndpoint string `json:"stsEndpoint,omitempty"`
+	// Account is the 12-digit AWS account the cluster's instances, and the
+	// roles of their instance profiles, belong to. Required.
+	Account string `json:"account"`
+	// NodeRoles are the names (not ARNs) of the instance-profile roles
+	// whose sessions may join the cluster. Required, at least one.
+	NodeRoles []string `json:"nodeRoles"`
+	// InstanceMaxAge is how old an instance answer may be for node
+	// initialization, the address sweep and lifecycle checks. Default 30s.
+	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
+	// MinRefreshInterval bounds how often lookups of unknown instances list
+	// EC2 again. Default 2s.
+	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// RequestTimeout bounds one EC2 or STS call. Default 30s.
+	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+	// LoadBalancers says who manages the load balancers of LoadBalancer
+	// Services and the cloud routes: "none" (the default: nobody here) or
+	// "upstream", the upstream AWS cloud provider (see upstream.go).
+	LoadBalancers string `json:"loadBalancers,omitempty"`
+	// UpstreamConfig is the path of the upstream AWS provider's own cloud
+	// config file (gcfg), required with loadBalancers: upstream and read
+	// only then. Its Global.Region and Global.KubernetesClusterID, if set,
+	// must be this config's region and clusterID; unset, they are.
+	UpstreamConfig string `json:"upstreamConfig,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultInstanceMaxAge     = 30 * time.Second
+	DefaultMinRefreshInterval = 2 * time.Second
+	DefaultRequestTimeout     = 30 * time.Second
+)
+
+// Load balancer modes (Config.LoadBalancers).
+const (
+	// LoadBalancersNone: the backend has no load balancers and no routes;
+	// the CCM's service and route controllers do not run.
+	LoadBalancersNone = "none"
+	// LoadBalancersUpstream: load balancers and routes of the upstream AWS
+	// cloud provider (see upstream.go).
+	LoadBalancersUpstream = "upstream"
+)
+
+// ClusterTagPrefix starts the key of the tag that makes an instance a
+// cluster's: kubernetes.io/cluster/<cluster id>.
+const ClusterTagPrefix = "kubernetes.io/cluster/"
+
+// Values of the cluster tag that make an instance the cluster's.
+const (
+	ClusterTagOwned  = "owned"
+	ClusterTagShared = "shared"
+)
+
+// maxConfigSize bounds the cloud config file.
+const maxConfigSize = 1 << 20
+
+var (
+	// regionPattern: us-east-1, us-gov-west-1, cn-north-1, ap-southeast-2.
+	regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
+	// clusterIDPattern: characters EC2 tag keys allow, without '/' and
+	// spaces so that the tag key names exactly one cluster; at most
+	// 128-len(ClusterTagPrefix) of them (EC2 tag keys are 1-128 characters).
+	clusterIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:=+@-]{1,106}$`)
+	accountPattern   = regexp.MustCompile(`^[0-9]{12}$`)
+	// rolePattern: an IAM role name.
+	rolePattern = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,64}$`)
+)
+
+// ParseConfig reads a cloud config strictly: unknown fields are errors, and
+// every problem of the config is reported at once.
+func ParseConfig(r io.Reader) (Config, error) {
+	var c Config
+	if r == nil {
+		return c, errors.New("aws cloud config: --cloud-config is required")
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	if err != nil {
+		return c, fmt.Errorf("aws cloud config: %w", err)
+	}
+	if len(data) > maxConfigSize {
+		return c, fmt.Errorf("aws cloud config: larger than %d bytes", maxConfigSize)
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("aws cloud config: %w", err)
+	}
+	c.defaults()
+	return c, c.validate()
+}
+
+// ClusterTagKey is the tag key the cluster's instances carry.
+func (c *Config) ClusterTagKey() string { return ClusterTagPrefix + c.ClusterID }
+
+// DefaultSTSEndpoint is the regional STS endpoint of a region.
+func DefaultSTSEndpoint(region string) string {
+	if strings.HasPrefix(region, "cn-") {
+		return "https://sts." + region + ".amazonaws.com.cn"
+	}
+	return "https://sts." + region + ".amazonaws.com"
+}
+
+// EffectiveSTSEndpoint is STSEndpoint, or the region's default.
+func (c *Config) EffectiveSTSEndpoint() string {
+	if c.STSEndpoint != "" {
+		return c.STSEndpoint
+	}
+	return DefaultSTSEndpoint(c.Region)
+}
+
+func (c *Config) defaults() {
+	if c.InstanceMaxAge.Duration == 0 {
+		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
+	}
+	if c.MinRefreshInterval.Duration == 0 {
+		c.MinRefreshInterval.Duration = DefaultMinRefreshInterval
+	}
+	if c.RequestTimeout.Duration == 0 {
+		c.RequestTimeout.Duration = DefaultRequestTimeout
+	}
+	if c.LoadBalancers == "" {
+		c.LoadBalancers = LoadBalancersNone
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	switch {
+	case c.Region == "":
+		errs = append(errs, errors.New("region is required"))
+	case !regionPattern.MatchString(c.Region):
+		errs = append(errs, fmt.Errorf("region %q is not an AWS region name such as us-east-1", c.Region))
+	}
+	switch {
+	case c.ClusterID == "":
+		errs = append(errs, fmt.Errorf("clusterID is required: only instances tagged %s<clusterID> are the cluster's", ClusterTagPrefix))
+	case !clusterIDPattern.MatchString(c.ClusterID):
+		errs = append(errs, fmt.Errorf("clusterID %q: want 1-106 letters, digits or ._:=+@- (it ends the tag key %s<clusterID>)", c.ClusterID, ClusterTagPrefix))
+	}
+	if _, err := ParseNamePolicy(c.NodeNamePolicy); err != nil {
+		errs = append(errs, fmt.Errorf("nodeNamePolicy: %w", err))
+	}
+	if err := checkEndpoint(c.EC2Endpoint, true); err != nil {
+		errs = append(errs, fmt.Errorf("ec2Endpoint: %w", err))
+	}
+	if err := checkEndpoint(c.STSEndpoint, false); err != nil {
+		errs = append(errs, fmt.Errorf("stsEndpoint: %w", err))
+	}
+	switch {
+	case c.Account == "":
+		errs = append(errs, errors.New("account is required: joining sessions must belong to the cluster's AWS account"))
+	case !accountPattern.MatchString(c.Account):
+		errs = append(errs, fmt.Errorf("account %q: want the 12-digit AWS account id", c.Account))
+	}
+	if len(c.NodeRoles) == 0 {
+		errs = append(errs, errors.New("nodeRoles is required: name the instance-profile roles whose sessions may join"))
+	}
+	for _, r := range c.NodeRoles {
+		switch {
+		case strings.HasPrefix(r, "arn:"):
+			errs = append(errs, fmt.Errorf("nodeRoles: %q is an ARN; want the role's name", r))
+		case !rolePattern.MatchString(r):
+			errs = append(errs, fmt.Errorf("nodeRoles: %q is not an IAM role name (1-64 letters, digits or +=,.@_-)", r))
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"instanceMaxAge": c.InstanceMaxAge.Duration, "minRefreshInterval": c.MinRefreshInterval.Duration,
+		"requestTimeout": c.RequestTimeout.Duration,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	switch c.LoadBalancers {
+	case LoadBalancersNone:
+		if c.UpstreamConfig != "" {
+			errs = append(errs, fmt.Errorf("upstreamConfig is set but loadBalancers is %q; it is read only with loadBalancers: %s", c.LoadBalancers, LoadBalancersUpstream))
+		}
+	case LoadBalancersUpstream:
+		if c.UpstreamConfig == "" {
+			errs = append(errs, errNoUpstreamConfig)
+		}
+	default:
+		errs = append(errs, fmt.Errorf("loadBalancers %q: want %s or %s", c.LoadBalancers, LoadBalancersNone, LoadBalancersUpstream))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("aws cloud config: %w", err)
+	}
+	return nil
+}
+
+// checkEndpoint accepts "" or an absolute https URL without credentials,
+// query or fragment, and without a path unless withPath; plain http only to
+// a loopback host (tests), since the answers of both APIs decide which
+// machines join and which Nodes go.
+func checkEndpoint(s string, withPath bool) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	switch {
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%q: want an absolute URL such as https://host", s)
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
+		return fmt.Errorf("%q: want a URL without credentials, query or fragment", s)
+	case !withPath && u.Path != "" && u.Path != "/":
+		return fmt.Errorf("%q: want a URL without a path", s)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q: want an https URL (plain http only to a loopback address)", s)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

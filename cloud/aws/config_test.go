@@ -1,0 +1,129 @@
+package aws
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// minimalConfig has every required field.
+const minimalConfig = "region: us-east-1\nclusterID: c1\naccount: \"123456789012\"\nnodeRoles: [node]\n"
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := ParseConfig(strings.NewReader(minimalConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Region != "us-east-1" || c.ClusterID != "c1" || c.Account != "123456789012" || len(c.NodeRoles) != 1 || c.NodeRoles[0] != "node" {
+		t.Fatalf("fields: %+v", c)
+	}
+	if c.InstanceMaxAge.Duration != 30*time.Second || c.MinRefreshInterval.Duration != 2*time.Second ||
+		c.RequestTimeout.Duration != 30*time.Second || c.LoadBalancers != LoadBalancersNone || c.NodeNamePolicy != "" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if got := c.EffectiveSTSEndpoint(); got != "https://sts.us-east-1.amazonaws.com" {
+		t.Fatalf("default STS endpoint %q", got)
+	}
+	if got := c.ClusterTagKey(); got != "kubernetes.io/cluster/c1" {
+		t.Fatalf("cluster tag key %q", got)
+	}
+	// The same in JSON, with every optional field set.
+	c, err = ParseConfig(strings.NewReader(`{"region":"eu-west-3","clusterID":"prod.example.com","account":"000000000001",
+		"nodeRoles":["a","b"],"nodeNamePolicy":"Tag:NodeName","ec2Endpoint":"https://ec2.example.com/base",
+		"stsEndpoint":"https://sts.example.com","instanceMaxAge":"1m","minRefreshInterval":"5s","requestTimeout":"3s",
+		"loadBalancers":"none"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.EffectiveSTSEndpoint() != "https://sts.example.com" || c.InstanceMaxAge.Duration != time.Minute ||
+		c.MinRefreshInterval.Duration != 5*time.Second || c.RequestTimeout.Duration != 3*time.Second {
+		t.Fatalf("JSON: %+v", c)
+	}
+}
+
+func TestDefaultSTSEndpoint(t *testing.T) {
+	for region, want := range map[string]string{
+		"us-east-1":     "https://sts.us-east-1.amazonaws.com",
+		"us-gov-west-1": "https://sts.us-gov-west-1.amazonaws.com",
+		"cn-north-1":    "https://sts.cn-north-1.amazonaws.com.cn",
+	} {
+		if got := DefaultSTSEndpoint(region); got != want {
+			t.Errorf("%s: %s, want %s", region, got, want)
+		}
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ name, text, want string }{
+		{"unknown field", minimalConfig + "bogus: 1\n", "bogus"},
+		{"secret-like unknown field", minimalConfig + "secretAccessKey: x\n", "secretAccessKey"},
+		{"no region", "clusterID: c1\naccount: \"123456789012\"\nnodeRoles: [node]\n", "region is required"},
+		{"bad region", strings.Replace(minimalConfig, "us-east-1", "evil.com/x", 1), "not an AWS region"},
+		{"no clusterID", "region: us-east-1\naccount: \"123456789012\"\nnodeRoles: [node]\n", "clusterID is required"},
+		{"clusterID with a slash", strings.Replace(minimalConfig, "c1", "a/b", 1), "clusterID"},
+		{"clusterID too long", strings.Replace(minimalConfig, "c1", strings.Repeat("x", 107), 1), "clusterID"},
+		{"bad policy", minimalConfig + "nodeNamePolicy: Hostname\n", "nodeNamePolicy"},
+		{"bad tag policy", minimalConfig + "nodeNamePolicy: \"Tag:\"\n", "nodeNamePolicy"},
+		{"ec2Endpoint not a URL", minimalConfig + "ec2Endpoint: ec2.example.com\n", "ec2Endpoint"},
+		{"ec2Endpoint plain http", minimalConfig + "ec2Endpoint: http://ec2.example.com\n", "ec2Endpoint"},
+		{"ec2Endpoint with a query", minimalConfig + "ec2Endpoint: https://ec2.example.com/?a=b\n", "ec2Endpoint"},
+		{"stsEndpoint with credentials", minimalConfig + "stsEndpoint: https://u:p@sts.example.com\n", "stsEndpoint"},
+		{"stsEndpoint with a path", minimalConfig + "stsEndpoint: https://sts.example.com/x\n", "stsEndpoint"},
+		{"stsEndpoint plain http", minimalConfig + "stsEndpoint: http://10.0.0.1\n", "stsEndpoint"},
+		{"no account", "region: us-east-1\nclusterID: c1\nnodeRoles: [node]\n", "account is required"},
+		{"short account", strings.Replace(minimalConfig, "123456789012", "12345", 1), "12-digit"},
+		{"no nodeRoles", "region: us-east-1\nclusterID: c1\naccount: \"123456789012\"\n", "nodeRoles is required"},
+		{"empty nodeRoles", strings.Replace(minimalConfig, "[node]", "[]", 1), "nodeRoles is required"},
+		{"role ARN", strings.Replace(minimalConfig, "[node]", "[\"arn:aws:iam::123456789012:role/node\"]", 1), "is an ARN"},
+		{"bad role name", strings.Replace(minimalConfig, "[node]", "[\"a b\"]", 1), "not an IAM role name"},
+		{"negative instanceMaxAge", minimalConfig + "instanceMaxAge: -1s\n", "instanceMaxAge"},
+		{"negative minRefreshInterval", minimalConfig + "minRefreshInterval: -1s\n", "minRefreshInterval"},
+		{"negative requestTimeout", minimalConfig + "requestTimeout: -1s\n", "requestTimeout"},
+		{"not a duration", minimalConfig + "instanceMaxAge: soon\n", "soon"},
+		{"bad loadBalancers", minimalConfig + "loadBalancers: elb\n", "loadBalancers \"elb\""},
+		{"upstream load balancers without their config", minimalConfig + "loadBalancers: upstream\n", "needs upstreamConfig"},
+		{"upstreamConfig without upstream", minimalConfig + "upstreamConfig: /etc/aws.conf\n", "upstreamConfig is set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig(strings.NewReader(tc.text))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseConfigReportsEveryProblem(t *testing.T) {
+	_, err := ParseConfig(strings.NewReader("nodeNamePolicy: Hostname\nrequestTimeout: -1s\nloadBalancers: elb\n"))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{"region", "clusterID", "nodeNamePolicy", "account", "nodeRoles", "requestTimeout", "loadBalancers"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s: %v", want, err)
+		}
+	}
+}
+
+func TestParseConfigInput(t *testing.T) {
+	if _, err := ParseConfig(nil); err == nil || !strings.Contains(err.Error(), "--cloud-config is required") {
+		t.Fatalf("nil reader: %v", err)
+	}
+	big := minimalConfig + "# " + strings.Repeat("x", maxConfigSize) + "\n"
+	if _, err := ParseConfig(strings.NewReader(big)); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("oversized config: %v", err)
+	}
+}
+
+func TestCheckEndpointLoopback(t *testing.T) {
+	for _, ok := range []string{"", "https://ec2.example.com", "http://127.0.0.1:8080", "http://127.3.4.5", "http://[::1]:80", "http://localhost:1"} {
+		if err := checkEndpoint(ok, false); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"http://169.254.169.254", "ftp://127.0.0.1", "https://", "https:host", "https://h#f", "https://h?"} {
+		if err := checkEndpoint(bad, false); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,26 @@
+// Package aws is mooring's AWS backend, registered as "aws" (backend.go).
+// A node proves which EC2 instance it is without any secret of mooring's:
+//
+//   - on the node, agentid.go reads the instance's metadata over IMDSv2 and
+//     signs, with its instance profile's credentials, an STS
+//     GetCallerIdentity request whose signed headers carry the CSR key's
+//     binding (the evidence; its wire form is evidence.go);
+//   - in the approver, attest.go's Verifier replays that request to STS and
+//     accepts the answer only for a session of a configured node role in the
+//     cluster's account, whose session name is the instance id;
+//   - view.go lists the cluster's instances (tag
+//     kubernetes.io/cluster/<clusterID> = owned or shared) with paginated
+//     DescribeInstances calls into mooring's shared instance view, with the
+//     upstream AWS CCM's providerIDs (aws:///<zone>/<id>) and address order,
+//     and Node names under the node name policy of names.go;
+//   - provider.go and instances.go are the CCM's k8s.io/cloud-provider
+//     provider (InstancesV2 over that view, and cloud.Attester), configured
+//     by config.go's cloud-config;
+//   - upstream.go hands load balancers and routes, with loadBalancers:
+//     upstream, to the upstream AWS provider (k8s.io/cloud-provider-aws);
+//     without it the backend has none.
+//
+// Credentials for the EC2 and STS calls come from the AWS SDK's default
+// chain. Tests run against awstest, an EC2, STS and IMDS stand-in on
+// loopback.
+package aws

@@ -1,0 +1,213 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/cloud"
+	awscloud "github.com/mooring-dev/mooring/cloud/aws"
+	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// TestAWSNodesJoin: mooring on AWS, against the AWS-compatible endpoint
+// (cloud/aws/awstest: EC2 Query API, STS that verifies SigV4, IMDSv2 per
+// instance) with the real SDK in every binary. Three EC2 instances with an
+// instance profile join the real bed: each mooring-agent (cloud: aws) reads
+// IMDSv2, sends a GetCallerIdentity request it signed with its role's
+// credentials, bound to its CSR key, as evidence; the standalone
+// mooring-csr-approver (--cloud-provider=aws) replays it to STS and checks
+// the answer and the EC2 record; mooring-ccm (--cloud-provider=aws)
+// initializes the Nodes, named by private DNS name, with aws:/// providerIDs;
+// serving certificates are approved. Then AWS-specific attacks, made with
+// the agent's own code and edited, are denied by the real approver.
+func TestAWSNodesJoin(t *testing.T) {
+	agentBin := harness.BuildBinary(t, "agent/cmd/mooring-agent")
+	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
+	approverBin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
+	aws := harness.StartAWSCloud(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	harness.StartCCM(t, c, ccmBin, aws, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--v=2"}})
+	harness.StartApprover(t, c, approverBin, aws, e2eCluster)
+
+	start := time.Now()
+	fleetDir := t.TempDir()
+	fleet, err := harness.RunFleet(ctx, c, nil, harness.FleetOptions{
+		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, Dir: fleetDir, AgentBin: agentBin,
+		Provision: aws.Provisioner(e2eCluster),
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{"node-1-kubelet.log", "systemd/systemd.log"} {
+				data, _ := os.ReadFile(filepath.Join(fleetDir, f))
+				lines := strings.Split(string(data), "\n")
+				t.Logf("%s (tail):\n%s", f, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+			}
+		}
+		if fleet != nil {
+			if err := fleet.Stop(); err != nil {
+				t.Errorf("systemd --user teardown: %v", err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range fleet.Machines {
+		code, err := m.Agent.Wait(3 * time.Minute)
+		if err != nil || code != 0 {
+			t.Fatalf("agent of %s: exit %d, %v\n%s", m.Name, code, err, m.Agent.LogTail(30))
+		}
+	}
+	t.Logf("3 agents joined their EC2 instances and started the kubelets in %v", time.Since(start).Round(time.Millisecond))
+
+	for _, m := range fleet.Machines {
+		name := m.Name
+		if !strings.HasPrefix(name, "ip-127-0-77-") || !strings.HasSuffix(name, ".ec2.internal") {
+			t.Fatalf("node name %q is not the instance's private DNS name", name)
+		}
+		var node *corev1.Node
+		poll(ctx, t, name+" Ready and initialized", func() (bool, error) {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			node = n
+			return err == nil && nodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule), err
+		})
+		zone := node.Labels[corev1.LabelTopologyZone]
+		if !strings.HasPrefix(node.Spec.ProviderID, "aws:///"+zone+"/i-") || zone != aws.Region()+"a" ||
+			node.Labels[corev1.LabelInstanceTypeStable] != "m5.large" || node.Labels[corev1.LabelTopologyRegion] != aws.Region() {
+			t.Fatalf("%s: providerID %q, labels %v", name, node.Spec.ProviderID, node.Labels)
+		}
+		serving := waitForServingCSR(ctx, t, c, name)
+		decided, err := harness.WaitForDecision(ctx, c.Client, serving.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond := harness.Condition(decided, certificatesv1.CertificateApproved); cond == nil || cond.Reason != "MooringApproved" {
+			t.Fatalf("%s serving CSR: %+v", name, decided.Status.Conditions)
+		}
+	}
+	t.Logf("3 nodes Ready, initialized with aws:/// providerIDs, serving certificates approved, %v after the agents started",
+		time.Since(start).Round(time.Millisecond))
+	if n := aws.Calls("GetCallerIdentity"); n < 3 {
+		t.Errorf("STS answered %d GetCallerIdentity calls, want at least one per join", n)
+	}
+	t.Logf("cloud calls: DescribeInstances %d, GetCallerIdentity %d", aws.Calls("DescribeInstances"), aws.Calls("GetCallerIdentity"))
+
+	awsAttacks(ctx, t, c, aws)
+}
+
+// awsAttacks joins through the real approver with AWS evidence an attacker
+// can make: each CSR is denied with its reason, and a good one passes.
+func awsAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, aws *harness.AWSCloud) {
+	t.Helper()
+	mine := aws.AddNode(e2eCluster, "attacker")
+	other := aws.Put(awstest.Instance{PrivateIP: "127.0.78.10", Role: "not-a-node-role",
+		Tags: map[string]string{harness.ClusterTag(e2eCluster): "owned"}})
+	identity := func(in awstest.Instance) cloud.NodeIdentity {
+		md, err := aws.IMDS(in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := awscloud.NewNodeIdentity(cloud.NodeConfig{MetadataURL: md,
+			Settings: map[string]string{"stsEndpoint": aws.Endpoint()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	// sign is the agent's evidence, then edited as JSON.
+	sign := func(in awstest.Instance, binding string, edit func(map[string]any)) []evidence.Block {
+		b, err := identity(in).Evidence(ctx, binding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil {
+			var doc map[string]any
+			if err := json.Unmarshal(b.Data, &doc); err != nil {
+				t.Fatal(err)
+			}
+			edit(doc)
+			if b.Data, err = json.Marshal(doc); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return []evidence.Block{b}
+	}
+	var replayed []evidence.Block
+	cases := []struct {
+		name, node string
+		evidence   func(binding string) []evidence.Block
+		want       string // deny reason; "" approves
+	}{
+		{"signed for another key's binding", mine.PrivateDNSName, func(string) []evidence.Block {
+			return sign(mine, "b-of-another-key", nil)
+		}, "EvidenceNotBoundToKey"},
+		{"stale date", mine.PrivateDNSName, func(binding string) []evidence.Block {
+			return sign(mine, binding, func(d map[string]any) {
+				d["x-amz-date"] = time.Now().UTC().Add(-16 * time.Minute).Format("20060102T150405Z")
+			})
+		}, "EvidenceExpired"},
+		{"role not allowed to join", other.PrivateDNSName, func(binding string) []evidence.Block {
+			return sign(other, binding, nil)
+		}, "EvidenceWrongIssuer"},
+		{"binding swapped after signing", mine.PrivateDNSName, func(binding string) []evidence.Block {
+			ev := sign(mine, "b-the-signer-saw", nil)
+			var doc map[string]any
+			_ = json.Unmarshal(ev[0].Data, &doc)
+			doc["x-mooring-binding"] = binding
+			ev[0].Data, _ = json.Marshal(doc)
+			return ev
+		}, "EvidenceSignatureInvalid"},
+		{"endpoint injected through the evidence", mine.PrivateDNSName, func(binding string) []evidence.Block {
+			return sign(mine, binding, func(d map[string]any) { d["host"] = "127.0.0.1:9"; d["url"] = "http://127.0.0.1:9/" })
+		}, "EvidenceMalformed"},
+		{"oversized evidence", mine.PrivateDNSName, func(binding string) []evidence.Block {
+			return sign(mine, binding, func(d map[string]any) { d["x-amz-security-token"] = strings.Repeat("A", 9<<10) })
+		}, "EvidenceMalformed"},
+		{"another instance's node name", "ip-127-0-77-10.ec2.internal", func(binding string) []evidence.Block {
+			return sign(mine, binding, nil)
+		}, "NodeNameMismatch"},
+		{"good evidence", mine.PrivateDNSName, func(binding string) []evidence.Block {
+			replayed = sign(mine, binding, nil)
+			return replayed
+		}, ""},
+		{"the approved evidence copied onto another key", mine.PrivateDNSName, func(string) []evidence.Block { return replayed }, "EvidenceNotBoundToKey"},
+	}
+	for _, tc := range cases {
+		req, err := harness.JoinWith(ctx, c, tc.node, func(binding string) ([]evidence.Block, error) { return tc.evidence(binding), nil })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		decided, err := harness.WaitForDecision(ctx, c.Client, req.Name)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		approved := harness.Condition(decided, certificatesv1.CertificateApproved)
+		denied := harness.Condition(decided, certificatesv1.CertificateDenied)
+		switch {
+		case tc.want == "" && approved == nil:
+			t.Errorf("%s: not approved: %+v", tc.name, decided.Status.Conditions)
+		case tc.want != "" && (denied == nil || denied.Reason != tc.want):
+			t.Errorf("%s: want denied %s, got %+v", tc.name, tc.want, decided.Status.Conditions)
+		default:
+			t.Logf("%s: %s", tc.name, decided.Status.Conditions[0].Reason)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+)
+
+// AWSCloud is an AWS-compatible endpoint (cloud/aws/awstest: EC2, STS and
+// per-instance IMDSv2 on loopback) as mooring's binaries are set up for AWS:
+// the CCM and the approver call EC2 and STS with an IAM user's keys, nodes
+// carry an instance profile of NodeRole.
+type AWSCloud struct {
+	*awstest.Cloud
+	// User is the CCM's and the approver's IAM user.
+	User awstest.User
+	// NodeRole is the nodes' instance profile role.
+	NodeRole string
+
+	mu     sync.Mutex
+	nextIP netip.Addr
+}
+
+// AWS test identities.
+const (
+	AWSNodeRole = "mooring-node"
+	// AWSAddressBase is where nodes' private addresses start (loopback).
+	AWSAddressBase = "127.0.77.10"
+)
+
+// StartAWSCloud starts the endpoint; the test's cleanup stops it.
+func StartAWSCloud(t testing.TB) *AWSCloud {
+	t.Helper()
+	user := awstest.User{Name: "mooring-control-plane", AccessKeyID: "AKIAMOORINGTEST00001", SecretAccessKey: "mooring-test-secret-key-of-the-control-plane"}
+	c := awstest.New(awstest.Options{Users: []awstest.User{user}})
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &AWSCloud{Cloud: c, User: user, NodeRole: AWSNodeRole, nextIP: netip.MustParseAddr(AWSAddressBase)}
+}
+
+// ClusterTag is the tag key of cluster's instances.
+func ClusterTag(cluster string) string { return "kubernetes.io/cluster/" + cluster }
+
+// AddNode makes a running instance of cluster with an instance profile
+// (the cluster tag owned, a Name tag) on the next free loopback address.
+func (a *AWSCloud) AddNode(cluster, name string) awstest.Instance {
+	a.mu.Lock()
+	ip := a.nextIP
+	a.nextIP = ip.Next()
+	a.mu.Unlock()
+	return a.Put(awstest.Instance{
+		PrivateIP: ip.String(), Role: a.NodeRole,
+		Tags: map[string]string{ClusterTag(cluster): "owned", "Name": name},
+	})
+}
+
+// Provisioner makes fleet machines as EC2 instances of cluster whose agents
+// use `cloud: aws` against this endpoint (FleetOptions.Provision).
+func (a *AWSCloud) Provisioner(cluster string) func(ctx context.Context, name string) (Provisioned, error) {
+	return func(_ context.Context, name string) (Provisioned, error) {
+		in := a.AddNode(cluster, name)
+		md, err := a.IMDS(in.ID)
+		if err != nil {
+			return Provisioned{}, err
+		}
+		return Provisioned{NodeName: in.PrivateDNSName, Address: in.PrivateIP, AgentConfig: a.AgentConfig(md)}, nil
+	}
+}
+
+// AgentConfig is the agent config's cloud part for an instance whose IMDS
+// is at metadataURL.
+func (a *AWSCloud) AgentConfig(metadataURL string) string {
+	return fmt.Sprintf("cloud: aws\nmetadataURL: %s\ncloudSettings:\n  stsEndpoint: %s\n", metadataURL, a.Endpoint())
+}
+
+// ProviderName is "aws".
+func (a *AWSCloud) ProviderName() string { return "aws" }
+
+// WriteProviderConfig writes the AWS provider's config (docs/aws.md) for
+// cluster, with both API endpoints pointing here.
+func (a *AWSCloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
+	path := filepath.Join(dir, "cloud.yaml")
+	cfg := fmt.Sprintf("region: %s\nclusterID: %s\naccount: %q\nnodeRoles: [%s]\nec2Endpoint: %s\nstsEndpoint: %s\n%s",
+		a.Region(), cluster, a.Account(), a.NodeRole, a.Endpoint(), a.Endpoint(), extra)
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// ProviderEnv holds the IAM user's keys, as the SDK's default chain reads
+// them, and keeps the SDK off any real instance metadata or shared files.
+func (a *AWSCloud) ProviderEnv() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + a.User.AccessKeyID, "AWS_SECRET_ACCESS_KEY=" + a.User.SecretAccessKey,
+		"AWS_REGION=" + a.Region(), "AWS_EC2_METADATA_DISABLED=true",
+		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+	}
+}
