@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
@@ -234,6 +235,19 @@ func watchNodes(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet, s
 	}
 }
 
+// approver names who approved a CSR, from its approval's reason: mooring
+// approves with csrreason.Approved, kube-controller-manager with
+// AutoApproved, anyone else with their own reason (or none).
+func approver(approved *certificatesv1.CertificateSigningRequestCondition) string {
+	switch approved.Reason {
+	case csrreason.Approved:
+		return "mooring"
+	case "":
+		return "someone else (no reason)"
+	}
+	return fmt.Sprintf("someone else (%s)", approved.Reason)
+}
+
 func status(ctx context.Context, c *testbed.Cluster, m *harness.Machine) row {
 	r := row{instance: m.Instance.ID, evidence: "-", client: "-", registered: "-", initialized: "-", serving: "-", ready: "-"}
 	name := m.Instance.Name
@@ -245,13 +259,15 @@ func status(ctx context.Context, c *testbed.Cluster, m *harness.Machine) row {
 			case csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && strings.HasPrefix(csr.Name, "mooring-"+name+"-"):
 				r.client = "pending"
 				if approved != nil {
-					r.evidence = "verified"
-					r.client = fmt.Sprintf("approved by mooring %s", since(csr.CreationTimestamp, approved.LastUpdateTime))
+					if approved.Reason == csrreason.Approved {
+						r.evidence = "verified"
+					}
+					r.client = fmt.Sprintf("approved by %s %s", approver(approved), since(csr.CreationTimestamp, approved.LastUpdateTime))
 				}
 			case csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && csr.Spec.Username == "system:node:"+name:
 				r.serving = "pending"
 				if approved != nil {
-					r.serving = fmt.Sprintf("approved by mooring %s", since(csr.CreationTimestamp, approved.LastUpdateTime))
+					r.serving = fmt.Sprintf("approved by %s %s", approver(approved), since(csr.CreationTimestamp, approved.LastUpdateTime))
 				}
 			}
 		}
