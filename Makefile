@@ -30,8 +30,10 @@ build: ## build every binary into bin/
 docs: ## regenerate the flag references under docs/reference
 	$(GO) run ./ccm/cmd/mooring-ccm --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-ccm-flags.txt
 	$(GO) run ./csrapprover/cmd/mooring-csr-approver --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-csr-approver-flags.txt
+	$(GO) run ./agent/cmd/mooring-agent --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-agent-flags.txt
+	$(GO) run ./agent/cmd/mooring-agent user-data --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-agent-user-data-flags.txt
 
-deps: ## install the Debian packages the test bed needs (etcd)
+deps: ## install the Debian packages the tests need (etcd, systemd, cloud-init)
 	hack/install-deps.sh
 
 kube-bins: ## build kube-apiserver, kube-controller-manager, kubelet into the cache
@@ -39,7 +41,9 @@ kube-bins: ## build kube-apiserver, kube-controller-manager, kubelet into the ca
 
 test: unit adversarial fuzz e2e ## run all tests: unit, integration, the adversarial suite, bounded fuzzing and end-to-end
 
-unit: ## unit and integration tests (no Kubernetes binaries needed)
+# deps first: the user-data tests run cloud-init's schema check and the unit
+# check systemd-analyze, and skip without them; so they never skip here.
+unit: deps ## unit and integration tests (no Kubernetes binaries needed)
 	$(GO) test -count=1 -timeout 15m $(UNIT_PKGS)
 
 adversarial: ## the join path's adversarial suite (unit cases), with its count of cases and wrong approvals

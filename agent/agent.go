@@ -68,6 +68,9 @@ type Agent struct {
 	Units Starter
 	// NewClient makes the bootstrap client; default: client-go.
 	NewClient func(server string, caPEM []byte, token string) (kubernetes.Interface, error)
+	// NewNodeClient makes a client with the kubelet's credentials (the
+	// kubeconfig the agent wrote); default: client-go.
+	NewNodeClient func(kubeconfig string) (kubernetes.Interface, error)
 	// Backoff paces retries of the metadata service and the apiserver.
 	Backoff wait.Backoff
 	// DenialBackoff paces new joins after a denial that is not final.
@@ -84,6 +87,9 @@ func (a *Agent) defaults() {
 				TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
 			})
 		}
+	}
+	if a.NewNodeClient == nil {
+		a.NewNodeClient = newNodeClient
 	}
 	if a.Backoff.Steps == 0 {
 		a.Backoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: time.Minute}
@@ -105,7 +111,8 @@ func (a *Agent) status(format string, args ...any) {
 }
 
 // retry runs f with backoff until it succeeds or ctx ends; STATUS says
-// what is being retried and why.
+// what is being retried and why. A denial, or an error f marks as
+// permanent (permanentError), ends it at once.
 func (a *Agent) retry(ctx context.Context, what string, f func() error) error {
 	b := a.Backoff
 	for {
@@ -116,6 +123,10 @@ func (a *Agent) retry(ctx context.Context, what string, f func() error) error {
 		var denied *DeniedError
 		if errors.As(err, &denied) {
 			return err
+		}
+		var permanent *permanentError
+		if errors.As(err, &permanent) {
+			return permanent.err
 		}
 		d := b.Step()
 		a.status("%s failed, retrying in %v: %v", what, d.Round(time.Millisecond), err)
@@ -158,6 +169,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	if err := writeKubeletEnv(cfg.KubeletEnvFile, inst, addressIsLocal); err != nil {
+		return err
+	}
+	if err := a.writeKubeletConfig(ctx, ca); err != nil {
 		return err
 	}
 	a.status("credentials in place for node %s; starting the kubelet", nodeName)

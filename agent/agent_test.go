@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/internal/csrreason"
@@ -156,6 +157,8 @@ func newEnv(t *testing.T) *env {
 			APIServer: "https://127.0.0.1:6443", CAFile: caFile, BootstrapTokenFile: tokenFile, Cloud: "local",
 			MetadataURL: "http://127.0.0.1:8169", CertDir: filepath.Join(dir, "pki"), Kubeconfig: filepath.Join(dir, "kubelet.conf"),
 			KubeletEnvFile: filepath.Join(dir, "kubelet.env"), KubeletUnit: "kubelet.service",
+			KubeletConfigFile:        filepath.Join(dir, "kubelet", "config.yaml"),
+			ContainerRuntimeEndpoint: startFakeCRI(t, &fakeCRI{driver: runtimeapi.CgroupDriver_SYSTEMD}).endpoint,
 		},
 	}
 	e.cfg.SetDefaults()
@@ -208,6 +211,7 @@ func (e *env) agent() *Agent {
 	return &Agent{
 		Config: e.cfg, Identity: e.identity, Notifier: e.notifier, Units: systemd.NewUnits(e.units),
 		NewClient:     func(string, []byte, string) (kubernetes.Interface, error) { return e.client, nil },
+		NewNodeClient: func(string) (kubernetes.Interface, error) { return e.client, nil },
 		Backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 		DenialBackoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 	}
@@ -241,10 +245,11 @@ func (e *env) checkJoined() {
 		e.t.Fatalf("kubeconfig credentials: %+v", auth)
 	}
 	env, err := os.ReadFile(e.cfg.KubeletEnvFile)
-	if err != nil || !strings.Contains(string(env), "--provider-id=local://i-1") || !strings.Contains(string(env), "--node-ip=127.0.0.1") {
+	if err != nil || !strings.Contains(string(env), "--provider-id=local://i-1") || !strings.Contains(string(env), "--node-ip=127.0.0.1") ||
+		!strings.Contains(string(env), "--hostname-override=node-1") {
 		e.t.Fatalf("kubelet env: %q, %v", env, err)
 	}
-	for path, mode := range map[string]os.FileMode{e.cfg.Kubeconfig: 0o600, e.cfg.KubeletEnvFile: 0o644} {
+	for path, mode := range map[string]os.FileMode{e.cfg.Kubeconfig: 0o600, e.cfg.KubeletEnvFile: 0o644, e.cfg.KubeletConfigFile: 0o644} {
 		if st, err := os.Stat(path); err != nil || st.Mode().Perm() != mode {
 			e.t.Fatalf("%s: mode %v, want %v", path, st.Mode().Perm(), mode)
 		}

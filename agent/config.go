@@ -49,6 +49,14 @@ type Config struct {
 	Kubeconfig string `json:"kubeconfig,omitempty"`
 	// KubeletEnvFile receives the kubelet flags the agent owns.
 	KubeletEnvFile string `json:"kubeletEnvFile,omitempty"`
+	// KubeletConfigFile receives the kubelet's configuration (kubelet
+	// --config): the cluster's kube-system/kubelet-config, or mooring's
+	// defaults, with what mooring needs enforced (docs/join.md).
+	KubeletConfigFile string `json:"kubeletConfigFile,omitempty"`
+	// ContainerRuntimeEndpoint is the CRI socket (unix://) the agent asks
+	// for the cgroup driver and writes into the kubelet's configuration;
+	// empty: the cluster's containerRuntimeEndpoint, else containerd's.
+	ContainerRuntimeEndpoint string `json:"containerRuntimeEndpoint,omitempty"`
 	// KubeletUnit is started once credentials are in place (default
 	// kubelet.service; mooring-agent --no-start-kubelet starts none).
 	KubeletUnit string `json:"kubeletUnit,omitempty"`
@@ -61,8 +69,11 @@ const (
 	DefaultCertDir        = "/var/lib/kubelet/pki"
 	DefaultKubeconfig     = "/etc/kubernetes/kubelet.conf"
 	DefaultKubeletEnvFile = "/etc/mooring/kubelet.env"
-	DefaultKubeletUnit    = "kubelet.service"
-	DefaultWaitTimeout    = 10 * time.Minute
+	// DefaultKubeletConfigFile is where the kubelet drop-in's --config
+	// points.
+	DefaultKubeletConfigFile = "/var/lib/kubelet/config.yaml"
+	DefaultKubeletUnit       = "kubelet.service"
+	DefaultWaitTimeout       = 10 * time.Minute
 )
 
 var caHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -94,6 +105,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.KubeletEnvFile == "" {
 		c.KubeletEnvFile = DefaultKubeletEnvFile
+	}
+	if c.KubeletConfigFile == "" {
+		c.KubeletConfigFile = DefaultKubeletConfigFile
 	}
 	if c.KubeletUnit == "" {
 		c.KubeletUnit = DefaultKubeletUnit
@@ -137,10 +151,14 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("cloud %s: %w", c.Cloud, err))
 		}
 	}
-	for field, p := range map[string]string{"certDir": c.CertDir, "kubeconfig": c.Kubeconfig, "kubeletEnvFile": c.KubeletEnvFile} {
+	for field, p := range map[string]string{"certDir": c.CertDir, "kubeconfig": c.Kubeconfig, "kubeletEnvFile": c.KubeletEnvFile,
+		"kubeletConfigFile": c.KubeletConfigFile} {
 		if !filepath.IsAbs(p) {
 			errs = append(errs, fmt.Errorf("%s: want an absolute path, got %q", field, p))
 		}
+	}
+	if c.ContainerRuntimeEndpoint != "" && !isUnixEndpoint(c.ContainerRuntimeEndpoint) {
+		errs = append(errs, fmt.Errorf("containerRuntimeEndpoint: want unix:///<absolute path>, got %q", c.ContainerRuntimeEndpoint))
 	}
 	if c.WaitTimeout.Duration < 0 {
 		errs = append(errs, errors.New("waitTimeout: must not be negative"))

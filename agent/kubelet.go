@@ -29,10 +29,11 @@ func writeKubeconfig(path, server string, caPEM []byte, pairPath string) error {
 // owns; the kubelet drop-in appends $KUBELET_MOORING_ARGS to its command.
 const KubeletArgsVar = "KUBELET_MOORING_ARGS"
 
-// writeKubeletEnv writes --provider-id and, when the instance's internal
-// address is an address of this machine, --node-ip.
+// writeKubeletEnv writes --provider-id, --hostname-override (the node name
+// the cloud gives, which need not be the machine's hostname) and, when the
+// instance's internal address is an address of this machine, --node-ip.
 func writeKubeletEnv(path string, inst cloud.NodeInstance, isLocal func(string) bool) error {
-	args := []string{"--provider-id=" + inst.ProviderID}
+	args := []string{"--provider-id=" + inst.ProviderID, "--hostname-override=" + inst.NodeName}
 	if inst.InternalIP != "" && isLocal(inst.InternalIP) {
 		args = append(args, "--node-ip="+inst.InternalIP)
 	}

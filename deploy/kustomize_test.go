@@ -70,8 +70,9 @@ func TestKustomizationsRender(t *testing.T) {
 		"ClusterRole/mooring:cloud-controller-manager", "ClusterRole/mooring:csr-approver",
 		"ClusterRoleBinding/mooring:cloud-controller-manager", "ClusterRoleBinding/mooring:cloud-controller-manager:auth-delegator",
 		"ClusterRoleBinding/mooring:cloud-controller-manager:csr-approver", "ConfigMap/mooring-cloud",
-		"Deployment/mooring-ccm", "Role/mooring:cloud-controller-manager:leader-election",
+		"Deployment/mooring-ccm", "Role/mooring:cloud-controller-manager:leader-election", "Role/mooring:kubelet-config",
 		"RoleBinding/mooring:cloud-controller-manager:authentication-reader", "RoleBinding/mooring:cloud-controller-manager:leader-election",
+		"RoleBinding/mooring:kubelet-config",
 		"Secret/mooring-cloud-config", "ServiceAccount/cloud-controller-manager",
 	}
 	if got := ids(base); !slices.Equal(got, want) {
@@ -121,4 +122,63 @@ func TestKustomizationsRender(t *testing.T) {
 			t.Errorf("approver-only lacks %s: %v", id, got)
 		}
 	}
+}
+
+// The nodes' read of kube-system/kubelet-config: get on that ConfigMap
+// only, for system:nodes only.
+func TestKubeletConfigRBACIsLeastPrivilege(t *testing.T) {
+	found := 0
+	for _, r := range render(t, "base").Resources() {
+		if r.GetName() != "mooring:kubelet-config" {
+			continue
+		}
+		found++
+		if r.GetNamespace() != "kube-system" {
+			t.Errorf("%s/%s in namespace %q", r.GetKind(), r.GetName(), r.GetNamespace())
+		}
+		switch r.GetKind() {
+		case "Role":
+			rules, err := r.GetFieldValue("rules")
+			if err != nil {
+				t.Fatal(err)
+			}
+			list := rules.([]any)
+			rule := list[0].(map[string]any)
+			if len(list) != 1 || len(rule) != 4 || !equalStrings(rule["apiGroups"], "") || !equalStrings(rule["resources"], "configmaps") ||
+				!equalStrings(rule["resourceNames"], "kubelet-config") || !equalStrings(rule["verbs"], "get") {
+				t.Errorf("Role rules %v, want get on configmaps/kubelet-config only", rules)
+			}
+		case "RoleBinding":
+			subjects, err := r.GetFieldValue("subjects")
+			if err != nil {
+				t.Fatal(err)
+			}
+			list := subjects.([]any)
+			s := list[0].(map[string]any)
+			if len(list) != 1 || s["kind"] != "Group" || s["name"] != "system:nodes" {
+				t.Errorf("RoleBinding subjects %v, want the group system:nodes only", subjects)
+			}
+			if ref, _ := r.GetFieldValue("roleRef.name"); ref != "mooring:kubelet-config" {
+				t.Errorf("RoleBinding refers to %v", ref)
+			}
+		default:
+			t.Errorf("unexpected %s named mooring:kubelet-config", r.GetKind())
+		}
+	}
+	if found != 2 {
+		t.Fatalf("%d objects named mooring:kubelet-config, want a Role and a RoleBinding", found)
+	}
+}
+
+func equalStrings(v any, want ...string) bool {
+	list, ok := v.([]any)
+	if !ok || len(list) != len(want) {
+		return false
+	}
+	for i, x := range list {
+		if x != want[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -2,8 +2,9 @@
 # Installs the Debian packages the test bed needs when they are missing:
 # etcd (etcd-server), iproute2, and systemd with a user session bus
 # (systemd, dbus-user-session, util-linux's unshare) for the agent's tests,
-# which run a private `systemd --user`, never systemd as PID 1. Safe to run again; does nothing when all
-# are present. Needs root (as on CI and the developers' machines).
+# which run a private `systemd --user`, never systemd as PID 1, and cloud-init, whose `cloud-init schema`
+# checks the user-data mooring renders (the unit tests of agent/cmd/mooring-agent and deploy/cloudinit).
+# Safe to run again; does nothing when all are present. Needs root (as on CI and the developers' machines).
 set -euo pipefail
 need=()
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
@@ -11,8 +12,16 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v systemd >/dev/null 2>&1 || [ -x /usr/lib/systemd/systemd ] || need+=(systemd)
 [ -e /usr/lib/systemd/user/dbus.socket ] || need+=(dbus-user-session)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+command -v cloud-init >/dev/null 2>&1 || need+=(cloud-init)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "install-deps: installing ${need[*]}" >&2
+# Only its schema check is wanted here: installing cloud-init starts nothing, but it would run at the next
+# boot as on a new instance (SSH host keys, users, network). cloud-init.disabled, written before the package
+# (and only when this script installs it), keeps it from ever running on this machine.
+if [[ " ${need[*]} " == *" cloud-init "* ]]; then
+  mkdir -p /etc/cloud
+  touch /etc/cloud/cloud-init.disabled
+fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

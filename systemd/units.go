@@ -3,12 +3,8 @@ package systemd
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 
 	"github.com/coreos/go-systemd/v22/dbus"
-	godbus "github.com/godbus/dbus/v5"
 )
 
 // Conn is the part of a D-Bus connection to systemd that mooring uses;
@@ -25,30 +21,11 @@ var _ Conn = (*dbus.Conn)(nil)
 // DialSystem connects to the system instance of systemd.
 func DialSystem(ctx context.Context) (Conn, error) { return dbus.NewSystemConnectionContext(ctx) }
 
-// DialUser connects to the user instance over the session bus:
-// $DBUS_SESSION_BUS_ADDRESS, else $XDG_RUNTIME_DIR/bus (tests run a
-// systemd --user with a private runtime dir).
-func DialUser(ctx context.Context) (Conn, error) {
-	addr := os.Getenv("DBUS_SESSION_BUS_ADDRESS")
-	if addr == "" {
-		addr = "unix:path=" + filepath.Join(os.Getenv("XDG_RUNTIME_DIR"), "bus")
-	}
-	return dbus.NewConnection(func() (*godbus.Conn, error) {
-		c, err := godbus.Dial(addr, godbus.WithContext(ctx))
-		if err != nil {
-			return nil, err
-		}
-		if err := c.Auth([]godbus.Auth{godbus.AuthExternal(strconv.Itoa(os.Getuid()))}); err != nil {
-			c.Close()
-			return nil, err
-		}
-		if err := c.Hello(); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return c, nil
-	})
-}
+// DialUser connects to the user instance over the session bus, as
+// go-systemd's NewUserConnectionContext does: $DBUS_SESSION_BUS_ADDRESS,
+// else $XDG_RUNTIME_DIR/bus (tests run a systemd --user with a private
+// runtime dir).
+func DialUser(ctx context.Context) (Conn, error) { return dbus.NewUserConnectionContext(ctx) }
 
 // Units starts and inspects units.
 type Units struct{ conn Conn }

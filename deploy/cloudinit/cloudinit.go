@@ -2,7 +2,9 @@
 // mooring: cloud-init writes the agent's config, the cluster CA, the
 // bootstrap token and the unit files, installs the agent binary (checked
 // against its SHA-256), and enables mooring-agent.service without blocking
-// cloud-init. docs/join.md shows an example.
+// cloud-init; optionally it first installs packages (containerd, kubelet)
+// from the distribution's repositories. docs/join.md shows an example, and
+// mooring-agent user-data renders it from the command line.
 package cloudinit
 
 import (
@@ -30,7 +32,17 @@ type Params struct {
 	// AgentURL and AgentSHA256 are where to fetch mooring-agent and its
 	// digest.
 	AgentURL, AgentSHA256 string
+	// Packages are installed by cloud-init's packages module (the image's
+	// package manager and repositories) before the agent is installed;
+	// empty installs none. DefaultPackages is the usual choice when the
+	// image lacks a container runtime and the kubelet.
+	Packages []string
 }
+
+// DefaultPackages are the packages a node needs besides the agent: a
+// container runtime and the kubelet (kubelet.service, which the agent
+// starts). The names must exist in the image's configured repositories.
+var DefaultPackages = []string{"containerd", "kubelet"}
 
 // Paths cloud-init writes.
 const (
@@ -47,6 +59,7 @@ type file struct {
 }
 
 type userData struct {
+	Packages   []string   `json:"packages,omitempty"`
 	WriteFiles []file     `json:"write_files"`
 	RunCmd     [][]string `json:"runcmd"`
 }
@@ -54,7 +67,14 @@ type userData struct {
 var (
 	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	tokenRE  = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+	// packageRE admits Debian and RPM package names, optionally pinned to a
+	// version (apt's name=version).
+	packageRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_~:-]*(=[A-Za-z0-9.+_~:-]+)?$`)
 )
+
+// ValidPackageName reports whether s may be an entry of Params.Packages: a
+// package name, optionally with apt's =version.
+func ValidPackageName(s string) bool { return packageRE.MatchString(s) }
 
 // Render returns the #cloud-config user-data.
 func Render(p Params) ([]byte, error) {
@@ -74,6 +94,11 @@ func Render(p Params) ([]byte, error) {
 	if !sha256RE.MatchString(p.AgentSHA256) {
 		errs = append(errs, errors.New("agent SHA-256: want 64 lower-case hex digits"))
 	}
+	for _, pkg := range p.Packages {
+		if !ValidPackageName(pkg) {
+			errs = append(errs, fmt.Errorf("package %q: want a package name, optionally name=version", pkg))
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -84,7 +109,7 @@ func Render(p Params) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ud := userData{WriteFiles: []file{
+	ud := userData{Packages: p.Packages, WriteFiles: []file{
 		{Path: agent.DefaultConfigPath, Permissions: configMode, Content: string(agentYAML)},
 		{Path: TokenPath, Permissions: "0600", Content: p.BootstrapToken + "\n"},
 		{Path: units.AgentPath, Permissions: "0644", Content: units.Agent},
@@ -93,8 +118,10 @@ func Render(p Params) ([]byte, error) {
 	if p.CACertPEM != "" {
 		ud.WriteFiles = append(ud.WriteFiles, file{Path: CAPath, Permissions: "0644", Content: p.CACertPEM})
 	}
-	install := fmt.Sprintf("set -e; curl -fsSL --retry 5 -o %[1]s.download %[2]q; echo '%[3]s  %[1]s.download' | sha256sum -c -; install -m 0755 %[1]s.download %[1]s; rm -f %[1]s.download",
-		AgentBin, p.AgentURL, p.AgentSHA256)
+	// The download is installed only when its digest matches (set -e; the
+	// pipeline's status is sha256sum's).
+	install := fmt.Sprintf("set -e; curl -fsSL --retry 5 -o %[1]s.download %[2]s; echo '%[3]s  %[1]s.download' | sha256sum -c -; install -m 0755 %[1]s.download %[1]s; rm -f %[1]s.download",
+		AgentBin, shellQuote(p.AgentURL), p.AgentSHA256)
 	ud.RunCmd = [][]string{
 		{"sh", "-c", install},
 		{"systemctl", "daemon-reload"},
@@ -107,4 +134,10 @@ func Render(p Params) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte("#cloud-config\n"), out...), nil
+}
+
+// shellQuote makes s one sh word that expands to nothing else: single
+// quotes, each ' inside closed, escaped and reopened.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -141,6 +141,11 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 	if err := os.WriteFile(tokenFile, []byte(c.Token+"\n"), 0o600); err != nil {
 		return nil, err
 	}
+	// The agents read the cluster's kubelet-config ConfigMap with the nodes'
+	// credentials, as deploy/base lets them.
+	if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "base", "kubelet-config-rbac.yaml")); err != nil {
+		return nil, err
+	}
 	f = &Fleet{}
 	defer func() {
 		if err != nil {
@@ -171,8 +176,8 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 		if err := os.WriteFile(filepath.Join(unitDir, "kubelet-"+name+".service"), []byte(unit), 0o644); err != nil {
 			return f, err
 		}
-		cfg := fmt.Sprintf("apiServer: %s\ncaFile: %s\nbootstrapTokenFile: %s\n%scertDir: %s\nkubeconfig: %s\nkubeletEnvFile: %s\nkubeletUnit: kubelet-%s.service\nwaitTimeout: 2m\n",
-			c.URL, caFile, tokenFile, p.AgentConfig, n.CertDir, n.Kubeconfig, m.EnvFile, name)
+		cfg := fmt.Sprintf("apiServer: %s\ncaFile: %s\nbootstrapTokenFile: %s\n%scertDir: %s\nkubeconfig: %s\nkubeletEnvFile: %s\nkubeletConfigFile: %s\ncontainerRuntimeEndpoint: unix://%s\nkubeletUnit: kubelet-%s.service\nwaitTimeout: 2m\n",
+			c.URL, caFile, tokenFile, p.AgentConfig, n.CertDir, n.Kubeconfig, m.EnvFile, filepath.Join(dir, name+"-kubelet-config.yaml"), filepath.Join(n.Dir, "cri.sock"), name)
 		if err := os.WriteFile(m.Config, []byte(cfg), 0o600); err != nil {
 			return f, err
 		}

@@ -1,23 +1,30 @@
 // Command mooring-agent takes a node from a fresh boot to a running kubelet
 // with approved credentials: it attests the machine to the cluster through
 // the CSR API and starts kubelet.service. Run by mooring-agent.service
-// (Type=notify). docs/join.md explains the flow.
+// (Type=notify). docs/join.md explains the flow. Its subcommand user-data
+// renders the cloud-init user-data that installs and configures it.
 //
 // Exit codes: 0 joined (or already joined), 2 bad configuration, 3 the
 // certificate request was denied (the reason is in the log and the unit's
-// status), 1 anything else.
+// status), 1 anything else. Bad flags or arguments also exit 2, for the
+// join and for user-data.
 package main
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"k8s.io/component-base/cli"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/agent"
@@ -28,23 +35,148 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/all"
 )
 
+// version is what --version prints. Release builds set it with
+//
+//	go build -ldflags "-X main.version=v1.2.3" ./agent/cmd/mooring-agent
+//
+// Left at "dev", the module version Go stamped into the binary is printed
+// instead when there is one (go install ...@v1.2.3).
+var version = "dev"
+
+// Exit codes (see the package comment).
+const (
+	exitOK        = 0
+	exitFailed    = 1
+	exitBadConfig = 2
+	exitDenied    = 3
+)
+
 func main() {
-	fs := flag.NewFlagSet("mooring-agent", flag.ExitOnError)
-	klog.InitFlags(fs)
-	configPath := fs.String("config", agent.DefaultConfigPath, "the agent's config file")
-	userBus := fs.Bool("systemd-user", false, "talk to the user instance of systemd (tests) instead of the system one")
-	noStart := fs.Bool("no-start-kubelet", false, "write credentials and settings but do not start the kubelet unit")
-	_ = fs.Parse(os.Args[1:])
-	os.Exit(run(*configPath, *userBus, *noStart))
+	os.Exit(execute(newCommand(), os.Stderr))
 }
 
-func run(configPath string, userBus, noStart bool) int {
+// exitError carries a command's exit code. logged: the failure is already
+// in the log, so execute prints nothing more; hint follows the message.
+type exitError struct {
+	code   int
+	err    error
+	logged bool
+	hint   string
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit code %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError is a bad flag or argument: exit code 2, with the message and a
+// pointer to --help.
+func usageError(cmd *cobra.Command, err error) error {
+	return &exitError{code: exitBadConfig, err: err, hint: fmt.Sprintf("See '%s --help'.", cmd.CommandPath())}
+}
+
+// execute runs cmd with component-base's command boilerplate (flag name
+// normalization, logging set up before the command runs) and turns its
+// error into an exit code.
+func execute(cmd *cobra.Command, stderr io.Writer) int {
+	err := cli.RunNoErrOutput(cmd)
+	if err == nil {
+		return exitOK
+	}
+	var e *exitError
+	if !errors.As(err, &e) {
+		e = &exitError{code: exitFailed, err: err}
+	}
+	if !e.logged {
+		fmt.Fprintf(stderr, "Error: %v\n", e.err)
+	}
+	if e.hint != "" {
+		fmt.Fprintln(stderr, e.hint)
+	}
+	return e.code
+}
+
+// versionString is version, or the module version of the build.
+func versionString() string {
+	if version != "dev" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return version
+}
+
+type joinOptions struct {
+	configPath string
+	userBus    bool
+	noStart    bool
+}
+
+// newCommand builds mooring-agent: the join, and the user-data subcommand.
+func newCommand() *cobra.Command {
+	o := joinOptions{}
+	logOpts := logs.NewOptions()
+	cmd := &cobra.Command{
+		Use:   "mooring-agent",
+		Short: "Join this machine to a Kubernetes cluster with cloud-attested kubelet credentials",
+		Long: `mooring-agent joins this machine to a Kubernetes cluster. It reads its config
+(--config), proves to the cluster which cloud instance it runs on with
+evidence the cloud signs and binds to the key of a kubelet client CSR, waits
+for mooring's approver to approve the CSR, stores the kubelet's certificate,
+kubeconfig and flags, and starts kubelet.service. It is run by
+mooring-agent.service (Type=notify) on every boot; a node already joined
+exits at once.
+
+Exit codes: 0 joined (or already joined), 1 failed (systemd retries),
+2 bad configuration or flags, 3 the CSR was denied for good.
+
+"mooring-agent user-data" renders the cloud-init user-data that installs and
+configures the agent on a new machine. See docs/join.md.`,
+		Version:      versionString(),
+		SilenceUsage: true,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError(cmd, fmt.Errorf("unexpected argument %q (the only subcommand is user-data)", args[0]))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := logsapi.ValidateAndApply(logOpts, nil); err != nil {
+				return usageError(cmd, err)
+			}
+			if code := join(o); code != exitOK {
+				return &exitError{code: code, logged: true}
+			}
+			return nil
+		},
+	}
+	cmd.CompletionOptions.DisableDefaultCmd = true
+	cmd.SetVersionTemplate("mooring-agent {{.Version}}\n")
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(c, err) })
+	fs := cmd.Flags()
+	fs.StringVar(&o.configPath, "config", agent.DefaultConfigPath, "the agent's config file (docs/join.md lists its fields)")
+	fs.BoolVar(&o.userBus, "systemd-user", false, "talk to the user instance of systemd (tests) instead of the system one")
+	fs.BoolVar(&o.noStart, "no-start-kubelet", false, "write the kubelet's credentials and settings but do not start its unit")
+	fs.Bool("version", false, "print the version and exit")
+	fs.BoolP("help", "h", false, "show this help and exit")
+	logsapi.AddFlags(logOpts, fs)
+	cmd.AddCommand(newUserDataCommand())
+	return cmd
+}
+
+// join is the agent's job; it returns the exit code.
+func join(o joinOptions) int {
 	notifier := systemd.NewNotifier()
-	cfg, err := agent.LoadConfig(configPath)
+	cfg, err := agent.LoadConfig(o.configPath)
 	if err != nil {
 		klog.ErrorS(err, "Bad configuration")
 		_ = notifier.Status("bad configuration: %v", err)
-		return 2
+		return exitBadConfig
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -52,19 +184,19 @@ func run(configPath string, userBus, noStart bool) int {
 	if err != nil {
 		klog.ErrorS(err, "Bad configuration", "field", "cloud")
 		_ = notifier.Status("bad configuration: cloud: %v", err)
-		return 2
+		return exitBadConfig
 	}
 	a := &agent.Agent{Config: cfg, Identity: identity, Notifier: notifier}
-	if !noStart && cfg.KubeletUnit != "" {
+	if !o.noStart && cfg.KubeletUnit != "" {
 		dial := systemd.DialSystem
-		if userBus {
+		if o.userBus {
 			dial = systemd.DialUser
 		}
 		conn, err := dial(ctx)
 		if err != nil {
 			klog.ErrorS(err, "Cannot reach systemd over D-Bus")
 			_ = notifier.Status("cannot reach systemd: %v", err)
-			return 1
+			return exitFailed
 		}
 		units := systemd.NewUnits(conn)
 		defer units.Close()
@@ -79,14 +211,14 @@ func run(configPath string, userBus, noStart bool) int {
 		klog.ErrorS(err, "The join was denied for good; not retrying (a new CSR would be denied for the same reason)",
 			"csr", denied.CSR, "reason", denied.Reason)
 		_ = notifier.Status("denied: %s: %s", denied.Reason, denied.Message)
-		return 3
+		return exitDenied
 	case err != nil:
 		klog.ErrorS(err, "Join failed")
 		_ = notifier.Status("failed: %v", err)
-		return 1
+		return exitFailed
 	}
 	klog.Flush()
-	return 0
+	return exitOK
 }
 
 // watchdog pets the systemd watchdog while the agent works.

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mooring-dev/mooring/agent"
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/deploy/cloudinit"
+)
+
+type userDataOptions struct {
+	cloud              string
+	apiServer          string
+	caCertHash         string
+	caFile             string
+	bootstrapToken     string
+	bootstrapTokenFile string
+	agentURL           string
+	agentSHA256        string
+	metadataURL        string
+	nodeNamePolicy     string
+	cloudSettings      []string
+	packages           []string
+	output             string
+}
+
+var (
+	caHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	tokenRE  = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+	digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+func newUserDataCommand() *cobra.Command {
+	o := userDataOptions{}
+	backends := strings.Join(cloud.Backends(), ", ")
+	cmd := &cobra.Command{
+		Use:   "user-data --cloud=NAME --api-server=URL (--ca-cert-hash=HASH | --ca-file=FILE) (--bootstrap-token=TOKEN | --bootstrap-token-file=FILE) --agent-url=URL --agent-sha256=HEX [flags]",
+		Short: "Render the cloud-init user-data that installs mooring-agent and joins a machine",
+		Long: `user-data prints the #cloud-config user-data that joins a new machine with
+mooring: cloud-init writes the agent's config (/etc/mooring/agent.yaml), the
+bootstrap token, the cluster CA (with --ca-file) and the unit files,
+downloads the agent from --agent-url and installs it only if its SHA-256 is
+--agent-sha256, then enables mooring-agent.service without waiting for the
+join. Create the machines with it as their user-data.
+
+Clouds (--cloud): ` + backends + `. On AWS nothing else is needed about the
+cloud; the local cloud needs the instance's --metadata-url.
+
+With --install-packages, cloud-init first installs packages with the image's
+package manager from its configured repositories: by default ` + strings.Join(cloudinit.DefaultPackages, " and ") + `
+(these must exist there; Debian 12's archive, for one, has no kubelet), or
+the list given as --install-packages=a,b.
+
+The output holds the bootstrap token: --output writes it with mode 0600.
+Bad flags exit 2, naming the flag. See docs/join.md.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError(cmd, fmt.Errorf("unexpected argument %q", args[0]))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p, err := o.params()
+			if err != nil {
+				return usageError(cmd, err)
+			}
+			out, err := cloudinit.Render(p)
+			if err != nil {
+				return usageError(cmd, err)
+			}
+			if o.output == "" || o.output == "-" {
+				_, err = cmd.OutOrStdout().Write(out)
+				return err
+			}
+			return writeFile(o.output, out)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.cloud, "cloud", "", "the machine's cloud backend (required; one of: "+backends+")")
+	fs.StringVar(&o.apiServer, "api-server", "", "https:// URL of the cluster's kube-apiserver (required)")
+	fs.StringVar(&o.caCertHash, "ca-cert-hash", "", "pin of the cluster CA, sha256:<hex> as kubeadm prints it; the agent then discovers the CA from kube-public/cluster-info (this or --ca-file)")
+	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the cluster CA, written to the machine (this or --ca-cert-hash)")
+	fs.StringVar(&o.bootstrapToken, "bootstrap-token", "", "bootstrap token id.secret (this or --bootstrap-token-file, which keeps it out of the process list)")
+	fs.StringVar(&o.bootstrapTokenFile, "bootstrap-token-file", "", "file holding the bootstrap token")
+	fs.StringVar(&o.agentURL, "agent-url", "", "http(s) URL of the mooring-agent release binary for the machine (required)")
+	fs.StringVar(&o.agentSHA256, "agent-sha256", "", "SHA-256 of that binary, 64 hex digits; the machine refuses a download that differs (required)")
+	fs.StringVar(&o.metadataURL, "metadata-url", "", "address of the instance metadata service (default: the cloud's own; required by the local cloud)")
+	fs.StringVar(&o.nodeNamePolicy, "node-name-policy", "", "how the node is named (default: the cloud's); must match the approver's and the CCM's")
+	fs.StringArrayVar(&o.cloudSettings, "cloud-setting", nil, "a setting of the cloud backend, key=value (repeatable; docs/<cloud>.md lists them)")
+	fs.StringSliceVar(&o.packages, "install-packages", nil, "install these packages with cloud-init first; without a value: "+strings.Join(cloudinit.DefaultPackages, ","))
+	fs.Lookup("install-packages").NoOptDefVal = strings.Join(cloudinit.DefaultPackages, ",")
+	fs.StringVarP(&o.output, "output", "o", "", "write the user-data to this file (mode 0600) instead of stdout")
+	fs.BoolP("help", "h", false, "show this help and exit")
+	return cmd
+}
+
+// params checks the flags, each error naming its flag, and builds Render's
+// parameters.
+func (o *userDataOptions) params() (cloudinit.Params, error) {
+	p := cloudinit.Params{
+		Agent: agent.Config{
+			APIServer: o.apiServer, Cloud: o.cloud, MetadataURL: o.metadataURL, NodeNamePolicy: o.nodeNamePolicy,
+		},
+		AgentURL: o.agentURL,
+		Packages: o.packages,
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	switch {
+	case o.cloud == "":
+		bad("--cloud is required (one of: %s)", strings.Join(cloud.Backends(), ", "))
+	case !cloud.Known(o.cloud):
+		bad("--cloud=%s: not a known cloud (one of: %s)", o.cloud, strings.Join(cloud.Backends(), ", "))
+	}
+	if !strings.HasPrefix(o.apiServer, "https://") || len(o.apiServer) == len("https://") {
+		bad("--api-server: want an https:// URL, got %q", o.apiServer)
+	}
+
+	switch {
+	case o.caCertHash != "" && o.caFile != "":
+		bad("--ca-cert-hash and --ca-file: give one, not both")
+	case o.caCertHash != "":
+		if !caHashRE.MatchString(o.caCertHash) {
+			bad("--ca-cert-hash: want sha256:<64 lower-case hex digits>, got %q", o.caCertHash)
+		}
+		p.Agent.CACertHash = o.caCertHash
+	case o.caFile != "":
+		pemData, err := readCA(o.caFile)
+		if err != nil {
+			bad("--ca-file: %v", err)
+		}
+		p.CACertPEM = pemData
+	default:
+		bad("--ca-cert-hash or --ca-file is required")
+	}
+
+	switch {
+	case o.bootstrapToken != "" && o.bootstrapTokenFile != "":
+		bad("--bootstrap-token and --bootstrap-token-file: give one, not both")
+	case o.bootstrapToken != "":
+		p.BootstrapToken = o.bootstrapToken
+		if !tokenRE.MatchString(p.BootstrapToken) {
+			bad("--bootstrap-token: want [a-z0-9]{6}.[a-z0-9]{16}")
+		}
+	case o.bootstrapTokenFile != "":
+		data, err := os.ReadFile(o.bootstrapTokenFile)
+		if err != nil {
+			bad("--bootstrap-token-file: %v", err)
+			break
+		}
+		p.BootstrapToken = strings.TrimSpace(string(data))
+		if !tokenRE.MatchString(p.BootstrapToken) {
+			bad("--bootstrap-token-file %s: want one token [a-z0-9]{6}.[a-z0-9]{16}", o.bootstrapTokenFile)
+		}
+	default:
+		bad("--bootstrap-token or --bootstrap-token-file is required")
+	}
+
+	if !strings.HasPrefix(o.agentURL, "https://") && !strings.HasPrefix(o.agentURL, "http://") {
+		bad("--agent-url: want an http(s) URL, got %q", o.agentURL)
+	}
+	p.AgentSHA256 = strings.ToLower(strings.TrimPrefix(o.agentSHA256, "sha256:"))
+	if !digestRE.MatchString(p.AgentSHA256) {
+		bad("--agent-sha256: want 64 hex digits, got %q", o.agentSHA256)
+	}
+	if o.metadataURL != "" && !strings.HasPrefix(o.metadataURL, "http://") && !strings.HasPrefix(o.metadataURL, "https://") {
+		bad("--metadata-url: want an http(s) URL, got %q", o.metadataURL)
+	}
+	for _, kv := range o.cloudSettings {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "":
+			bad("--cloud-setting %q: want key=value", kv)
+			continue
+		case p.Agent.CloudSettings[k] != "":
+			bad("--cloud-setting: %s given twice", k)
+			continue
+		}
+		if p.Agent.CloudSettings == nil {
+			p.Agent.CloudSettings = map[string]string{}
+		}
+		p.Agent.CloudSettings[k] = v
+	}
+	if o.packages != nil && len(o.packages) == 0 {
+		bad("--install-packages: empty list")
+	}
+	for _, pkg := range o.packages {
+		if !cloudinit.ValidPackageName(pkg) {
+			bad("--install-packages: %q is not a package name (name or name=version)", pkg)
+		}
+	}
+	if len(errs) == 0 && cloud.Known(o.cloud) {
+		// The backend judges its own part; blame the flag it objects to.
+		nc := p.Agent.NodeConfig()
+		if _, err := cloud.NewNodeIdentity(o.cloud, nc); err != nil {
+			bad("%s: %v", backendFlag(o.cloud, nc), err)
+		}
+	}
+	return p, errors.Join(errs...)
+}
+
+// backendFlag names the flag whose value the backend refuses: the first
+// one that, changed, makes the backend accept the rest.
+func backendFlag(name string, nc cloud.NodeConfig) string {
+	accepts := func(c cloud.NodeConfig) bool {
+		_, err := cloud.NewNodeIdentity(name, c)
+		return err == nil
+	}
+	alt := nc
+	if alt.MetadataURL == "" {
+		alt.MetadataURL = "http://127.0.0.1:1"
+	} else {
+		alt.MetadataURL = ""
+	}
+	if accepts(alt) {
+		return "--metadata-url"
+	}
+	alt = nc
+	alt.NodeNamePolicy = ""
+	if nc.NodeNamePolicy != "" && accepts(alt) {
+		return "--node-name-policy"
+	}
+	alt = nc
+	alt.Settings = nil
+	if len(nc.Settings) > 0 && accepts(alt) {
+		return "--cloud-setting"
+	}
+	return "--cloud=" + name
+}
+
+// readCA reads a PEM bundle of at least one certificate.
+func readCA(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	rest, n := data, 0
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return "", fmt.Errorf("%s: a %s block; want certificates only", path, block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return "", fmt.Errorf("%s: no PEM certificate", path)
+	}
+	return string(data), nil
+}
+
+// writeFile writes the user-data, which holds the bootstrap token, readable
+// by its owner only.
+func writeFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

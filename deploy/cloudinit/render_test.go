@@ -1,0 +1,147 @@
+package cloudinit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Packages go to cloud-init's packages module (which runs before runcmd
+// executes, so the agent finds the kubelet's unit); none by default.
+func TestRenderInstallsPackages(t *testing.T) {
+	out, err := Render(params())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "packages:") {
+		t.Fatalf("packages without asking:\n%s", out)
+	}
+	p := params()
+	p.Packages = append(slices.Clone(DefaultPackages), "kubelet=1.36.3-1.1")
+	if out, err = Render(p); err != nil {
+		t.Fatal(err)
+	}
+	var ud userData
+	if err := yaml.UnmarshalStrict(out, &ud); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ud.Packages, p.Packages) {
+		t.Fatalf("packages %v, want %v", ud.Packages, p.Packages)
+	}
+	for _, bad := range []string{"", "-rf", "containerd kubelet", "kubelet;reboot", "a=", "$(x)"} {
+		p.Packages = []string{bad}
+		if _, err := Render(p); err == nil {
+			t.Errorf("package %q rendered", bad)
+		}
+	}
+}
+
+// The agent's URL reaches the shell as one word, whatever it holds.
+func TestAgentURLIsOneShellWord(t *testing.T) {
+	p := params()
+	p.AgentURL = "https://downloads.example/a'b$(touch x)`y`"
+	out, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ud userData
+	if err := yaml.UnmarshalStrict(out, &ud); err != nil {
+		t.Fatal(err)
+	}
+	script := ud.RunCmd[0][2]
+	word := script[strings.Index(script, AgentBin+".download ")+len(AgentBin+".download ") : strings.Index(script, "; echo")]
+	sh := exec.Command("sh", "-c", `printf %s `+word)
+	sh.Dir = t.TempDir() // were the quoting wrong, x would land there
+	got, err := sh.Output()
+	if err != nil || string(got) != p.AgentURL {
+		t.Fatalf("sh reads %s as %q (%v)", word, got, err)
+	}
+}
+
+// TestExampleSchema checks the example with cloud-init's own schema
+// (make unit installs cloud-init first, through make deps).
+func TestExampleSchema(t *testing.T) {
+	checkSchema(t, "example-user-data.yaml")
+}
+
+func checkSchema(t *testing.T, path string) {
+	t.Helper()
+	if _, err := exec.LookPath("cloud-init"); err != nil {
+		t.Skip("cloud-init is not installed (make deps installs it)")
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("cloud-init", "schema", "--config-file", path).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "Valid") {
+		t.Fatalf("cloud-init schema --config-file %s: %v\n%s", path, err, out)
+	}
+}
+
+// The install command installs the download only when its SHA-256 is the
+// one given: run with a stand-in curl, into a scratch directory.
+func TestInstallChecksTheDigest(t *testing.T) {
+	for _, tool := range []string{"sh", "sha256sum", "install"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s: %v", tool, err)
+		}
+	}
+	const binary = "agent binary\n"
+	sum := sha256.Sum256([]byte(binary))
+	for name, digest := range map[string]string{"match": hex.EncodeToString(sum[:]), "mismatch": strings.Repeat("ab", 32)} {
+		dir := t.TempDir()
+		bin := filepath.Join(dir, "bin")
+		if err := os.Mkdir(bin, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// curl -fsSL --retry 5 -o FILE URL: writes the binary to FILE and
+		// records the URL.
+		fake := "#!/bin/sh\nwhile [ $# -gt 1 ]; do [ \"$1\" = -o ] && out=$2; shift; done\nprintf '%s' \"$1\" > " + filepath.Join(dir, "url") + "\nprintf 'agent binary\\n' > \"$out\"\n"
+		if err := os.WriteFile(filepath.Join(bin, "curl"), []byte(fake), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		p := params()
+		p.AgentSHA256 = digest
+		out, err := Render(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ud userData
+		if err := yaml.UnmarshalStrict(out, &ud); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(dir, "mooring-agent")
+		sh := exec.Command("sh", "-c", strings.ReplaceAll(ud.RunCmd[0][2], AgentBin, target))
+		sh.Dir = dir
+		sh.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+		shOut, err := sh.CombinedOutput()
+		got, readErr := os.ReadFile(target)
+		switch name {
+		case "match":
+			if err != nil || readErr != nil || string(got) != binary {
+				t.Fatalf("not installed: %v %v\n%s", err, readErr, shOut)
+			}
+			if fi, _ := os.Stat(target); fi.Mode().Perm() != 0o755 {
+				t.Errorf("mode %v", fi.Mode())
+			}
+			if u, _ := os.ReadFile(filepath.Join(dir, "url")); string(u) != p.AgentURL {
+				t.Errorf("fetched %q, want %q", u, p.AgentURL)
+			}
+		case "mismatch":
+			if err == nil || readErr == nil {
+				t.Fatalf("installed a binary with another digest (%v)\n%s", err, shOut)
+			}
+		}
+	}
+}
