@@ -227,6 +227,9 @@ func needsSync(old, cur *v1.Service) bool {
 func (c *Controller) nodesChanged() {
 	svcs, err := c.services.List(labels.Everything())
 	if err != nil {
+		// The load balancers must still learn of the change: look again.
+		klog.ErrorS(err, "Listing Services after a node change failed; trying again", "after", listRetry)
+		time.AfterFunc(listRetry, c.nodesChanged)
 		return
 	}
 	for _, s := range svcs {
@@ -235,6 +238,7 @@ func (c *Controller) nodesChanged() {
 		}
 		key, err := cache.MetaNamespaceKeyFunc(s)
 		if err != nil {
+			klog.ErrorS(err, "A Service without a usable key; its load balancer is not updated", "service", klog.KObj(s))
 			continue
 		}
 		if c.opts.NodeBatch > 0 {
@@ -244,6 +248,10 @@ func (c *Controller) nodesChanged() {
 		}
 	}
 }
+
+// listRetry is how long nodesChanged waits before listing the Services
+// again when the lister failed.
+const listRetry = time.Second
 
 // backendChanged reports whether an update of a node changes what load
 // balancers are given: its eligibility, or the addresses of an eligible node.
@@ -321,6 +329,8 @@ func (c *Controller) next(ctx context.Context) bool {
 func (c *Controller) sync(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
+		// Retrying cannot make a malformed key usable.
+		klog.FromContext(ctx).Error(err, "Dropping a malformed queue key", "key", key)
 		return nil
 	}
 	svc, err := c.services.Services(ns).Get(name)
@@ -405,10 +415,12 @@ func (c *Controller) sweep(ctx context.Context) {
 	}
 	nodes, err := c.eligibleNodes()
 	if err != nil {
+		logger.Error(err, "Listing Nodes failed; no drift repair or collection this round")
 		return
 	}
 	svcs, err := c.services.List(labels.Everything())
 	if err != nil {
+		logger.Error(err, "Listing Services failed; no drift repair or collection this round")
 		return
 	}
 	wanted := map[types.UID]bool{}
