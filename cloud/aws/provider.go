@@ -37,6 +37,8 @@ func Factory(r io.Reader) (cloudprovider.Interface, error) {
 // verifier, and, with loadBalancers: upstream, the upstream AWS provider's
 // load balancers and routes (upstream.go).
 type Cloud struct {
+	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+
 	cfg      Config
 	policy   NamePolicy
 	ec2      EC2API
@@ -51,6 +53,7 @@ var (
 	_ cloudprovider.InstancesV2  = (*Cloud)(nil)
 	_ cloudprovider.InformerUser = (*Cloud)(nil)
 	_ cloud.Attester             = (*Cloud)(nil)
+	_ cloud.InstanceFinder       = (*Cloud)(nil)
 )
 
 // New builds the provider with the AWS SDK's clients: credentials from its
@@ -120,14 +123,16 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 	src := Source{EC2: ec2Client, Region: cfg.Region, ClusterID: cfg.ClusterID, NamePolicy: policy, RequestTimeout: cfg.RequestTimeout.Duration}
 	klog.InfoS("AWS cloud provider configured", "region", cfg.Region, "clusterID", cfg.ClusterID, "nodeNamePolicy", policy.String(),
 		"ec2Endpoint", cfg.EC2Endpoint, "stsEndpoint", cfg.EffectiveSTSEndpoint(), "loadBalancers", cfg.LoadBalancers)
-	return &Cloud{
+	c := &Cloud{
 		cfg:      cfg,
 		policy:   policy,
 		ec2:      ec2Client,
 		view:     view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
 		verifier: v,
 		upstream: up,
-	}, nil
+	}
+	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	return c, nil
 }
 
 // EvidenceVerifiers verify nodes' signed STS GetCallerIdentity requests.

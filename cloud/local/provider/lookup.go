@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -14,8 +15,8 @@ import (
 // (Config.InstanceLookup picks one). Every implementation answers only with
 // this cluster's instances; an instance it cannot find is an error that
 // wraps view.ErrNotFound, and a cloud error is never one. A not-found answer
-// is definitive (no second look needed) when it is an *absentError or a
-// *foreignError.
+// is definitive (no second look needed) when it is a *cloud.AbsentError or
+// a *cloud.ForeignError.
 type instanceLookup interface {
 	// byProviderID finds the instance of a valid local cloud providerID.
 	byProviderID(ctx context.Context, providerID string) (view.Instance, error)
@@ -83,43 +84,16 @@ func (l directLookup) byNodeName(ctx context.Context, nodeName string) (view.Ins
 	return ToView(&items[best], l.policy), nil
 }
 
-// absentError: the cloud answered NotFound for the instance id itself.
-type absentError struct{ id string }
-
-func (e *absentError) Error() string {
-	return fmt.Sprintf("%v: the cloud has no instance %q", view.ErrNotFound, e.id)
-}
-
-func (e *absentError) Unwrap() error { return view.ErrNotFound }
-
-// foreignError: the instance exists but carries another cluster's tag, so
-// it is not this cluster's.
-type foreignError struct{ id, cluster string }
-
-func (e *foreignError) Error() string {
-	return fmt.Sprintf("%v: instance %q belongs to cluster %q", view.ErrNotFound, e.id, e.cluster)
-}
-
-func (e *foreignError) Unwrap() error { return view.ErrNotFound }
-
-// definitive reports whether a not-found answer came from the cloud's own
-// answer for the id rather than from a list that may lag behind.
-func definitive(err error) bool {
-	var absent *absentError
-	var foreign *foreignError
-	return errors.As(err, &absent) || errors.As(err, &foreign)
-}
-
 // instanceByID asks the cloud for one instance of the cluster.
 func instanceByID(ctx context.Context, c *client.Client, cluster string, policy NamePolicy, id string) (view.Instance, error) {
 	got, err := c.GetInstance(ctx, id)
 	switch {
 	case client.IsNotFound(err):
-		return view.Instance{}, &absentError{id: id}
+		return view.Instance{}, &cloud.AbsentError{ID: id}
 	case err != nil:
 		return view.Instance{}, err
 	case got.Cluster != cluster:
-		return view.Instance{}, &foreignError{id: id, cluster: got.Cluster}
+		return view.Instance{}, &cloud.ForeignError{ID: id, Why: fmt.Sprintf("belongs to cluster %q", got.Cluster)}
 	}
 	return ToView(got, policy), nil
 }

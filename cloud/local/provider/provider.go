@@ -39,6 +39,8 @@ func Factory(r io.Reader) (cloudprovider.Interface, error) {
 
 // Cloud is the local cloud as Kubernetes sees it.
 type Cloud struct {
+	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+
 	cfg      Config
 	client   *client.Client
 	view     *view.View
@@ -53,6 +55,7 @@ var (
 	_ cloudprovider.Routes        = (*Cloud)(nil)
 	_ cloud.LoadBalancerInventory = (*Cloud)(nil)
 	_ cloud.Attester              = (*Cloud)(nil)
+	_ cloud.InstanceFinder        = (*Cloud)(nil)
 )
 
 // New connects to the cloud that cfg names. It makes no call yet.
@@ -90,6 +93,7 @@ func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 		view:     view.New(Source{Client: c, Cluster: cfg.Cluster, NamePolicy: cfg.NodeNamePolicy}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
 		verifier: v,
 	}
+	cl.ViewInstances = cloud.ViewInstances{Finder: cl, View: cl.view, Metadata: Metadata}
 	switch cfg.InstanceLookup {
 	case InstanceLookupView:
 		cl.lookup = viewLookup{view: cl.view, cfg: &cl.cfg}
