@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mooring-dev/mooring/systemd"
 	"github.com/mooring-dev/mooring/systemd/systemdtest"
 )
 
@@ -19,15 +18,7 @@ func TestUnitsOverUserSystemd(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := systemd.DialUser(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := systemd.NewUnits(conn)
-	defer u.Close()
-	if err := u.Reload(ctx); err != nil {
-		t.Fatal(err)
-	}
+	u := systemdtest.Units(ctx, t)
 	if state, err := u.ActiveState(ctx, "trivial.service"); err != nil || state != "inactive" {
 		t.Fatalf("before start: %q, %v", state, err)
 	}

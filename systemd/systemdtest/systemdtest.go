@@ -40,6 +40,22 @@ func Start(t testing.TB, dir string) *testbed.UserSystemd {
 	return us
 }
 
+// Units connects to the systemd --user that Start pointed the test at,
+// reloads its units, and closes the connection when the test ends.
+func Units(ctx context.Context, t testing.TB) *systemd.Units {
+	t.Helper()
+	conn, err := systemd.DialUser(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := systemd.NewUnits(conn)
+	t.Cleanup(u.Close)
+	if err := u.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // WaitSettled polls the unit's ActiveState until it is active or failed,
 // and returns it.
 func WaitSettled(ctx context.Context, t testing.TB, u *systemd.Units, name string) string {

@@ -221,15 +221,7 @@ func TestSandboxAllowsTheAgentsWork(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	conn, err := systemd.DialUser(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := systemd.NewUnits(conn)
-	defer u.Close()
-	if err := u.Reload(ctx); err != nil {
-		t.Fatal(err)
-	}
+	u := systemdtest.Units(ctx, t)
 	if err := u.Start(ctx, "probe.service"); err != nil {
 		t.Fatal(err)
 	}
@@ -370,19 +362,14 @@ func TestKubeletCommandLineInSystemd(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			conn, err := systemd.DialUser(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			u := systemd.NewUnits(conn)
-			defer u.Close()
-			if err := u.Reload(ctx); err != nil {
-				t.Fatal(err)
-			}
+			u := systemdtest.Units(ctx, t)
 			if err := u.Start(ctx, "kubelet.service"); err != nil {
 				t.Fatal(err)
 			}
-			var got []byte
+			var (
+				got []byte
+				err error
+			)
 			for got == nil {
 				if got, err = os.ReadFile(args); err != nil {
 					got = nil
