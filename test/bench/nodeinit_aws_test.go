@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
@@ -86,12 +83,7 @@ func runNodeInitAWS(b *testing.B, n int) (time.Duration, int) {
 	if err := waitLeader(ctx, c.Client); err != nil {
 		b.Fatalf("mooring-ccm: %v\n%s", err, ccm.LogTail(30))
 	}
-	fast := rest.CopyConfig(c.AdminConfig)
-	fast.QPS, fast.Burst = 5000, 5000
-	client, err := kubernetes.NewForConfig(fast)
-	if err != nil {
-		b.Fatal(err)
-	}
+	client := fastClient(b, c)
 	w := &world{c: c, ccm: ccm, fast: client}
 
 	created := newStamps()

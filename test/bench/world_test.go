@@ -103,16 +103,24 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	if err := waitLeader(ctx, c.Client); err != nil {
 		b.Fatalf("mooring-ccm: %v\n%s", err, ccm.LogTail(30))
 	}
+	client := fastClient(b, c)
+	if err := lc.Client.ResetStats(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return &world{c: c, lc: lc, ccm: ccm, fast: client}
+}
+
+// fastClient is the simulated kubelets' admin client, with a rate limit
+// high enough not to be the bottleneck.
+func fastClient(b *testing.B, c *testbed.Cluster) kubernetes.Interface {
+	b.Helper()
 	fast := rest.CopyConfig(c.AdminConfig)
 	fast.QPS, fast.Burst = 5000, 5000
 	client, err := kubernetes.NewForConfig(fast)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := lc.Client.ResetStats(ctx); err != nil {
-		b.Fatal(err)
-	}
-	return &world{c: c, lc: lc, ccm: ccm, fast: client}
+	return client
 }
 
 // createInstances makes n instances named like the Nodes, unlimited and in

@@ -39,29 +39,9 @@ func TestAgentJoinsNodes(t *testing.T) {
 	harness.StartCCM(t, c, ccmBin, lc, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--controllers=*,csr-approver", "--v=2"}})
 
 	start := time.Now()
-	fleetDir := t.TempDir()
-	fleet, err := harness.RunFleet(ctx, c, lc, harness.FleetOptions{
-		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, Dir: fleetDir, AgentBin: agentBin,
+	fleet := harness.StartFleet(ctx, t, c, lc, harness.FleetOptions{
+		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, Dir: t.TempDir(), AgentBin: agentBin,
 	})
-	// Registered after the test bed's teardown, so it runs first: systemd
-	// stops the kubelets before the nodes are cleaned up.
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"node-1-kubelet.log", "systemd/systemd.log"} {
-				data, _ := os.ReadFile(filepath.Join(fleetDir, f))
-				lines := strings.Split(string(data), "\n")
-				t.Logf("%s (tail):\n%s", f, strings.Join(lines[max(0, len(lines)-25):], "\n"))
-			}
-		}
-		if fleet != nil {
-			if err := fleet.Stop(); err != nil {
-				t.Errorf("systemd --user teardown: %v", err)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	machines := fleet.Machines
 	for _, m := range machines {
 		code, err := m.Agent.Wait(3 * time.Minute)

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,28 +43,10 @@ func TestAWSNodesJoin(t *testing.T) {
 	harness.StartApprover(t, c, approverBin, aws, e2eCluster)
 
 	start := time.Now()
-	fleetDir := t.TempDir()
-	fleet, err := harness.RunFleet(ctx, c, nil, harness.FleetOptions{
-		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, Dir: fleetDir, AgentBin: agentBin,
+	fleet := harness.StartFleet(ctx, t, c, nil, harness.FleetOptions{
+		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, Dir: t.TempDir(), AgentBin: agentBin,
 		Provision: aws.Provisioner(e2eCluster),
 	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"node-1-kubelet.log", "systemd/systemd.log"} {
-				data, _ := os.ReadFile(filepath.Join(fleetDir, f))
-				lines := strings.Split(string(data), "\n")
-				t.Logf("%s (tail):\n%s", f, strings.Join(lines[max(0, len(lines)-25):], "\n"))
-			}
-		}
-		if fleet != nil {
-			if err := fleet.Stop(); err != nil {
-				t.Errorf("systemd --user teardown: %v", err)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, m := range fleet.Machines {
 		code, err := m.Agent.Wait(3 * time.Minute)
 		if err != nil || code != 0 {

@@ -138,22 +138,9 @@ func TestInstancePowerReachesTheMachine(t *testing.T) {
 	}
 	harness.StartCCM(t, c, ccmBin, lc, harness.CCMOptions{Cluster: e2eCluster,
 		Args: []string{"--controllers=*,csr-approver", "--node-monitor-period=2s", "--v=2"}})
-	fleetDir := t.TempDir()
-	fleet, err := harness.RunFleet(ctx, c, lc, harness.FleetOptions{
-		Names: []string{"node-1", "node-2"}, Cluster: e2eCluster, Dir: fleetDir, AgentBin: agentBin, PowerLogf: t.Logf,
+	fleet := harness.StartFleet(ctx, t, c, lc, harness.FleetOptions{
+		Names: []string{"node-1", "node-2"}, Cluster: e2eCluster, Dir: t.TempDir(), AgentBin: agentBin, PowerLogf: t.Logf,
 	})
-	// Runs before the test bed's teardown: systemd stops the kubelets
-	// before the nodes are cleaned up.
-	t.Cleanup(func() {
-		if fleet != nil {
-			if err := fleet.Stop(); err != nil {
-				t.Errorf("systemd --user teardown: %v", err)
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stopped, terminated := fleet.Machines[0], fleet.Machines[1]
 	for _, m := range fleet.Machines {
 		if code, err := m.Agent.Wait(3 * time.Minute); err != nil || code != 0 {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
@@ -207,6 +208,34 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 		go f.watchPower(wctx, lc, every, opts.PowerLogf)
 	}
 	return f, nil
+}
+
+// StartFleet is RunFleet for a test: it fails the test on an error and,
+// when the test ends, stops the fleet (before the test bed's teardown, so
+// systemd stops the kubelets before their nodes are cleaned up), showing the
+// tails of the first machine's kubelet log and of systemd's log if the test
+// failed.
+func StartFleet(ctx context.Context, t testing.TB, c *testbed.Cluster, lc *LocalCloud, opts FleetOptions) *Fleet {
+	t.Helper()
+	f, err := RunFleet(ctx, c, lc, opts)
+	t.Cleanup(func() {
+		if t.Failed() && len(opts.Names) > 0 {
+			for _, name := range []string{opts.Names[0] + "-kubelet.log", filepath.Join("systemd", "systemd.log")} {
+				data, _ := os.ReadFile(filepath.Join(opts.Dir, name))
+				lines := strings.Split(string(data), "\n")
+				t.Logf("%s (tail):\n%s", name, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+			}
+		}
+		if f != nil {
+			if err := f.Stop(); err != nil {
+				t.Errorf("systemd --user teardown: %v", err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // Stop stops following the instances' power, then stops systemd (and so
