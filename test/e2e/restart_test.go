@@ -175,7 +175,7 @@ func TestInstancePowerReachesTheMachine(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		t.Logf("%s: kubelet gone %v after the CLI call", m.Instance.Name, time.Since(start).Round(10*time.Millisecond))
-		if ev := m.PowerEvents(); len(ev) != 1 || ev[0].On || ev[0].Err != nil {
+		if ev := m.WaitPowerEvents(1, 30*time.Second); len(ev) != 1 || ev[0].On || ev[0].Err != nil {
 			t.Errorf("%s: power events %v", m.Instance.Name, ev)
 		}
 	}
@@ -204,7 +204,7 @@ func TestInstancePowerReachesTheMachine(t *testing.T) {
 		return nodeReady(n) && !hasTaint(n, shutdownTaint, corev1.TaintEffectNoSchedule)
 	})
 	t.Logf("%s: Ready again, untainted, %v after its instance was started", stopped.Instance.Name, time.Since(start).Round(100*time.Millisecond))
-	if ev := stopped.PowerEvents(); len(ev) != 2 || !ev[1].On || ev[1].Err != nil {
+	if ev := stopped.WaitPowerEvents(2, 30*time.Second); len(ev) != 2 || !ev[1].On || ev[1].Err != nil {
 		t.Errorf("%s: power events %v", stopped.Instance.Name, ev)
 	}
 	if ev := terminated.PowerEvents(); len(ev) != 1 {

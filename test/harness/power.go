@@ -68,6 +68,21 @@ func (m *Machine) PowerEvents() []PowerEvent {
 	return append([]PowerEvent(nil), m.power.events...)
 }
 
+// WaitPowerEvents returns the machine's power events once there are at
+// least n, or what there is after timeout. An event is recorded when
+// systemd has finished the job, which can be after the kubelet is already
+// gone.
+func (m *Machine) WaitPowerEvents(n int, timeout time.Duration) []PowerEvent {
+	deadline := time.Now().Add(timeout)
+	for {
+		ev := m.PowerEvents()
+		if len(ev) >= n || time.Now().After(deadline) {
+			return ev
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // watchPower polls the instances every interval until ctx ends.
 func (f *Fleet) watchPower(ctx context.Context, lc *LocalCloud, interval time.Duration, logf func(string, ...any)) {
 	defer close(f.watchDone)
