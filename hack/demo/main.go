@@ -133,7 +133,7 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	}
 	step("Creating %d instances; each runs mooring-agent, which starts its kubelet through systemd", n)
 	start := time.Now()
-	if fleet, err = harness.RunFleet(ctx, c, lc, harness.FleetOptions{Names: names, Cluster: cluster, Dir: filepath.Join(stateDir, "machines"), AgentBin: bins["mooring-agent"],
+	if fleet, err = harness.RunFleet(ctx, c, lc, harness.FleetOptions{Names: names, Cluster: cluster, AgentBin: bins["mooring-agent"],
 		// A machine follows its instance: stopped or terminated with the
 		// CLI, its kubelet stops.
 		PowerLogf: func(f string, a ...any) { fmt.Printf("    "+f+"\n", a...) }}); err != nil {
@@ -159,7 +159,7 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	fmt.Printf("    cloud CLI:  MOORING_LOCALCLOUD_URL=%s MOORING_LOCALCLOUD_TOKEN=$(cat %s) %s instances list\n",
 		lc.URL, lc.TokenFile, bins["mooring-localcloud"])
 	fmt.Println("                (instances stop|start|terminate ID: a stopped or terminated instance's kubelet stops, as a powered-off machine's)")
-	fmt.Printf("    logs:       %s (control plane, cloud, ccm, agents) and %s (kubelets)\n", cp.LogDir(), filepath.Join(stateDir, "machines"))
+	fmt.Printf("    logs:       %s (control plane, cloud, ccm) and %s/<node>/{agent,kubelet}.log (the machines, removed at the end)\n", cp.LogDir(), filepath.Join(fleet.Dir, "machines"))
 	fmt.Printf("    kubeconfig: %s\n", cp.AdminKubeconfig)
 	fmt.Printf("    try:        kubectl --kubeconfig %s get nodes,csr\n", cp.AdminKubeconfig)
 	if nonInteractive {

@@ -40,7 +40,7 @@ func TestAgentJoinsNodes(t *testing.T) {
 
 	start := time.Now()
 	fleet := harness.StartFleet(ctx, t, c, lc, harness.FleetOptions{
-		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, Dir: t.TempDir(), AgentBin: agentBin,
+		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, AgentBin: agentBin,
 	})
 	machines := fleet.Machines
 	for _, m := range machines {
@@ -48,9 +48,9 @@ func TestAgentJoinsNodes(t *testing.T) {
 		if err != nil || code != 0 {
 			t.Fatalf("agent of %s: exit %d, %v\n%s", m.Instance.Name, code, err, m.Agent.LogTail(30))
 		}
-		msgs := m.Notify.Messages()
-		if !contains(msgs, "READY=1") || !containsPrefix(msgs, "STATUS=node "+m.Instance.Name+" joined") {
-			t.Errorf("agent of %s: notifications %q", m.Instance.Name, msgs)
+		// Type=notify: the unit is active only once the agent sent READY=1.
+		if s, err := m.Agent.State(ctx); err != nil || s.ActiveState != "active" || !strings.HasPrefix(s.StatusText, "node "+m.Instance.Name+" joined") {
+			t.Errorf("agent of %s: unit %s (%v)", m.Instance.Name, s, err)
 		}
 	}
 	t.Logf("3 agents joined their nodes and started the kubelets in %v", time.Since(start).Round(time.Millisecond))
@@ -79,22 +79,4 @@ func TestAgentJoinsNodes(t *testing.T) {
 		}
 	}
 	t.Logf("3 nodes Ready, initialized, serving certificates approved, %v after the agents started", time.Since(start).Round(time.Millisecond))
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func containsPrefix(list []string, prefix string) bool {
-	for _, x := range list {
-		if strings.HasPrefix(x, prefix) {
-			return true
-		}
-	}
-	return false
 }

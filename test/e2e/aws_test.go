@@ -44,7 +44,7 @@ func TestAWSNodesJoin(t *testing.T) {
 
 	start := time.Now()
 	fleet := harness.StartFleet(ctx, t, c, nil, harness.FleetOptions{
-		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, Dir: t.TempDir(), AgentBin: agentBin,
+		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, AgentBin: agentBin,
 		Provision: aws.Provisioner(e2eCluster),
 	})
 	for _, m := range fleet.Machines {

@@ -139,7 +139,7 @@ func TestInstancePowerReachesTheMachine(t *testing.T) {
 	harness.StartCCM(t, c, ccmBin, lc, harness.CCMOptions{Cluster: e2eCluster,
 		Args: []string{"--controllers=*,csr-approver", "--node-monitor-period=2s", "--v=2"}})
 	fleet := harness.StartFleet(ctx, t, c, lc, harness.FleetOptions{
-		Names: []string{"node-1", "node-2"}, Cluster: e2eCluster, Dir: t.TempDir(), AgentBin: agentBin, PowerLogf: t.Logf,
+		Names: []string{"node-1", "node-2"}, Cluster: e2eCluster, AgentBin: agentBin, PowerLogf: t.Logf,
 	})
 	stopped, terminated := fleet.Machines[0], fleet.Machines[1]
 	for _, m := range fleet.Machines {

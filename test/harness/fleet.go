@@ -2,81 +2,59 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/coreos/go-systemd/v22/dbus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/agent"
 	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/deploy/cloudinit"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-// NotifySocket collects sd_notify messages, as systemd would.
-type NotifySocket struct {
-	Path string
-	conn *net.UnixConn
-	mu   sync.Mutex
-	msgs []string
-}
-
-// ListenNotify opens a notify socket at path.
-func ListenNotify(path string) (*NotifySocket, error) {
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
-	if err != nil {
-		return nil, err
-	}
-	n := &NotifySocket{Path: path, conn: conn}
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			n.mu.Lock()
-			n.msgs = append(n.msgs, string(buf[:k]))
-			n.mu.Unlock()
-		}
-	}()
-	return n, nil
-}
-
-// Messages so far.
-func (n *NotifySocket) Messages() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]string(nil), n.msgs...)
-}
-
-// Close closes the socket.
-func (n *NotifySocket) Close() error { return n.conn.Close() }
-
-// Machine is a cloud instance with a kubelet installed (a systemd unit of a
-// shared systemd --user) and mooring-agent running as its join.
+// Machine is a cloud instance laid out as a real machine that cloud-init
+// prepared, under its own root directory: mooring's shipped
+// mooring-agent.service and kubelet drop-in 20-mooring.conf run in a shared
+// systemd --user, with every path a real machine uses moved under Root.
 type Machine struct {
 	// Name is the Node name; Instance is the local cloud's record (nil on
 	// another cloud).
 	Name     string
 	Instance *api.Instance
 	Node     *testbed.Node
+	// Root is the machine's "/": Root/etc/mooring, Root/etc/kubernetes,
+	// Root/var/lib/kubelet hold what they hold on a real machine.
+	Root string
 	// Config is the agent's config file; EnvFile the kubelet env it writes.
 	Config, EnvFile string
-	Agent           *testbed.Process
-	Notify          *NotifySocket
+	// Agent is the machine's mooring-agent unit.
+	Agent *AgentUnit
 
 	power power
 }
 
-// Fleet is the machines and the systemd that runs their kubelets. While it
-// runs, each machine follows its instance's power (power.go): stopping or
-// terminating the instance stops the machine's kubelet.
+// Fleet is the machines and the systemd that runs their agents and
+// kubelets. While it runs, each machine follows its instance's power
+// (power.go): stopping or terminating the instance stops the machine's
+// kubelet.
 type Fleet struct {
 	Machines []*Machine
 	Systemd  *testbed.UserSystemd
+	// Dir holds the machines' roots, their logs and systemd's state. It is
+	// under /var/lib, not a test's temporary directory: the agent's unit
+	// has PrivateTmp= and ProtectHome=, so nothing under /tmp or a home
+	// is visible to it. Stop removes it.
+	Dir string
 
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
@@ -86,7 +64,6 @@ type Fleet struct {
 type FleetOptions struct {
 	Names    []string
 	Cluster  string
-	Dir      string // state of the machines and of systemd
 	AgentBin string
 	// PowerPoll is how often the instances' states are read to power
 	// machines off and on (default DefaultPowerPoll; negative: never).
@@ -119,40 +96,52 @@ func provisionLocal(ctx context.Context, lc *LocalCloud, cluster, name string) (
 		AgentConfig: fmt.Sprintf("cloud: local\nmetadataURL: %s\n", in.MetadataURL)}, in, nil
 }
 
-// RunFleet creates an instance per name, prepares its node (kubelet not
-// started: its unit is written into a systemd --user that this starts),
-// writes the agent's config, and starts the agents. The kubelets start when
-// their agents ask systemd to. From then on, until Stop, a machine whose
-// instance is stopped or terminated is powered off (its kubelet stopped),
-// and powered on again when a stopped instance runs (see power.go). The
-// cluster stops the nodes; Stop stops systemd, and with it the kubelets,
-// and must come first.
+// RunFleet creates an instance per name and lays its machine out under
+// the fleet's directory (see Machine): the cluster CA, bootstrap token and
+// agent config where cloud-init writes them, a node prepared by the test
+// bed (its fake runtime, cgroup root and own kubelet settings as a
+// configuration drop-in), and the units: mooring's shipped
+// mooring-agent.service and kubelet drop-in with their paths moved under
+// the machine's root (units.go), over a kubelet.service that stands in for
+// the distribution's. The cluster's kubelet settings are published in
+// kube-system/kubelet-config, as kubeadm publishes them, for the agents
+// to read. Then it starts a systemd --user and each machine's agent unit,
+// as a booting machine does; the agents start their kubelets. From then
+// on, until Stop, a machine whose instance is stopped or terminated is
+// powered off, and powered on again when a stopped instance runs (see
+// power.go). The cluster stops the nodes; Stop stops systemd, and with it
+// the agents and kubelets, and must come first.
 func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts FleetOptions) (f *Fleet, err error) {
-	dir := opts.Dir
-	caFile := filepath.Join(dir, "ca.crt")
-	tokenFile := filepath.Join(dir, "bootstrap-token")
-	sd := filepath.Join(dir, "systemd")
-	unitDir := filepath.Join(sd, "config", "systemd", "user")
-	if err := os.MkdirAll(unitDir, 0o755); err != nil {
+	dir, err := os.MkdirTemp("/var/lib", "mooring-fleet-")
+	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(caFile, c.CA.CertPEM, 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(tokenFile, []byte(c.Token+"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	// The agents read the cluster's kubelet-config ConfigMap with the nodes'
-	// credentials, as deploy/base lets them.
-	if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "base", "kubelet-config-rbac.yaml")); err != nil {
-		return nil, err
-	}
-	f = &Fleet{}
+	f = &Fleet{Dir: dir}
 	defer func() {
 		if err != nil {
 			_ = f.Stop()
 		}
 	}()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return f, err
+	}
+	agentBin := filepath.Join(dir, "bin", "mooring-agent")
+	if err := copyExecutable(opts.AgentBin, agentBin); err != nil {
+		return f, err
+	}
+	sd := filepath.Join(dir, "systemd")
+	unitDir := filepath.Join(sd, "config", "systemd", "user")
+	if err := os.MkdirAll(unitDir, 0o755); err != nil {
+		return f, err
+	}
+	// The agents read the cluster's kubelet-config ConfigMap with the nodes'
+	// credentials, as deploy/base lets them.
+	if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "base", "kubelet-config-rbac.yaml")); err != nil {
+		return f, err
+	}
+	if err := publishKubeletConfig(ctx, c); err != nil {
+		return f, err
+	}
 	for _, name := range opts.Names {
 		var (
 			p  Provisioned
@@ -166,20 +155,12 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 		if err != nil {
 			return f, err
 		}
-		n, argv, err := c.PrepareNode(testbed.NodeConfig{Name: p.NodeName, Address: p.Address, ExternalCredentials: true})
+		m, err := layOutMachine(c, dir, name, p)
 		if err != nil {
 			return f, err
 		}
-		c.AdoptNode(n)
-		m := &Machine{Name: p.NodeName, Instance: in, Node: n, Config: filepath.Join(dir, name+"-agent.yaml"), EnvFile: filepath.Join(dir, name+"-kubelet.env")}
-		unit := fmt.Sprintf("[Unit]\nDescription=kubelet of machine %s\n\n[Service]\nEnvironmentFile=%s\nExecStart=%s $KUBELET_MOORING_ARGS\nStandardOutput=append:%s\nStandardError=inherit\n",
-			name, m.EnvFile, strings.Join(argv, " "), filepath.Join(dir, name+"-kubelet.log"))
-		if err := os.WriteFile(filepath.Join(unitDir, "kubelet-"+name+".service"), []byte(unit), 0o644); err != nil {
-			return f, err
-		}
-		cfg := fmt.Sprintf("apiServer: %s\ncaFile: %s\nbootstrapTokenFile: %s\n%scertDir: %s\nkubeconfig: %s\nkubeletEnvFile: %s\nkubeletConfigFile: %s\ncontainerRuntimeEndpoint: unix://%s\nkubeletUnit: kubelet-%s.service\nwaitTimeout: 2m\n",
-			c.URL, caFile, tokenFile, p.AgentConfig, n.CertDir, n.Kubeconfig, m.EnvFile, filepath.Join(dir, name+"-kubelet-config.yaml"), filepath.Join(n.Dir, "cri.sock"), name)
-		if err := os.WriteFile(m.Config, []byte(cfg), 0o600); err != nil {
+		m.Instance = in
+		if err := writeMachineUnits(unitDir, m, agentBin, c.Binaries().Kubelet); err != nil {
 			return f, err
 		}
 		f.Machines = append(f.Machines, m)
@@ -187,15 +168,14 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 	if f.Systemd, err = testbed.StartUserSystemd(sd, fmt.Sprintf("mooring-systemd-%d", os.Getpid())); err != nil {
 		return f, err
 	}
-	for i, m := range f.Machines {
-		name := opts.Names[i]
-		if m.Notify, err = ListenNotify(filepath.Join(dir, name+"-notify.sock")); err != nil {
-			return f, err
-		}
-		m.Agent, err = c.RunEnv("mooring-agent-"+name, append(f.Systemd.Env(), "NOTIFY_SOCKET="+m.Notify.Path),
-			opts.AgentBin, "--config="+m.Config, "--systemd-user", "--v=2")
-		if err != nil {
-			return f, err
+	for _, m := range f.Machines {
+		m.Agent = &AgentUnit{Unit: agentUnitName(m.Name), LogFile: filepath.Join(m.Root, "agent.log"), fleet: f}
+		if err := f.withUnits(ctx, func(ctx context.Context, conn *dbus.Conn) error {
+			// Queued, not awaited: the job ends with READY=1, after the join.
+			_, err := conn.StartUnitContext(ctx, m.Agent.Unit, "replace", nil)
+			return err
+		}); err != nil {
+			return f, fmt.Errorf("start %s: %w", m.Agent.Unit, err)
 		}
 	}
 	if every := opts.PowerPoll; every >= 0 && opts.Provision == nil {
@@ -210,20 +190,85 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 	return f, nil
 }
 
+// layOutMachine makes a machine's root: the files cloud-init writes
+// (deploy/cloudinit: CA, bootstrap token, agent config) and a node of the
+// test bed whose state is the machine's /var/lib/kubelet.
+func layOutMachine(c *testbed.Cluster, fleetDir, name string, p Provisioned) (*Machine, error) {
+	root := filepath.Join(fleetDir, "machines", name)
+	at := func(path string) string { return filepath.Join(root, path) }
+	for _, d := range []string{"/etc/mooring", "/etc/kubernetes", "/var/lib/kubelet"} {
+		if err := os.MkdirAll(at(d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(at(cloudinit.CAPath), c.CA.CertPEM, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(at(cloudinit.TokenPath), []byte(c.Token+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	n, _, err := c.PrepareNode(testbed.NodeConfig{Name: p.NodeName, Address: p.Address, ExternalCredentials: true,
+		Dir: at("/var/lib/kubelet"), Kubeconfig: at(agent.DefaultKubeconfig)})
+	if err != nil {
+		return nil, err
+	}
+	c.AdoptNode(n)
+	if n.CertDir != at(agent.DefaultCertDir) {
+		return nil, fmt.Errorf("node %s: cert dir %s, want the machine's %s", name, n.CertDir, agent.DefaultCertDir)
+	}
+	m := &Machine{Name: p.NodeName, Node: n, Root: root, Config: at(agent.DefaultConfigPath), EnvFile: at(agent.DefaultKubeletEnvFile)}
+	// The paths cloud-init's config leaves to the agent's defaults are
+	// named here, moved under the machine's root.
+	cfg := fmt.Sprintf("apiServer: %s\ncaFile: %s\nbootstrapTokenFile: %s\n%scertDir: %s\nkubeconfig: %s\nkubeletEnvFile: %s\nkubeletConfigFile: %s\ncontainerRuntimeEndpoint: unix://%s\nkubeletUnit: %s\nwaitTimeout: 2m\n",
+		c.URL, at(cloudinit.CAPath), at(cloudinit.TokenPath), p.AgentConfig, n.CertDir, n.Kubeconfig, m.EnvFile,
+		at(agent.DefaultKubeletConfigFile), filepath.Join(n.Dir, "cri.sock"), kubeletUnitName(p.NodeName))
+	if err := os.WriteFile(m.Config, []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// publishKubeletConfig creates kube-system/kubelet-config with the test
+// bed's shared kubelet settings, unless the cluster has one.
+func publishKubeletConfig(ctx context.Context, c *testbed.Cluster) error {
+	data, err := yaml.Marshal(testbed.ClusterKubeletConfig())
+	if err != nil {
+		return err
+	}
+	_, err = c.Client.CoreV1().ConfigMaps(agent.KubeletConfigMapNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: agent.KubeletConfigMapName, Namespace: agent.KubeletConfigMapNamespace},
+		Data:       map[string]string{agent.KubeletConfigMapKey: string(data)},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func copyExecutable(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o755)
+}
+
 // StartFleet is RunFleet for a test: it fails the test on an error and,
 // when the test ends, stops the fleet (before the test bed's teardown, so
 // systemd stops the kubelets before their nodes are cleaned up), showing the
-// tails of the first machine's kubelet log and of systemd's log if the test
-// failed.
+// tails of the first machine's agent and kubelet logs and of systemd's log
+// if the test failed.
 func StartFleet(ctx context.Context, t testing.TB, c *testbed.Cluster, lc *LocalCloud, opts FleetOptions) *Fleet {
 	t.Helper()
 	f, err := RunFleet(ctx, c, lc, opts)
 	t.Cleanup(func() {
-		if t.Failed() && len(opts.Names) > 0 {
-			for _, name := range []string{opts.Names[0] + "-kubelet.log", filepath.Join("systemd", "systemd.log")} {
-				data, _ := os.ReadFile(filepath.Join(opts.Dir, name))
-				lines := strings.Split(string(data), "\n")
-				t.Logf("%s (tail):\n%s", name, strings.Join(lines[max(0, len(lines)-25):], "\n"))
+		if t.Failed() && f != nil && len(f.Machines) > 0 {
+			m := f.Machines[0]
+			for _, path := range []string{filepath.Join(m.Root, "agent.log"), filepath.Join(m.Root, "kubelet.log"), filepath.Join(f.Dir, "systemd", "systemd.log")} {
+				t.Logf("%s (tail):\n%s", path, tail(path, 25))
 			}
 		}
 		if f != nil {
@@ -239,22 +284,35 @@ func StartFleet(ctx context.Context, t testing.TB, c *testbed.Cluster, lc *Local
 }
 
 // Stop stops following the instances' power, then stops systemd (and so
-// the kubelets) and closes the notify sockets.
+// the agents and kubelets) and removes the fleet's directory.
 func (f *Fleet) Stop() error {
-	var err error
+	var errs []error
 	if f.stopWatch != nil {
 		f.stopWatch()
 		<-f.watchDone
 		f.stopWatch = nil
 	}
 	if f.Systemd != nil {
-		err = f.Systemd.Stop()
+		errs = append(errs, f.Systemd.Stop())
 		f.Systemd = nil
 	}
+	// The nodes' mounts, cgroups and runtimes go before their directories
+	// (the cluster's teardown stopping them again does nothing).
 	for _, m := range f.Machines {
-		if m.Notify != nil {
-			m.Notify.Close()
-		}
+		errs = append(errs, m.Node.Stop())
 	}
-	return err
+	if f.Dir != "" {
+		errs = append(errs, os.RemoveAll(f.Dir))
+	}
+	return errors.Join(errs...)
+}
+
+// tail is the last lines of a file.
+func tail(path string, lines int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	l := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(l[max(0, len(l)-lines):], "\n")
 }

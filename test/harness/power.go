@@ -20,10 +20,11 @@ import (
 // A fleet's machines follow their instances' power, as machines of a real
 // cloud do: the fleet reads the instances' states every PowerPoll, and when
 // an instance is stopped or terminated (by the CLI, the API or a test) its
-// machine is cut off: its kubelet unit is killed with SIGKILL and stopped
-// and its agent, if still running, is stopped. When a stopped instance runs
-// again, the machine "boots": its kubelet unit starts again, with the
-// credentials the agent left on disk. A terminated instance stays off.
+// machine is cut off: its kubelet unit is killed with SIGKILL and stopped,
+// and so is its agent unit. When a stopped instance runs again, the machine
+// "boots": its kubelet unit starts again, and with it the agent unit,
+// which finds the credentials it left on disk. A terminated instance stays
+// off.
 
 // DefaultPowerPoll is how often a fleet reads its instances' states.
 const DefaultPowerPoll = time.Second
@@ -150,33 +151,29 @@ func (f *Fleet) syncPower(ctx context.Context, lc *LocalCloud, ids []string) []P
 	return events
 }
 
-// powerOff cuts a machine off: its agent, if it still runs, and its
-// kubelet unit get SIGKILL, and the unit is stopped.
+// powerOff cuts a machine off: its kubelet unit gets SIGKILL, and it and
+// the agent unit (which may still be joining) are stopped.
 func (f *Fleet) powerOff(ctx context.Context, m *Machine, state api.InstanceState) PowerEvent {
-	var errs []error
-	if m.Agent != nil {
-		if done, _ := m.Agent.Exited(); !done {
-			errs = append(errs, m.Agent.Stop(0))
-		}
-	}
-	errs = append(errs, f.withUnits(ctx, func(ctx context.Context, conn *dbus.Conn) error {
-		unit := kubeletUnit(m)
+	err := f.withUnits(ctx, func(ctx context.Context, conn *dbus.Conn) error {
+		unit := kubeletUnitName(m.Name)
 		// Fails when nothing runs (the agent never started the unit): the
 		// stop below is what matters.
 		_ = conn.KillUnitWithTarget(ctx, unit, dbus.All, int32(syscall.SIGKILL))
-		if err := runJob(ctx, unit, func(ch chan<- string) (int, error) { return conn.StopUnitContext(ctx, unit, "replace", ch) }); err != nil {
-			return err
+		var errs []error
+		for _, u := range []string{unit, agentUnitName(m.Name)} {
+			errs = append(errs, runJob(ctx, u, func(ch chan<- string) (int, error) { return conn.StopUnitContext(ctx, u, "replace", ch) }))
+			_ = conn.ResetFailedUnitContext(ctx, u)
 		}
-		_ = conn.ResetFailedUnitContext(ctx, unit)
-		return nil
-	}))
-	return m.record(PowerEvent{State: state}, errors.Join(errs...), true)
+		return errors.Join(errs...)
+	})
+	return m.record(PowerEvent{State: state}, err, true)
 }
 
-// powerOn starts a machine's kubelet unit again.
+// powerOn starts a machine's kubelet unit again, as a booting machine
+// does; mooring's drop-in makes it want the agent unit and start after it.
 func (f *Fleet) powerOn(ctx context.Context, m *Machine, state api.InstanceState) PowerEvent {
 	err := f.withUnits(ctx, func(ctx context.Context, conn *dbus.Conn) error {
-		unit := kubeletUnit(m)
+		unit := kubeletUnitName(m.Name)
 		return runJob(ctx, unit, func(ch chan<- string) (int, error) { return conn.StartUnitContext(ctx, unit, "replace", ch) })
 	})
 	return m.record(PowerEvent{State: state, On: true}, err, false)
@@ -192,8 +189,6 @@ func (m *Machine) record(e PowerEvent, err error, off bool) PowerEvent {
 	m.power.events = append(m.power.events, e)
 	return e
 }
-
-func kubeletUnit(m *Machine) string { return "kubelet-" + m.Instance.Name + ".service" }
 
 // withUnits runs fn on a connection to the fleet's systemd --user (over
 // its private session bus), bounded to 30 s.

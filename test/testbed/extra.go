@@ -104,3 +104,7 @@ func (c *Cluster) AddNodeConfig(ctx context.Context, nc NodeConfig) (*Node, erro
 
 // AdoptNode makes the cluster stop a node made with PrepareNode.
 func (c *Cluster) AdoptNode(n *Node) { c.Nodes = append(c.Nodes, n) }
+
+// Binaries are the Kubernetes programs this control plane runs, and its
+// kubelets.
+func (cp *ControlPlane) Binaries() Binaries { return cp.cfg.Binaries }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,6 +41,11 @@ type NodeConfig struct {
 	// ExternalCredentials: someone else (mooring's agent) writes the
 	// kubeconfig at Node.Kubeconfig before the kubelet starts.
 	ExternalCredentials bool
+	// Dir, when set, holds the node's state instead of the cluster's
+	// nodes/<name> (it must exist or be creatable); Kubeconfig, when set,
+	// is where the kubelet's kubeconfig goes. A machine that lays its
+	// files out as a real one does (test/harness's fleet) sets both.
+	Dir, Kubeconfig string
 }
 
 // Node is a kubelet with its own fake container runtime, root directory,
@@ -48,8 +54,15 @@ type Node struct {
 	Name    string
 	Address string
 	// Dir holds the node's state; CertDir its certificates (--cert-dir);
-	// Kubeconfig the kubeconfig the kubelet writes after bootstrap.
-	Dir, CertDir, Kubeconfig string
+	// Kubeconfig the kubeconfig the kubelet writes after bootstrap;
+	// RootDir its --root-dir.
+	Dir, CertDir, Kubeconfig, RootDir string
+	// ConfigDir is a kubelet configuration drop-in directory (--config-dir)
+	// holding this node's own settings (addresses, ports, paths, runtime
+	// endpoint, cgroup root): with ClusterKubeletConfig as the --config
+	// file, it is what the --config that PrepareNode's command line names
+	// holds.
+	ConfigDir string
 	// Port is the kubelet's HTTPS port on Address.
 	Port int
 
@@ -97,16 +110,23 @@ func (cp *ControlPlane) PrepareNode(nc NodeConfig) (n *Node, argv []string, err 
 	if err := checkLoopback(nc.Address); err != nil {
 		return nil, nil, fmt.Errorf("testbed: node %s: %w", nc.Name, err)
 	}
-	dir := filepath.Join(cp.cfg.Dir, "nodes", nc.Name)
+	dir := nc.Dir
+	if dir == "" {
+		dir = filepath.Join(cp.cfg.Dir, "nodes", nc.Name)
+	}
 	n = &Node{Name: nc.Name, Address: nc.Address, Dir: dir,
-		CertDir: filepath.Join(dir, "pki"), Kubeconfig: filepath.Join(dir, "kubelet.kubeconfig")}
+		CertDir: filepath.Join(dir, "pki"), Kubeconfig: filepath.Join(dir, "kubelet.kubeconfig"),
+		RootDir: filepath.Join(dir, "root"), ConfigDir: filepath.Join(dir, "kubelet.conf.d")}
+	if nc.Kubeconfig != "" {
+		n.Kubeconfig = nc.Kubeconfig
+	}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.Stop())
 			n = nil
 		}
 	}()
-	for _, d := range []string{"root", "pki", "manifests", "pod-logs"} {
+	for _, d := range []string{"root", "pki", "manifests", "pod-logs", "kubelet.conf.d"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
 			return n, nil, err
 		}
@@ -132,7 +152,17 @@ func (cp *ControlPlane) PrepareNode(nc NodeConfig) (n *Node, argv []string, err 
 		}
 	}
 	configPath := filepath.Join(dir, "kubelet-config.json")
-	if err := writeKubeletConfig(configPath, n, ports[1], cp.CAFile, "/"+filepath.Base(n.cgroups[0])); err != nil {
+	nodeCfg := nodeKubeletConfig(n, ports[1], "/"+filepath.Base(n.cgroups[0]))
+	if err := writeJSON(filepath.Join(n.ConfigDir, "50-testbed-node.conf"), nodeCfg); err != nil {
+		return n, nil, err
+	}
+	cluster := ClusterKubeletConfig()
+	cluster.Authentication.X509.ClientCAFile = cp.CAFile
+	full, err := withNodeKubeletConfig(cluster, nodeCfg)
+	if err != nil {
+		return n, nil, err
+	}
+	if err := writeJSON(configPath, full); err != nil {
 		return n, nil, err
 	}
 	argv = append([]string{cp.cfg.Binaries.Kubelet}, credArgs...)
@@ -140,7 +170,7 @@ func (cp *ControlPlane) PrepareNode(nc NodeConfig) (n *Node, argv []string, err 
 		"--config="+configPath,
 		"--kubeconfig="+n.Kubeconfig,
 		"--cert-dir="+n.CertDir,
-		"--root-dir="+filepath.Join(dir, "root"),
+		"--root-dir="+n.RootDir,
 		"--hostname-override="+nc.Name,
 		"--cloud-provider=external",
 		"--v=2",
@@ -166,18 +196,16 @@ func (n *Node) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 	})
 }
 
-func writeKubeletConfig(path string, n *Node, healthzPort int, clientCAFile, cgroupRoot string) error {
-	cfg := kubeletv1beta1.KubeletConfiguration{
+// ClusterKubeletConfig is the test bed's kubelet settings that every node
+// shares (what a cluster publishes in kube-system/kubelet-config): webhook
+// authentication and authorization, serving certificates from the CSR API,
+// client certificate rotation, and what a kubelet without real containers
+// on a shared machine needs. The client CA is left to the node.
+func ClusterKubeletConfig() kubeletv1beta1.KubeletConfiguration {
+	return kubeletv1beta1.KubeletConfiguration{
 		TypeMeta: metav1.TypeMeta{APIVersion: kubeletv1beta1.SchemeGroupVersion.String(), Kind: "KubeletConfiguration"},
 
-		Address:            n.Address,
-		Port:               int32(n.Port),
-		ReadOnlyPort:       0,
-		HealthzBindAddress: n.Address,
-		HealthzPort:        ptr.To(int32(healthzPort)),
-
 		Authentication: kubeletv1beta1.KubeletAuthentication{
-			X509:      kubeletv1beta1.KubeletX509Authentication{ClientCAFile: clientCAFile},
 			Webhook:   kubeletv1beta1.KubeletWebhookAuthentication{Enabled: ptr.To(true)},
 			Anonymous: kubeletv1beta1.KubeletAnonymousAuthentication{Enabled: ptr.To(false)},
 		},
@@ -186,20 +214,56 @@ func writeKubeletConfig(path string, n *Node, healthzPort int, clientCAFile, cgr
 		ServerTLSBootstrap: true,
 		RotateCertificates: true,
 
-		ContainerRuntimeEndpoint: n.cri.Endpoint(),
-		CgroupDriver:             "cgroupfs",
-		CgroupRoot:               cgroupRoot,
-		FailCgroupV1:             ptr.To(false),
-		FailSwapOn:               ptr.To(false),
-		MakeIPTablesUtilChains:   ptr.To(false),
-		StaticPodPath:            filepath.Join(n.Dir, "manifests"),
-		PodLogsDir:               filepath.Join(n.Dir, "pod-logs"),
-		ResolverConfig:           ptr.To(""),
+		CgroupDriver:           "cgroupfs",
+		FailCgroupV1:           ptr.To(false),
+		FailSwapOn:             ptr.To(false),
+		MakeIPTablesUtilChains: ptr.To(false),
+		ResolverConfig:         ptr.To(""),
 		// The fake runtime's image filesystem has no real capacity; only
 		// memory pressure is worth watching on a shared test machine.
 		EvictionHard: map[string]string{"memory.available": "1Mi"},
 	}
-	data, err := json.MarshalIndent(cfg, "", "  ")
+}
+
+// nodeKubeletConfig is a node's own settings (where it serves, its
+// runtime, cgroup root and directories), for a configuration drop-in: only
+// these keys, since every key of a drop-in wins over the --config file.
+func nodeKubeletConfig(n *Node, healthzPort int, cgroupRoot string) map[string]any {
+	return map[string]any{
+		"apiVersion":               kubeletv1beta1.SchemeGroupVersion.String(),
+		"kind":                     "KubeletConfiguration",
+		"address":                  n.Address,
+		"port":                     n.Port,
+		"healthzBindAddress":       n.Address,
+		"healthzPort":              healthzPort,
+		"containerRuntimeEndpoint": n.cri.Endpoint(),
+		"cgroupRoot":               cgroupRoot,
+		"staticPodPath":            filepath.Join(n.Dir, "manifests"),
+		"podLogsDir":               filepath.Join(n.Dir, "pod-logs"),
+	}
+}
+
+// withNodeKubeletConfig is cfg with a node's own settings.
+func withNodeKubeletConfig(cfg kubeletv1beta1.KubeletConfiguration, node map[string]any) (kubeletv1beta1.KubeletConfiguration, error) {
+	base, err := json.Marshal(cfg)
+	if err != nil {
+		return cfg, err
+	}
+	var merged map[string]any
+	if err := json.Unmarshal(base, &merged); err != nil {
+		return cfg, err
+	}
+	maps.Copy(merged, node)
+	data, err := json.Marshal(merged)
+	if err != nil {
+		return cfg, err
+	}
+	var out kubeletv1beta1.KubeletConfiguration
+	return out, json.Unmarshal(data, &out)
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
