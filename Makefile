@@ -17,7 +17,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs
+.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs chart
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -39,7 +39,19 @@ deps: ## install the Debian packages the tests need (etcd, systemd, cloud-init)
 kube-bins: ## build kube-apiserver, kube-controller-manager, kubelet into the cache
 	hack/build-k8s.sh >/dev/null
 
-test: unit adversarial fuzz e2e ## run all tests: unit, integration, the adversarial suite, bounded fuzzing and end-to-end
+test: unit chart adversarial fuzz e2e ## run all tests: unit, integration, the Helm chart, the adversarial suite, bounded fuzzing and end-to-end
+
+# The Helm CLI at the version hack/install-helm.sh pins, built from the Go
+# module proxy into the cache outside the checkout (deploy/chart_test.go, in
+# `unit`, uses it too and compares the chart with the kustomize overlays).
+CHART := deploy/helm/mooring
+chart: ## helm lint --strict and helm template the chart (deploy/helm/mooring) with each of its ci/ values
+	@helm=$$(hack/install-helm.sh); \
+	  for values in $(CHART)/ci/*-values.yaml; do \
+	    echo "chart: $$values"; \
+	    "$$helm" lint --strict $(CHART) --kube-version $(KUBE_VERSION) --namespace kube-system --values "$$values" | grep -v "^$$"; \
+	    "$$helm" template mooring $(CHART) --kube-version $(KUBE_VERSION) --namespace kube-system --values "$$values" >/dev/null; \
+	  done
 
 # deps first: the user-data tests run cloud-init's schema check and the unit
 # check systemd-analyze, and skip without them; so they never skip here.

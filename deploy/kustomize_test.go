@@ -2,12 +2,21 @@
 package deploy
 
 import (
+	"net"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
@@ -23,57 +32,76 @@ func render(t *testing.T, dir string) resmap.ResMap {
 	return m
 }
 
+// ids are the kind/name of each object; generated ConfigMaps and Secrets by
+// the name before kustomize's hash suffix.
 func ids(m resmap.ResMap) []string {
 	var out []string
 	for _, r := range m.Resources() {
-		out = append(out, r.GetKind()+"/"+r.GetName())
+		out = append(out, r.GetKind()+"/"+origName(r))
 	}
 	slices.Sort(out)
 	return out
 }
 
-func deploymentArgs(t *testing.T, m resmap.ResMap, name string) []string {
+// hashSuffix is what kustomize appends to a generated name.
+var hashSuffix = regexp.MustCompile(`-[a-z0-9]{10}$`)
+
+func origName(r *resource.Resource) string {
+	if r.GetKind() == "ConfigMap" || r.GetKind() == "Secret" {
+		return hashSuffix.ReplaceAllString(r.GetName(), "")
+	}
+	return r.GetName()
+}
+
+func find(t *testing.T, m resmap.ResMap, kind, name string) *resource.Resource {
 	t.Helper()
 	for _, r := range m.Resources() {
-		if r.GetKind() != "Deployment" || r.GetName() != name {
-			continue
+		if r.GetKind() == kind && origName(r) == name {
+			return r
 		}
-		containers, err := r.GetFieldValue("spec.template.spec.containers")
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := containers.([]any)[0].(map[string]any)
-		var args []string
-		for _, a := range c["args"].([]any) {
-			args = append(args, a.(string))
-		}
-		return args
 	}
-	t.Fatalf("no Deployment %s", name)
+	t.Fatalf("no %s %s", kind, name)
 	return nil
+}
+
+func deploymentArgs(t *testing.T, m resmap.ResMap, name string) []string {
+	t.Helper()
+	return decode[appsv1.Deployment](t, find(t, m, "Deployment", name)).Spec.Template.Spec.Containers[0].Args
 }
 
 func configMapData(t *testing.T, m resmap.ResMap, name string) map[string]string {
 	t.Helper()
-	for _, r := range m.Resources() {
-		if r.GetKind() == "ConfigMap" && r.GetName() == name {
-			return r.GetDataMap()
-		}
-	}
-	t.Fatalf("no ConfigMap %s", name)
-	return nil
+	return find(t, m, "ConfigMap", name).GetDataMap()
 }
+
+// decode converts a rendered object to its API type.
+func decode[T any](t *testing.T, r *resource.Resource) *T {
+	t.Helper()
+	obj, err := r.Map()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj, out, true); err != nil {
+		t.Fatalf("%s/%s: %v", r.GetKind(), r.GetName(), err)
+	}
+	return out
+}
+
+// The overlays users apply; base and the pieces are not applicable alone.
+var overlays = []string{"overlays/local", "overlays/aws", "overlays/approver-only"}
 
 func TestKustomizationsRender(t *testing.T) {
 	base := render(t, "base")
 	want := []string{
-		"ClusterRole/mooring:cloud-controller-manager", "ClusterRole/mooring:csr-approver",
+		"ClusterRole/mooring:cloud-controller-manager", "ClusterRole/mooring:csr-approver", "ClusterRole/mooring:metrics-reader",
 		"ClusterRoleBinding/mooring:cloud-controller-manager", "ClusterRoleBinding/mooring:cloud-controller-manager:auth-delegator",
-		"ClusterRoleBinding/mooring:cloud-controller-manager:csr-approver", "ConfigMap/mooring-cloud",
-		"Deployment/mooring-ccm", "Role/mooring:cloud-controller-manager:leader-election", "Role/mooring:kubelet-config",
+		"ClusterRoleBinding/mooring:cloud-controller-manager:csr-approver",
+		"Deployment/mooring-ccm", "PodDisruptionBudget/mooring-ccm",
+		"Role/mooring:cloud-controller-manager:leader-election", "Role/mooring:kubelet-config",
 		"RoleBinding/mooring:cloud-controller-manager:authentication-reader", "RoleBinding/mooring:cloud-controller-manager:leader-election",
 		"RoleBinding/mooring:kubelet-config",
-		"Secret/mooring-cloud-config", "ServiceAccount/cloud-controller-manager",
+		"Service/mooring-ccm-metrics", "ServiceAccount/cloud-controller-manager",
 	}
 	if got := ids(base); !slices.Equal(got, want) {
 		t.Fatalf("base renders\n%v\nwant\n%v", got, want)
@@ -82,44 +110,174 @@ func TestKustomizationsRender(t *testing.T) {
 		!slices.Contains(args, "--cloud-provider=$(CLOUD_PROVIDER)") {
 		t.Fatalf("base CCM args %v", args)
 	}
-	// The base names no cloud: the overlay or the operator does.
-	if p := configMapData(t, base, "mooring-cloud")["provider"]; p != "REPLACE-WITH-THE-CLOUD" {
-		t.Fatalf("base provider %q", p)
-	}
-
-	local := render(t, "overlays/local")
-	if got := ids(local); !slices.Equal(got, want) {
-		t.Fatalf("overlays/local renders %v", got)
-	}
-	if p := configMapData(t, local, "mooring-cloud")["provider"]; p != "local" {
-		t.Fatalf("overlays/local provider %q", p)
-	}
-	for _, r := range local.Resources() {
-		if r.GetKind() == "Deployment" {
-			if replicas, err := r.GetFieldValue("spec.replicas"); err != nil || replicas != 1 {
-				t.Fatalf("overlays/local replicas %v (%T), %v", replicas, replicas, err)
+	// The base names no cloud and holds no config: applying it (or an
+	// overlay) never overwrites a Secret the operator made.
+	for _, dir := range []string{"base", "ccm", "csrapprover", "metrics"} {
+		for _, r := range render(t, dir).Resources() {
+			if r.GetKind() == "Secret" || r.GetKind() == "ConfigMap" {
+				t.Errorf("%s renders %s/%s: the cloud's config belongs to an overlay", dir, r.GetKind(), r.GetName())
 			}
 		}
 	}
+	withCloud := append(slices.Clone(want), "ConfigMap/mooring-cloud", "Secret/mooring-cloud-config")
+	slices.Sort(withCloud)
 
-	aws := render(t, "overlays/aws")
-	if got := ids(aws); !slices.Equal(got, want) {
-		t.Fatalf("overlays/aws renders %v", got)
+	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws"} {
+		m := render(t, dir)
+		if got := ids(m); !slices.Equal(got, withCloud) {
+			t.Fatalf("%s renders %v", dir, got)
+		}
+		if p := configMapData(t, m, "mooring-cloud")["provider"]; p != provider {
+			t.Fatalf("%s provider %q", dir, p)
+		}
+		// The generated names (hash suffixed) are the ones the
+		// Deployment reads.
+		cm, secret := find(t, m, "ConfigMap", "mooring-cloud"), find(t, m, "Secret", "mooring-cloud-config")
+		if cm.GetName() == "mooring-cloud" || secret.GetName() == "mooring-cloud-config" {
+			t.Errorf("%s: generated names without a content hash: %s, %s", dir, cm.GetName(), secret.GetName())
+		}
+		pod := decode[appsv1.Deployment](t, find(t, m, "Deployment", "mooring-ccm")).Spec.Template.Spec
+		if pod.Volumes[0].Secret.SecretName != secret.GetName() || pod.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name != cm.GetName() {
+			t.Errorf("%s: the Deployment reads %s and %s, the overlay makes %s and %s", dir, pod.Volumes[0].Secret.SecretName,
+				pod.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name, secret.GetName(), cm.GetName())
+		}
+		if _, ok := secret.GetDataMap()["cloud.yaml"]; !ok {
+			t.Errorf("%s: the Secret has no cloud.yaml", dir)
+		}
 	}
-	if p := configMapData(t, aws, "mooring-cloud")["provider"]; p != "aws" {
-		t.Fatalf("overlays/aws provider %q", p)
+	local := render(t, "overlays/local")
+	if replicas := decode[appsv1.Deployment](t, find(t, local, "Deployment", "mooring-ccm")).Spec.Replicas; replicas == nil || *replicas != 1 {
+		t.Fatalf("overlays/local replicas %v", replicas)
+	}
+	if _, ok := find(t, local, "Secret", "mooring-cloud-config").GetDataMap()["token"]; !ok {
+		t.Errorf("overlays/local: the Secret has no token")
 	}
 
 	only := render(t, "overlays/approver-only")
 	got := ids(only)
 	for _, id := range got {
-		if strings.Contains(id, "cloud-controller-manager") || id == "Deployment/mooring-ccm" {
+		if strings.Contains(id, "cloud-controller-manager") || strings.Contains(id, "mooring-ccm") {
 			t.Errorf("approver-only renders %s", id)
 		}
 	}
-	for _, id := range []string{"Deployment/mooring-csr-approver", "ClusterRole/mooring:csr-approver", "ConfigMap/mooring-cloud", "Secret/mooring-cloud-config", "ServiceAccount/mooring-csr-approver"} {
+	for _, id := range []string{"Deployment/mooring-csr-approver", "ClusterRole/mooring:csr-approver", "ConfigMap/mooring-cloud",
+		"Secret/mooring-cloud-config", "ServiceAccount/mooring-csr-approver", "PodDisruptionBudget/mooring-csr-approver",
+		"Service/mooring-csr-approver-metrics", "ClusterRole/mooring:metrics-reader", "ClusterRoleBinding/mooring:csr-approver:auth-delegator"} {
 		if !slices.Contains(got, id) {
 			t.Errorf("approver-only lacks %s: %v", id, got)
+		}
+	}
+}
+
+// TestDeploymentsSurviveARealControlPlane: each Deployment runs with the
+// host network, so its ports are the node's: they are declared (host ports
+// the scheduler accounts for), two replicas never share a node (required
+// anti-affinity by hostname), a rollout never needs a spare node (maxSurge
+// 0), a PodDisruptionBudget bounds evictions, probes use declared ports, and
+// the container runs confined.
+func TestDeploymentsSurviveARealControlPlane(t *testing.T) {
+	for _, dir := range overlays {
+		m := render(t, dir)
+		n := 0
+		for _, r := range m.Resources() {
+			if r.GetKind() != "Deployment" {
+				continue
+			}
+			n++
+			d := decode[appsv1.Deployment](t, r)
+			checkDeployment(t, dir, d)
+			var pdb *policyv1.PodDisruptionBudget
+			for _, p := range m.Resources() {
+				if p.GetKind() == "PodDisruptionBudget" && p.GetName() == d.Name {
+					pdb = decode[policyv1.PodDisruptionBudget](t, p)
+				}
+			}
+			if pdb == nil || pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil ||
+				!equality.Semantic.DeepEqual(pdb.Spec.Selector, d.Spec.Selector) || pdb.Namespace != d.Namespace {
+				t.Errorf("%s: %s: PodDisruptionBudget %+v, want maxUnavailable 1 over the Deployment's selector", dir, d.Name, pdb)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s renders no Deployment", dir)
+		}
+	}
+}
+
+func checkDeployment(t *testing.T, dir string, d *appsv1.Deployment) {
+	t.Helper()
+	where := dir + ": " + d.Name
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil || ru.MaxSurge == nil || ru.MaxSurge.IntValue() != 0 ||
+		ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("%s: strategy %+v, want RollingUpdate maxSurge 0 maxUnavailable 1", where, d.Spec.Strategy)
+	}
+	pod := d.Spec.Template.Spec
+	if !pod.HostNetwork || pod.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("%s: hostNetwork %v, priorityClassName %q", where, pod.HostNetwork, pod.PriorityClassName)
+	}
+	anti := pod.Affinity
+	if anti == nil || anti.PodAntiAffinity == nil || len(anti.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Fatalf("%s: no required pod anti-affinity", where)
+	}
+	term := anti.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0]
+	if term.TopologyKey != "kubernetes.io/hostname" || term.LabelSelector == nil ||
+		!equality.Semantic.DeepEqual(term.LabelSelector.MatchLabels, d.Spec.Selector.MatchLabels) {
+		t.Errorf("%s: anti-affinity %+v, want the Deployment's own pods by hostname", where, term)
+	}
+	tolerated := false
+	for _, tol := range pod.Tolerations {
+		tolerated = tolerated || tol.Key == "node-role.kubernetes.io/control-plane"
+	}
+	if !tolerated {
+		t.Errorf("%s: does not tolerate control-plane nodes", where)
+	}
+	psc := pod.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser != 65532 ||
+		psc.RunAsGroup == nil || *psc.RunAsGroup != 65532 || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: pod securityContext %+v", where, psc)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%s: %d containers", where, len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 ||
+		(sc.Privileged != nil && *sc.Privileged) {
+		t.Errorf("%s: container securityContext %+v", where, sc)
+	}
+	if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("%s: resources %+v, want memory requests and limits", where, c.Resources)
+	}
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	if _, ok := ports["https-metrics"]; !ok {
+		t.Errorf("%s: no https-metrics port declared: %+v", where, c.Ports)
+	}
+	// Every port the program binds is declared.
+	for _, a := range c.Args {
+		for _, flag := range []string{"--secure-port=", "--health-probe-bind-address="} {
+			v, ok := strings.CutPrefix(a, flag)
+			if !ok {
+				continue
+			}
+			if _, port, err := net.SplitHostPort(v); err == nil {
+				v = port
+			}
+			if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return strconv.Itoa(int(p.ContainerPort)) == v }) {
+				t.Errorf("%s: %s binds a port it does not declare", where, a)
+			}
+		}
+	}
+	for name, probe := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil {
+			t.Errorf("%s: no HTTP %s probe", where, name)
+			continue
+		}
+		if _, ok := ports[probe.HTTPGet.Port.String()]; !ok {
+			t.Errorf("%s: %s probe on %s, not a declared port", where, name, probe.HTTPGet.Port.String())
 		}
 	}
 }

@@ -2,14 +2,22 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/test/harness"
@@ -31,7 +39,7 @@ func TestStandaloneApprover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	harness.StartApprover(t, c, bin, lc, e2eCluster)
+	approver := harness.StartApprover(t, c, bin, lc, e2eCluster)
 
 	start := time.Now()
 	join, err := harness.Join(ctx, c, "node-1", in.MetadataURL)
@@ -76,6 +84,68 @@ func TestStandaloneApprover(t *testing.T) {
 	}
 	if events == nil || len(events.Items) == 0 || events.Items[0].Reason != "NoEvidence" {
 		t.Errorf("no NoEvidence Event on the denied CSR")
+	}
+	checkApproverServing(ctx, t, c, approver)
+}
+
+// checkApproverServing: the approver's /metrics, on its secure port,
+// answers the cluster admin (allowed by the delegated SubjectAccessReview)
+// and refuses an anonymous client; its plain health port answers /healthz
+// and /readyz (it leads, its caches synced).
+func checkApproverServing(ctx context.Context, t *testing.T, c *testbed.Cluster, p *testbed.Process) {
+	t.Helper()
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags := map[string]string{}
+	for _, arg := range strings.Split(string(cmdline), "\x00") {
+		if name, value, ok := strings.Cut(arg, "="); ok {
+			flags[name] = value
+		}
+	}
+	securePort, health := flags["--secure-port"], flags["--health-probe-bind-address"]
+	if securePort == "" || health == "" {
+		t.Fatalf("mooring-csr-approver has no --secure-port or --health-probe-bind-address: %q", cmdline)
+	}
+	get := func(hc *http.Client, url string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	metricsURL := "https://" + net.JoinHostPort("127.0.0.1", securePort) + "/metrics"
+	adminTLS, err := rest.TLSConfigFor(c.AdminConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A self-signed serving certificate.
+	adminTLS.RootCAs, adminTLS.InsecureSkipVerify = nil, true
+	admin := &http.Client{Transport: &http.Transport{TLSClientConfig: adminTLS}, Timeout: 10 * time.Second}
+	defer admin.CloseIdleConnections()
+	if code, body := get(admin, metricsURL); code != http.StatusOK || !strings.Contains(body, "mooring_csr_approver_decisions_total") {
+		t.Errorf("admin GET /metrics: %d\n%.500s", code, body)
+	}
+	anon := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 10 * time.Second}
+	defer anon.CloseIdleConnections()
+	if code, body := get(anon, metricsURL); code != http.StatusUnauthorized && code != http.StatusForbidden {
+		t.Errorf("anonymous GET /metrics: %d, want 401 or 403\n%.300s", code, body)
+	}
+	plain := &http.Client{Timeout: 10 * time.Second}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body := get(plain, "http://"+health+path); code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", path, code, body)
+		}
+	}
+	if code, _ := get(plain, "http://"+health+"/metrics"); code == http.StatusOK {
+		t.Errorf("the plain health port serves /metrics")
 	}
 }
 

@@ -342,9 +342,23 @@ func StartApprover(t testing.TB, c *testbed.Cluster, bin string, cloud Provider,
 	if err != nil {
 		t.Fatal(err)
 	}
+	// /metrics on a secure port behind delegated authentication and
+	// authorization (found on the command line by a test that scrapes it),
+	// the plain health probes on another.
+	ports := make([]int, 2)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+	}
 	p, err := c.RunEnv("mooring-csr-approver", cloud.ProviderEnv(), bin, append([]string{
 		"--kubeconfig=" + kubeconfig, "--cloud-provider=" + cloud.ProviderName(), "--cloud-config=" + cloudConfig,
-		"--metrics-bind-address=127.0.0.1:0", "--leader-elect=true", "--v=2",
+		"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[0]),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]), "--leader-elect=true", "--v=2",
 	}, args...)...)
 	if err != nil {
 		t.Fatal(err)

@@ -6,10 +6,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -25,7 +22,7 @@ import (
 	"k8s.io/component-base/cli"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
-	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
@@ -39,7 +36,7 @@ type options struct {
 	kubeconfig     string
 	cloudProvider  string
 	cloudConfig    string
-	metricsAddress string
+	serving        *serving
 	leaderElect    bool
 	leaseNamespace string
 	leaseName      string
@@ -52,7 +49,7 @@ type options struct {
 }
 
 func main() {
-	o := &options{}
+	o := &options{serving: newServing()}
 	logOpts := logs.NewOptions()
 	cmd := &cobra.Command{
 		Use:          "mooring-csr-approver",
@@ -60,6 +57,9 @@ func main() {
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := logsapi.ValidateAndApply(logOpts, nil); err != nil {
+				return err
+			}
+			if err := o.serving.validate(); err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
@@ -71,7 +71,7 @@ func main() {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the approver's identity; empty: in-cluster")
 	fs.StringVar(&o.cloudProvider, "cloud-provider", "", "cloud whose evidence and instances are checked (required: a backend name, as mooring-ccm's --cloud-provider)")
 	fs.StringVar(&o.cloudConfig, "cloud-config", "", "the cloud provider's config file (as mooring-ccm's)")
-	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "127.0.0.1:10271", "address of /healthz, /readyz and /metrics (plain HTTP); empty disables")
+	o.serving.addFlags(fs)
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "run only while holding the lease, for several replicas")
 	fs.StringVar(&o.leaseNamespace, "leader-elect-resource-namespace", "kube-system", "namespace of the lease")
 	fs.StringVar(&o.leaseName, "leader-elect-resource-name", "mooring-csr-approver", "name of the lease")
@@ -107,13 +107,15 @@ func run(ctx context.Context, o *options) error {
 	if !ok {
 		return fmt.Errorf("cloud provider %q cannot attest instances", o.cloudProvider)
 	}
-	ready := make(chan struct{})
-	if o.metricsAddress != "" {
-		if err := serveHealth(ctx, o.metricsAddress, ready); err != nil {
-			return err
-		}
+	h := &health{leaderElect: o.leaderElect}
+	if o.leaderElect {
+		h.watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	if err := o.serving.start(ctx, h); err != nil {
+		return err
 	}
 	start := func(ctx context.Context) {
+		h.leading.Store(true)
 		factory := informers.NewSharedInformerFactory(client, 0)
 		c, err := csrapprover.NewFromCloud(client, factory, a, o.approver)
 		if err != nil {
@@ -124,7 +126,7 @@ func run(ctx context.Context, o *options) error {
 		go func() {
 			select {
 			case <-c.Ready():
-				close(ready)
+				h.synced.Store(true)
 			case <-ctx.Done():
 			}
 		}()
@@ -145,9 +147,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	h.electing.Store(true)
 	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 		Lock: lock, LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
-		ReleaseOnCancel: true, Name: o.leaseName,
+		ReleaseOnCancel: true, Name: o.leaseName, WatchDog: h.watchdog,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: start,
 			OnStoppedLeading: func() {
@@ -158,36 +161,5 @@ func run(ctx context.Context, o *options) error {
 			},
 		},
 	})
-	return nil
-}
-
-// serveHealth serves /healthz (alive), /readyz (leading, with the CSR and
-// Node caches synced and the workers running) and /metrics.
-func serveHealth(ctx context.Context, addr string, ready <-chan struct{}) error {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		select {
-		case <-ready:
-			fmt.Fprintln(w, "ok")
-		default:
-			http.Error(w, "not leading, or caches not synced yet", http.StatusServiceUnavailable)
-		}
-	})
-	mux.Handle("/metrics", legacyregistry.Handler())
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Health server stopped")
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	}()
 	return nil
 }

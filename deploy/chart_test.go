@@ -1,0 +1,291 @@
+package deploy
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/resmap"
+)
+
+const chartDir = "helm/mooring"
+
+// kubeVersion is the cluster version the chart renders for (Helm built
+// from source defaults to an old one); `make` exports KUBE_VERSION.
+func kubeVersion() string {
+	if v := os.Getenv("KUBE_VERSION"); v != "" {
+		return v
+	}
+	return "v1.36.3"
+}
+
+// chartCases: the chart's values (ci/) that install what an overlay does,
+// with the overlay's own files for the cloud's config.
+var chartCases = []struct {
+	overlay, values string
+	files           []string // --set-file
+}{
+	{"overlays/local", "ci/local-values.yaml", []string{"cloud.config=overlays/local/cloud.yaml", "cloud.files.token=overlays/local/token"}},
+	{"overlays/aws", "ci/aws-values.yaml", []string{"cloud.config=overlays/aws/cloud.yaml"}},
+	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"}},
+}
+
+var (
+	helmOnce sync.Once
+	helmPath string
+	helmErr  error
+)
+
+// helm is the Helm CLI at the version hack/install-helm.sh pins, built
+// into the cache on first use. The test never skips for want of it.
+func helm(t *testing.T) string {
+	t.Helper()
+	helmOnce.Do(func() {
+		var stderr bytes.Buffer
+		cmd := exec.Command("../hack/install-helm.sh")
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		helmPath = strings.TrimSpace(string(out))
+		if err != nil {
+			helmErr = fmt.Errorf("hack/install-helm.sh: %v\n%s", err, stderr.String())
+		}
+	})
+	if helmErr != nil {
+		t.Fatal(helmErr)
+	}
+	return helmPath
+}
+
+func runHelm(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(helm(t), args...)
+	// No user's Helm configuration or repositories.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.String())
+	}
+	return out
+}
+
+// renderChart is `helm template` of the chart in kube-system with a values
+// file and --set-file arguments, as objects.
+func renderChart(t *testing.T, values string, setFiles []string, extra ...string) []map[string]any {
+	t.Helper()
+	args := []string{"template", "mooring", chartDir, "--kube-version", kubeVersion(), "--namespace", "kube-system", "--values", filepath.Join(chartDir, values)}
+	for _, f := range setFiles {
+		args = append(args, "--set-file", f)
+	}
+	return decodeAll(t, runHelm(t, append(args, extra...)...))
+}
+
+func decodeAll(t *testing.T, data []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	d := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj map[string]any
+		if err := d.Decode(&obj); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("helm template output: %v", err)
+		}
+		if obj != nil {
+			out = append(out, normalize(t, obj))
+		}
+	}
+}
+
+// normalize turns an object into plain JSON types (numbers float64), so that
+// renderings compare with reflect.DeepEqual.
+func normalize(t *testing.T, obj any) map[string]any {
+	t.Helper()
+	data, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func key(obj map[string]any) string {
+	meta, _ := obj["metadata"].(map[string]any)
+	return fmt.Sprintf("%s %v/%v", obj["kind"], meta["namespace"], meta["name"])
+}
+
+// Labels that only say who installed an object: Helm's, and the part-of
+// label the chart puts on every object (the overlays on workloads only).
+var installerLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "helm.sh/chart", "app.kubernetes.io/part-of"}
+
+// substance removes the documented differences between a chart rendering
+// and an overlay's: installer labels, the chart's checksum annotation on the
+// pod template (the overlays roll pods by renaming the Secret instead), and
+// the overlays' hash-suffixed generated names (renamed to their base names,
+// in the objects and wherever they are referred to).
+func substance(obj map[string]any, generated map[string]string) map[string]any {
+	// A Secret's data by content (kustomize wraps its base64 lines).
+	if data, ok := obj["data"].(map[string]any); ok && obj["kind"] == "Secret" {
+		for k, v := range data {
+			if enc, ok := v.(string); ok {
+				if dec, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(enc), "")); err == nil {
+					data[k] = string(dec)
+				}
+			}
+		}
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				v[k] = walk(x)
+			}
+			if labels, ok := v["labels"].(map[string]any); ok {
+				for _, l := range installerLabels {
+					delete(labels, l)
+				}
+				if len(labels) == 0 {
+					delete(v, "labels")
+				}
+			}
+			if ann, ok := v["annotations"].(map[string]any); ok {
+				delete(ann, "checksum/cloud")
+				if len(ann) == 0 {
+					delete(v, "annotations")
+				}
+			}
+			return v
+		case []any:
+			for i, x := range v {
+				v[i] = walk(x)
+			}
+			return v
+		case string:
+			if base, ok := generated[v]; ok {
+				return base
+			}
+			return v
+		}
+		return v
+	}
+	return walk(obj).(map[string]any)
+}
+
+func kustomizeObjects(t *testing.T, m resmap.ResMap) ([]map[string]any, map[string]string) {
+	t.Helper()
+	generated := map[string]string{}
+	var out []map[string]any
+	for _, r := range m.Resources() {
+		if base := origName(r); base != r.GetName() {
+			generated[r.GetName()] = base
+		}
+		obj, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, normalize(t, obj))
+	}
+	return out, generated
+}
+
+// TestChartMatchesOverlays: `helm lint` passes, and the chart, with the values
+// of each overlay, renders the same objects as the overlay (kind, namespace
+// and name; containers, args, probes, security contexts, RBAC rules and
+// bindings, the config's content), but for the differences substance
+// removes.
+func TestChartMatchesOverlays(t *testing.T) {
+	for _, tc := range chartCases {
+		t.Run(strings.TrimPrefix(tc.overlay, "overlays/"), func(t *testing.T) {
+			runHelm(t, "lint", "--strict", chartDir, "--kube-version", kubeVersion(), "--namespace", "kube-system", "--values", filepath.Join(chartDir, tc.values))
+			chart := renderChart(t, tc.values, tc.files)
+			kust, generated := kustomizeObjects(t, render(t, tc.overlay))
+			byKey := map[string]map[string]any{}
+			for _, obj := range chart {
+				byKey[key(obj)] = substance(obj, nil)
+			}
+			var chartKeys, kustKeys []string
+			for k := range byKey {
+				chartKeys = append(chartKeys, k)
+			}
+			for _, obj := range kust {
+				obj = substance(obj, generated)
+				k := key(obj)
+				kustKeys = append(kustKeys, k)
+				c, ok := byKey[k]
+				if !ok {
+					continue
+				}
+				if !reflect.DeepEqual(c, obj) {
+					cj, _ := json.MarshalIndent(c, "", "  ")
+					kj, _ := json.MarshalIndent(obj, "", "  ")
+					t.Errorf("%s differs:\nchart:\n%s\n%s:\n%s", k, cj, tc.overlay, kj)
+				}
+			}
+			slices.Sort(chartKeys)
+			slices.Sort(kustKeys)
+			if !slices.Equal(chartKeys, kustKeys) {
+				t.Errorf("the chart renders\n%s\n%s renders\n%s", strings.Join(chartKeys, "\n"), tc.overlay, strings.Join(kustKeys, "\n"))
+			}
+		})
+	}
+}
+
+// TestChartValues: the values a user sets show up, and values that cannot
+// run are refused.
+func TestChartValues(t *testing.T) {
+	objs := renderChart(t, "ci/aws-values.yaml", nil,
+		"--set", "ccm.controllers={cloud-node,cloud-node-lifecycle}", "--set", "extraArgs={--v=4}",
+		"--set", "podAnnotations.example\\.com/a=b", "--set", "image.ccm.tag=v9.9.9", "--set", "replicas=3",
+		"--set", "metrics.serviceMonitor.enabled=true", "--set", "cloud.existingSecret=mine",
+		"--namespace", "mooring")
+	var deployment map[string]any
+	kinds := map[string]bool{}
+	for _, obj := range objs {
+		kinds[key(obj)] = true
+		if obj["kind"] == "Deployment" {
+			deployment = obj
+		}
+	}
+	if kinds["ClusterRole <nil>/mooring:csr-approver"] || kinds["ClusterRoleBinding <nil>/mooring:cloud-controller-manager:csr-approver"] {
+		t.Errorf("the approver's role is installed though no controller runs it")
+	}
+	if kinds["Secret mooring/mooring-cloud-config"] || !kinds["ServiceMonitor mooring/mooring"] {
+		t.Errorf("existingSecret or serviceMonitor ignored: %v", kinds)
+	}
+	data, _ := json.Marshal(deployment)
+	for _, want := range []string{`"--controllers=cloud-node,cloud-node-lifecycle"`, `"--v=4"`, `"example.com/a":"b"`,
+		`"ghcr.io/mooring-dev/mooring-ccm:v9.9.9"`, `"replicas":3`, `"secretName":"mine"`, `"--leader-elect-resource-namespace=mooring"`} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("the Deployment lacks %s:\n%s", want, data)
+		}
+	}
+
+	for _, bad := range [][]string{
+		{"--set", "mode=both"},
+		{"--set", "cloud.provider="},
+		{"--set", "cloud.config="},
+	} {
+		args := append([]string{"template", "mooring", chartDir, "--kube-version", kubeVersion(), "--values", filepath.Join(chartDir, "ci/aws-values.yaml")}, bad...)
+		if out, err := exec.Command(helm(t), args...).CombinedOutput(); err == nil {
+			t.Errorf("helm template with %v succeeded:\n%.300s", bad, out)
+		}
+	}
+}

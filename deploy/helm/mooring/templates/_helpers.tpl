@@ -1,0 +1,50 @@
+{{/* True (non-empty) in ccm mode. */}}
+{{- define "mooring.ccm" -}}
+{{- if eq .Values.mode "ccm" }}true{{ end -}}
+{{- end -}}
+
+{{/* True when the approver runs: alone, or inside the CCM. */}}
+{{- define "mooring.approver" -}}
+{{- if or (eq .Values.mode "approver-only") (has "csr-approver" .Values.ccm.controllers) }}true{{ end -}}
+{{- end -}}
+
+{{/* The workload's name: its app.kubernetes.io/name. */}}
+{{- define "mooring.name" -}}
+{{- if include "mooring.ccm" . }}mooring-ccm{{ else }}mooring-csr-approver{{ end -}}
+{{- end -}}
+
+{{/* The workload's ServiceAccount. */}}
+{{- define "mooring.serviceAccount" -}}
+{{- if include "mooring.ccm" . }}cloud-controller-manager{{ else }}mooring-csr-approver{{ end -}}
+{{- end -}}
+
+{{/* Labels of every object; the selector is app.kubernetes.io/name only. */}}
+{{- define "mooring.labels" -}}
+app.kubernetes.io/part-of: mooring
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* Refuses values that cannot run; called by every template. */}}
+{{- define "mooring.validate" -}}
+{{- if not (has .Values.mode (list "ccm" "approver-only")) }}
+{{- fail (printf "mode must be ccm or approver-only, not %q" .Values.mode) }}
+{{- end }}
+{{- if not .Values.cloud.provider }}
+{{- fail "cloud.provider is required (local, aws)" }}
+{{- end }}
+{{- if and (not .Values.cloud.existingSecret) (not .Values.cloud.config) }}
+{{- fail "cloud.config (the backend's cloud.yaml) or cloud.existingSecret is required" }}
+{{- end }}
+{{- if hasKey .Values.cloud.files "cloud.yaml" }}
+{{- fail "cloud.files must not hold cloud.yaml: that is cloud.config" }}
+{{- end }}
+{{- end -}}
+
+{{/* The Lease's namespace flag, where it is not the programs' default. */}}
+{{- define "mooring.leaseNamespaceArg" -}}
+{{- if ne .Release.Namespace "kube-system" }}
+- --leader-elect-resource-namespace={{ .Release.Namespace }}
+{{- end }}
+{{- end -}}
