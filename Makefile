@@ -17,7 +17,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs chart
+.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs chart helm-bin
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -45,6 +45,10 @@ test: unit chart adversarial fuzz e2e ## run all tests: unit, integration, the H
 # module proxy into the cache outside the checkout (deploy/chart_test.go, in
 # `unit`, uses it too and compares the chart with the kustomize overlays).
 CHART := deploy/helm/mooring
+# Built before the unit tests, so that its first build (minutes) does not
+# count against their timeout.
+helm-bin:
+	hack/install-helm.sh >/dev/null
 chart: ## helm lint --strict and helm template the chart (deploy/helm/mooring) with each of its ci/ values
 	@helm=$$(hack/install-helm.sh); \
 	  for values in $(CHART)/ci/*-values.yaml; do \
@@ -55,7 +59,7 @@ chart: ## helm lint --strict and helm template the chart (deploy/helm/mooring) w
 
 # deps first: the user-data tests run cloud-init's schema check and the unit
 # check systemd-analyze, and skip without them; so they never skip here.
-unit: deps ## unit and integration tests (no Kubernetes binaries needed)
+unit: deps helm-bin ## unit and integration tests (no Kubernetes binaries needed)
 	$(GO) test -count=1 -timeout 15m $(UNIT_PKGS)
 
 adversarial: ## the join path's adversarial suite (unit cases), with its count of cases and wrong approvals
