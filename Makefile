@@ -17,7 +17,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs chart helm-bin
+.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs chart helm-bin images push
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -26,6 +26,24 @@ build: ## build every binary into bin/
 	@mkdir -p $(BIN)
 	$(GO) build ./...
 	@if [ -n "$(MAIN_PKGS)" ]; then $(GO) build -o $(BIN)/ $(MAIN_PKGS); fi
+
+# Images (docs/images.md): built by hack/images with go-containerregistry, no
+# Docker daemon and no base image. REGISTRY/<name>:TAG names them; VERSION and
+# REVISION are their labels; LDFLAGS goes to go build. SOURCE_DATE_EPOCH (by
+# default the last commit's time) is their creation time and their files' time.
+REGISTRY ?= ghcr.io/mooring-dev
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+TAG ?= $(VERSION)
+LDFLAGS ?=
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+
+images: ## build the images (linux/amd64+arm64) into bin/images: OCI layouts and .tar archives
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/images build --out $(BIN)/images \
+	  --registry $(REGISTRY) --tag $(TAG) --version "$(VERSION)" --revision "$(REVISION)" --ldflags "$(LDFLAGS)"
+
+push: images ## push the images to REGISTRY (default ghcr.io/mooring-dev) as TAG (default VERSION)
+	$(GO) run ./hack/images push --out $(BIN)/images --registry $(REGISTRY) --tag $(TAG)
 
 docs: ## regenerate the flag references under docs/reference
 	$(GO) run ./ccm/cmd/mooring-ccm --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-ccm-flags.txt
