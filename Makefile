@@ -11,21 +11,34 @@ KUBE_VERSION := v1.36.3
 KUBE_LIB_VERSION := v0.36.3
 export KUBE_VERSION
 
+# The -ldflags that stamp the version (hack/ldflags.sh; docs/release.md),
+# computed once. Outside a git checkout it is empty and the binaries fall
+# back to the version Go recorded in them.
+LDFLAGS := $(shell hack/ldflags.sh)
+
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
 E2E_PKGS = ./test/e2e/...
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
+# hack/release is the release's own test (make release-test).
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/hack/release$$')
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs
+.PHONY: help build release release-test test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build every binary into bin/
+build: ## build every binary into bin/ (static, -trimpath, version stamped)
 	@mkdir -p $(BIN)
-	$(GO) build ./...
-	@if [ -n "$(MAIN_PKGS)" ]; then $(GO) build -o $(BIN)/ $(MAIN_PKGS); fi
+	CGO_ENABLED=0 $(GO) build -trimpath ./...
+	@if [ -n "$(MAIN_PKGS)" ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(MAIN_PKGS); fi
+
+release: ## tarballs, SBOMs and SHA256SUMS for linux/amd64 and linux/arm64 into bin/release (docs/release.md)
+	rm -rf $(BIN)/release
+	RELEASE_DIR=$(BIN)/release hack/release.sh
+
+release-test: ## make a release into a temporary directory and check it: checksums, --version, SBOMs
+	$(GO) test -count=1 -timeout 30m ./hack/release/
 
 docs: ## regenerate the flag references under docs/reference
 	$(GO) run ./ccm/cmd/mooring-ccm --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-ccm-flags.txt
@@ -39,7 +52,7 @@ deps: ## install the Debian packages the tests need (etcd, systemd, cloud-init)
 kube-bins: ## build kube-apiserver, kube-controller-manager, kubelet into the cache
 	hack/build-k8s.sh >/dev/null
 
-test: unit adversarial fuzz e2e ## run all tests: unit, integration, the adversarial suite, bounded fuzzing and end-to-end
+test: unit adversarial fuzz release-test e2e ## run all tests: unit, integration, the adversarial suite, bounded fuzzing, the release and end-to-end
 
 # deps first: the user-data tests run cloud-init's schema check and the unit
 # check systemd-analyze, and skip without them; so they never skip here.
