@@ -11,31 +11,44 @@ KUBE_VERSION := v1.36.3
 KUBE_LIB_VERSION := v0.36.3
 export KUBE_VERSION
 
+# The -ldflags that stamp the version (hack/ldflags.sh; docs/release.md),
+# computed once. Outside a git checkout it is empty and the binaries fall
+# back to the version Go recorded in them.
+LDFLAGS := $(shell hack/ldflags.sh)
+
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
 E2E_PKGS = ./test/e2e/...
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e')
+# hack/release is the release's own test (make release-test).
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/hack/release$$')
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs chart helm-bin images push
+.PHONY: help build release release-test test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs chart helm-bin images push
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build every binary into bin/
+build: ## build every binary into bin/ (static, -trimpath, version stamped)
 	@mkdir -p $(BIN)
-	$(GO) build ./...
-	@if [ -n "$(MAIN_PKGS)" ]; then $(GO) build -o $(BIN)/ $(MAIN_PKGS); fi
+	CGO_ENABLED=0 $(GO) build -trimpath ./...
+	@if [ -n "$(MAIN_PKGS)" ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(MAIN_PKGS); fi
+
+release: ## tarballs, SBOMs and SHA256SUMS for linux/amd64 and linux/arm64 into bin/release (docs/release.md)
+	rm -rf $(BIN)/release
+	RELEASE_DIR=$(BIN)/release hack/release.sh
+
+release-test: ## make a release into a temporary directory and check it: checksums, --version, SBOMs
+	$(GO) test -count=1 -timeout 30m ./hack/release/
 
 # Images (docs/images.md): built by hack/images with go-containerregistry, no
 # Docker daemon and no base image. REGISTRY/<name>:TAG names them; VERSION and
-# REVISION are their labels; LDFLAGS goes to go build. SOURCE_DATE_EPOCH (by
+# REVISION are their labels (VERSION as the binaries have it, hack/version.sh);
+# the binaries are built with $(LDFLAGS) as make build's. SOURCE_DATE_EPOCH (by
 # default the last commit's time) is their creation time and their files' time.
 REGISTRY ?= ghcr.io/mooring-dev
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell hack/version.sh 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 TAG ?= $(VERSION)
-LDFLAGS ?=
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
 images: ## build the images (linux/amd64+arm64) into bin/images: OCI layouts and .tar archives
@@ -57,7 +70,7 @@ deps: ## install the Debian packages the tests need (etcd, systemd, cloud-init)
 kube-bins: ## build kube-apiserver, kube-controller-manager, kubelet into the cache
 	hack/build-k8s.sh >/dev/null
 
-test: unit chart adversarial fuzz e2e ## run all tests: unit, integration, the Helm chart, the adversarial suite, bounded fuzzing and end-to-end
+test: unit chart adversarial fuzz release-test e2e ## run all tests: unit, integration, the Helm chart, the adversarial suite, bounded fuzzing, the release and end-to-end
 
 # The Helm CLI at the version hack/install-helm.sh pins, built from the Go
 # module proxy into the cache outside the checkout (deploy/chart_test.go, in

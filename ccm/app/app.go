@@ -27,6 +27,7 @@ import (
 	"github.com/mooring-dev/mooring/ccm/servicelb"
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/internal/version/component"
 
 	// Cloud providers mooring ships, registered by name.
 	_ "github.com/mooring-dev/mooring/cloud/all"
@@ -146,6 +147,9 @@ func NewCommand() (*cobra.Command, error) {
 	if f := cmd.Flags().Lookup("help"); f != nil {
 		f.Usage = "help for " + cmd.Name()
 	}
+	// The library registers component-base's --version; mooring's answers
+	// it (mooring_build_info comes with the import).
+	component.HandleVersionFlag(cmd)
 	return cmd, nil
 }
 

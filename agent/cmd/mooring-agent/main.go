@@ -17,7 +17,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -29,19 +28,12 @@ import (
 
 	"github.com/mooring-dev/mooring/agent"
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/internal/version"
 	"github.com/mooring-dev/mooring/systemd"
 
 	// Every cloud backend, registered by name (the config's cloud).
 	_ "github.com/mooring-dev/mooring/cloud/all"
 )
-
-// version is what --version prints. Release builds set it with
-//
-//	go build -ldflags "-X main.version=v1.2.3" ./agent/cmd/mooring-agent
-//
-// Left at "dev", the module version Go stamped into the binary is printed
-// instead when there is one (go install ...@v1.2.3).
-var version = "dev"
 
 // Exit codes (see the package comment).
 const (
@@ -100,17 +92,6 @@ func execute(cmd *cobra.Command, stderr io.Writer) int {
 	return e.code
 }
 
-// versionString is version, or the module version of the build.
-func versionString() string {
-	if version != "dev" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return version
-}
-
 type joinOptions struct {
 	configPath string
 	userBus    bool
@@ -137,7 +118,7 @@ Exit codes: 0 joined (or already joined), 1 failed (systemd retries),
 
 "mooring-agent user-data" renders the cloud-init user-data that installs and
 configures the agent on a new machine. See docs/join.md.`,
-		Version:      versionString(),
+		Version:      version.Get().String(), // stamped by hack/ldflags.sh
 		SilenceUsage: true,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mooring-dev/mooring/agent"
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/internal/version"
 )
 
 // runCLI runs mooring-agent in the test's process.
@@ -185,7 +186,7 @@ func TestUserDataRefusesBadFlags(t *testing.T) {
 
 func TestVersionAndHelp(t *testing.T) {
 	stdout, _, code := runCLI(t, "--version")
-	if code != 0 || stdout != "mooring-agent "+versionString()+"\n" {
+	if code != 0 || stdout != "mooring-agent "+version.Get().String()+"\n" {
 		t.Errorf("--version: exit %d, %q", code, stdout)
 	}
 	stdout, _, code = runCLI(t, "--help")

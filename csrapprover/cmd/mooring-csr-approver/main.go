@@ -27,6 +27,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/internal/version/component"
 
 	// Cloud providers, registered by name.
 	_ "github.com/mooring-dev/mooring/cloud/all"
@@ -82,6 +83,8 @@ func main() {
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "burst to the apiserver")
 	o.approver.AddFlags(fs, "")
 	logsapi.AddFlags(logOpts, fs)
+	component.AddFlags(fs)
+	component.HandleVersionFlag(cmd)
 	os.Exit(cli.Run(cmd))
 }
 

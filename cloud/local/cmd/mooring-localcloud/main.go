@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/mooring-dev/mooring/internal/version"
 )
 
 // command is one subcommand: words such as "instances create", its help
@@ -53,7 +55,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: mooring-localcloud COMMAND [flags]")
 	fmt.Fprintln(w, "\nClient commands find the API in $MOORING_LOCALCLOUD_URL (or --url) and the token in")
 	fmt.Fprintln(w, "$MOORING_LOCALCLOUD_TOKEN (or --token-file); add -o json for JSON output.")
-	fmt.Fprintln(w, "COMMAND --help lists a command's flags.\n\ncommands:")
+	fmt.Fprintln(w, "COMMAND --help lists a command's flags; --version prints the version.\n\ncommands:")
 	cmds := commands()
 	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].words < cmds[j].words })
 	for _, c := range cmds {
@@ -66,6 +68,10 @@ func main() {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
 		// Asked for: on stdout, and a success.
 		usage(os.Stdout)
+		return
+	}
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Println("mooring-localcloud " + version.Get().String())
 		return
 	}
 	if len(args) == 0 {

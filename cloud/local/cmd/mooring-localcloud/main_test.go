@@ -14,6 +14,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/internal/version"
 )
 
 // The test binary doubles as mooring-localcloud when this variable is set,
@@ -207,6 +208,11 @@ func TestHelp(t *testing.T) {
 		_, errOut, code := exec1(args...)
 		if code != 0 || !strings.Contains(errOut, "-"+map[string]string{"serve": "listen", "instances": "cluster"}[args[0]]) || strings.Contains(errOut, "help requested") {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		if out, errOut, code := exec1(args...); code != 0 || out != "mooring-localcloud "+version.Get().String()+"\n" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
 		}
 	}
 	for _, args := range [][]string{nil, {"frobnicate"}} {

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Builds mooring's release artifacts for each platform into RELEASE_DIR
+# (`make release`: bin/release), a directory that must not exist yet or be
+# empty:
+#
+#   <command>_<version>_<os>_<arch>.tar.gz    the binary, LICENSE, README.md
+#   <command>_<version>_<os>_<arch>.cdx.json  its SBOM (CycloneDX JSON)
+#   SHA256SUMS                                sha256sum's format, over the rest
+#
+# Binaries are static (CGO_ENABLED=0), built with -trimpath and the version
+# from hack/ldflags.sh, and stripped (-s -w). Tarballs are reproducible: the
+# same commit (and SOURCE_DATE_EPOCH, if set) gives the same bytes.
+#
+# The SBOMs are made by cyclonedx-gomod from the module list Go embeds in each
+# binary; the tool is installed from the Go module proxy once, into the cache
+# outside the checkout ($MOORING_CACHE, as hack/build-k8s.sh).
+#
+# Environment: RELEASE_DIR (default bin/release), RELEASE_PLATFORMS (default
+# "linux/amd64 linux/arm64"), VERSION and SOURCE_DATE_EPOCH (see
+# hack/version.sh and hack/ldflags.sh). docs/release.md describes the outputs
+# and how to verify them.
+set -euo pipefail
+
+cyclonedx_version=v1.10.0
+commands=(
+  mooring-ccm=./ccm/cmd/mooring-ccm
+  mooring-csr-approver=./csrapprover/cmd/mooring-csr-approver
+  mooring-agent=./agent/cmd/mooring-agent
+  mooring-localcloud=./cloud/local/cmd/mooring-localcloud
+)
+
+log() { echo "release: $*" >&2; }
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${RELEASE_DIR:-$root/bin/release}
+platforms=${RELEASE_PLATFORMS:-linux/amd64 linux/arm64}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+if [ -n "$(ls -A "$out")" ]; then
+  log "$out is not empty; remove it first (make release does)"
+  exit 1
+fi
+cd "$root"
+
+version=$(hack/version.sh)
+ldflags="$(hack/ldflags.sh) -s -w"
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}
+
+# cyclonedx-gomod, cached by version.
+cache="${MOORING_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mooring}"
+cyclonedx="$cache/tools/cyclonedx-gomod/$cyclonedx_version/cyclonedx-gomod"
+if [ ! -x "$cyclonedx" ]; then
+  log "installing cyclonedx-gomod $cyclonedx_version into $(dirname "$cyclonedx")"
+  mkdir -p "$(dirname "$cyclonedx")"
+  gobin=$(mktemp -d "$(dirname "$cyclonedx")/.tmp.XXXXXX")
+  GOBIN="$gobin" go install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$cyclonedx_version"
+  mv "$gobin/cyclonedx-gomod" "$cyclonedx"
+  rm -rf "$gobin"
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+log "version $version, platforms $platforms, into $out"
+artifacts=()
+for platform in $platforms; do
+  os=${platform%/*}
+  arch=${platform#*/}
+  pkgs=()
+  for c in "${commands[@]}"; do pkgs+=("${c#*=}"); done
+  start=$(date +%s)
+  mkdir -p "$work/bin/${os}_$arch"
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" "${pkgs[@]}"
+  log "built $platform in $(( $(date +%s) - start ))s"
+
+  for c in "${commands[@]}"; do
+    name=${c%%=*}
+    base="${name}_${version}_${os}_${arch}"
+    stage="$work/stage/$base"
+    mkdir -p "$stage"
+    install -m 0755 "$work/bin/${os}_$arch/$name" "$stage/$name"
+    install -m 0644 LICENSE README.md "$stage/"
+    # Reproducible: fixed order, owner and times; gzip without a name or time.
+    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
+      -C "$work/stage" -cf - "$base" | gzip -n > "$out/$base.tar.gz"
+    "$cyclonedx" bin -json -noserial -notimestamp -version "$version" \
+      -output "$out/$base.cdx.json" "$stage/$name" 2>"$work/cyclonedx.log" ||
+      { cat "$work/cyclonedx.log" >&2; exit 1; }
+    artifacts+=("$base.tar.gz" "$base.cdx.json")
+  done
+done
+
+(cd "$out" && sha256sum -- "${artifacts[@]}" > SHA256SUMS)
+log "wrote ${#artifacts[@]} files and SHA256SUMS into $out"
