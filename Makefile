@@ -43,8 +43,9 @@ release-test: ## make a release into a temporary directory and check it: checksu
 # Images (docs/images.md): built by hack/images with go-containerregistry, no
 # Docker daemon and no base image. REGISTRY/<name>:TAG names them; VERSION and
 # REVISION are their labels (VERSION as the binaries have it, hack/version.sh);
-# the binaries are built with $(LDFLAGS) as make build's. SOURCE_DATE_EPOCH (by
-# default the last commit's time) is their creation time and their files' time.
+# the binaries are built with $(LDFLAGS) and stripped (-s -w), as the
+# release's are. SOURCE_DATE_EPOCH (by default the last commit's time) is
+# their creation time and their files' time.
 REGISTRY ?= ghcr.io/mooring-dev
 VERSION ?= $(shell hack/version.sh 2>/dev/null || echo dev)
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
@@ -53,7 +54,7 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 
 images: ## build the images (linux/amd64+arm64) into bin/images: OCI layouts and .tar archives
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/images build --out $(BIN)/images \
-	  --registry $(REGISTRY) --tag $(TAG) --version "$(VERSION)" --revision "$(REVISION)" --ldflags "$(LDFLAGS)"
+	  --registry $(REGISTRY) --tag $(TAG) --version "$(VERSION)" --revision "$(REVISION)" --ldflags "$(LDFLAGS) -s -w"
 
 push: images ## push the images to REGISTRY (default ghcr.io/mooring-dev) as TAG (default VERSION)
 	$(GO) run ./hack/images push --out $(BIN)/images --registry $(REGISTRY) --tag $(TAG)
