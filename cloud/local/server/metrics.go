@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/component-base/metrics"
+
+	"github.com/mooring-dev/mooring/internal/version/component"
 )
 
 // serverMetrics are the local cloud's Prometheus metrics, in a registry of
@@ -43,6 +45,7 @@ func newServerMetrics() *serverMetrics {
 		}),
 	}
 	m.registry.MustRegister(m.requests, m.latency, m.instances, m.lbs, m.routes)
+	component.RegisterBuildInfo(m.registry.MustRegister)
 	return m
 }
 

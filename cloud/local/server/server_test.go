@@ -857,6 +857,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	for _, want := range []string{
 		`mooring_localcloud_api_requests_total{code="200",operation="ListInstances"} 1`,
 		`mooring_localcloud_instances{state="running"} 0`,
+		`mooring_build_info{build_date=`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %q", want)

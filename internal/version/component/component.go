@@ -26,17 +26,25 @@ import (
 // BuildInfoName is the gauge's full name.
 const BuildInfoName = "mooring_build_info"
 
-var buildInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
-	Namespace:      "mooring",
-	Name:           "build_info",
-	Help:           "A metric with a constant '1' value labeled by the version, commit, build date (the commit's date) and Go version mooring was built from.",
-	StabilityLevel: metrics.ALPHA,
-}, []string{"version", "commit", "build_date", "go_version"})
+func newBuildInfo() *metrics.GaugeVec {
+	return metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "mooring",
+		Name:           "build_info",
+		Help:           "A metric with a constant '1' value labeled by the version, commit, build date (the commit's date) and Go version mooring was built from.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"version", "commit", "build_date", "go_version"})
+}
 
-func init() {
-	legacyregistry.MustRegister(buildInfo)
+func init() { RegisterBuildInfo(legacyregistry.MustRegister) }
+
+// RegisterBuildInfo registers a mooring_build_info gauge with register
+// (legacyregistry.MustRegister, or a KubeRegistry's MustRegister for a
+// program with a registry of its own, as the local cloud has) and sets it.
+func RegisterBuildInfo(register func(...metrics.Registerable)) {
+	g := newBuildInfo()
+	register(g)
 	v := version.Get()
-	buildInfo.WithLabelValues(v.Version, v.Commit, v.BuildDate, v.GoVersion).Set(1)
+	g.WithLabelValues(v.Version, v.Commit, v.BuildDate, v.GoVersion).Set(1)
 }
 
 // AddFlags registers component-base's --version flag on fs, for a command
