@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net/http"
 	"strings"
 	"testing"
@@ -240,6 +241,8 @@ func TestVerifierAttacks(t *testing.T) {
 			(&jose.SignerOptions{EmbedJWK: true}).WithType("JWT")), cloud.RejectMalformed},
 		{"key url injected in the header (jku)", signWith(jose.RS256, attacker,
 			(&jose.SignerOptions{}).WithHeader("kid", "k1").WithHeader("jku", "http://127.0.0.1:9/keys")), cloud.RejectMalformed},
+		{"certificate chain in the header (x5c)", headerWith(t, parts, `"x5c":["`+selfSigned(t, attacker)+`"]`), cloud.RejectMalformed},
+		{"critical header (crit)", headerWith(t, parts, `"crit":["exp"],"exp":1`), cloud.RejectMalformed},
 		{"signed by another key under Google's kid", signWith(jose.RS256, attacker,
 			(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", realKid)), cloud.RejectSignature},
 		{"signed by a key Google never published", signWith(jose.RS256, attacker,
@@ -256,6 +259,24 @@ func TestVerifierAttacks(t *testing.T) {
 			t.Errorf("%s: got %s (%v), want %s", tc.name, got, err, tc.want)
 		}
 	}
+}
+
+// headerWith adds fields to a real token's header, keeping its signature
+// (which then no longer matches: the header must be refused before that).
+func headerWith(t *testing.T, parts []string, fields string) string {
+	h := mustB64(t, parts[0])
+	h = strings.TrimSuffix(h, "}") + "," + fields + "}"
+	return base64.RawURLEncoding.EncodeToString([]byte(h)) + "." + parts[1] + "." + parts[2]
+}
+
+// selfSigned is a certificate of key, standard base64 DER (an x5c entry).
+func selfSigned(t *testing.T, key *rsa.PrivateKey) string {
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(der)
 }
 
 func (w *world) gcKey(t *testing.T) *rsa.PrivateKey {

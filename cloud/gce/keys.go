@@ -72,7 +72,7 @@ func (k *keySet) lookup(ctx context.Context, kid string) (*rsa.PublicKey, time.T
 	case keys == nil:
 		return nil, time.Time{}, fmt.Errorf("no signing keys of Google to verify with: %w", err)
 	case k.now().Sub(fetchedAt) >= k.maxKeyAge:
-		return nil, time.Time{}, fmt.Errorf("Google's signing keys are %s old (limit %s) and could not be refetched: %w",
+		return nil, time.Time{}, fmt.Errorf("the signing keys of Google are %s old (limit %s) and could not be refetched: %w",
 			k.now().Sub(fetchedAt).Round(time.Second), k.maxKeyAge, err)
 	}
 	return keys[kid], fetchedAt, nil
@@ -143,11 +143,11 @@ func (k *keySet) get(ctx context.Context) (map[string]*rsa.PublicKey, error) {
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("fetch Google's signing keys from %s: HTTP %d", k.url, resp.StatusCode)
 	case len(body) > maxKeysDocument:
-		return nil, fmt.Errorf("Google's signing keys at %s: over %d bytes", k.url, maxKeysDocument)
+		return nil, fmt.Errorf("the signing keys at %s: over %d bytes", k.url, maxKeysDocument)
 	}
 	keys, err := ParseKeys(body, k.now())
 	if err != nil {
-		return nil, fmt.Errorf("Google's signing keys at %s: %w", k.url, err)
+		return nil, fmt.Errorf("the signing keys at %s: %w", k.url, err)
 	}
 	return keys, nil
 }
