@@ -5,6 +5,8 @@ package all
 import (
 	// AWS.
 	_ "github.com/mooring-dev/mooring/cloud/aws"
+	// Google Compute Engine.
+	_ "github.com/mooring-dev/mooring/cloud/gce"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local"
 )

@@ -1,0 +1,138 @@
+package gce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	gcemetadata "cloud.google.com/go/compute/metadata"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+// identityPath is the metadata path of the default service account's
+// identity token; format=full adds google.compute_engine (instance id,
+// name, zone, project) to the claims.
+const identityPath = "instance/service-accounts/default/identity"
+
+// metadataTimeout bounds one metadata call (the library retries inside).
+const metadataTimeout = 20 * time.Second
+
+// NodeIdentity is a GCE instance as its node agent sees it: the metadata
+// server (cloud.google.com/go/compute/metadata, which sends
+// Metadata-Flavor: Google and honours GCE_METADATA_HOST) and the identity
+// token of the instance's default service account.
+type NodeIdentity struct {
+	md *gcemetadata.Client
+}
+
+var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+
+// NewNodeIdentity reads the agent's configuration of the gce backend:
+// cfg.MetadataURL ("" is the metadata server's own address, or
+// GCE_METADATA_HOST; else an http URL whose host the requests go to),
+// cfg.NodeNamePolicy ("" or InstanceName). The backend has no
+// cloudSettings. It calls nothing.
+func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyInstanceName {
+		return nil, fmt.Errorf("gce: node name policy %q: the only policy is %s", cfg.NodeNamePolicy, PolicyInstanceName)
+	}
+	for k := range cfg.Settings {
+		return nil, fmt.Errorf("gce: cloudSettings: unknown key %q (the gce backend has none)", k)
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
+	if cfg.MetadataURL != "" {
+		u, err := url.Parse(cfg.MetadataURL)
+		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("gce: metadataURL %q: want http://host[:port] (the metadata server speaks plain http)", cfg.MetadataURL)
+		}
+		client.Transport = hostRewriter{host: u.Host, next: client.Transport}
+	}
+	return &NodeIdentity{md: gcemetadata.NewWithOptions(&gcemetadata.Options{Client: client})}, nil
+}
+
+// hostRewriter sends every request to one host: the metadata library takes
+// its host from GCE_METADATA_HOST only, and an agent's config names it.
+type hostRewriter struct {
+	host string
+	next http.RoundTripper
+}
+
+func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.URL.Host, r.Host = h.host, h.host
+	return h.next.RoundTrip(r)
+}
+
+// Instance reads the instance's id, name, zone, project and first internal
+// IP from the metadata server. The Node name is the instance name.
+func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+	// The library's InstanceID and ProjectID cache their first answer for
+	// the process; read the paths themselves.
+	var vals [5]string
+	for i, path := range []string{"instance/id", "instance/name", "instance/zone", "project/project-id", "instance/network-interfaces/0/ip"} {
+		v, err := n.get(ctx, path)
+		if err != nil {
+			return cloud.NodeInstance{}, err
+		}
+		vals[i] = v
+	}
+	id, name, zone, project, ip := vals[0], vals[1], lastSegment(vals[2]), vals[3], vals[4]
+	switch {
+	case !instanceIDPattern.MatchString(id):
+		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata instance/id %q is not an instance id", id)
+	case !instanceNamePattern.MatchString(name):
+		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata instance/name %q is not an instance name", name)
+	case !zonePattern.MatchString(zone):
+		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata instance/zone %q is not a zone", vals[2])
+	case !projectIDPattern.MatchString(project):
+		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata project/project-id %q is not a project ID", project)
+	case net.ParseIP(ip) == nil:
+		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata network-interfaces/0/ip %q is not an IP address", ip)
+	}
+	return cloud.NodeInstance{
+		ID: id, Name: name, NodeName: strings.ToLower(name),
+		ProviderID: ProviderID(project, zone, name),
+		InternalIP: ip,
+	}, nil
+}
+
+// Evidence asks the metadata server for an identity token whose audience
+// is the binding, format=full.
+func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.Block, error) {
+	if binding == "" || len(binding) > 256 || strings.ContainsFunc(binding, func(r rune) bool { return r > unicode.MaxASCII || unicode.IsControl(r) || r == ' ' }) {
+		return evidence.Block{}, fmt.Errorf("gce: binding %.60q: want 1-256 printable ASCII characters", binding)
+	}
+	q := url.Values{"audience": {binding}, "format": {"full"}}
+	tok, err := n.get(ctx, identityPath+"?"+q.Encode())
+	if err != nil {
+		return evidence.Block{}, err
+	}
+	if len(tok) > MaxTokenSize || strings.Count(tok, ".") != 2 {
+		return evidence.Block{}, errors.New("gce: the metadata server's identity token is not a compact JWS")
+	}
+	klog.V(2).InfoS("Got an instance identity token as evidence")
+	return evidence.Block{Type: EvidenceType, Data: []byte(tok)}, nil
+}
+
+func (n *NodeIdentity) get(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, metadataTimeout)
+	defer cancel()
+	v, err := n.md.GetWithContext(ctx, path)
+	if err != nil {
+		return "", fmt.Errorf("gce: metadata %s: %w", strings.SplitN(path, "?", 2)[0], err)
+	}
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", fmt.Errorf("gce: metadata %s is empty", path)
+	}
+	return v, nil
+}

@@ -1,0 +1,239 @@
+package gce
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"regexp"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the GCE backend's cloud config file (the CCM's and the CSR
+// approver's --cloud-config), YAML or JSON, read strictly. It holds no
+// secrets: Compute API calls take their credentials from Google's
+// Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, or the
+// service account of the instance the binary runs on).
+type Config struct {
+	// Projects are the IDs of the projects whose instances may join the
+	// cluster (at least one): the instance view lists each of them, and
+	// identity tokens are accepted only for instances of one of them.
+	Projects []string `json:"projects"`
+	// ClusterID names the cluster: its instances carry the label
+	// <ClusterLabel>=<ClusterID>. Required; a GCE label value.
+	ClusterID string `json:"clusterID"`
+	// ClusterLabel is the label key that names an instance's cluster.
+	// Default mooring-cluster.
+	ClusterLabel string `json:"clusterLabel,omitempty"`
+	// NodeNamePolicy maps instances to Node names: only InstanceName (the
+	// default: the Node is named as the instance is, as on GKE and with
+	// the upstream GCE CCM).
+	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
+	// ComputeEndpoint overrides the Compute API's base URL (default
+	// https://compute.googleapis.com/compute/v1/).
+	ComputeEndpoint string `json:"computeEndpoint,omitempty"`
+	// WithoutAuthentication makes Compute API calls without credentials;
+	// allowed only with a loopback computeEndpoint (tests).
+	WithoutAuthentication bool `json:"withoutAuthentication,omitempty"`
+	// TokenIssuer is the iss identity tokens must carry. Default
+	// https://accounts.google.com.
+	TokenIssuer string `json:"tokenIssuer,omitempty"`
+	// CertsURL is where Google publishes the keys that sign identity
+	// tokens, as a JWK set (https://www.googleapis.com/oauth2/v3/certs, the
+	// default) or as a map of key ids to PEM certificates
+	// (https://www.googleapis.com/oauth2/v1/certs).
+	CertsURL string `json:"certsURL,omitempty"`
+	// MaxClockSkew is the skew tolerated on a token's iat and exp.
+	// Default 1m, at most 5m.
+	MaxClockSkew metav1.Duration `json:"maxClockSkew,omitempty"`
+	// InstanceMaxAge is how old an instance answer may be for node
+	// initialization, the address sweep and lifecycle checks. Default 30s.
+	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
+	// MinRefreshInterval bounds how often lookups of unknown instances list
+	// the Compute API again. Default 2s.
+	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// RequestTimeout bounds one Compute API call or key fetch. Default 30s.
+	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultClusterLabel       = "mooring-cluster"
+	DefaultComputeEndpoint    = "https://compute.googleapis.com/compute/v1/"
+	DefaultTokenIssuer        = "https://accounts.google.com"
+	DefaultCertsURL           = "https://www.googleapis.com/oauth2/v3/certs"
+	DefaultMaxClockSkew       = time.Minute
+	MaxMaxClockSkew           = 5 * time.Minute
+	DefaultInstanceMaxAge     = 30 * time.Second
+	DefaultMinRefreshInterval = 2 * time.Second
+	DefaultRequestTimeout     = 30 * time.Second
+)
+
+// PolicyInstanceName is the one node name policy: the instance's name.
+const PolicyInstanceName = "InstanceName"
+
+// maxConfigSize bounds the cloud config file.
+const maxConfigSize = 1 << 20
+
+var (
+	// projectIDPattern: 6-30 lower-case letters, digits and hyphens,
+	// starting with a letter, not ending with a hyphen. Domain-scoped
+	// projects (example.com:proj) are not supported.
+	projectIDPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
+	// labelKeyPattern and labelValuePattern: GCE label keys and values
+	// (lower-case letters, digits, '_' and '-'; keys start with a letter;
+	// at most 63 characters; values here not empty).
+	labelKeyPattern   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	labelValuePattern = regexp.MustCompile(`^[a-z0-9_-]{1,63}$`)
+)
+
+// ParseConfig reads a cloud config strictly: unknown fields are errors, and
+// every problem of the config is reported at once.
+func ParseConfig(r io.Reader) (Config, error) {
+	var c Config
+	if r == nil {
+		return c, errors.New("gce cloud config: --cloud-config is required")
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	if err != nil {
+		return c, fmt.Errorf("gce cloud config: %w", err)
+	}
+	if len(data) > maxConfigSize {
+		return c, fmt.Errorf("gce cloud config: larger than %d bytes", maxConfigSize)
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("gce cloud config: %w", err)
+	}
+	c.defaults()
+	return c, c.validate()
+}
+
+func (c *Config) defaults() {
+	if c.ClusterLabel == "" {
+		c.ClusterLabel = DefaultClusterLabel
+	}
+	if c.NodeNamePolicy == "" {
+		c.NodeNamePolicy = PolicyInstanceName
+	}
+	if c.ComputeEndpoint == "" {
+		c.ComputeEndpoint = DefaultComputeEndpoint
+	}
+	if c.TokenIssuer == "" {
+		c.TokenIssuer = DefaultTokenIssuer
+	}
+	if c.CertsURL == "" {
+		c.CertsURL = DefaultCertsURL
+	}
+	for _, d := range []struct {
+		v   *metav1.Duration
+		def time.Duration
+	}{
+		{&c.MaxClockSkew, DefaultMaxClockSkew}, {&c.InstanceMaxAge, DefaultInstanceMaxAge},
+		{&c.MinRefreshInterval, DefaultMinRefreshInterval}, {&c.RequestTimeout, DefaultRequestTimeout},
+	} {
+		if d.v.Duration == 0 {
+			d.v.Duration = d.def
+		}
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if len(c.Projects) == 0 {
+		errs = append(errs, errors.New("projects is required: name the projects whose instances may join"))
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Projects {
+		switch {
+		case !projectIDPattern.MatchString(p):
+			errs = append(errs, fmt.Errorf("projects: %q is not a project ID (6-30 lower-case letters, digits and hyphens)", p))
+		case seen[p]:
+			errs = append(errs, fmt.Errorf("projects: %q is named twice", p))
+		}
+		seen[p] = true
+	}
+	switch {
+	case c.ClusterID == "":
+		errs = append(errs, fmt.Errorf("clusterID is required: only instances labelled %s=<clusterID> are the cluster's", c.ClusterLabel))
+	case !labelValuePattern.MatchString(c.ClusterID):
+		errs = append(errs, fmt.Errorf("clusterID %q: want a GCE label value (1-63 lower-case letters, digits, _ or -)", c.ClusterID))
+	}
+	if !labelKeyPattern.MatchString(c.ClusterLabel) {
+		errs = append(errs, fmt.Errorf("clusterLabel %q: want a GCE label key (a lower-case letter, then up to 62 lower-case letters, digits, _ or -)", c.ClusterLabel))
+	}
+	if c.NodeNamePolicy != PolicyInstanceName {
+		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, PolicyInstanceName))
+	}
+	if err := checkURL(c.ComputeEndpoint, true); err != nil {
+		errs = append(errs, fmt.Errorf("computeEndpoint: %w", err))
+	} else if c.WithoutAuthentication && !loopbackURL(c.ComputeEndpoint) {
+		errs = append(errs, errors.New("withoutAuthentication is allowed only with a loopback computeEndpoint"))
+	}
+	if err := checkURL(c.CertsURL, true); err != nil {
+		errs = append(errs, fmt.Errorf("certsURL: %w", err))
+	}
+	if u, err := url.Parse(c.TokenIssuer); err != nil || u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname())) || u.Host == "" {
+		errs = append(errs, fmt.Errorf("tokenIssuer %q: want an https URL (http only on loopback)", c.TokenIssuer))
+	}
+	if c.MaxClockSkew.Duration < 0 || c.MaxClockSkew.Duration > MaxMaxClockSkew {
+		errs = append(errs, fmt.Errorf("maxClockSkew %s: want 0-%s", c.MaxClockSkew.Duration, MaxMaxClockSkew))
+	}
+	for name, d := range map[string]time.Duration{
+		"instanceMaxAge": c.InstanceMaxAge.Duration, "minRefreshInterval": c.MinRefreshInterval.Duration,
+		"requestTimeout": c.RequestTimeout.Duration,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gce cloud config: %w", err)
+	}
+	return nil
+}
+
+// ClusterFilter is the Compute API filter that selects the cluster's
+// instances (AIP-160: labels.<key> = "<value>").
+func (c *Config) ClusterFilter() string {
+	return fmt.Sprintf("labels.%s = %q", c.ClusterLabel, c.ClusterID)
+}
+
+// checkURL accepts an absolute https URL without credentials, query or
+// fragment (a path only if withPath); plain http only to a loopback host
+// (tests), since the answers decide which machines join and which Nodes go.
+func checkURL(s string, withPath bool) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	switch {
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%q: want an absolute URL such as https://host", s)
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
+		return fmt.Errorf("%q: want a URL without credentials, query or fragment", s)
+	case !withPath && u.Path != "" && u.Path != "/":
+		return fmt.Errorf("%q: want a URL without a path", s)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q: want an https URL (plain http only to a loopback address)", s)
+}
+
+func loopbackURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && isLoopback(u.Hostname())
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

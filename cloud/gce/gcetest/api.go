@@ -1,0 +1,210 @@
+package gcetest
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+
+	jose "github.com/go-jose/go-jose/v4"
+	compute "google.golang.org/api/compute/v1"
+)
+
+// maxPageSize is aggregatedList's largest maxResults.
+const maxPageSize = 500
+
+const resourceBase = "https://www.googleapis.com/compute/v1/"
+
+var (
+	aggregatedPath = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/aggregated/instances$`)
+	getPath        = regexp.MustCompile(`^/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)$`)
+	// labelFilter is the one filter form served: labels.KEY = "VALUE"
+	// (quotes optional).
+	labelFilter = regexp.MustCompile(`^labels\.([a-z][a-z0-9_-]{0,62})\s*=\s*(?:"([a-z0-9_-]{0,63})"|([a-z0-9_-]{1,63}))$`)
+)
+
+func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+	switch p := r.URL.Path; {
+	case p == "/oauth2/v3/certs":
+		c.serveCerts(w, false)
+	case p == "/oauth2/v1/certs":
+		c.serveCerts(w, true)
+	case aggregatedPath.MatchString(p):
+		c.serveAggregatedList(w, r, aggregatedPath.FindStringSubmatch(p)[1])
+	case getPath.MatchString(p):
+		m := getPath.FindStringSubmatch(p)
+		c.serveGet(w, m[1], m[2], m[3])
+	default:
+		writeError(w, http.StatusNotFound, "The requested URL was not found")
+	}
+}
+
+// writeError writes Google's JSON error form.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	reason := map[int]string{400: "invalid", 404: "notFound", 403: "forbidden", 429: "rateLimitExceeded"}[status]
+	if reason == "" {
+		reason = "backendError"
+	}
+	writeJSON(w, status, map[string]any{"error": map[string]any{
+		"code": status, "message": msg,
+		"errors": []map[string]string{{"domain": "global", "reason": reason, "message": msg}},
+	}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (c *Cloud) serveCerts(w http.ResponseWriter, asPEM bool) {
+	if st := c.count("certs"); st != 0 {
+		writeError(w, st, "injected fault")
+		return
+	}
+	c.mu.Lock()
+	keys := append([]*signingKey(nil), c.keys...)
+	c.mu.Unlock()
+	if asPEM {
+		out := map[string]string{}
+		for _, k := range keys {
+			out[k.kid] = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: k.cert}))
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+	var set jose.JSONWebKeySet
+	for _, k := range keys {
+		set.Keys = append(set.Keys, jose.JSONWebKey{Key: &k.priv.PublicKey, KeyID: k.kid, Algorithm: string(jose.RS256), Use: "sig"})
+	}
+	writeJSON(w, http.StatusOK, set)
+}
+
+func (c *Cloud) serveAggregatedList(w http.ResponseWriter, r *http.Request, project string) {
+	if st := c.count("aggregatedList"); st != 0 {
+		writeError(w, st, "injected fault")
+		return
+	}
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "filter", "maxResults", "pageToken", "alt", "prettyPrint", "returnPartialSuccess", "includeAllScopes":
+		default:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("Invalid parameter %q", k))
+			return
+		}
+	}
+	filterKey, filterValue, filtered := "", "", false
+	if f := q.Get("filter"); f != "" {
+		m := labelFilter.FindStringSubmatch(strings.TrimSpace(f))
+		if m == nil {
+			writeError(w, http.StatusBadRequest, "Invalid value for field 'filter': '"+f+"'. Invalid list filter expression.")
+			return
+		}
+		filterKey, filterValue, filtered = m[1], m[2]+m[3], true
+	}
+	size := c.opts.MaxPageSize
+	if s := q.Get("maxResults"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxPageSize {
+			writeError(w, http.StatusBadRequest, "Invalid value for field 'maxResults': '"+s+"'. Must be in the range [0, 500].")
+			return
+		}
+		size = min(n, c.opts.MaxPageSize)
+	}
+	digest := sha256.Sum256([]byte(project + "\x00" + q.Get("filter")))
+	tag := hex.EncodeToString(digest[:6])
+	after := ""
+	if tok := q.Get("pageToken"); tok != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(tok)
+		t, cursor, ok := strings.Cut(string(raw), ":")
+		if err != nil || !ok || t != tag {
+			writeError(w, http.StatusBadRequest, "Invalid value for field 'pageToken': '"+tok+"'.")
+			return
+		}
+		after = cursor
+	}
+	c.mu.Lock()
+	known := c.hasProjectLocked(project)
+	all := c.sortedLocked(project)
+	c.mu.Unlock()
+	if !known {
+		writeError(w, http.StatusNotFound, "The resource 'projects/"+project+"' was not found")
+		return
+	}
+	out := &compute.InstanceAggregatedList{
+		Kind: "compute#instanceAggregatedList", Id: "projects/" + project + "/aggregated/instances",
+		SelfLink: resourceBase + "projects/" + project + "/aggregated/instances",
+		Items:    map[string]compute.InstancesScopedList{},
+	}
+	n := 0
+	for _, in := range all {
+		cursor := in.Zone + "/" + in.Name
+		if after != "" && cursor <= after {
+			continue
+		}
+		if filtered && (in.Labels == nil || in.Labels[filterKey] != filterValue) {
+			continue
+		}
+		if n == size {
+			out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(tag + ":" + after))
+			break
+		}
+		scope := "zones/" + in.Zone
+		l := out.Items[scope]
+		l.Instances = append(l.Instances, wire(in))
+		out.Items[scope] = l
+		after = cursor
+		n++
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (c *Cloud) serveGet(w http.ResponseWriter, project, zone, name string) {
+	if st := c.count("get"); st != 0 {
+		writeError(w, st, "injected fault")
+		return
+	}
+	in, ok := c.Get(project, zone, name)
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("The resource 'projects/%s/zones/%s/instances/%s' was not found", project, zone, name))
+		return
+	}
+	writeJSON(w, http.StatusOK, wire(in))
+}
+
+// wire is an instance as the Compute API shows it.
+func wire(in Instance) *compute.Instance {
+	zoneURL := resourceBase + "projects/" + in.Project + "/zones/" + in.Zone
+	nic := &compute.NetworkInterface{
+		Kind: "compute#networkInterface", Name: "nic0", NetworkIP: in.InternalIP,
+		Network: resourceBase + "projects/" + in.Project + "/global/networks/default",
+	}
+	if in.ExternalIP != "" {
+		ac := &compute.AccessConfig{Kind: "compute#accessConfig", Name: "External NAT", Type: "ONE_TO_ONE_NAT", NetworkTier: "PREMIUM"}
+		if in.Status == "RUNNING" {
+			ac.NatIP = in.ExternalIP
+		}
+		nic.AccessConfigs = []*compute.AccessConfig{ac}
+	}
+	return &compute.Instance{
+		Kind: "compute#instance", Id: in.ID, Name: in.Name, Zone: zoneURL,
+		MachineType:       zoneURL + "/machineTypes/" + in.MachineType,
+		Status:            in.Status,
+		Labels:            cloneLabels(in.Labels),
+		Hostname:          in.Hostname,
+		NetworkInterfaces: []*compute.NetworkInterface{nic},
+		CreationTimestamp: in.Created.Format("2006-01-02T15:04:05.000-07:00"),
+		SelfLink:          zoneURL + "/instances/" + in.Name,
+	}
+}

@@ -1,0 +1,440 @@
+package gcetest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Defaults.
+const (
+	DefaultProject     = "mooring-test"
+	DefaultZone        = "us-central1-a"
+	DefaultMachineType = "e2-standard-2"
+	DefaultIssuer      = "https://accounts.google.com"
+	// ServiceAccountID is the default service account's unique id (sub and
+	// azp of its tokens).
+	ServiceAccountID = "104729110000000000001"
+	// TokenLifetime is an identity token's lifetime.
+	TokenLifetime = time.Hour
+)
+
+// Options configure a Cloud.
+type Options struct {
+	// Issuer of the identity tokens; default https://accounts.google.com.
+	Issuer string
+	// MaxPageSize lowers aggregatedList's largest page (default 500).
+	MaxPageSize int
+	// Now is the clock of tokens (default time.Now).
+	Now func() time.Time
+}
+
+// Instance is one GCE instance.
+type Instance struct {
+	Project, Zone, Name string
+	// ID is assigned by Put when 0.
+	ID          uint64
+	MachineType string
+	// Status: RUNNING (Put's default), TERMINATED, STOPPING, ...
+	Status string
+	// InternalIP (required) and ExternalIP (optional, the NAT IP) must be
+	// loopback addresses.
+	InternalIP, ExternalIP string
+	// Hostname is a custom hostname, if any.
+	Hostname string
+	Labels   map[string]string
+	Created  time.Time
+}
+
+// Cloud is the endpoint.
+type Cloud struct {
+	opts Options
+
+	mu        sync.Mutex
+	api       *http.Server
+	apiAddr   string
+	instances map[string]*Instance // by project/zone/name
+	metadata  map[string]*mdServer // by project/zone/name
+	nextID    uint64
+	keys      []*signingKey // published; the last signs
+	calls     map[string]int
+	faults    map[string]*fault
+	closed    bool
+}
+
+type signingKey struct {
+	kid  string
+	priv *rsa.PrivateKey
+	cert []byte // DER, self-signed
+}
+
+type fault struct {
+	n, status int
+}
+
+type mdServer struct {
+	key  string
+	srv  *http.Server
+	addr string
+}
+
+// New makes a Cloud with one signing key; Start starts it.
+func New(opts Options) (*Cloud, error) {
+	if opts.Issuer == "" {
+		opts.Issuer = DefaultIssuer
+	}
+	if opts.MaxPageSize <= 0 || opts.MaxPageSize > maxPageSize {
+		opts.MaxPageSize = maxPageSize
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	c := &Cloud{opts: opts, instances: map[string]*Instance{}, metadata: map[string]*mdServer{},
+		nextID: 4242000000000000001, calls: map[string]int{}, faults: map[string]*fault{}}
+	if _, err := c.Rotate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewStarted makes and starts a Cloud that the test's cleanup closes.
+func NewStarted(t testing.TB, opts Options) *Cloud {
+	t.Helper()
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Start listens on 127.0.0.1 for the API and the published keys.
+func (c *Cloud) Start() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(c.serveAPI), ReadHeaderTimeout: 10 * time.Second}
+	c.mu.Lock()
+	c.api, c.apiAddr = srv, ln.Addr().String()
+	c.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+	return nil
+}
+
+// Close stops every listener.
+func (c *Cloud) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	servers := []*http.Server{}
+	if c.api != nil {
+		servers = append(servers, c.api)
+	}
+	for _, m := range c.metadata {
+		servers = append(servers, m.srv)
+	}
+	c.metadata = map[string]*mdServer{}
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var errs []error
+	for _, s := range servers {
+		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Endpoint is the Compute API's base URL (option.WithEndpoint).
+func (c *Cloud) Endpoint() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return "http://" + c.apiAddr + "/compute/v1/"
+}
+
+// CertsURL publishes the signing keys as a JWK set (Google's
+// oauth2/v3/certs).
+func (c *Cloud) CertsURL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return "http://" + c.apiAddr + "/oauth2/v3/certs"
+}
+
+// PEMCertsURL publishes them as key ids to PEM certificates (Google's
+// oauth2/v1/certs).
+func (c *Cloud) PEMCertsURL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return "http://" + c.apiAddr + "/oauth2/v1/certs"
+}
+
+// Issuer is the tokens' iss.
+func (c *Cloud) Issuer() string { return c.opts.Issuer }
+
+// Rotate makes a new signing key, publishes it and signs with it from now
+// on; it returns its key id.
+func (c *Cloud) Rotate() (string, error) {
+	k, err := newSigningKey(c.opts.Now())
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.keys = append(c.keys, k)
+	c.mu.Unlock()
+	return k.kid, nil
+}
+
+// Retire stops publishing the key kid (and signing with it).
+func (c *Cloud) Retire(kid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, k := range c.keys {
+		if k.kid == kid {
+			c.keys = append(c.keys[:i], c.keys[i+1:]...)
+			return
+		}
+	}
+}
+
+// KeyIDs are the published key ids, the signing one last.
+func (c *Cloud) KeyIDs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, k := range c.keys {
+		out = append(out, k.kid)
+	}
+	return out
+}
+
+func newSigningKey(now time.Time) (*signingKey, error) {
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	var id [20]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	kid := hex.EncodeToString(id[:])
+	tmpl := &x509.Certificate{
+		SerialNumber: new(big.Int).SetBytes(id[:8]),
+		Subject:      pkix.Name{CommonName: "mooring gcetest signer " + kid[:8]},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(14 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &priv.PublicKey, priv)
+	if err != nil {
+		return nil, err
+	}
+	return &signingKey{kid: kid, priv: priv, cert: der}, nil
+}
+
+func instanceKey(project, zone, name string) string { return project + "/" + zone + "/" + name }
+
+// Put adds or replaces an instance (defaults: project mooring-test, zone
+// us-central1-a, machine type e2-standard-2, status RUNNING, an id) and
+// returns it. It panics on an address outside 127.0.0.0/8: nodes are
+// reached at their addresses.
+func (c *Cloud) Put(in Instance) Instance {
+	if in.Project == "" {
+		in.Project = DefaultProject
+	}
+	if in.Zone == "" {
+		in.Zone = DefaultZone
+	}
+	if in.MachineType == "" {
+		in.MachineType = DefaultMachineType
+	}
+	if in.Status == "" {
+		in.Status = "RUNNING"
+	}
+	for _, a := range []string{in.InternalIP, in.ExternalIP} {
+		if a == "" {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a); err != nil || !ip.IsLoopback() {
+			panic(fmt.Sprintf("gcetest: address %q is not a loopback address", a))
+		}
+	}
+	if in.InternalIP == "" {
+		panic("gcetest: an instance needs an InternalIP")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := instanceKey(in.Project, in.Zone, in.Name)
+	if old, ok := c.instances[key]; ok && in.ID == 0 {
+		in.ID = old.ID
+	}
+	if in.ID == 0 {
+		in.ID = c.nextID
+		c.nextID += 7919
+	}
+	if in.Created.IsZero() {
+		in.Created = c.opts.Now()
+	}
+	in.Labels = cloneLabels(in.Labels)
+	cp := in
+	c.instances[key] = &cp
+	return in
+}
+
+// Get returns an instance.
+func (c *Cloud) Get(project, zone, name string) (Instance, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[instanceKey(project, zone, name)]
+	if !ok {
+		return Instance{}, false
+	}
+	out := *in
+	out.Labels = cloneLabels(in.Labels)
+	return out, true
+}
+
+// SetStatus changes an instance's status.
+func (c *Cloud) SetStatus(project, zone, name, status string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[instanceKey(project, zone, name)]
+	if !ok {
+		return fmt.Errorf("gcetest: no instance %s", instanceKey(project, zone, name))
+	}
+	in.Status = status
+	return nil
+}
+
+// Delete removes an instance.
+func (c *Cloud) Delete(project, zone, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.instances, instanceKey(project, zone, name))
+}
+
+// MetadataHost starts (once) the instance's metadata server and returns
+// its host:port, for GCE_METADATA_HOST.
+func (c *Cloud) MetadataHost(project, zone, name string) (string, error) {
+	key := instanceKey(project, zone, name)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return "", errors.New("gcetest: closed")
+	}
+	if _, ok := c.instances[key]; !ok {
+		return "", fmt.Errorf("gcetest: no instance %s", key)
+	}
+	if m, ok := c.metadata[key]; ok {
+		return m.addr, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	m := &mdServer{key: key, addr: ln.Addr().String()}
+	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(m, w, r) }),
+		ReadHeaderTimeout: 10 * time.Second}
+	c.metadata[key] = m
+	go func() { _ = m.srv.Serve(ln) }()
+	return m.addr, nil
+}
+
+// MetadataURL is MetadataHost as an http URL (the agent's metadataURL).
+func (c *Cloud) MetadataURL(project, zone, name string) (string, error) {
+	h, err := c.MetadataHost(project, zone, name)
+	if err != nil {
+		return "", err
+	}
+	return "http://" + h, nil
+}
+
+// Fail makes the next n calls of method (aggregatedList, get, identity,
+// certs) answer HTTP status.
+func (c *Cloud) Fail(method string, n, status int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults[method] = &fault{n: n, status: status}
+}
+
+// Calls counts the calls of method.
+func (c *Cloud) Calls(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[method]
+}
+
+// count counts a call and says which status a fault makes it answer (0:
+// none).
+func (c *Cloud) count(method string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[method]++
+	if f := c.faults[method]; f != nil && f.n > 0 {
+		f.n--
+		return f.status
+	}
+	return 0
+}
+
+// projectNumber is a stable number of a project id.
+func projectNumber(project string) int64 {
+	var n int64 = 100000000000
+	for _, r := range project {
+		n = (n*31 + int64(r)) % 900000000000
+	}
+	return 100000000000 + n
+}
+
+func cloneLabels(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// sortedLocked lists a project's instances in (zone, name) order.
+func (c *Cloud) sortedLocked(project string) []Instance {
+	var out []Instance
+	for _, in := range c.instances {
+		if in.Project == project {
+			out = append(out, *in)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Zone != out[j].Zone {
+			return out[i].Zone < out[j].Zone
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func (c *Cloud) hasProjectLocked(project string) bool {
+	for _, in := range c.instances {
+		if in.Project == project {
+			return true
+		}
+	}
+	return project == DefaultProject
+}

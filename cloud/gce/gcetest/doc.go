@@ -1,0 +1,48 @@
+// Package gcetest is a GCE-compatible endpoint for tests, reached by the
+// real client libraries: google.golang.org/api/compute/v1 (with
+// option.WithEndpoint(Cloud.Endpoint()) and no authentication) and
+// cloud.google.com/go/compute/metadata (GCE_METADATA_HOST, or the agent's
+// metadataURL, set to Cloud.MetadataHost of one instance). Everything
+// listens on 127.0.0.1 and every instance address is inside 127.0.0.0/8.
+//
+// Modelled, after Google's documented wire formats:
+//   - Compute API v1 instances.aggregatedList
+//     (GET /compute/v1/projects/P/aggregated/instances): filter of the one
+//     form labels.KEY = "VALUE" (others are 400 invalid filter), maxResults
+//     1-500 (default 500; Options.MaxPageSize lowers the largest page),
+//     pageToken (a cursor tied to the filter), items keyed zones/ZONE, an
+//     instance's zone and machineType as resource URLs, networkInterfaces
+//     with networkIP and a ONE_TO_ONE_NAT access config carrying natIP, id
+//     as a decimal string; instances.get
+//     (GET /compute/v1/projects/P/zones/Z/instances/NAME), 404 in Google's
+//     error JSON for unknown ones. Unknown projects answer 404.
+//   - Instance statuses are set by Put and SetStatus; stopped (TERMINATED)
+//     instances have no NAT IP.
+//   - The metadata server, one listener per instance: every request needs
+//     Metadata-Flavor: Google (403 otherwise) and none may carry
+//     X-Forwarded-For (403); answers carry Metadata-Flavor: Google. Paths
+//     under /computeMetadata/v1/: instance/id, instance/name,
+//     instance/hostname, instance/zone (projects/NUMBER/zones/ZONE),
+//     instance/machine-type, instance/network-interfaces/0/ip,
+//     instance/network-interfaces/0/access-configs/0/external-ip,
+//     project/project-id, project/numeric-project-id, and
+//     instance/service-accounts/default/identity?audience=A[&format=full]
+//     (400 without an audience). The metadata server closes connections
+//     unanswered while the instance is not RUNNING.
+//   - Identity tokens: RS256 JWTs signed by the Cloud's current key, kid
+//     in the header, iss https://accounts.google.com (Options.Issuer), aud
+//     the audience, azp and sub the service account's id, email, iat and
+//     exp one hour later; format=full adds google.compute_engine
+//     {instance_creation_timestamp, instance_id, instance_name,
+//     project_id, project_number, zone}. The published keys: a JWK set at
+//     /oauth2/v3/certs and key ids to PEM certificates at
+//     /oauth2/v1/certs, every key still published (Rotate adds one and
+//     signs with it; Retire stops publishing one).
+//   - Fault injection (Fail) and counters (Calls) per method:
+//     aggregatedList, get, identity, certs.
+//
+// Not modelled: authentication of the Compute API (clients call it without
+// credentials), other filters and orderBy, returnPartialSuccess and
+// unreachable zones, regions other than the zones' own, IPv6, several
+// network interfaces, and metadata other than the paths above.
+package gcetest

@@ -1,0 +1,232 @@
+package gce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+
+	compute "google.golang.org/api/compute/v1"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// ProviderName is the backend's name, for --cloud-provider and the node
+// agent's cloud setting.
+const ProviderName = "gce"
+
+// Factory builds the provider from its cloud-config; backend.go registers
+// it with mooring's backends.
+func Factory(r io.Reader) (cloudprovider.Interface, error) {
+	cfg, err := ParseConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// Cloud is GCE as Kubernetes and mooring see it: InstancesV2 and Zones over
+// the shared view of the cluster's instances, and the approver's identity
+// token verifier. It has no load balancers and no routes.
+type Cloud struct {
+	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+
+	cfg      Config
+	compute  *compute.Service
+	view     *view.View
+	verifier *Verifier
+}
+
+var (
+	_ cloudprovider.Interface   = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
+	_ cloudprovider.Zones       = (*Cloud)(nil)
+	_ cloud.Attester            = (*Cloud)(nil)
+	_ cloud.InstanceFinder      = (*Cloud)(nil)
+)
+
+// New builds the provider with the Compute API client of
+// google.golang.org/api: Application Default Credentials (or none, with
+// withoutAuthentication), the configured endpoint. opts are added last. It
+// makes no call.
+func New(cfg Config, opts ...option.ClientOption) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	all := []option.ClientOption{option.WithEndpoint(cfg.ComputeEndpoint)}
+	if cfg.WithoutAuthentication {
+		all = append(all, option.WithoutAuthentication())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout.Duration)
+	defer cancel()
+	svc, err := compute.NewService(ctx, append(all, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("gce: the Compute API client: %w", err)
+	}
+	return NewWithClients(cfg, svc, &http.Client{Timeout: cfg.RequestTimeout.Duration})
+}
+
+// NewWithClients builds the provider over a Compute API client and the
+// HTTP client that fetches Google's signing keys (nil: the verifier's
+// default). It makes no call.
+func NewWithClients(cfg Config, svc *compute.Service, keysClient *http.Client) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if svc == nil {
+		return nil, errors.New("gce: a Compute API client is required")
+	}
+	ver, err := NewVerifier(VerifierOptions{
+		Issuer: cfg.TokenIssuer, CertsURL: cfg.CertsURL, Projects: cfg.Projects,
+		MaxClockSkew: cfg.MaxClockSkew.Duration, HTTPClient: keysClient,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gce: evidence verifier: %w", err)
+	}
+	src := Source{Compute: svc, Projects: cfg.Projects, ClusterLabel: cfg.ClusterLabel, ClusterID: cfg.ClusterID,
+		RequestTimeout: cfg.RequestTimeout.Duration}
+	klog.InfoS("GCE cloud provider configured", "projects", cfg.Projects, "clusterLabel", cfg.ClusterLabel, "clusterID", cfg.ClusterID,
+		"computeEndpoint", cfg.ComputeEndpoint, "certsURL", cfg.CertsURL, "tokenIssuer", cfg.TokenIssuer)
+	c := &Cloud{
+		cfg:      cfg,
+		compute:  svc,
+		view:     view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
+		verifier: ver,
+	}
+	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	return c, nil
+}
+
+// EvidenceVerifiers verify nodes' instance identity tokens.
+func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
+	return []cloud.EvidenceVerifier{c.verifier}
+}
+
+// InstanceView is the shared view of the cluster's instances.
+func (c *Cloud) InstanceView() *view.View { return c.view }
+
+// ClusterTag is the cluster id: the cluster's instances carry the label
+// <clusterLabel>=<id>, and view.Instance.Cluster holds the id.
+func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
+
+// Config is the provider's effective configuration.
+func (c *Cloud) Config() Config { return c.cfg }
+
+// Initialize has nothing to start.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// LoadBalancer is not provided on GCE (docs/gce.md).
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Instances (the legacy interface) is not implemented: InstancesV2 is.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 is implemented.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+
+// Zones is implemented over the view.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
+
+// Clusters is not implemented.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes are not provided on GCE (docs/gce.md).
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// ProviderName is "gce".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// HasClusterID is true: the cluster id is required.
+func (c *Cloud) HasClusterID() bool { return true }
+
+// FindInstance finds a Node's instance in the shared view: by its
+// providerID when it has one, else by its name (the instance's name). An
+// outage is an error, never "not found".
+func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
+	if node.Spec.ProviderID == "" {
+		return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
+	}
+	if _, _, _, err := ParseProviderID(node.Spec.ProviderID); err != nil {
+		return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	return c.view.ByProviderID(ctx, node.Spec.ProviderID, c.cfg.InstanceMaxAge.Duration)
+}
+
+// ConfirmInstance asks the Compute API for the instance of a providerID
+// itself (instances.get), after FindInstance missed it in the cluster's
+// list: a *cloud.AbsentError when GCE has no such instance, a
+// *cloud.ForeignError when it is of a project not configured or lacks the
+// cluster label.
+func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
+	project, zone, name, err := ParseProviderID(providerID)
+	if err != nil {
+		return view.Instance{}, err
+	}
+	if !slices.Contains(c.cfg.Projects, project) {
+		return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: fmt.Sprintf("is of project %s, not one of %v", project, c.cfg.Projects)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
+	defer cancel()
+	in, err := c.compute.Instances.Get(project, zone, name).Context(ctx).Do()
+	var gerr *googleapi.Error
+	if errors.As(err, &gerr) && gerr.Code == http.StatusNotFound {
+		return view.Instance{}, &cloud.AbsentError{ID: providerID}
+	}
+	if err != nil {
+		return view.Instance{}, fmt.Errorf("compute instances.get of %s: %w", providerID, err)
+	}
+	src := Source{ClusterLabel: c.cfg.ClusterLabel, ClusterID: c.cfg.ClusterID}
+	if vi, ok := src.toView(project, in); ok && vi.ProviderID == providerID {
+		return vi, nil
+	}
+	return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID)}
+}
+
+// metadata is GCE's record of an instance as the Node's metadata.
+func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
+	return &cloudprovider.InstanceMetadata{
+		ProviderID:    in.ProviderID,
+		InstanceType:  in.InstanceType,
+		NodeAddresses: in.Addresses,
+		Zone:          in.Zone,
+		Region:        in.Region,
+	}
+}
+
+// GetZone would be the zone of the machine the CCM runs on, which mooring
+// does not assume is a GCE instance.
+func (c *Cloud) GetZone(context.Context) (cloudprovider.Zone, error) {
+	return cloudprovider.Zone{}, errors.New("gce: GetZone is not supported: mooring-ccm need not run on a GCE instance; use GetZoneByProviderID")
+}
+
+// GetZoneByProviderID is the zone of a Node's instance, from the view.
+func (c *Cloud) GetZoneByProviderID(ctx context.Context, providerID string) (cloudprovider.Zone, error) {
+	if _, _, _, err := ParseProviderID(providerID); err != nil {
+		return cloudprovider.Zone{}, err
+	}
+	in, err := c.view.ByProviderID(ctx, providerID, c.cfg.InstanceMaxAge.Duration)
+	if err != nil {
+		return cloudprovider.Zone{}, err
+	}
+	return cloudprovider.Zone{FailureDomain: in.Zone, Region: in.Region}, nil
+}
+
+// GetZoneByNodeName is the zone of the instance of a Node's name.
+func (c *Cloud) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) (cloudprovider.Zone, error) {
+	in, err := c.view.ByNodeName(ctx, string(nodeName), c.cfg.InstanceMaxAge.Duration)
+	if err != nil {
+		return cloudprovider.Zone{}, err
+	}
+	return cloudprovider.Zone{FailureDomain: in.Zone, Region: in.Region}, nil
+}

@@ -1,0 +1,255 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/cloud"
+	gcecloud "github.com/mooring-dev/mooring/cloud/gce"
+	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// TestGCENodesJoin: mooring on GCE, against the GCE-compatible endpoint
+// (cloud/gce/gcetest: Compute API aggregatedList, Google-format published
+// keys, a metadata server per instance) with the real Google client
+// libraries in every binary. Three instances labelled as the cluster's join
+// the real bed: each mooring-agent (cloud: gce) reads its metadata server
+// and sends the identity token (audience = its CSR key's binding,
+// format=full) as evidence; the standalone mooring-csr-approver
+// (--cloud-provider=gce) verifies it against the published keys and the
+// Compute API's record; mooring-ccm (--cloud-provider=gce) initializes the
+// Nodes with gce:// providerIDs; serving certificates are approved. Then
+// GCE-specific attacks are denied by the real approver.
+func TestGCENodesJoin(t *testing.T) {
+	agentBin := harness.BuildBinary(t, "agent/cmd/mooring-agent")
+	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
+	approverBin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
+	gce := harness.StartGCECloud(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	harness.StartCCM(t, c, ccmBin, gce, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--v=2"}})
+	harness.StartApprover(t, c, approverBin, gce, e2eCluster)
+
+	start := time.Now()
+	fleet := harness.StartFleet(ctx, t, c, nil, harness.FleetOptions{
+		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, AgentBin: agentBin,
+		Provision: gce.Provisioner(e2eCluster),
+	})
+	for _, m := range fleet.Machines {
+		code, err := m.Agent.Wait(3 * time.Minute)
+		if err != nil || code != 0 {
+			t.Fatalf("agent of %s: exit %d, %v\n%s", m.Name, code, err, m.Agent.LogTail(30))
+		}
+	}
+	t.Logf("3 agents joined their GCE instances and started the kubelets in %v", time.Since(start).Round(time.Millisecond))
+
+	for _, m := range fleet.Machines {
+		name := m.Name
+		var node *corev1.Node
+		poll(ctx, t, name+" Ready and initialized", func() (bool, error) {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			node = n
+			return err == nil && nodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule), err
+		})
+		wantPID := "gce://" + gcetest.DefaultProject + "/" + gcetest.DefaultZone + "/" + name
+		if node.Spec.ProviderID != wantPID || node.Labels[corev1.LabelTopologyZone] != gcetest.DefaultZone ||
+			node.Labels[corev1.LabelTopologyRegion] != "us-central1" || node.Labels[corev1.LabelInstanceTypeStable] != gcetest.DefaultMachineType {
+			t.Fatalf("%s: providerID %q, labels %v", name, node.Spec.ProviderID, node.Labels)
+		}
+		var internal string
+		for _, a := range node.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				internal = a.Address
+			}
+		}
+		if !strings.HasPrefix(internal, "127.0.79.") {
+			t.Fatalf("%s: addresses %v", name, node.Status.Addresses)
+		}
+		serving := waitForServingCSR(ctx, t, c, name)
+		decided, err := harness.WaitForDecision(ctx, c.Client, serving.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond := harness.Condition(decided, certificatesv1.CertificateApproved); cond == nil || cond.Reason != "MooringApproved" {
+			t.Fatalf("%s serving CSR: %+v", name, decided.Status.Conditions)
+		}
+	}
+	t.Logf("3 nodes Ready, initialized with gce:// providerIDs, serving certificates approved, %v after the agents started",
+		time.Since(start).Round(time.Millisecond))
+	if n := gce.Calls("identity"); n < 3 {
+		t.Errorf("the metadata servers issued %d identity tokens, want at least one per join", n)
+	}
+	t.Logf("cloud calls: aggregatedList %d, get %d, identity %d, certs %d",
+		gce.Calls("aggregatedList"), gce.Calls("get"), gce.Calls("identity"), gce.Calls("certs"))
+
+	gceAttacks(ctx, t, c, gce)
+}
+
+// gceAttacks joins through the real approver with GCE evidence an attacker
+// can get or make: each CSR is denied with its reason, and a good one
+// passes.
+func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harness.GCECloud) {
+	t.Helper()
+	mine := gce.AddNode(e2eCluster, "attacker")
+	otherCluster := gce.AddInstance("other-cluster-node", map[string]string{harness.GCELabel: "another-cluster"})
+	otherProject := gce.Put(gcetest.Instance{Project: "another-project", Name: "intruder", InternalIP: "127.0.79.250",
+		Labels: map[string]string{harness.GCELabel: e2eCluster}})
+	identity := func(in gcetest.Instance) cloud.NodeIdentity {
+		md, err := gce.MetadataURL(in.Project, in.Zone, in.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := gcecloud.NewNodeIdentity(cloud.NodeConfig{MetadataURL: md})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	fromMetadata := func(in gcetest.Instance, binding string) []evidence.Block {
+		b, err := identity(in).Evidence(ctx, binding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []evidence.Block{b}
+	}
+	token := func(in gcetest.Instance, o gcetest.TokenOptions) []evidence.Block {
+		o.Full = true
+		tok, err := gce.Token(in, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []evidence.Block{{Type: gcecloud.EvidenceType, Data: []byte(tok)}}
+	}
+	// forged re-signs the claims of a real token of mine with a key of the
+	// attacker's, under header options.
+	forged := func(binding string, alg jose.SignatureAlgorithm, key any, opts *jose.SignerOptions) []evidence.Block {
+		good := fromMetadata(mine, binding)[0]
+		parsed, err := jwt.ParseSigned(string(good.Data), []jose.SignatureAlgorithm{jose.RS256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims map[string]any
+		if err := parsed.UnsafeClaimsWithoutVerification(&claims); err != nil {
+			t.Fatal(err)
+		}
+		s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := jwt.Signed(s).Claims(claims).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []evidence.Block{{Type: gcecloud.EvidenceType, Data: []byte(out)}}
+	}
+	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	googleKid := gce.KeyIDs()[len(gce.KeyIDs())-1]
+	googlePub := publishedKeyPEM(t, gce.CertsURL(), googleKid)
+	var replayed []evidence.Block
+	cases := []struct {
+		name, node string
+		evidence   func(binding string) []evidence.Block
+		want       string // deny reason; "" approves
+	}{
+		{"token for another audience", mine.Name, func(string) []evidence.Block {
+			return fromMetadata(mine, "an-audience-of-another-service")
+		}, "EvidenceNotBoundToKey"},
+		{"instance of another project", otherProject.Name, func(binding string) []evidence.Block {
+			return token(otherProject, gcetest.TokenOptions{Audience: binding})
+		}, "EvidenceWrongIssuer"},
+		{"expired token", mine.Name, func(binding string) []evidence.Block {
+			return token(mine, gcetest.TokenOptions{Audience: binding, IssuedAt: time.Now().Add(-2 * time.Hour)})
+		}, "EvidenceExpired"},
+		{"alg switched to HS256 keyed with Google's public key", mine.Name, func(binding string) []evidence.Block {
+			return forged(binding, jose.HS256, googlePub, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", googleKid))
+		}, "EvidenceSignatureInvalid"},
+		{"key injected in the token header", mine.Name, func(binding string) []evidence.Block {
+			return forged(binding, jose.RS256, attacker, (&jose.SignerOptions{EmbedJWK: true}).WithType("JWT"))
+		}, "EvidenceMalformed"},
+		{"signed by another key under Google's key id", mine.Name, func(binding string) []evidence.Block {
+			return forged(binding, jose.RS256, attacker, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", googleKid))
+		}, "EvidenceSignatureInvalid"},
+		{"instance of another cluster's label", otherCluster.Name, func(binding string) []evidence.Block {
+			return fromMetadata(otherCluster, binding)
+		}, "InstanceNotInCluster"},
+		{"another instance's node name", "node-1", func(binding string) []evidence.Block {
+			return fromMetadata(mine, binding)
+		}, "NodeNameMismatch"},
+		{"good evidence", mine.Name, func(binding string) []evidence.Block {
+			replayed = fromMetadata(mine, binding)
+			return replayed
+		}, ""},
+		{"the approved token copied onto another key", mine.Name, func(string) []evidence.Block { return replayed }, "EvidenceNotBoundToKey"},
+	}
+	for _, tc := range cases {
+		began := time.Now()
+		req, err := harness.JoinWith(ctx, c, tc.node, func(binding string) ([]evidence.Block, error) { return tc.evidence(binding), nil })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		decided, err := harness.WaitForDecision(ctx, c.Client, req.Name)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		approved := harness.Condition(decided, certificatesv1.CertificateApproved)
+		denied := harness.Condition(decided, certificatesv1.CertificateDenied)
+		switch {
+		case tc.want == "" && approved == nil:
+			t.Errorf("%s: not approved: %+v", tc.name, decided.Status.Conditions)
+		case tc.want != "" && (denied == nil || denied.Reason != tc.want):
+			t.Errorf("%s: want denied %s, got %+v", tc.name, tc.want, decided.Status.Conditions)
+		default:
+			t.Logf("%s: %s in %v: %s", tc.name, decided.Status.Conditions[0].Reason, time.Since(began).Round(time.Millisecond),
+				decided.Status.Conditions[0].Message)
+		}
+	}
+}
+
+// publishedKeyPEM is the public key of kid from a JWK set, PEM-encoded (the
+// bytes an alg-confusion attacker would use as an HMAC secret).
+func publishedKeyPEM(t *testing.T, url, kid string) []byte {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var set jose.JSONWebKeySet
+	if err := json.NewDecoder(resp.Body).Decode(&set); err != nil {
+		t.Fatal(err)
+	}
+	keys := set.Key(kid)
+	if len(keys) != 1 {
+		t.Fatalf("kid %s: %d keys", kid, len(keys))
+	}
+	der, err := x509.MarshalPKIXPublicKey(keys[0].Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}

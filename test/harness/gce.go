@@ -1,0 +1,95 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+)
+
+// GCECloud is a GCE-compatible endpoint (cloud/gce/gcetest: the Compute
+// API, Google's published signing keys and a metadata server per instance,
+// on loopback) as mooring's binaries are set up for GCE: the CCM and the
+// approver call the Compute API (without credentials: the endpoint does
+// not model them), nodes ask their metadata server for identity tokens.
+type GCECloud struct {
+	*gcetest.Cloud
+
+	mu     sync.Mutex
+	nextIP netip.Addr
+}
+
+// GCE test addresses (loopback; nobody else in test/ uses 127.0.79.x and
+// 127.0.80.x).
+const (
+	// GCEAddressBase is where instances' internal IPs start.
+	GCEAddressBase = "127.0.79.10"
+	// GCELabel is the cluster label key (the backend's default).
+	GCELabel = "mooring-cluster"
+)
+
+// StartGCECloud starts the endpoint; the test's cleanup stops it.
+func StartGCECloud(t testing.TB) *GCECloud {
+	t.Helper()
+	return &GCECloud{Cloud: gcetest.NewStarted(t, gcetest.Options{}), nextIP: netip.MustParseAddr(GCEAddressBase)}
+}
+
+// AddNode makes a running instance labelled as cluster's, on the next free
+// loopback address, with a NAT IP in 127.0.80.x.
+func (g *GCECloud) AddNode(cluster, name string) gcetest.Instance {
+	return g.AddInstance(name, map[string]string{GCELabel: cluster})
+}
+
+// AddInstance makes a running instance with labels on the next free
+// loopback address.
+func (g *GCECloud) AddInstance(name string, labels map[string]string) gcetest.Instance {
+	g.mu.Lock()
+	ip := g.nextIP
+	g.nextIP = ip.Next()
+	g.mu.Unlock()
+	b := ip.As4()
+	nat := netip.AddrFrom4([4]byte{127, 0, 80, b[3]})
+	return g.Put(gcetest.Instance{Name: name, InternalIP: ip.String(), ExternalIP: nat.String(), Labels: labels})
+}
+
+// Provisioner makes fleet machines as GCE instances of cluster whose agents
+// use `cloud: gce` against their metadata servers (FleetOptions.Provision).
+func (g *GCECloud) Provisioner(cluster string) func(ctx context.Context, name string) (Provisioned, error) {
+	return func(_ context.Context, name string) (Provisioned, error) {
+		in := g.AddNode(cluster, name)
+		md, err := g.MetadataURL(in.Project, in.Zone, in.Name)
+		if err != nil {
+			return Provisioned{}, err
+		}
+		return Provisioned{NodeName: in.Name, Address: in.InternalIP, AgentConfig: g.AgentConfig(md)}, nil
+	}
+}
+
+// AgentConfig is the agent config's cloud part for an instance whose
+// metadata server is at metadataURL.
+func (g *GCECloud) AgentConfig(metadataURL string) string {
+	return fmt.Sprintf("cloud: gce\nmetadataURL: %s\n", metadataURL)
+}
+
+// ProviderName is "gce".
+func (g *GCECloud) ProviderName() string { return "gce" }
+
+// WriteProviderConfig writes the GCE provider's config (docs/gce.md) for
+// cluster, the Compute API and the keys pointing here.
+func (g *GCECloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
+	path := filepath.Join(dir, "cloud.yaml")
+	cfg := fmt.Sprintf("projects: [%s]\nclusterID: %s\ncomputeEndpoint: %s\nwithoutAuthentication: true\ncertsURL: %s\ntokenIssuer: %s\n%s",
+		gcetest.DefaultProject, cluster, g.Endpoint(), g.CertsURL(), g.Issuer(), extra)
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// ProviderEnv keeps the Google libraries off any real metadata server and
+// credentials file.
+func (g *GCECloud) ProviderEnv() []string {
+	return []string{"GCE_METADATA_HOST=127.0.0.1:9", "GOOGLE_APPLICATION_CREDENTIALS=", "NO_GCE_CHECK=True"}
+}
