@@ -5,6 +5,8 @@ package all
 import (
 	// AWS.
 	_ "github.com/mooring-dev/mooring/cloud/aws"
+	// Azure.
+	_ "github.com/mooring-dev/mooring/cloud/azure"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local"
 )

@@ -50,6 +50,7 @@ func baseArgs(cloudName string) []string {
 var backendArgs = map[string][]string{
 	"local": {"--metadata-url=http://127.41.0.5:8169"},
 	"aws":   nil,
+	"azure": nil,
 }
 
 // TestUserDataPassesCloudInitSchema renders user-data for every registered
@@ -156,7 +157,7 @@ func TestUserDataRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"user-data"}, "--cloud is required"},
-		{with("--cloud=gce"), "--cloud=gce: not a known cloud (one of: aws, local)"},
+		{with("--cloud=gce"), "--cloud=gce: not a known cloud (one of: aws, azure, local)"},
 		{with("--api-server=http://plain"), "--api-server"},
 		{with("--ca-file=/x"), "--ca-cert-hash and --ca-file"},
 		{with("--ca-cert-hash=sha256:00"), "--ca-cert-hash"},
