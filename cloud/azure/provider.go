@@ -141,7 +141,9 @@ func (c *Cloud) source() Source {
 }
 
 // EvidenceVerifiers verify IMDS attested documents.
-func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier { return []cloud.EvidenceVerifier{c.verifier} }
+func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
+	return []cloud.EvidenceVerifier{c.verifier}
+}
 
 // InstanceView is the shared view of the cluster's VMs.
 func (c *Cloud) InstanceView() *view.View { return c.view }

@@ -121,12 +121,16 @@ func (s Source) listNetwork(ctx context.Context, scaleSet string, nw *network) e
 	}
 	nics := s.Clients.NICs.NewListVirtualMachineScaleSetNetworkInterfacesPager(s.ResourceGroup, scaleSet, nil)
 	if err := each(ctx, s.RequestTimeout, "network interfaces of scale set "+scaleSet, nics.More, nics.NextPage,
-		func(p armnetwork.InterfacesClientListVirtualMachineScaleSetNetworkInterfacesResponse) { addNIC(p.Value) }); err != nil {
+		func(p armnetwork.InterfacesClientListVirtualMachineScaleSetNetworkInterfacesResponse) {
+			addNIC(p.Value)
+		}); err != nil {
 		return err
 	}
 	ips := s.Clients.PublicIPs.NewListVirtualMachineScaleSetPublicIPAddressesPager(s.ResourceGroup, scaleSet, nil)
 	return each(ctx, s.RequestTimeout, "public IP addresses of scale set "+scaleSet, ips.More, ips.NextPage,
-		func(p armnetwork.PublicIPAddressesClientListVirtualMachineScaleSetPublicIPAddressesResponse) { addIPs(p.Value) })
+		func(p armnetwork.PublicIPAddressesClientListVirtualMachineScaleSetPublicIPAddressesResponse) {
+			addIPs(p.Value)
+		})
 }
 
 // ListInstances lists the cluster's VMs and scale-set VMs.

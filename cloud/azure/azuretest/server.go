@@ -412,7 +412,6 @@ func (c *Cloud) scaleSetJSON(name string) map[string]any {
 	}
 }
 
-
 // page answers one page of items: {"value": [...], "nextLink": URL} with
 // $skiptoken, the request's other parameters kept, as ARM's lists do.
 func (c *Cloud) page(w http.ResponseWriter, r *http.Request, items []any) {
