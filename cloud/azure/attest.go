@@ -106,7 +106,7 @@ func (v *Verifier) Type() string { return EvidenceType }
 // Peek reads the replay key without verifying anything. The nonce is a
 // one-way function of the binding, so no binding is claimed.
 func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
-	p7, err := pkcs7.Parse(data)
+	p7, err := parse(data)
 	if err != nil {
 		return "", "", err
 	}
@@ -114,6 +114,17 @@ func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
 		return "", "", errors.New("no signed content")
 	}
 	return contentKey(p7.Content), "", nil
+}
+
+// parse is pkcs7.Parse, with a panic on attacker-chosen bytes turned
+// into an error: the approver must outlive any evidence.
+func parse(data []byte) (p7 *pkcs7.PKCS7, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p7, err = nil, fmt.Errorf("unparsable PKCS#7 (%v)", r)
+		}
+	}()
+	return pkcs7.Parse(data)
 }
 
 func contentKey(content []byte) string {
@@ -127,7 +138,7 @@ func contentKey(content []byte) string {
 // timestamps. Every failure is a *cloud.Rejection: nothing here depends on
 // a call.
 func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
-	p7, err := pkcs7.Parse(data)
+	p7, err := parse(data)
 	if err != nil {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, fmt.Errorf("PKCS#7: %w", err))
 	}
