@@ -68,14 +68,14 @@ func binding(t *testing.T) string {
 // resource group lower-cased).
 func TestViewThroughTheSDK(t *testing.T) {
 	c := start(t)
-	a := c.Put(azuretest.VM{Name: "Node-A", Zone: "1", PrivateIP: "127.0.79.201", PublicIP: "127.0.79.251", Tags: tags()})
-	b := c.Put(azuretest.VM{Name: "node-b", PrivateIP: "127.0.79.202", Tags: tags(), Power: "deallocated"})
-	c.Put(azuretest.VM{Name: "node-c", PrivateIP: "127.0.79.203", Tags: tags()})
-	c.Put(azuretest.VM{Name: "foreign", PrivateIP: "127.0.79.204", Tags: map[string]string{azure.ClusterTagPrefix + "other": "owned"}})
+	a := c.Put(azuretest.VM{Name: "Node-A", Zone: "1", PrivateIP: "127.0.81.201", PublicIP: "127.0.81.251", Tags: tags()})
+	b := c.Put(azuretest.VM{Name: "node-b", PrivateIP: "127.0.81.202", Tags: tags(), Power: "deallocated"})
+	c.Put(azuretest.VM{Name: "node-c", PrivateIP: "127.0.81.203", Tags: tags()})
+	c.Put(azuretest.VM{Name: "foreign", PrivateIP: "127.0.81.204", Tags: map[string]string{azure.ClusterTagPrefix + "other": "owned"}})
 	c.PutScaleSet("pool", tags())
-	s0 := c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "0", PrivateIP: "127.0.79.205", Zone: "2"})
-	c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "1", PrivateIP: "127.0.79.206"})
-	c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "2", PrivateIP: "127.0.79.207", Power: "starting"})
+	s0 := c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "0", PrivateIP: "127.0.81.205", Zone: "2"})
+	c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "1", PrivateIP: "127.0.81.206"})
+	c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "2", PrivateIP: "127.0.81.207", Power: "starting"})
 	p := provider(t, c)
 	ctx := context.Background()
 	all, err := p.InstanceView().List(ctx, 0)
@@ -94,7 +94,7 @@ func TestViewThroughTheSDK(t *testing.T) {
 		in.Region != "westeurope" || in.InstanceType != "Standard_D2s_v5" {
 		t.Fatalf("VM: %+v", in)
 	}
-	if len(in.Addresses) != 3 || in.Addresses[0].Address != "127.0.79.201" || in.Addresses[1].Address != "127.0.79.251" ||
+	if len(in.Addresses) != 3 || in.Addresses[0].Address != "127.0.81.201" || in.Addresses[1].Address != "127.0.81.251" ||
 		in.Addresses[1].Type != "ExternalIP" || in.Addresses[2].Address != "node-a" {
 		t.Fatalf("addresses: %+v", in.Addresses)
 	}
@@ -106,7 +106,7 @@ func TestViewThroughTheSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(ss.ProviderID, "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachineScaleSets/pool/virtualMachines/0") ||
-		ss.NodeName != "pool000000" || ss.Addresses[0].Address != "127.0.79.205" || ss.Zone != "westeurope-2" {
+		ss.NodeName != "pool000000" || ss.Addresses[0].Address != "127.0.81.205" || ss.Zone != "westeurope-2" {
 		t.Fatalf("scale-set VM: %+v", ss)
 	}
 	if c.Calls("ListVMs") < 2 || c.Calls("ListScaleSetVMs") < 2 {
@@ -128,7 +128,7 @@ func TestViewThroughTheSDK(t *testing.T) {
 // attested document verify in the provider's verifier.
 func TestAgentEvidenceVerifies(t *testing.T) {
 	c := start(t)
-	vm := c.Put(azuretest.VM{Name: "Node-1", PrivateIP: "127.0.79.210", Tags: tags()})
+	vm := c.Put(azuretest.VM{Name: "Node-1", PrivateIP: "127.0.81.210", Tags: tags()})
 	p := provider(t, c)
 	id, err := cloud.NewNodeIdentity("azure", cloud.NodeConfig{MetadataURL: c.IMDS(vm.VMID)})
 	if err != nil {
@@ -143,7 +143,7 @@ func TestAgentEvidenceVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ni.ID != vm.VMID || ni.NodeName != "node-1" || ni.ProviderID != in.ProviderID || ni.InternalIP != "127.0.79.210" {
+	if ni.ID != vm.VMID || ni.NodeName != "node-1" || ni.ProviderID != in.ProviderID || ni.InternalIP != "127.0.81.210" {
 		t.Fatalf("agent's instance %+v, cloud's %+v", ni, in)
 	}
 	bnd := binding(t)
@@ -165,7 +165,7 @@ func TestAgentEvidenceVerifies(t *testing.T) {
 // TestIMDSHeaderRule: IMDS refuses requests without Metadata: true.
 func TestIMDSHeaderRule(t *testing.T) {
 	c := start(t)
-	vm := c.Put(azuretest.VM{Name: "n", PrivateIP: "127.0.79.211"})
+	vm := c.Put(azuretest.VM{Name: "n", PrivateIP: "127.0.81.211"})
 	resp, err := (&httpClient{}).get(c.IMDS(vm.VMID) + "/metadata/instance?api-version=2021-02-01")
 	if err != nil || resp != 400 {
 		t.Fatalf("without the header: %d %v", resp, err)
@@ -177,7 +177,7 @@ func TestIMDSHeaderRule(t *testing.T) {
 // and subscription checks are separate returns).
 func TestVerifierRejects(t *testing.T) {
 	c := start(t)
-	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.79.212", Tags: tags()})
+	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.81.212", Tags: tags()})
 	p := provider(t, c)
 	v := p.EvidenceVerifiers()[0]
 	bnd := binding(t)
@@ -276,7 +276,7 @@ func TestProviderIDs(t *testing.T) {
 // good document are rejected with a verdict and never panic.
 func TestVerifierSurvivesMangledDocuments(t *testing.T) {
 	c := start(t)
-	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.79.213", Tags: tags()})
+	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.81.213", Tags: tags()})
 	v := provider(t, c).EvidenceVerifiers()[0]
 	bnd := binding(t)
 	nonce, _ := azure.Nonce(bnd)

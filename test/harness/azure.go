@@ -26,8 +26,8 @@ type AzureCloud struct {
 }
 
 // AzureAddressBase is where VMs' private addresses start (loopback; AWS
-// uses 127.0.77.x).
-const AzureAddressBase = "127.0.79.10"
+// uses 127.0.77.x, GCE 127.0.79.x and 127.0.80.x).
+const AzureAddressBase = "127.0.81.10"
 
 // StartAzureCloud starts the endpoint; the test's cleanup stops it.
 func StartAzureCloud(t testing.TB) *AzureCloud {
