@@ -89,7 +89,7 @@ func decode[T any](t *testing.T, r *resource.Resource) *T {
 }
 
 // The overlays users apply; base and the pieces are not applicable alone.
-var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/approver-only"}
+var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/approver-only"}
 
 func TestKustomizationsRender(t *testing.T) {
 	base := render(t, "base")
@@ -122,7 +122,7 @@ func TestKustomizationsRender(t *testing.T) {
 	withCloud := append(slices.Clone(want), "ConfigMap/mooring-cloud", "Secret/mooring-cloud-config")
 	slices.Sort(withCloud)
 
-	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce"} {
+	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure"} {
 		m := render(t, dir)
 		if got := ids(m); !slices.Equal(got, withCloud) {
 			t.Fatalf("%s renders %v", dir, got)

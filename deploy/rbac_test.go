@@ -135,6 +135,7 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 		{"overlays/local", "cloud-controller-manager", ccm},
 		{"overlays/aws", "cloud-controller-manager", ccm},
 		{"overlays/gce", "cloud-controller-manager", ccm},
+		{"overlays/azure", "cloud-controller-manager", ccm},
 		{"overlays/approver-only", "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
 		{"ccm", "cloud-controller-manager", ccmNeeds},
 	} {

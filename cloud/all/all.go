@@ -5,6 +5,8 @@ package all
 import (
 	// AWS.
 	_ "github.com/mooring-dev/mooring/cloud/aws"
+	// Azure.
+	_ "github.com/mooring-dev/mooring/cloud/azure"
 	// Google Compute Engine.
 	_ "github.com/mooring-dev/mooring/cloud/gce"
 	// The local cloud.

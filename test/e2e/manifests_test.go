@@ -48,7 +48,7 @@ func TestManifestsDryRun(t *testing.T) {
 	root := harness.RepoRoot()
 
 	sets := map[string][]byte{}
-	for _, overlay := range []string{"local", "aws", "gce", "approver-only"} {
+	for _, overlay := range []string{"local", "aws", "gce", "azure", "approver-only"} {
 		sets["kustomize overlays/"+overlay] = kustomize(t, filepath.Join(root, "deploy", "overlays", overlay))
 		// The overlay with the ServiceMonitor component.
 		dir := t.TempDir()

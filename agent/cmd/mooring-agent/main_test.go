@@ -52,6 +52,7 @@ var backendArgs = map[string][]string{
 	"local": {"--metadata-url=http://127.41.0.5:8169"},
 	"aws":   nil,
 	"gce":   nil,
+	"azure": nil,
 }
 
 // TestUserDataPassesCloudInitSchema renders user-data for every registered
@@ -158,7 +159,7 @@ func TestUserDataRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"user-data"}, "--cloud is required"},
-		{with("--cloud=azure"), "--cloud=azure: not a known cloud (one of: aws, gce, local)"},
+		{with("--cloud=nimbus"), "--cloud=nimbus: not a known cloud (one of: aws, azure, gce, local)"},
 		{with("--api-server=http://plain"), "--api-server"},
 		{with("--ca-file=/x"), "--ca-cert-hash and --ca-file"},
 		{with("--ca-cert-hash=sha256:00"), "--ca-cert-hash"},

@@ -1,0 +1,188 @@
+package azure
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+// IMDS facts.
+const (
+	// DefaultMetadataURL is IMDS's address on every Azure VM.
+	DefaultMetadataURL = "http://169.254.169.254"
+	// IMDSAPIVersion is the api-version the agent pins for both the
+	// instance record and the attested document.
+	IMDSAPIVersion = "2021-02-01"
+	// maxIMDSAnswer bounds one IMDS answer the agent reads.
+	maxIMDSAnswer = 64 << 10
+	imdsTimeout   = 10 * time.Second
+)
+
+// NodeNamePolicyVMName is the only node name policy: the VM's name (a
+// scale-set VM's computer name), lower case, as the Azure CCM names Nodes.
+const NodeNamePolicyVMName = "VMName"
+
+// NodeIdentity is an Azure VM as its node agent sees it: IMDS's instance
+// record and attested documents.
+type NodeIdentity struct {
+	base   string
+	client *http.Client
+}
+
+var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+
+// NewNodeIdentity reads the agent's configuration of the azure backend:
+// cfg.MetadataURL ("" is IMDS's own address), cfg.NodeNamePolicy ("" or
+// VMName); no cloudSettings. It calls nothing.
+func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != NodeNamePolicyVMName {
+		return nil, fmt.Errorf("azure: node name policy %q: the only one is %s", cfg.NodeNamePolicy, NodeNamePolicyVMName)
+	}
+	for k := range cfg.Settings {
+		return nil, fmt.Errorf("azure: cloudSettings: unknown key %q (the azure backend has none)", k)
+	}
+	base := cfg.MetadataURL
+	if base == "" {
+		base = DefaultMetadataURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("azure: metadataURL %q: want an http URL such as %s", base, DefaultMetadataURL)
+	}
+	// IMDS must be reached directly: never through a proxy.
+	tr := &http.Transport{Proxy: nil}
+	return &NodeIdentity{base: strings.TrimSuffix(base, "/"), client: &http.Client{Transport: tr, Timeout: imdsTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
+}
+
+// imdsInstance is the part of /metadata/instance the agent reads.
+type imdsInstance struct {
+	Compute struct {
+		VMID       string `json:"vmId"`
+		Name       string `json:"name"`
+		ResourceID string `json:"resourceId"`
+		Location   string `json:"location"`
+		Zone       string `json:"zone"`
+		OSProfile  struct {
+			ComputerName string `json:"computerName"`
+		} `json:"osProfile"`
+	} `json:"compute"`
+	Network struct {
+		Interface []struct {
+			IPv4 struct {
+				IPAddress []struct {
+					PrivateIPAddress string `json:"privateIpAddress"`
+					PublicIPAddress  string `json:"publicIpAddress"`
+				} `json:"ipAddress"`
+			} `json:"ipv4"`
+		} `json:"interface"`
+	} `json:"network"`
+}
+
+// Instance reads the VM's record from IMDS.
+func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+	var md imdsInstance
+	if err := n.get(ctx, "/metadata/instance", nil, &md); err != nil {
+		return cloud.NodeInstance{}, err
+	}
+	c := md.Compute
+	if !uuidRE.MatchString(c.VMID) {
+		return cloud.NodeInstance{}, fmt.Errorf("azure: IMDS compute.vmId %.60q is not a UUID", c.VMID)
+	}
+	r, err := ParseResourceID(c.ResourceID)
+	if err != nil {
+		return cloud.NodeInstance{}, fmt.Errorf("azure: IMDS compute.resourceId: %w", err)
+	}
+	out := cloud.NodeInstance{
+		ID:         strings.ToLower(c.VMID),
+		Name:       c.Name,
+		ProviderID: r.ProviderID(),
+		NodeName:   NodeName(r, c.OSProfile.ComputerName),
+	}
+	for _, nic := range md.Network.Interface {
+		for _, a := range nic.IPv4.IPAddress {
+			if out.InternalIP == "" && a.PrivateIPAddress != "" {
+				out.InternalIP = a.PrivateIPAddress
+			}
+		}
+	}
+	if out.NodeName == "" || strings.ContainsFunc(out.NodeName, unicode.IsControl) {
+		return out, fmt.Errorf("azure: VM %s has no node name (no name, or a scale-set VM without a computer name)", out.ID)
+	}
+	return out, nil
+}
+
+// Evidence asks IMDS for an attested document with the binding's nonce.
+func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.Block, error) {
+	nonce, err := Nonce(binding)
+	if err != nil {
+		return evidence.Block{}, fmt.Errorf("azure: %w", err)
+	}
+	var doc struct {
+		Encoding  string `json:"encoding"`
+		Signature string `json:"signature"`
+	}
+	if err := n.get(ctx, "/metadata/attested/document", url.Values{"nonce": {nonce}}, &doc); err != nil {
+		return evidence.Block{}, err
+	}
+	if !strings.EqualFold(doc.Encoding, "pkcs7") {
+		return evidence.Block{}, fmt.Errorf("azure: attested document encoding %.20q, want pkcs7", doc.Encoding)
+	}
+	der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(doc.Signature), ""))
+	if err != nil || len(der) == 0 {
+		return evidence.Block{}, fmt.Errorf("azure: attested document signature is not base64: %v", err)
+	}
+	klog.V(2).InfoS("Got an attested document from IMDS", "nonce", nonce, "bytes", len(der))
+	return evidence.Block{Type: EvidenceType, Data: der}, nil
+}
+
+// get reads one IMDS JSON answer, with the Metadata header and the pinned
+// api-version.
+func (n *NodeIdentity) get(ctx context.Context, path string, q url.Values, out any) error {
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("api-version", IMDSAPIVersion)
+	if path == "/metadata/instance" {
+		q.Set("format", "json")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+path+"?"+q.Encode(), nil)
+	if err != nil {
+		return fmt.Errorf("azure: IMDS %s: %w", path, err)
+	}
+	req.Header.Set("Metadata", "true")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("azure: IMDS %s: %w", path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxIMDSAnswer+1))
+	switch {
+	case err != nil:
+		return fmt.Errorf("azure: IMDS %s: %w", path, err)
+	case len(body) > maxIMDSAnswer:
+		return fmt.Errorf("azure: IMDS %s: answer over %d bytes", path, maxIMDSAnswer)
+	case resp.StatusCode != http.StatusOK:
+		msg := strings.TrimSpace(string(body))
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		return fmt.Errorf("azure: IMDS %s: HTTP %d: %q", path, resp.StatusCode, msg)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("azure: IMDS %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,310 @@
+package azure_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/azure"
+	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+const cluster = "c1"
+
+func start(t *testing.T) *azuretest.Cloud {
+	t.Helper()
+	c, err := azuretest.New(azuretest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func tags() map[string]string { return map[string]string{azure.ClusterTagPrefix + cluster: "owned"} }
+
+func provider(t *testing.T, c *azuretest.Cloud) *azure.Cloud {
+	t.Helper()
+	roots, inter, err := c.WritePKI(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := azure.NewWithCredential(azure.Config{
+		SubscriptionID: c.Subscription(), ResourceGroup: c.ResourceGroup(), ClusterID: cluster,
+		ARMEndpoint: c.Endpoint(), AttestationRootsFile: roots, AttestationIntermediatesFile: inter,
+	}, c.Credential())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func binding(t *testing.T) string {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := evidence.Binding(k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestViewThroughTheSDK: the real armcompute/armnetwork clients list VMs
+// and scale-set VMs page by page (two per page), tagged ones only, with
+// power states, NIC addresses, zones and the Azure CCM's providerIDs (the
+// resource group lower-cased).
+func TestViewThroughTheSDK(t *testing.T) {
+	c := start(t)
+	a := c.Put(azuretest.VM{Name: "Node-A", Zone: "1", PrivateIP: "127.0.81.201", PublicIP: "127.0.81.251", Tags: tags()})
+	b := c.Put(azuretest.VM{Name: "node-b", PrivateIP: "127.0.81.202", Tags: tags(), Power: "deallocated"})
+	c.Put(azuretest.VM{Name: "node-c", PrivateIP: "127.0.81.203", Tags: tags()})
+	c.Put(azuretest.VM{Name: "foreign", PrivateIP: "127.0.81.204", Tags: map[string]string{azure.ClusterTagPrefix + "other": "owned"}})
+	c.PutScaleSet("pool", tags())
+	s0 := c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "0", PrivateIP: "127.0.81.205", Zone: "2"})
+	c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "1", PrivateIP: "127.0.81.206"})
+	c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "2", PrivateIP: "127.0.81.207", Power: "starting"})
+	p := provider(t, c)
+	ctx := context.Background()
+	all, err := p.InstanceView().List(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 6 {
+		t.Fatalf("listed %d instances, want 6: %+v", len(all), all)
+	}
+	in, err := p.InstanceView().ByID(ctx, a.VMID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPID := "azure:///subscriptions/" + c.Subscription() + "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/Node-A"
+	if in.ProviderID != wantPID || in.NodeName != "node-a" || in.State != view.StateRunning || in.Zone != "westeurope-1" ||
+		in.Region != "westeurope" || in.InstanceType != "Standard_D2s_v5" {
+		t.Fatalf("VM: %+v", in)
+	}
+	if len(in.Addresses) != 3 || in.Addresses[0].Address != "127.0.81.201" || in.Addresses[1].Address != "127.0.81.251" ||
+		in.Addresses[1].Type != "ExternalIP" || in.Addresses[2].Address != "node-a" {
+		t.Fatalf("addresses: %+v", in.Addresses)
+	}
+	if in, _ := p.InstanceView().ByID(ctx, b.VMID, 0); in.State != view.StateStopped {
+		t.Fatalf("deallocated VM: %+v", in)
+	}
+	ss, err := p.InstanceView().ByID(ctx, s0.VMID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(ss.ProviderID, "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachineScaleSets/pool/virtualMachines/0") ||
+		ss.NodeName != "pool000000" || ss.Addresses[0].Address != "127.0.81.205" || ss.Zone != "westeurope-2" {
+		t.Fatalf("scale-set VM: %+v", ss)
+	}
+	if c.Calls("ListVMs") < 2 || c.Calls("ListScaleSetVMs") < 2 {
+		t.Fatalf("pages: ListVMs %d, ListScaleSetVMs %d; want the nextLinks followed", c.Calls("ListVMs"), c.Calls("ListScaleSetVMs"))
+	}
+	// ConfirmInstance: gone, foreign, present.
+	if _, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/nope"); !cloud.DefinitiveNotFound(err) {
+		t.Fatalf("absent VM: %v", err)
+	}
+	if _, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/foreign"); !cloud.DefinitiveNotFound(err) {
+		t.Fatalf("foreign VM: %v", err)
+	}
+	if got, err := p.ConfirmInstance(ctx, ss.ProviderID); err != nil || got.ID != s0.VMID {
+		t.Fatalf("scale-set VM confirmed: %+v, %v", got, err)
+	}
+}
+
+// TestAgentEvidenceVerifies: the agent's identity from IMDS and its
+// attested document verify in the provider's verifier.
+func TestAgentEvidenceVerifies(t *testing.T) {
+	c := start(t)
+	vm := c.Put(azuretest.VM{Name: "Node-1", PrivateIP: "127.0.81.210", Tags: tags()})
+	p := provider(t, c)
+	id, err := cloud.NewNodeIdentity("azure", cloud.NodeConfig{MetadataURL: c.IMDS(vm.VMID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ni, err := id.Instance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := p.InstanceView().ByID(ctx, vm.VMID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ni.ID != vm.VMID || ni.NodeName != "node-1" || ni.ProviderID != in.ProviderID || ni.InternalIP != "127.0.81.210" {
+		t.Fatalf("agent's instance %+v, cloud's %+v", ni, in)
+	}
+	bnd := binding(t)
+	ev, err := id.Evidence(ctx, bnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := p.EvidenceVerifiers()[0]
+	att, err := v.Verify(ctx, ev.Data, bnd, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := v.Peek(ev.Data)
+	if err != nil || att.InstanceID != vm.VMID || att.ReplayKey != key || !strings.HasPrefix(key, azure.ReplayKeyPrefix) {
+		t.Fatalf("attestation %+v, peek %q %v", att, key, err)
+	}
+}
+
+// TestIMDSHeaderRule: IMDS refuses requests without Metadata: true.
+func TestIMDSHeaderRule(t *testing.T) {
+	c := start(t)
+	vm := c.Put(azuretest.VM{Name: "n", PrivateIP: "127.0.81.211"})
+	resp, err := (&httpClient{}).get(c.IMDS(vm.VMID) + "/metadata/instance?api-version=2021-02-01")
+	if err != nil || resp != 400 {
+		t.Fatalf("without the header: %d %v", resp, err)
+	}
+}
+
+// TestVerifierRejects: each bad document is denied with its reason; each
+// check failed before it existed (the signer, name, content, nonce, time
+// and subscription checks are separate returns).
+func TestVerifierRejects(t *testing.T) {
+	c := start(t)
+	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.81.212", Tags: tags()})
+	p := provider(t, c)
+	v := p.EvidenceVerifiers()[0]
+	bnd := binding(t)
+	nonce, err := azure.Nonce(bnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	good := c.Document(vm, nonce, now)
+	foreignRoot, err := azuretest.NewRootCA("not azure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignSigner, err := foreignRoot.NewSigner([]string{azuretest.SignerName}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unnamed, err := c.Intermediate.NewSigner([]string{"metadata.example.com"}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(s *azuretest.Signer, content []byte) []byte {
+		der, err := s.Sign(content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return der
+	}
+	substituted := sign(c.Signer, good)
+	other := strings.Replace(string(good), vm.VMID, "00000000-0000-4000-8000-000000000000", 1)
+	substituted = []byte(strings.Replace(string(substituted), string(good), other, 1))
+	otherNonce, _ := azure.Nonce(binding(t))
+	cases := []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"signer outside the roots", sign(foreignSigner, good), cloud.RejectIssuer},
+		{"signer without the Azure name", sign(unnamed, good), cloud.RejectIssuer},
+		{"content substituted beside the signature", substituted, cloud.RejectSignature},
+		{"another nonce", sign(c.Signer, c.Document(vm, otherNonce, now)), cloud.RejectBinding},
+		{"expired", sign(c.Signer, c.DocumentFor(vm.VMID, c.Subscription(), nonce, now.Add(-7*time.Hour), now.Add(-time.Hour))), cloud.RejectExpired},
+		{"too old", sign(c.Signer, c.Document(vm, nonce, now.Add(-11*time.Minute))), cloud.RejectExpired},
+		{"from the future", sign(c.Signer, c.Document(vm, nonce, now.Add(6*time.Minute))), cloud.RejectExpired},
+		{"another subscription", sign(c.Signer, c.DocumentFor(vm.VMID, "11111111-2222-4333-8444-555555555555", nonce, now, now.Add(time.Hour))), cloud.RejectIssuer},
+		{"not PKCS#7", []byte("garbage"), cloud.RejectMalformed},
+		{"content not a document", sign(c.Signer, []byte(`{"nonce":"x"}`)), cloud.RejectMalformed},
+	}
+	for _, tc := range cases {
+		_, err := v.Verify(context.Background(), tc.data, bnd, now)
+		r, ok := cloud.IsRejection(err)
+		if !ok || r.Reason != tc.want {
+			t.Errorf("%s: want %s, got %v", tc.name, tc.want, err)
+			continue
+		}
+		t.Logf("%s: %v", tc.name, err)
+	}
+	if _, err := v.Verify(context.Background(), sign(c.Signer, good), bnd, now); err != nil {
+		t.Fatalf("good document: %v", err)
+	}
+}
+
+// TestNonce: 32 hex digits of the binding's digest; non-bindings fail.
+func TestNonce(t *testing.T) {
+	n, err := azure.Nonce("47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU")
+	if err != nil || n != "e3b0c44298fc1c149afbf4c8996fb924" {
+		t.Fatalf("%q %v", n, err)
+	}
+	for _, bad := range []string{"", "short", strings.Repeat("A", 44)} {
+		if _, err := azure.Nonce(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestProviderIDs: both forms round-trip; others are refused.
+func TestProviderIDs(t *testing.T) {
+	for _, s := range []string{
+		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/Vm1",
+		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines/3",
+	} {
+		r, err := azure.ParseProviderID(s)
+		if err != nil || r.ProviderID() != s {
+			t.Errorf("%s: %+v %v", s, r, err)
+		}
+	}
+	for _, s := range []string{"aws:///z/i-1", "azure://", "azure:///subscriptions/x/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/a",
+		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Network/virtualMachines/a"} {
+		if _, err := azure.ParseProviderID(s); err == nil {
+			t.Errorf("%s: accepted", s)
+		}
+	}
+}
+
+// TestVerifierSurvivesMangledDocuments: truncations and bit flips of a
+// good document are rejected with a verdict and never panic.
+func TestVerifierSurvivesMangledDocuments(t *testing.T) {
+	c := start(t)
+	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.81.213", Tags: tags()})
+	v := provider(t, c).EvidenceVerifiers()[0]
+	bnd := binding(t)
+	nonce, _ := azure.Nonce(bnd)
+	good, err := c.Signer.Sign(c.Document(vm, nonce, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	try := func(what string, data []byte) {
+		_, err := v.Verify(context.Background(), data, bnd, time.Now())
+		if _, ok := cloud.IsRejection(err); !ok {
+			t.Fatalf("%s: %v", what, err)
+		}
+		_, _, _ = v.Peek(data)
+	}
+	for n := 0; n < len(good); n += 7 {
+		try("truncated", good[:n])
+	}
+	for i := 0; i < len(good); i += 3 {
+		m := append([]byte(nil), good...)
+		m[i] ^= 0x41
+		// A flip outside what is signed may still verify (the replay
+		// key is the content's digest); any failure must be a verdict.
+		att, err := v.Verify(context.Background(), m, bnd, time.Now())
+		if err == nil && att.InstanceID != vm.VMID {
+			t.Fatalf("flip at %d accepted for %s", i, att.InstanceID)
+		}
+		if _, ok := cloud.IsRejection(err); err != nil && !ok {
+			t.Fatalf("flip at %d: %v", i, err)
+		}
+	}
+}

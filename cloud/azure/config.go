@@ -1,0 +1,273 @@
+package azure
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the Azure backend's cloud config file (the CCM's and the CSR
+// approver's --cloud-config), YAML or JSON, read strictly. It holds no
+// secret: ARM calls take a token from the VM's managed identity (or the
+// credential chain named by credential).
+type Config struct {
+	// SubscriptionID is the subscription of the cluster's VMs. Required.
+	SubscriptionID string `json:"subscriptionID"`
+	// ResourceGroup holds the cluster's VMs, scale sets and NICs. Required.
+	ResourceGroup string `json:"resourceGroup"`
+	// ClusterID names the cluster: its VMs and scale sets carry the tag
+	// kubernetes.io_cluster_<ClusterID> = owned or shared. Required.
+	ClusterID string `json:"clusterID"`
+	// ARMEndpoint is Azure Resource Manager's URL; default
+	// https://management.azure.com (other clouds: theirs). Plain http only
+	// to a loopback host (tests).
+	ARMEndpoint string `json:"armEndpoint,omitempty"`
+	// ARMAudience is the token audience for ARM; default the endpoint's.
+	ARMAudience string `json:"armAudience,omitempty"`
+	// Credential: "managedIdentity" (default: the VM's or pod's managed
+	// identity, azidentity.ManagedIdentityCredential) or "default"
+	// (azidentity.DefaultAzureCredential: environment, workload identity,
+	// managed identity, Azure CLI).
+	Credential string `json:"credential,omitempty"`
+	// UserAssignedIdentityID is the client id of a user-assigned managed
+	// identity; "" is the system-assigned one.
+	UserAssignedIdentityID string `json:"userAssignedIdentityID,omitempty"`
+	// AllowedSubscriptions are the subscriptions whose attested documents
+	// are accepted; default [SubscriptionID].
+	AllowedSubscriptions []string `json:"allowedSubscriptions,omitempty"`
+	// AttestationRootsFile holds PEM roots the documents' signer must chain
+	// to; "" is the system's roots (Azure's signer is issued under a
+	// public CA).
+	AttestationRootsFile string `json:"attestationRootsFile,omitempty"`
+	// AttestationIntermediatesFile holds PEM intermediate CA certificates
+	// of the signer (the document carries only the signer's certificate,
+	// and the approver fetches nothing). Required unless the roots file
+	// issues the signer directly.
+	AttestationIntermediatesFile string `json:"attestationIntermediatesFile,omitempty"`
+	// SignerNames the signer certificate must be for; default
+	// [metadata.azure.com].
+	SignerNames []string `json:"signerNames,omitempty"`
+	// MaxDocumentAge bounds how old a document may be (default 10m).
+	MaxDocumentAge metav1.Duration `json:"maxDocumentAge,omitempty"`
+	// InstanceMaxAge, MinRefreshInterval, RequestTimeout: as on AWS
+	// (defaults 30s, 2s, 30s).
+	InstanceMaxAge     metav1.Duration `json:"instanceMaxAge,omitempty"`
+	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	RequestTimeout     metav1.Duration `json:"requestTimeout,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultARMEndpoint        = "https://management.azure.com"
+	DefaultInstanceMaxAge     = 30 * time.Second
+	DefaultMinRefreshInterval = 2 * time.Second
+	DefaultRequestTimeout     = 30 * time.Second
+)
+
+// Credential kinds.
+const (
+	CredentialManagedIdentity = "managedIdentity"
+	CredentialDefault         = "default"
+)
+
+// ClusterTagPrefix starts the tag key of the cluster's VMs and scale sets
+// (Azure tag names allow no '/'): kubernetes.io_cluster_<clusterID>.
+const ClusterTagPrefix = "kubernetes.io_cluster_"
+
+// Values of the cluster tag.
+const (
+	ClusterTagOwned  = "owned"
+	ClusterTagShared = "shared"
+)
+
+const maxConfigSize = 1 << 20
+
+var (
+	// Azure resource group names: 1-90 of letters, digits, _ - . ( ),
+	// not ending in '.'.
+	resourceGroupRE = regexp.MustCompile(`^[-\w.()]{0,89}[-\w()]$`)
+	clusterIDRE     = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+)
+
+// ParseConfig reads a cloud config strictly; every problem is reported.
+func ParseConfig(r io.Reader) (Config, error) {
+	var c Config
+	if r == nil {
+		return c, errors.New("azure cloud config: --cloud-config is required")
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	if err != nil {
+		return c, fmt.Errorf("azure cloud config: %w", err)
+	}
+	if len(data) > maxConfigSize {
+		return c, fmt.Errorf("azure cloud config: larger than %d bytes", maxConfigSize)
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("azure cloud config: %w", err)
+	}
+	c.defaults()
+	return c, c.validate()
+}
+
+// ClusterTagKey is the tag key the cluster's VMs carry.
+func (c *Config) ClusterTagKey() string { return ClusterTagPrefix + c.ClusterID }
+
+func (c *Config) defaults() {
+	if c.ARMEndpoint == "" {
+		c.ARMEndpoint = DefaultARMEndpoint
+	}
+	if c.Credential == "" {
+		c.Credential = CredentialManagedIdentity
+	}
+	if len(c.AllowedSubscriptions) == 0 && c.SubscriptionID != "" {
+		c.AllowedSubscriptions = []string{c.SubscriptionID}
+	}
+	if c.MaxDocumentAge.Duration == 0 {
+		c.MaxDocumentAge.Duration = DefaultMaxDocumentAge
+	}
+	if c.InstanceMaxAge.Duration == 0 {
+		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
+	}
+	if c.MinRefreshInterval.Duration == 0 {
+		c.MinRefreshInterval.Duration = DefaultMinRefreshInterval
+	}
+	if c.RequestTimeout.Duration == 0 {
+		c.RequestTimeout.Duration = DefaultRequestTimeout
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if !uuidRE.MatchString(c.SubscriptionID) {
+		errs = append(errs, fmt.Errorf("subscriptionID %q: want the subscription id (a UUID)", c.SubscriptionID))
+	}
+	if !resourceGroupRE.MatchString(c.ResourceGroup) {
+		errs = append(errs, fmt.Errorf("resourceGroup %q: want a resource group name", c.ResourceGroup))
+	}
+	if !clusterIDRE.MatchString(c.ClusterID) {
+		errs = append(errs, fmt.Errorf("clusterID %q: want 1-100 letters, digits or ._- (it ends the tag name %s<clusterID>)", c.ClusterID, ClusterTagPrefix))
+	}
+	if err := checkEndpoint(c.ARMEndpoint); err != nil {
+		errs = append(errs, fmt.Errorf("armEndpoint: %w", err))
+	}
+	switch c.Credential {
+	case CredentialManagedIdentity, CredentialDefault:
+	default:
+		errs = append(errs, fmt.Errorf("credential %q: want %s or %s", c.Credential, CredentialManagedIdentity, CredentialDefault))
+	}
+	for _, s := range c.AllowedSubscriptions {
+		if !uuidRE.MatchString(s) {
+			errs = append(errs, fmt.Errorf("allowedSubscriptions: %q is not a subscription id", s))
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"maxDocumentAge": c.MaxDocumentAge.Duration, "instanceMaxAge": c.InstanceMaxAge.Duration,
+		"minRefreshInterval": c.MinRefreshInterval.Duration, "requestTimeout": c.RequestTimeout.Duration,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative", name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("azure cloud config: %w", err)
+	}
+	return nil
+}
+
+// VerifierOptions builds the evidence verifier's options, reading the
+// certificate files.
+func (c *Config) VerifierOptions() (VerifierOptions, error) {
+	o := VerifierOptions{Subscriptions: c.AllowedSubscriptions, SignerNames: c.SignerNames, MaxDocumentAge: c.MaxDocumentAge.Duration}
+	if c.AttestationRootsFile == "" {
+		roots, err := x509.SystemCertPool()
+		if err != nil {
+			return o, fmt.Errorf("azure: the system's roots: %w", err)
+		}
+		o.Roots = roots
+	} else {
+		certs, err := readCerts(c.AttestationRootsFile)
+		if err != nil {
+			return o, fmt.Errorf("azure: attestationRootsFile: %w", err)
+		}
+		o.Roots = x509.NewCertPool()
+		for _, cert := range certs {
+			o.Roots.AddCert(cert)
+		}
+	}
+	if c.AttestationIntermediatesFile != "" {
+		certs, err := readCerts(c.AttestationIntermediatesFile)
+		if err != nil {
+			return o, fmt.Errorf("azure: attestationIntermediatesFile: %w", err)
+		}
+		o.Intermediates = certs
+	}
+	return o, nil
+}
+
+// readCerts reads every CERTIFICATE block of a PEM file; at least one,
+// and nothing else.
+func readCerts(path string) ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []*x509.Certificate
+	for rest := data; len(strings.TrimSpace(string(rest))) > 0; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return nil, fmt.Errorf("%s: trailing bytes that are not PEM", path)
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, fmt.Errorf("%s: a %s block; want only CERTIFICATE blocks", path, b.Type)
+		}
+		cert, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, cert)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no certificate", path)
+	}
+	return out, nil
+}
+
+// checkEndpoint accepts an absolute https URL without credentials, query
+// or fragment; plain http only to a loopback host (tests).
+func checkEndpoint(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	switch {
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%q: want an absolute URL such as https://host", s)
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
+		return fmt.Errorf("%q: want a URL without credentials, query or fragment", s)
+	case u.Scheme == "https":
+		return nil
+	case u.Scheme == "http" && isLoopback(u.Hostname()):
+		return nil
+	}
+	return fmt.Errorf("%q: want an https URL (plain http only to a loopback address)", s)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

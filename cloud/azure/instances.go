@@ -1,0 +1,108 @@
+package azure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// FindInstance finds a Node's instance in the shared view: by its
+// providerID (in the form this backend writes) when it has one, else by
+// its name (cloud.InstanceFinder).
+func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
+	if node.Spec.ProviderID == "" {
+		return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
+	}
+	r, err := ParseProviderID(node.Spec.ProviderID)
+	if err != nil {
+		return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	return c.view.ByProviderID(ctx, r.ProviderID(), c.cfg.InstanceMaxAge.Duration)
+}
+
+// ConfirmInstance asks ARM for the VM of a providerID itself, after
+// FindInstance missed it in the cluster's list: absent (HTTP 404), foreign
+// (another subscription or resource group, or without the cluster tag),
+// or the VM with its power state.
+func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
+	r, err := ParseProviderID(providerID)
+	if err != nil {
+		return view.Instance{}, err
+	}
+	if r.Subscription != strings.ToLower(c.cfg.SubscriptionID) || r.ResourceGroup != strings.ToLower(c.cfg.ResourceGroup) {
+		return view.Instance{}, &cloud.ForeignError{ID: r.ID(), Why: fmt.Sprintf("is not in subscription %s, resource group %s", c.cfg.SubscriptionID, c.cfg.ResourceGroup)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
+	defer cancel()
+	src := c.source()
+	nw := &network{}
+	if r.ScaleSet == "" {
+		resp, err := c.clients.VMs.Get(ctx, c.cfg.ResourceGroup, r.Name, &armcompute.VirtualMachinesClientGetOptions{Expand: to.Ptr(armcompute.InstanceViewTypesInstanceView)})
+		if err != nil {
+			return view.Instance{}, c.armError(r, err)
+		}
+		if !src.tagged(resp.Tags) {
+			return view.Instance{}, c.untagged(r)
+		}
+		vm := resp.VirtualMachine
+		power := map[string]view.State{}
+		if vm.ID != nil && vm.Properties != nil {
+			power[strings.ToLower(*vm.ID)] = powerState(vmStatuses(vm.Properties.InstanceView))
+		}
+		if in, ok := src.vmToView(&vm, power, nw); ok {
+			return in, nil
+		}
+		return view.Instance{}, fmt.Errorf("azure: ARM's answer for %s is not a VM's", r.ID())
+	}
+	set, err := c.clients.ScaleSets.Get(ctx, c.cfg.ResourceGroup, r.ScaleSet, nil)
+	if err != nil {
+		return view.Instance{}, c.armError(r, err)
+	}
+	if !src.tagged(set.Tags) {
+		return view.Instance{}, c.untagged(r)
+	}
+	m, err := c.clients.ScaleSetVMs.Get(ctx, c.cfg.ResourceGroup, r.ScaleSet, r.InstanceID, &armcompute.VirtualMachineScaleSetVMsClientGetOptions{Expand: to.Ptr(armcompute.InstanceViewTypesInstanceView)})
+	if err != nil {
+		return view.Instance{}, c.armError(r, err)
+	}
+	if in, ok := src.scaleSetVMToView(&set.VirtualMachineScaleSet, &m.VirtualMachineScaleSetVM, nw); ok {
+		return in, nil
+	}
+	return view.Instance{}, fmt.Errorf("azure: ARM's answer for %s is not a scale-set VM's", r.ID())
+}
+
+func (c *Cloud) untagged(r Resource) error {
+	return &cloud.ForeignError{ID: r.ID(), Why: fmt.Sprintf("does not carry tag %s=%s|%s", c.cfg.ClusterTagKey(), ClusterTagOwned, ClusterTagShared)}
+}
+
+// armError: HTTP 404 is ARM's answer that the VM (or its scale set) does
+// not exist; anything else is an error.
+func (c *Cloud) armError(r Resource, err error) error {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
+		return &cloud.AbsentError{ID: r.ID()}
+	}
+	return fmt.Errorf("azure: get %s: %w", r.ID(), err)
+}
+
+// metadata is ARM's record of a VM as the Node's metadata.
+func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
+	return &cloudprovider.InstanceMetadata{
+		ProviderID:    in.ProviderID,
+		InstanceType:  in.InstanceType,
+		NodeAddresses: in.Addresses,
+		Zone:          in.Zone,
+		Region:        in.Region,
+	}
+}

@@ -1,0 +1,211 @@
+package azure
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	azcloud "github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// ProviderName is the backend's name, for --cloud-provider and the node
+// agent's cloud setting.
+const ProviderName = "azure"
+
+// Factory builds the provider from its cloud-config; backend.go registers
+// it.
+func Factory(r io.Reader) (cloudprovider.Interface, error) {
+	cfg, err := ParseConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// Cloud is Azure as Kubernetes and mooring see it: InstancesV2 and Zones
+// over the shared view of the cluster's VMs, and the approver's attested
+// document verifier. It has no load balancers and no routes (docs/azure.md).
+type Cloud struct {
+	cloud.ViewInstances
+
+	cfg      Config
+	clients  *Clients
+	view     *view.View
+	verifier *Verifier
+}
+
+var (
+	_ cloudprovider.Interface   = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
+	_ cloudprovider.Zones       = (*Cloud)(nil)
+	_ cloud.Attester            = (*Cloud)(nil)
+	_ cloud.InstanceFinder      = (*Cloud)(nil)
+)
+
+// New builds the provider with the credential the config names
+// (azidentity: managed identity by default) and ARM clients pointed at its
+// armEndpoint through the SDK's cloud configuration. It makes no call.
+func New(cfg Config) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var (
+		cred azcore.TokenCredential
+		err  error
+	)
+	switch cfg.Credential {
+	case CredentialDefault:
+		cred, err = azidentity.NewDefaultAzureCredential(nil)
+	default:
+		o := &azidentity.ManagedIdentityCredentialOptions{}
+		if cfg.UserAssignedIdentityID != "" {
+			o.ID = azidentity.ClientID(cfg.UserAssignedIdentityID)
+		}
+		cred, err = azidentity.NewManagedIdentityCredential(o)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("azure: credential %s: %w", cfg.Credential, err)
+	}
+	return NewWithCredential(cfg, cred)
+}
+
+// ClientOptions are the ARM clients' options for a config: the SDK's
+// cloud configuration with the config's ARM endpoint and audience, and
+// bearer tokens over plain http only for a loopback endpoint (tests).
+func ClientOptions(cfg Config) *arm.ClientOptions {
+	audience := cfg.ARMAudience
+	if audience == "" {
+		audience = strings.TrimSuffix(cfg.ARMEndpoint, "/")
+		if audience == strings.TrimSuffix(DefaultARMEndpoint, "/") {
+			audience = azcloud.AzurePublic.Services[azcloud.ResourceManager].Audience
+		}
+	}
+	conf := azcloud.AzurePublic
+	conf.Services = map[azcloud.ServiceName]azcloud.ServiceConfiguration{
+		azcloud.ResourceManager: {Endpoint: cfg.ARMEndpoint, Audience: audience},
+	}
+	insecure := false
+	if u, err := url.Parse(cfg.ARMEndpoint); err == nil && u.Scheme == "http" && isLoopback(u.Hostname()) {
+		insecure = true
+	}
+	return &arm.ClientOptions{ClientOptions: policy.ClientOptions{Cloud: conf, InsecureAllowCredentialWithHTTP: insecure}}
+}
+
+// NewWithCredential builds the provider over a token credential (tests
+// pass a fake one); it makes no call.
+func NewWithCredential(cfg Config, cred azcore.TokenCredential) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cred == nil {
+		return nil, errors.New("azure: a credential is required")
+	}
+	clients, err := NewClients(cfg.SubscriptionID, cred, ClientOptions(cfg))
+	if err != nil {
+		return nil, fmt.Errorf("azure: ARM clients: %w", err)
+	}
+	vo, err := cfg.VerifierOptions()
+	if err != nil {
+		return nil, err
+	}
+	v, err := NewVerifier(vo)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cloud{cfg: cfg, clients: clients, verifier: v}
+	c.view = view.New(c.source(), view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})
+	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	klog.InfoS("Azure cloud provider configured", "subscription", cfg.SubscriptionID, "resourceGroup", cfg.ResourceGroup,
+		"clusterID", cfg.ClusterID, "armEndpoint", cfg.ARMEndpoint, "credential", cfg.Credential)
+	return c, nil
+}
+
+func (c *Cloud) source() Source {
+	return Source{Clients: c.clients, Subscription: c.cfg.SubscriptionID, ResourceGroup: c.cfg.ResourceGroup,
+		ClusterID: c.cfg.ClusterID, RequestTimeout: c.cfg.RequestTimeout.Duration}
+}
+
+// EvidenceVerifiers verify IMDS attested documents.
+func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
+	return []cloud.EvidenceVerifier{c.verifier}
+}
+
+// InstanceView is the shared view of the cluster's VMs.
+func (c *Cloud) InstanceView() *view.View { return c.view }
+
+// ClusterTag is the cluster id (tag kubernetes.io_cluster_<id>).
+func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
+
+// Config is the provider's effective configuration.
+func (c *Cloud) Config() Config { return c.cfg }
+
+// Initialize does nothing: the provider starts nothing of its own.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// LoadBalancer is not implemented on Azure (docs/azure.md).
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Instances (the legacy interface) is not implemented: InstancesV2 is.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 is implemented over the view.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+
+// Zones is implemented over the view, for the nodes' zones by providerID
+// or name.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
+
+// Clusters is not implemented.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes is not implemented on Azure (docs/azure.md).
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// ProviderName is "azure".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// HasClusterID is true: the cluster id is required.
+func (c *Cloud) HasClusterID() bool { return true }
+
+// GetZone is the zone of the machine the caller runs on, which only a
+// kubelet's in-tree provider asks; out of tree there is none to answer for.
+func (c *Cloud) GetZone(context.Context) (cloudprovider.Zone, error) {
+	return cloudprovider.Zone{}, errors.New("azure: GetZone is only for in-tree kubelets; use GetZoneByProviderID")
+}
+
+// GetZoneByProviderID is the zone and region of a Node's VM.
+func (c *Cloud) GetZoneByProviderID(ctx context.Context, providerID string) (cloudprovider.Zone, error) {
+	r, err := ParseProviderID(providerID)
+	if err != nil {
+		return cloudprovider.Zone{}, err
+	}
+	in, err := c.view.ByProviderID(ctx, r.ProviderID(), c.cfg.InstanceMaxAge.Duration)
+	if err != nil {
+		return cloudprovider.Zone{}, err
+	}
+	return cloudprovider.Zone{FailureDomain: in.Zone, Region: in.Region}, nil
+}
+
+// GetZoneByNodeName is the zone and region of a Node's VM by Node name.
+func (c *Cloud) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) (cloudprovider.Zone, error) {
+	in, err := c.view.ByNodeName(ctx, string(nodeName), c.cfg.InstanceMaxAge.Duration)
+	if err != nil {
+		return cloudprovider.Zone{}, err
+	}
+	return cloudprovider.Zone{FailureDomain: in.Zone, Region: in.Region}, nil
+}

@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/cloud"
+	azurecloud "github.com/mooring-dev/mooring/cloud/azure"
+	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// TestAzureNodesJoin: mooring on Azure, against the Azure-compatible
+// endpoint (cloud/azure/azuretest: ARM lists with nextLink pages, per-VM
+// IMDS with attested documents signed under a test root, a managed
+// identity token endpoint) with the real Azure SDK and azidentity in the
+// binaries. Three VMs join the real bed: each mooring-agent (cloud: azure)
+// reads IMDS and sends an attested document whose nonce is derived from
+// its CSR key; the standalone mooring-csr-approver (--cloud-provider=azure)
+// verifies it and the ARM record; mooring-ccm initializes the Nodes with
+// azure:/// providerIDs; serving certificates are approved. Then
+// Azure-specific attacks are denied by the real approver.
+func TestAzureNodesJoin(t *testing.T) {
+	agentBin := harness.BuildBinary(t, "agent/cmd/mooring-agent")
+	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
+	approverBin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
+	az := harness.StartAzureCloud(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	harness.StartCCM(t, c, ccmBin, az, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--v=2"}})
+	harness.StartApprover(t, c, approverBin, az, e2eCluster)
+
+	start := time.Now()
+	fleet := harness.StartFleet(ctx, t, c, nil, harness.FleetOptions{
+		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, AgentBin: agentBin,
+		Provision: az.Provisioner(e2eCluster),
+	})
+	for _, m := range fleet.Machines {
+		code, err := m.Agent.Wait(3 * time.Minute)
+		if err != nil || code != 0 {
+			t.Fatalf("agent of %s: exit %d, %v\n%s", m.Name, code, err, m.Agent.LogTail(30))
+		}
+	}
+	t.Logf("3 agents joined their VMs and started the kubelets in %v", time.Since(start).Round(time.Millisecond))
+
+	prefix := "azure:///subscriptions/" + az.Subscription() + "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/"
+	for _, m := range fleet.Machines {
+		name := m.Name
+		var node *corev1.Node
+		poll(ctx, t, name+" Ready and initialized", func() (bool, error) {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			node = n
+			return err == nil && nodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule), err
+		})
+		if node.Spec.ProviderID != prefix+name || node.Labels[corev1.LabelTopologyZone] != az.Location()+"-1" ||
+			node.Labels[corev1.LabelTopologyRegion] != az.Location() || node.Labels[corev1.LabelInstanceTypeStable] != "Standard_D2s_v5" {
+			t.Fatalf("%s: providerID %q, labels %v", name, node.Spec.ProviderID, node.Labels)
+		}
+		serving := waitForServingCSR(ctx, t, c, name)
+		decided, err := harness.WaitForDecision(ctx, c.Client, serving.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond := harness.Condition(decided, certificatesv1.CertificateApproved); cond == nil || cond.Reason != "MooringApproved" {
+			t.Fatalf("%s serving CSR: %+v", name, decided.Status.Conditions)
+		}
+	}
+	t.Logf("3 nodes Ready, initialized with azure:/// providerIDs, serving certificates approved, %v after the agents started",
+		time.Since(start).Round(time.Millisecond))
+	if n := az.Calls("AttestedDocument"); n < 3 {
+		t.Errorf("IMDS signed %d attested documents, want at least one per join", n)
+	}
+	t.Logf("cloud calls: ListVMs %d, ListVMStatuses %d, ListNICs %d, Token %d, AttestedDocument %d",
+		az.Calls("ListVMs"), az.Calls("ListVMStatuses"), az.Calls("ListNICs"), az.Calls("Token"), az.Calls("AttestedDocument"))
+
+	azureAttacks(ctx, t, c, az)
+}
+
+// azureAttacks joins through the real approver with attested documents an
+// attacker can make or obtain: each CSR is denied with its reason, and a
+// good one passes.
+func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *harness.AzureCloud) {
+	t.Helper()
+	mine := az.AddVM(e2eCluster, "attacker")
+	id, err := azurecloud.NewNodeIdentity(cloud.NodeConfig{MetadataURL: az.IMDS(mine.VMID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imds := func(binding string) []evidence.Block {
+		b, err := id.Evidence(ctx, binding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []evidence.Block{b}
+	}
+	nonce := func(binding string) string {
+		n, err := azurecloud.Nonce(binding)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	signed := func(s *azuretest.Signer, content []byte) []evidence.Block {
+		der, err := s.Sign(content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []evidence.Block{{Type: azurecloud.EvidenceType, Data: der}}
+	}
+	foreignRoot, err := azuretest.NewRootCA("a CA that is not Azure's")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside, err := foreignRoot.NewSigner([]string{azuretest.SignerName}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unnamed, err := az.Intermediate.NewSigner([]string{"metadata.example.com"}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed []evidence.Block
+	cases := []struct {
+		name, node string
+		evidence   func(binding string) []evidence.Block
+		want       string // deny reason; "" approves
+	}{
+		{"signed by a certificate outside the Azure roots", "attacker", func(b string) []evidence.Block {
+			return signed(outside, az.Document(mine, nonce(b), time.Now()))
+		}, "EvidenceWrongIssuer"},
+		{"signed by a certificate without the Azure name", "attacker", func(b string) []evidence.Block {
+			return signed(unnamed, az.Document(mine, nonce(b), time.Now()))
+		}, "EvidenceWrongIssuer"},
+		{"content substituted beside the signature", "attacker", func(b string) []evidence.Block {
+			// IMDS's document for the key, its embedded content rewritten
+			// in place (same length) to name another VM.
+			ev := imds(b)
+			victim := az.AddVM(e2eCluster, "victim")
+			ev[0].Data = bytes.Replace(ev[0].Data, []byte(mine.VMID), []byte(victim.VMID), 1)
+			return ev
+		}, "EvidenceSignatureInvalid"},
+		{"another nonce", "attacker", func(string) []evidence.Block {
+			return imds("47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU")
+		}, "EvidenceNotBoundToKey"},
+		{"expired document", "attacker", func(b string) []evidence.Block {
+			now := time.Now()
+			return signed(az.Signer, az.DocumentFor(mine.VMID, az.Subscription(), nonce(b), now.Add(-7*time.Hour), now.Add(-time.Hour)))
+		}, "EvidenceExpired"},
+		{"another subscription", "attacker", func(b string) []evidence.Block {
+			now := time.Now()
+			return signed(az.Signer, az.DocumentFor(mine.VMID, "11111111-2222-4333-8444-555555555555", nonce(b), now, now.Add(6*time.Hour)))
+		}, "EvidenceWrongIssuer"},
+		{"another VM's node name", "node-1", imds, "NodeNameMismatch"},
+		{"good evidence", "attacker", func(b string) []evidence.Block {
+			replayed = imds(b)
+			return replayed
+		}, ""},
+		{"the approved document copied onto another key", "attacker", func(string) []evidence.Block { return replayed }, "EvidenceNotBoundToKey"},
+	}
+	for _, tc := range cases {
+		req, err := harness.JoinWith(ctx, c, tc.node, func(binding string) ([]evidence.Block, error) { return tc.evidence(binding), nil })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		decided, err := harness.WaitForDecision(ctx, c.Client, req.Name)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		approved := harness.Condition(decided, certificatesv1.CertificateApproved)
+		denied := harness.Condition(decided, certificatesv1.CertificateDenied)
+		switch {
+		case tc.want == "" && approved == nil:
+			t.Errorf("%s: not approved: %+v", tc.name, decided.Status.Conditions)
+		case tc.want != "" && (denied == nil || denied.Reason != tc.want):
+			t.Errorf("%s: want denied %s, got %+v", tc.name, tc.want, decided.Status.Conditions)
+		default:
+			t.Logf("%s: %s: %s", tc.name, decided.Status.Conditions[0].Reason, decided.Status.Conditions[0].Message)
+		}
+	}
+}

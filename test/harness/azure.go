@@ -1,0 +1,87 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+)
+
+// AzureCloud is an Azure-compatible endpoint (cloud/azure/azuretest: ARM,
+// per-VM IMDS with attested documents signed under a test root, a managed
+// identity token endpoint) as mooring's binaries are set up for Azure: the
+// CCM and the approver take an ARM token from azidentity's managed identity
+// credential (App Service's protocol, pointed here by IdentityEnv) and
+// trust the test root for attested documents.
+type AzureCloud struct {
+	*azuretest.Cloud
+
+	mu     sync.Mutex
+	nextIP netip.Addr
+}
+
+// AzureAddressBase is where VMs' private addresses start (loopback; AWS
+// uses 127.0.77.x, GCE 127.0.79.x and 127.0.80.x).
+const AzureAddressBase = "127.0.81.10"
+
+// StartAzureCloud starts the endpoint; the test's cleanup stops it.
+func StartAzureCloud(t testing.TB) *AzureCloud {
+	t.Helper()
+	c, err := azuretest.New(azuretest.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return &AzureCloud{Cloud: c, nextIP: netip.MustParseAddr(AzureAddressBase)}
+}
+
+// AzureClusterTag is the tag name of cluster's VMs.
+func AzureClusterTag(cluster string) string { return "kubernetes.io_cluster_" + cluster }
+
+// AddVM makes a running VM of cluster on the next free loopback address.
+func (a *AzureCloud) AddVM(cluster, name string) azuretest.VM {
+	a.mu.Lock()
+	ip := a.nextIP
+	a.nextIP = ip.Next()
+	a.mu.Unlock()
+	return a.Put(azuretest.VM{Name: name, Zone: "1", PrivateIP: ip.String(),
+		Tags: map[string]string{AzureClusterTag(cluster): "owned"}})
+}
+
+// Provisioner makes fleet machines as VMs of cluster whose agents use
+// `cloud: azure` against this endpoint's IMDS.
+func (a *AzureCloud) Provisioner(cluster string) func(ctx context.Context, name string) (Provisioned, error) {
+	return func(_ context.Context, name string) (Provisioned, error) {
+		vm := a.AddVM(cluster, name)
+		return Provisioned{NodeName: name, Address: vm.PrivateIP,
+			AgentConfig: fmt.Sprintf("cloud: azure\nmetadataURL: %s\n", a.IMDS(vm.VMID))}, nil
+	}
+}
+
+// ProviderName is "azure".
+func (a *AzureCloud) ProviderName() string { return "azure" }
+
+// WriteProviderConfig writes the Azure provider's config (docs/azure.md)
+// for cluster: ARM here, the test root and intermediate as the attested
+// documents' trust.
+func (a *AzureCloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
+	roots, inter, err := a.WritePKI(dir)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "cloud.yaml")
+	cfg := fmt.Sprintf("subscriptionID: %s\nresourceGroup: %s\nclusterID: %s\narmEndpoint: %s\nattestationRootsFile: %s\nattestationIntermediatesFile: %s\n%s",
+		a.Subscription(), a.ResourceGroup(), cluster, a.Endpoint(), roots, inter, extra)
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// ProviderEnv points azidentity's managed identity credential here.
+func (a *AzureCloud) ProviderEnv() []string { return a.IdentityEnv() }
