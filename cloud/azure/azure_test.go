@@ -109,6 +109,18 @@ func TestViewThroughTheSDK(t *testing.T) {
 		ss.NodeName != "pool000000" || ss.Addresses[0].Address != "127.0.81.205" || ss.Zone != "westeurope-2" {
 		t.Fatalf("scale-set VM: %+v", ss)
 	}
+	// Zones, by a providerID whose resource group is not lower-cased (as
+	// an older Node's may be) and by Node name.
+	z, err := p.GetZoneByProviderID(ctx, strings.Replace(wantPID, "/mooring-rg/", "/Mooring-RG/", 1))
+	if err != nil || z.FailureDomain != "westeurope-1" || z.Region != "westeurope" {
+		t.Fatalf("zone by providerID: %+v %v", z, err)
+	}
+	if z, err := p.GetZoneByNodeName(ctx, "pool000000"); err != nil || z.FailureDomain != "westeurope-2" {
+		t.Fatalf("zone by node name: %+v %v", z, err)
+	}
+	if _, err := p.GetZoneByProviderID(ctx, "gce://p/z/n"); err == nil {
+		t.Fatal("another cloud's providerID got a zone")
+	}
 	if c.Calls("ListVMs") < 2 || c.Calls("ListScaleSetVMs") < 2 {
 		t.Fatalf("pages: ListVMs %d, ListScaleSetVMs %d; want the nextLinks followed", c.Calls("ListVMs"), c.Calls("ListScaleSetVMs"))
 	}

@@ -1,7 +1,6 @@
 package azure
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	azcloud "github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
@@ -39,7 +37,9 @@ func Factory(r io.Reader) (cloudprovider.Interface, error) {
 // over the shared view of the cluster's VMs, and the approver's attested
 // document verifier. It has no load balancers and no routes (docs/azure.md).
 type Cloud struct {
-	cloud.ViewInstances
+	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+	cloud.ViewZones
+	cloud.InstancesOnly // no load balancers or routes (docs/azure.md)
 
 	cfg      Config
 	clients  *Clients
@@ -130,6 +130,14 @@ func NewWithCredential(cfg Config, cred azcore.TokenCredential) (*Cloud, error) 
 	c := &Cloud{cfg: cfg, clients: clients, verifier: v}
 	c.view = view.New(c.source(), view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})
 	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ProviderID: func(id string) (string, error) {
+			r, err := ParseProviderID(id)
+			if err != nil {
+				return "", err
+			}
+			return r.ProviderID(), nil
+		}}
 	klog.InfoS("Azure cloud provider configured", "subscription", cfg.SubscriptionID, "resourceGroup", cfg.ResourceGroup,
 		"clusterID", cfg.ClusterID, "armEndpoint", cfg.ARMEndpoint, "credential", cfg.Credential)
 	return c, nil
@@ -154,15 +162,6 @@ func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
 
-// Initialize does nothing: the provider starts nothing of its own.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-
-// LoadBalancer is not implemented on Azure (docs/azure.md).
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
-
-// Instances (the legacy interface) is not implemented: InstancesV2 is.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
 // InstancesV2 is implemented over the view.
 func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
 
@@ -170,42 +169,5 @@ func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true
 // or name.
 func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
 
-// Clusters is not implemented.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
-
-// Routes is not implemented on Azure (docs/azure.md).
-func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
-
 // ProviderName is "azure".
 func (c *Cloud) ProviderName() string { return ProviderName }
-
-// HasClusterID is true: the cluster id is required.
-func (c *Cloud) HasClusterID() bool { return true }
-
-// GetZone is the zone of the machine the caller runs on, which only a
-// kubelet's in-tree provider asks; out of tree there is none to answer for.
-func (c *Cloud) GetZone(context.Context) (cloudprovider.Zone, error) {
-	return cloudprovider.Zone{}, errors.New("azure: GetZone is only for in-tree kubelets; use GetZoneByProviderID")
-}
-
-// GetZoneByProviderID is the zone and region of a Node's VM.
-func (c *Cloud) GetZoneByProviderID(ctx context.Context, providerID string) (cloudprovider.Zone, error) {
-	r, err := ParseProviderID(providerID)
-	if err != nil {
-		return cloudprovider.Zone{}, err
-	}
-	in, err := c.view.ByProviderID(ctx, r.ProviderID(), c.cfg.InstanceMaxAge.Duration)
-	if err != nil {
-		return cloudprovider.Zone{}, err
-	}
-	return cloudprovider.Zone{FailureDomain: in.Zone, Region: in.Region}, nil
-}
-
-// GetZoneByNodeName is the zone and region of a Node's VM by Node name.
-func (c *Cloud) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) (cloudprovider.Zone, error) {
-	in, err := c.view.ByNodeName(ctx, string(nodeName), c.cfg.InstanceMaxAge.Duration)
-	if err != nil {
-		return cloudprovider.Zone{}, err
-	}
-	return cloudprovider.Zone{FailureDomain: in.Zone, Region: in.Region}, nil
-}

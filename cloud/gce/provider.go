@@ -12,7 +12,6 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
@@ -39,6 +38,8 @@ func Factory(r io.Reader) (cloudprovider.Interface, error) {
 // token verifier. It has no load balancers and no routes.
 type Cloud struct {
 	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+	cloud.ViewZones
+	cloud.InstancesOnly // no load balancers or routes (docs/gce.md)
 
 	cfg      Config
 	compute  *compute.Service
@@ -105,6 +106,8 @@ func NewWithClients(cfg Config, svc *compute.Service, keysClient *http.Client) (
 		verifier: ver,
 	}
 	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ProviderID: func(id string) (string, error) { _, _, _, err := ParseProviderID(id); return id, err }}
 	return c, nil
 }
 
@@ -123,32 +126,14 @@ func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
 
-// Initialize has nothing to start.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-
-// LoadBalancer is not provided on GCE (docs/gce.md).
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
-
-// Instances (the legacy interface) is not implemented: InstancesV2 is.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
 // InstancesV2 is implemented.
 func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
 
 // Zones is implemented over the view.
 func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
 
-// Clusters is not implemented.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
-
-// Routes are not provided on GCE (docs/gce.md).
-func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
-
 // ProviderName is "gce".
 func (c *Cloud) ProviderName() string { return ProviderName }
-
-// HasClusterID is true: the cluster id is required.
-func (c *Cloud) HasClusterID() bool { return true }
 
 // FindInstance finds a Node's instance in the shared view: by its
 // providerID when it has one, else by its name (the instance's name). An
@@ -202,31 +187,4 @@ func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
 		Zone:          in.Zone,
 		Region:        in.Region,
 	}
-}
-
-// GetZone would be the zone of the machine the CCM runs on, which mooring
-// does not assume is a GCE instance.
-func (c *Cloud) GetZone(context.Context) (cloudprovider.Zone, error) {
-	return cloudprovider.Zone{}, errors.New("gce: GetZone is not supported: mooring-ccm need not run on a GCE instance; use GetZoneByProviderID")
-}
-
-// GetZoneByProviderID is the zone of a Node's instance, from the view.
-func (c *Cloud) GetZoneByProviderID(ctx context.Context, providerID string) (cloudprovider.Zone, error) {
-	if _, _, _, err := ParseProviderID(providerID); err != nil {
-		return cloudprovider.Zone{}, err
-	}
-	in, err := c.view.ByProviderID(ctx, providerID, c.cfg.InstanceMaxAge.Duration)
-	if err != nil {
-		return cloudprovider.Zone{}, err
-	}
-	return cloudprovider.Zone{FailureDomain: in.Zone, Region: in.Region}, nil
-}
-
-// GetZoneByNodeName is the zone of the instance of a Node's name.
-func (c *Cloud) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) (cloudprovider.Zone, error) {
-	in, err := c.view.ByNodeName(ctx, string(nodeName), c.cfg.InstanceMaxAge.Duration)
-	if err != nil {
-		return cloudprovider.Zone{}, err
-	}
-	return cloudprovider.Zone{FailureDomain: in.Zone, Region: in.Region}, nil
 }
