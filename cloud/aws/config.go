@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/mooring-dev/mooring/cloud"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // Config is the AWS backend's cloud config file (the CCM's and the CSR
@@ -89,9 +87,6 @@ const (
 	ClusterTagShared = "shared"
 )
 
-// maxConfigSize bounds the cloud config file.
-const maxConfigSize = 1 << 20
-
 var (
 	// regionPattern: us-east-1, us-gov-west-1, cn-north-1, ap-southeast-2.
 	regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
@@ -108,18 +103,8 @@ var (
 // every problem of the config is reported at once.
 func ParseConfig(r io.Reader) (Config, error) {
 	var c Config
-	if r == nil {
-		return c, errors.New("aws cloud config: --cloud-config is required")
-	}
-	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
-	if err != nil {
-		return c, fmt.Errorf("aws cloud config: %w", err)
-	}
-	if len(data) > maxConfigSize {
-		return c, fmt.Errorf("aws cloud config: larger than %d bytes", maxConfigSize)
-	}
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return c, fmt.Errorf("aws cloud config: %w", err)
+	if err := cloud.ReadConfig("aws", r, &c); err != nil {
+		return c, err
 	}
 	c.defaults()
 	return c, c.validate()
@@ -176,10 +161,10 @@ func (c *Config) validate() error {
 	if _, err := ParseNamePolicy(c.NodeNamePolicy); err != nil {
 		errs = append(errs, fmt.Errorf("nodeNamePolicy: %w", err))
 	}
-	if err := checkEndpoint(c.EC2Endpoint, true); err != nil {
+	if err := cloud.CheckEndpoint(c.EC2Endpoint, true); c.EC2Endpoint != "" && err != nil {
 		errs = append(errs, fmt.Errorf("ec2Endpoint: %w", err))
 	}
-	if err := checkEndpoint(c.STSEndpoint, false); err != nil {
+	if err := cloud.CheckEndpoint(c.STSEndpoint, false); c.STSEndpoint != "" && err != nil {
 		errs = append(errs, fmt.Errorf("stsEndpoint: %w", err))
 	}
 	switch {
@@ -223,39 +208,4 @@ func (c *Config) validate() error {
 		return fmt.Errorf("aws cloud config: %w", err)
 	}
 	return nil
-}
-
-// checkEndpoint accepts "" or an absolute https URL without credentials,
-// query or fragment, and without a path unless withPath; plain http only to
-// a loopback host (tests), since the answers of both APIs decide which
-// machines join and which Nodes go.
-func checkEndpoint(s string, withPath bool) error {
-	if s == "" {
-		return nil
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	switch {
-	case u.Host == "" || u.Hostname() == "":
-		return fmt.Errorf("%q: want an absolute URL such as https://host", s)
-	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
-		return fmt.Errorf("%q: want a URL without credentials, query or fragment", s)
-	case !withPath && u.Path != "" && u.Path != "/":
-		return fmt.Errorf("%q: want a URL without a path", s)
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
-		return nil
-	}
-	return fmt.Errorf("%q: want an https URL (plain http only to a loopback address)", s)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

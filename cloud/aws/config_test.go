@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud"
 )
 
 // minimalConfig has every required field.
@@ -109,21 +111,8 @@ func TestParseConfigInput(t *testing.T) {
 	if _, err := ParseConfig(nil); err == nil || !strings.Contains(err.Error(), "--cloud-config is required") {
 		t.Fatalf("nil reader: %v", err)
 	}
-	big := minimalConfig + "# " + strings.Repeat("x", maxConfigSize) + "\n"
+	big := minimalConfig + "# " + strings.Repeat("x", cloud.MaxConfigSize) + "\n"
 	if _, err := ParseConfig(strings.NewReader(big)); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("oversized config: %v", err)
-	}
-}
-
-func TestCheckEndpointLoopback(t *testing.T) {
-	for _, ok := range []string{"", "https://ec2.example.com", "http://127.0.0.1:8080", "http://127.3.4.5", "http://[::1]:80", "http://localhost:1"} {
-		if err := checkEndpoint(ok, false); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"http://169.254.169.254", "ftp://127.0.0.1", "https://", "https:host", "https://h#f", "https://h?"} {
-		if err := checkEndpoint(bad, false); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
 	}
 }

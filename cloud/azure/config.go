@@ -6,15 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/mooring-dev/mooring/cloud"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // Config is the Azure backend's cloud config file (the CCM's and the CSR
@@ -91,8 +89,6 @@ const (
 	ClusterTagShared = "shared"
 )
 
-const maxConfigSize = 1 << 20
-
 var (
 	// Azure resource group names: 1-90 of letters, digits, _ - . ( ),
 	// not ending in '.'.
@@ -103,18 +99,8 @@ var (
 // ParseConfig reads a cloud config strictly; every problem is reported.
 func ParseConfig(r io.Reader) (Config, error) {
 	var c Config
-	if r == nil {
-		return c, errors.New("azure cloud config: --cloud-config is required")
-	}
-	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
-	if err != nil {
-		return c, fmt.Errorf("azure cloud config: %w", err)
-	}
-	if len(data) > maxConfigSize {
-		return c, fmt.Errorf("azure cloud config: larger than %d bytes", maxConfigSize)
-	}
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return c, fmt.Errorf("azure cloud config: %w", err)
+	if err := cloud.ReadConfig("azure", r, &c); err != nil {
+		return c, err
 	}
 	c.defaults()
 	return c, c.validate()
@@ -158,7 +144,7 @@ func (c *Config) validate() error {
 	if !clusterIDRE.MatchString(c.ClusterID) {
 		errs = append(errs, fmt.Errorf("clusterID %q: want 1-100 letters, digits or ._- (it ends the tag name %s<clusterID>)", c.ClusterID, ClusterTagPrefix))
 	}
-	if err := checkEndpoint(c.ARMEndpoint); err != nil {
+	if err := cloud.CheckEndpoint(c.ARMEndpoint, true); err != nil {
 		errs = append(errs, fmt.Errorf("armEndpoint: %w", err))
 	}
 	switch c.Credential {
@@ -242,32 +228,4 @@ func readCerts(path string) ([]*x509.Certificate, error) {
 		return nil, fmt.Errorf("%s: no certificate", path)
 	}
 	return out, nil
-}
-
-// checkEndpoint accepts an absolute https URL without credentials, query
-// or fragment; plain http only to a loopback host (tests).
-func checkEndpoint(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	switch {
-	case u.Host == "" || u.Hostname() == "":
-		return fmt.Errorf("%q: want an absolute URL such as https://host", s)
-	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
-		return fmt.Errorf("%q: want a URL without credentials, query or fragment", s)
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
-		return nil
-	}
-	return fmt.Errorf("%q: want an https URL (plain http only to a loopback address)", s)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -99,7 +99,7 @@ func ClientOptions(cfg Config) *arm.ClientOptions {
 		azcloud.ResourceManager: {Endpoint: cfg.ARMEndpoint, Audience: audience},
 	}
 	insecure := false
-	if u, err := url.Parse(cfg.ARMEndpoint); err == nil && u.Scheme == "http" && isLoopback(u.Hostname()) {
+	if u, err := url.Parse(cfg.ARMEndpoint); err == nil && u.Scheme == "http" && cloud.IsLoopback(u.Hostname()) {
 		insecure = true
 	}
 	return &arm.ClientOptions{ClientOptions: policy.ClientOptions{Cloud: conf, InsecureAllowCredentialWithHTTP: insecure}}

@@ -85,7 +85,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if o.Issuer == "" {
 		return nil, errors.New("gce verifier: an issuer is required")
 	}
-	if err := checkURL(o.CertsURL, true); err != nil {
+	if err := cloud.CheckEndpoint(o.CertsURL, true); err != nil {
 		return nil, fmt.Errorf("gce verifier: certs URL: %w", err)
 	}
 	if len(o.Projects) == 0 {

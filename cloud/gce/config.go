@@ -4,13 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"regexp"
 	"time"
 
+	"github.com/mooring-dev/mooring/cloud"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // Config is the GCE backend's cloud config file (the CCM's and the CSR
@@ -76,9 +75,6 @@ const (
 // PolicyInstanceName is the one node name policy: the instance's name.
 const PolicyInstanceName = "InstanceName"
 
-// maxConfigSize bounds the cloud config file.
-const maxConfigSize = 1 << 20
-
 var (
 	// projectIDPattern: 6-30 lower-case letters, digits and hyphens,
 	// starting with a letter, not ending with a hyphen. Domain-scoped
@@ -95,18 +91,8 @@ var (
 // every problem of the config is reported at once.
 func ParseConfig(r io.Reader) (Config, error) {
 	var c Config
-	if r == nil {
-		return c, errors.New("gce cloud config: --cloud-config is required")
-	}
-	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
-	if err != nil {
-		return c, fmt.Errorf("gce cloud config: %w", err)
-	}
-	if len(data) > maxConfigSize {
-		return c, fmt.Errorf("gce cloud config: larger than %d bytes", maxConfigSize)
-	}
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return c, fmt.Errorf("gce cloud config: %w", err)
+	if err := cloud.ReadConfig("gce", r, &c); err != nil {
+		return c, err
 	}
 	c.defaults()
 	return c, c.validate()
@@ -168,15 +154,15 @@ func (c *Config) validate() error {
 	if c.NodeNamePolicy != PolicyInstanceName {
 		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, PolicyInstanceName))
 	}
-	if err := checkURL(c.ComputeEndpoint, true); err != nil {
+	if err := cloud.CheckEndpoint(c.ComputeEndpoint, true); err != nil {
 		errs = append(errs, fmt.Errorf("computeEndpoint: %w", err))
 	} else if c.WithoutAuthentication && !loopbackURL(c.ComputeEndpoint) {
 		errs = append(errs, errors.New("withoutAuthentication is allowed only with a loopback computeEndpoint"))
 	}
-	if err := checkURL(c.CertsURL, true); err != nil {
+	if err := cloud.CheckEndpoint(c.CertsURL, true); err != nil {
 		errs = append(errs, fmt.Errorf("certsURL: %w", err))
 	}
-	if u, err := url.Parse(c.TokenIssuer); err != nil || u.Scheme != "https" && !(u.Scheme == "http" && isLoopback(u.Hostname())) || u.Host == "" {
+	if u, err := url.Parse(c.TokenIssuer); err != nil || u.Scheme != "https" && !(u.Scheme == "http" && cloud.IsLoopback(u.Hostname())) || u.Host == "" {
 		errs = append(errs, fmt.Errorf("tokenIssuer %q: want an https URL (http only on loopback)", c.TokenIssuer))
 	}
 	if c.MaxClockSkew.Duration < 0 || c.MaxClockSkew.Duration > MaxMaxClockSkew {
@@ -202,38 +188,7 @@ func (c *Config) ClusterFilter() string {
 	return fmt.Sprintf("labels.%s = %q", c.ClusterLabel, c.ClusterID)
 }
 
-// checkURL accepts an absolute https URL without credentials, query or
-// fragment (a path only if withPath); plain http only to a loopback host
-// (tests), since the answers decide which machines join and which Nodes go.
-func checkURL(s string, withPath bool) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return err
-	}
-	switch {
-	case u.Host == "" || u.Hostname() == "":
-		return fmt.Errorf("%q: want an absolute URL such as https://host", s)
-	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
-		return fmt.Errorf("%q: want a URL without credentials, query or fragment", s)
-	case !withPath && u.Path != "" && u.Path != "/":
-		return fmt.Errorf("%q: want a URL without a path", s)
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && isLoopback(u.Hostname()):
-		return nil
-	}
-	return fmt.Errorf("%q: want an https URL (plain http only to a loopback address)", s)
-}
-
 func loopbackURL(s string) bool {
 	u, err := url.Parse(s)
-	return err == nil && isLoopback(u.Hostname())
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && cloud.IsLoopback(u.Hostname())
 }
