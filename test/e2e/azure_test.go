@@ -30,28 +30,8 @@ import (
 // azure:/// providerIDs; serving certificates are approved. Then
 // Azure-specific attacks are denied by the real approver.
 func TestAzureNodesJoin(t *testing.T) {
-	agentBin := harness.BuildBinary(t, "agent/cmd/mooring-agent")
-	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
-	approverBin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
-	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
-	az := harness.StartAzureCloud(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	harness.StartCCM(t, c, ccmBin, az, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--v=2"}})
-	harness.StartApprover(t, c, approverBin, az, e2eCluster)
-
-	start := time.Now()
-	fleet := harness.StartFleet(ctx, t, c, nil, harness.FleetOptions{
-		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, AgentBin: agentBin,
-		Provision: az.Provisioner(e2eCluster),
-	})
-	for _, m := range fleet.Machines {
-		code, err := m.Agent.Wait(3 * time.Minute)
-		if err != nil || code != 0 {
-			t.Fatalf("agent of %s: exit %d, %v\n%s", m.Name, code, err, m.Agent.LogTail(30))
-		}
-	}
-	t.Logf("3 agents joined their VMs and started the kubelets in %v", time.Since(start).Round(time.Millisecond))
+	j := joinThree(t, harness.StartAzureCloud, "VMs")
+	c, az, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	prefix := "azure:///subscriptions/" + az.Subscription() + "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/"
 	for _, m := range fleet.Machines {

@@ -1,0 +1,60 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// provisioningCloud is a cloud stand-in whose instances a test makes for
+// a fleet (harness.AWSCloud, GCECloud, AzureCloud).
+type provisioningCloud interface {
+	harness.Provider
+	Provisioner(cluster string) func(ctx context.Context, name string) (harness.Provisioned, error)
+}
+
+// cloudJoin is a bed whose three machines joined through a cloud's path.
+type cloudJoin[P provisioningCloud] struct {
+	C     *testbed.Cluster
+	Cloud P
+	// Ctx bounds the test (4 minutes); Start is when the agents started.
+	Ctx   context.Context
+	Start time.Time
+	Fleet *harness.Fleet
+}
+
+// joinThree starts the bed without the bootstrappers' auto-approval, the
+// cloud, mooring-ccm and the standalone mooring-csr-approver on it, and
+// three machines (node-1..3) that the cloud provisions, and returns once
+// every agent has ended well (its node joined, its kubelet started).
+// instances names them in the log ("EC2 instances").
+func joinThree[P provisioningCloud](t *testing.T, startCloud func(testing.TB) P, instances string) cloudJoin[P] {
+	t.Helper()
+	agentBin := harness.BuildBinary(t, "agent/cmd/mooring-agent")
+	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
+	approverBin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
+	j := cloudJoin[P]{C: testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})}
+	j.Cloud = startCloud(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	j.Ctx = ctx
+	harness.StartCCM(t, j.C, ccmBin, j.Cloud, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--v=2"}})
+	harness.StartApprover(t, j.C, approverBin, j.Cloud, e2eCluster)
+
+	j.Start = time.Now()
+	j.Fleet = harness.StartFleet(ctx, t, j.C, nil, harness.FleetOptions{
+		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, AgentBin: agentBin,
+		Provision: j.Cloud.Provisioner(e2eCluster),
+	})
+	for _, m := range j.Fleet.Machines {
+		code, err := m.Agent.Wait(3 * time.Minute)
+		if err != nil || code != 0 {
+			t.Fatalf("agent of %s: exit %d, %v\n%s", m.Name, code, err, m.Agent.LogTail(30))
+		}
+	}
+	t.Logf("3 agents joined their %s and started the kubelets in %v", instances, time.Since(j.Start).Round(time.Millisecond))
+	return j
+}
