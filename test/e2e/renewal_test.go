@@ -139,7 +139,7 @@ func renewTerminated(t *testing.T, approverBin, cloudBin string, rbac testbed.Bo
 			t.Errorf("%s: %+v, want denied %s", name, csr.Status.Conditions, csrreason.InstanceNotRunning)
 		}
 	}
-	return approved, approver
+	return approved, approver.Process
 }
 
 // renewalCSR is a kubelet's client-certificate renewal of node.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -307,12 +306,11 @@ func (f *Fleet) Stop() error {
 	return errors.Join(errs...)
 }
 
-// tail is the last lines of a file.
+// tail is the end of a log, or why it cannot be read.
 func tail(path string, lines int) string {
-	data, err := os.ReadFile(path)
+	s, err := testbed.FileTail(path, lines)
 	if err != nil {
 		return err.Error()
 	}
-	l := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	return strings.Join(l[max(0, len(l)-lines):], "\n")
+	return s
 }

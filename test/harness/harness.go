@@ -294,16 +294,14 @@ func RunCCM(c *testbed.ControlPlane, bin string, cloud Provider, dir string, opt
 	if err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := testbed.FreePorts("127.0.0.1", 1)
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	args := append([]string{
 		"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--cloud-provider=" + cloud.ProviderName(), "--cloud-config=" + cloudConfig, "--cluster-name=" + opts.Cluster,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "--leader-elect=true",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[0]), "--leader-elect=true",
 	}, opts.Args...)
 	return c.RunEnv("mooring-ccm", cloud.ProviderEnv(), bin, args...)
 }
@@ -323,10 +321,18 @@ func StartCCM(t testing.TB, c *testbed.Cluster, bin string, cloud Provider, opts
 	return p
 }
 
+// Approver is a running mooring-csr-approver and where it serves: /metrics
+// (HTTPS, delegated authentication and authorization) on MetricsAddr,
+// /healthz and /readyz (plain HTTP) on HealthAddr.
+type Approver struct {
+	*testbed.Process
+	MetricsAddr, HealthAddr string
+}
+
 // StartApprover runs mooring-csr-approver as the ServiceAccount of
 // deploy/csrapprover (its role and rbac.yaml, applied here), with leader
 // election.
-func StartApprover(t testing.TB, c *testbed.Cluster, bin string, cloud Provider, cluster string, args ...string) *testbed.Process {
+func StartApprover(t testing.TB, c *testbed.Cluster, bin string, cloud Provider, cluster string, args ...string) *Approver {
 	t.Helper()
 	for _, f := range []string{"role/clusterrole.yaml", "rbac.yaml"} {
 		if err := c.Apply(context.Background(), filepath.Join(RepoRoot(), "deploy", "csrapprover", f)); err != nil {
@@ -343,30 +349,27 @@ func StartApprover(t testing.TB, c *testbed.Cluster, bin string, cloud Provider,
 		t.Fatal(err)
 	}
 	// /metrics on a secure port behind delegated authentication and
-	// authorization (found on the command line by a test that scrapes it),
-	// the plain health probes on another.
-	ports := make([]int, 2)
-	for i := range ports {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports[i] = l.Addr().(*net.TCPAddr).Port
-		l.Close()
+	// authorization, the plain health probes on another.
+	ports, err := testbed.FreePorts("127.0.0.1", 2)
+	if err != nil {
+		t.Fatal(err)
 	}
+	a := &Approver{MetricsAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])),
+		HealthAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))}
 	p, err := c.RunEnv("mooring-csr-approver", cloud.ProviderEnv(), bin, append([]string{
 		"--kubeconfig=" + kubeconfig, "--cloud-provider=" + cloud.ProviderName(), "--cloud-config=" + cloudConfig,
 		"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[0]),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]), "--leader-elect=true", "--v=2",
+		"--health-probe-bind-address=" + a.HealthAddr, "--leader-elect=true", "--v=2",
 	}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.Process = p
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("mooring-csr-approver log tail:\n%s", p.LogTail(40))
 		}
 	})
-	return p
+	return a
 }

@@ -104,7 +104,7 @@ func StartControlPlane(ctx context.Context, cfg Config) (cp *ControlPlane, err e
 	}()
 
 	begin := time.Now()
-	ports, err := freePorts("127.0.0.1", 4)
+	ports, err := FreePorts("127.0.0.1", 4)
 	if err != nil {
 		return nil, err
 	}

@@ -139,7 +139,7 @@ func (cp *ControlPlane) PrepareNode(nc NodeConfig) (n *Node, argv []string, err 
 	if n.cgroups, err = createCgroup("mooring-" + cp.id + "-" + nc.Name); err != nil {
 		return n, nil, err
 	}
-	ports, err := freePorts(nc.Address, 2)
+	ports, err := FreePorts(nc.Address, 2)
 	if err != nil {
 		return n, nil, err
 	}

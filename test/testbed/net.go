@@ -6,8 +6,8 @@ import (
 	"strconv"
 )
 
-// freePorts returns n distinct free ports on host.
-func freePorts(host string, n int) ([]int, error) {
+// FreePorts returns n distinct free ports on host.
+func FreePorts(host string, n int) ([]int, error) {
 	// Hold every listener until all are chosen so no port repeats.
 	var ls []net.Listener
 	defer func() {

@@ -111,15 +111,21 @@ func (p *process) rssBytes() int64 {
 
 // logTail returns the last n lines of the process log, for error messages.
 func (p *process) logTail(n int) string {
-	data, err := os.ReadFile(p.logPath)
+	tail, _ := FileTail(p.logPath, n)
+	return tail
+}
+
+// FileTail is the last n lines of a file (a log).
+func FileTail(path string, n int) (string, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(lines, "\n"), nil
 }
 
 // failure wraps err with the process's state and the tail of its log.

@@ -36,7 +36,7 @@ func TestNodeAddressesAreDistinctLoopback(t *testing.T) {
 }
 
 func TestFreePortsAreDistinctAndBindable(t *testing.T) {
-	ports, err := freePorts("127.0.0.1", 5)
+	ports, err := FreePorts("127.0.0.1", 5)
 	if err != nil {
 		t.Fatal(err)
 	}
