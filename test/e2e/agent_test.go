@@ -8,10 +8,7 @@ import (
 	"testing"
 	"time"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -57,22 +54,10 @@ func TestAgentJoinsNodes(t *testing.T) {
 
 	for _, m := range machines {
 		name := m.Instance.Name
-		poll(ctx, t, name+" Ready and initialized", func() (bool, error) {
-			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return err == nil && nodeReady(n) && n.Spec.ProviderID == "local://"+m.Instance.ID &&
-				!hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule), err
+		waitNode(ctx, t, c, name, "Ready and initialized", func(n *corev1.Node) bool {
+			return nodeReady(n) && n.Spec.ProviderID == "local://"+m.Instance.ID && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
 		})
-		serving := waitForServingCSR(ctx, t, c, name)
-		decided, err := harness.WaitForDecision(ctx, c.Client, serving.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cond := harness.Condition(decided, certificatesv1.CertificateApproved); cond == nil || cond.Reason != "MooringApproved" {
-			t.Fatalf("%s serving CSR: %+v", name, decided.Status.Conditions)
-		}
+		servingApprovedByMooring(ctx, t, c, name)
 		env, _ := os.ReadFile(m.EnvFile)
 		if !strings.Contains(string(env), "--provider-id=local://"+m.Instance.ID) || !strings.Contains(string(env), "--node-ip="+m.Instance.Addresses[0].Address) {
 			t.Errorf("%s kubelet env: %s", name, env)

@@ -5,11 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,22 +21,31 @@ import (
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-// TestStandaloneApprover: with the bootstrappers' auto-approval removed,
-// mooring-csr-approver approves a join whose evidence the local cloud
-// signed (and kube-controller-manager signs it), and denies, with a reason,
-// a bootstrap-token holder without evidence and one replaying evidence.
-func TestStandaloneApprover(t *testing.T) {
+// approverOnLocalCloud starts the bed without the bootstrappers'
+// auto-approval, the local cloud with one instance, node-1, of the
+// cluster, and mooring-csr-approver on it. The context bounds the test (3
+// minutes).
+func approverOnLocalCloud(t *testing.T) (context.Context, *testbed.Cluster, *harness.LocalCloud, *api.Instance, *harness.Approver) {
+	t.Helper()
 	bin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
 	cloudBin := harness.BuildBinary(t, "cloud/local/cmd/mooring-localcloud")
 	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
 	lc := harness.StartLocalCloud(t, c, cloudBin)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
 	in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: "node-1", Cluster: e2eCluster})
 	if err != nil {
 		t.Fatal(err)
 	}
-	approver := harness.StartApprover(t, c, bin, lc, e2eCluster)
+	return ctx, c, lc, in, harness.StartApprover(t, c, bin, lc, e2eCluster)
+}
+
+// TestStandaloneApprover: with the bootstrappers' auto-approval removed,
+// mooring-csr-approver approves a join whose evidence the local cloud
+// signed (and kube-controller-manager signs it), and denies, with a reason,
+// a bootstrap-token holder without evidence and one replaying evidence.
+func TestStandaloneApprover(t *testing.T) {
+	ctx, c, _, in, approver := approverOnLocalCloud(t)
 
 	start := time.Now()
 	join, err := harness.Join(ctx, c, "node-1", in.MetadataURL)
@@ -92,22 +98,8 @@ func TestStandaloneApprover(t *testing.T) {
 // answers the cluster admin (allowed by the delegated SubjectAccessReview)
 // and refuses an anonymous client; its plain health port answers /healthz
 // and /readyz (it leads, its caches synced).
-func checkApproverServing(ctx context.Context, t *testing.T, c *testbed.Cluster, p *testbed.Process) {
+func checkApproverServing(ctx context.Context, t *testing.T, c *testbed.Cluster, a *harness.Approver) {
 	t.Helper()
-	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	flags := map[string]string{}
-	for _, arg := range strings.Split(string(cmdline), "\x00") {
-		if name, value, ok := strings.Cut(arg, "="); ok {
-			flags[name] = value
-		}
-	}
-	securePort, health := flags["--secure-port"], flags["--health-probe-bind-address"]
-	if securePort == "" || health == "" {
-		t.Fatalf("mooring-csr-approver has no --secure-port or --health-probe-bind-address: %q", cmdline)
-	}
 	get := func(hc *http.Client, url string) (int, string) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -121,7 +113,7 @@ func checkApproverServing(ctx context.Context, t *testing.T, c *testbed.Cluster,
 		body, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(body)
 	}
-	metricsURL := "https://" + net.JoinHostPort("127.0.0.1", securePort) + "/metrics"
+	metricsURL := "https://" + a.MetricsAddr + "/metrics"
 	adminTLS, err := rest.TLSConfigFor(c.AdminConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -140,11 +132,11 @@ func checkApproverServing(ctx context.Context, t *testing.T, c *testbed.Cluster,
 	}
 	plain := &http.Client{Timeout: 10 * time.Second}
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if code, body := get(plain, "http://"+health+path); code != http.StatusOK {
+		if code, body := get(plain, "http://"+a.HealthAddr+path); code != http.StatusOK {
 			t.Errorf("GET %s: %d %s", path, code, body)
 		}
 	}
-	if code, _ := get(plain, "http://"+health+"/metrics"); code == http.StatusOK {
+	if code, _ := get(plain, "http://"+a.HealthAddr+"/metrics"); code == http.StatusOK {
 		t.Errorf("the plain health port serves /metrics")
 	}
 }

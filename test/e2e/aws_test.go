@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/cloud"
 	awscloud "github.com/mooring-dev/mooring/cloud/aws"
@@ -40,28 +37,13 @@ func TestAWSNodesJoin(t *testing.T) {
 		if !strings.HasPrefix(name, "ip-127-0-77-") || !strings.HasSuffix(name, ".ec2.internal") {
 			t.Fatalf("node name %q is not the instance's private DNS name", name)
 		}
-		var node *corev1.Node
-		poll(ctx, t, name+" Ready and initialized", func() (bool, error) {
-			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			node = n
-			return err == nil && nodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule), err
-		})
+		node := waitInitialized(ctx, t, c, name)
 		zone := node.Labels[corev1.LabelTopologyZone]
 		if !strings.HasPrefix(node.Spec.ProviderID, "aws:///"+zone+"/i-") || zone != aws.Region()+"a" ||
 			node.Labels[corev1.LabelInstanceTypeStable] != "m5.large" || node.Labels[corev1.LabelTopologyRegion] != aws.Region() {
 			t.Fatalf("%s: providerID %q, labels %v", name, node.Spec.ProviderID, node.Labels)
 		}
-		serving := waitForServingCSR(ctx, t, c, name)
-		decided, err := harness.WaitForDecision(ctx, c.Client, serving.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cond := harness.Condition(decided, certificatesv1.CertificateApproved); cond == nil || cond.Reason != "MooringApproved" {
-			t.Fatalf("%s serving CSR: %+v", name, decided.Status.Conditions)
-		}
+		servingApprovedByMooring(ctx, t, c, name)
 	}
 	t.Logf("3 nodes Ready, initialized with aws:/// providerIDs, serving certificates approved, %v after the agents started",
 		time.Since(start).Round(time.Millisecond))
@@ -111,11 +93,7 @@ func awsAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, aws *harn
 		return []evidence.Block{b}
 	}
 	var replayed []evidence.Block
-	cases := []struct {
-		name, node string
-		evidence   func(binding string) []evidence.Block
-		want       string // deny reason; "" approves
-	}{
+	runAttacks(ctx, t, c, []attack{
 		{"signed for another key's binding", mine.PrivateDNSName, func(string) []evidence.Block {
 			return sign(mine, "b-of-another-key", nil)
 		}, "EvidenceNotBoundToKey"},
@@ -149,25 +127,5 @@ func awsAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, aws *harn
 			return replayed
 		}, ""},
 		{"the approved evidence copied onto another key", mine.PrivateDNSName, func(string) []evidence.Block { return replayed }, "EvidenceNotBoundToKey"},
-	}
-	for _, tc := range cases {
-		req, err := harness.JoinWith(ctx, c, tc.node, func(binding string) ([]evidence.Block, error) { return tc.evidence(binding), nil })
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		decided, err := harness.WaitForDecision(ctx, c.Client, req.Name)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		approved := harness.Condition(decided, certificatesv1.CertificateApproved)
-		denied := harness.Condition(decided, certificatesv1.CertificateDenied)
-		switch {
-		case tc.want == "" && approved == nil:
-			t.Errorf("%s: not approved: %+v", tc.name, decided.Status.Conditions)
-		case tc.want != "" && (denied == nil || denied.Reason != tc.want):
-			t.Errorf("%s: want denied %s, got %+v", tc.name, tc.want, decided.Status.Conditions)
-		default:
-			t.Logf("%s: %s", tc.name, decided.Status.Conditions[0].Reason)
-		}
-	}
+	})
 }

@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/cloud"
 	azurecloud "github.com/mooring-dev/mooring/cloud/azure"
@@ -36,27 +33,12 @@ func TestAzureNodesJoin(t *testing.T) {
 	prefix := "azure:///subscriptions/" + az.Subscription() + "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/"
 	for _, m := range fleet.Machines {
 		name := m.Name
-		var node *corev1.Node
-		poll(ctx, t, name+" Ready and initialized", func() (bool, error) {
-			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			node = n
-			return err == nil && nodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule), err
-		})
+		node := waitInitialized(ctx, t, c, name)
 		if node.Spec.ProviderID != prefix+name || node.Labels[corev1.LabelTopologyZone] != az.Location()+"-1" ||
 			node.Labels[corev1.LabelTopologyRegion] != az.Location() || node.Labels[corev1.LabelInstanceTypeStable] != "Standard_D2s_v5" {
 			t.Fatalf("%s: providerID %q, labels %v", name, node.Spec.ProviderID, node.Labels)
 		}
-		serving := waitForServingCSR(ctx, t, c, name)
-		decided, err := harness.WaitForDecision(ctx, c.Client, serving.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cond := harness.Condition(decided, certificatesv1.CertificateApproved); cond == nil || cond.Reason != "MooringApproved" {
-			t.Fatalf("%s serving CSR: %+v", name, decided.Status.Conditions)
-		}
+		servingApprovedByMooring(ctx, t, c, name)
 	}
 	t.Logf("3 nodes Ready, initialized with azure:/// providerIDs, serving certificates approved, %v after the agents started",
 		time.Since(start).Round(time.Millisecond))
@@ -113,11 +95,7 @@ func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *har
 		t.Fatal(err)
 	}
 	var replayed []evidence.Block
-	cases := []struct {
-		name, node string
-		evidence   func(binding string) []evidence.Block
-		want       string // deny reason; "" approves
-	}{
+	runAttacks(ctx, t, c, []attack{
 		{"signed by a certificate outside the Azure roots", "attacker", func(b string) []evidence.Block {
 			return signed(outside, az.Document(mine, nonce(b), time.Now()))
 		}, "EvidenceWrongIssuer"},
@@ -149,25 +127,5 @@ func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *har
 			return replayed
 		}, ""},
 		{"the approved document copied onto another key", "attacker", func(string) []evidence.Block { return replayed }, "EvidenceNotBoundToKey"},
-	}
-	for _, tc := range cases {
-		req, err := harness.JoinWith(ctx, c, tc.node, func(binding string) ([]evidence.Block, error) { return tc.evidence(binding), nil })
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		decided, err := harness.WaitForDecision(ctx, c.Client, req.Name)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		approved := harness.Condition(decided, certificatesv1.CertificateApproved)
-		denied := harness.Condition(decided, certificatesv1.CertificateDenied)
-		switch {
-		case tc.want == "" && approved == nil:
-			t.Errorf("%s: not approved: %+v", tc.name, decided.Status.Conditions)
-		case tc.want != "" && (denied == nil || denied.Reason != tc.want):
-			t.Errorf("%s: want denied %s, got %+v", tc.name, tc.want, decided.Status.Conditions)
-		default:
-			t.Logf("%s: %s: %s", tc.name, decided.Status.Conditions[0].Reason, decided.Status.Conditions[0].Message)
-		}
-	}
+	})
 }

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
+	certificatesv1 "k8s.io/api/certificates/v1"
 )
 
 // provisioningCloud is a cloud stand-in whose instances a test makes for
@@ -57,4 +59,40 @@ func joinThree[P provisioningCloud](t *testing.T, startCloud func(testing.TB) P,
 	}
 	t.Logf("3 agents joined their %s and started the kubelets in %v", instances, time.Since(j.Start).Round(time.Millisecond))
 	return j
+}
+
+// attack is a join with evidence an attacker can make or obtain.
+type attack struct {
+	name, node string
+	evidence   func(binding string) []evidence.Block
+	want       string // deny reason; "" approves
+}
+
+// runAttacks files each attack's client CSR as a bootstrap token holder
+// and checks the real approver's decision: denied with the attack's
+// reason, or approved when it wants none.
+func runAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, attacks []attack) {
+	t.Helper()
+	for _, tc := range attacks {
+		began := time.Now()
+		req, err := harness.JoinWith(ctx, c, tc.node, func(binding string) ([]evidence.Block, error) { return tc.evidence(binding), nil })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		decided, err := harness.WaitForDecision(ctx, c.Client, req.Name)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		approved := harness.Condition(decided, certificatesv1.CertificateApproved)
+		denied := harness.Condition(decided, certificatesv1.CertificateDenied)
+		switch {
+		case tc.want == "" && approved == nil:
+			t.Errorf("%s: not approved: %+v", tc.name, decided.Status.Conditions)
+		case tc.want != "" && (denied == nil || denied.Reason != tc.want):
+			t.Errorf("%s: want denied %s, got %+v", tc.name, tc.want, decided.Status.Conditions)
+		default:
+			t.Logf("%s: %s in %v: %s", tc.name, decided.Status.Conditions[0].Reason, time.Since(began).Round(time.Millisecond),
+				decided.Status.Conditions[0].Message)
+		}
+	}
 }

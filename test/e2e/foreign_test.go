@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
-	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/internal/evidence"
@@ -27,17 +24,7 @@ import (
 // manager approves it; mooring-csr-approver reports that approval as
 // someone else's: a Warning Event ApprovedElsewhere on the CSR.
 func TestApprovalByAnotherApproverIsReported(t *testing.T) {
-	bin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
-	cloudBin := harness.BuildBinary(t, "cloud/local/cmd/mooring-localcloud")
-	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
-	lc := harness.StartLocalCloud(t, c, cloudBin)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: "node-1", Cluster: e2eCluster})
-	if err != nil {
-		t.Fatal(err)
-	}
-	harness.StartApprover(t, c, bin, lc, e2eCluster)
+	ctx, c, lc, in, _ := approverOnLocalCloud(t)
 
 	// What a kubeadm upgrade does.
 	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{

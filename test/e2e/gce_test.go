@@ -14,10 +14,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
-	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/cloud"
 	gcecloud "github.com/mooring-dev/mooring/cloud/gce"
@@ -44,15 +41,7 @@ func TestGCENodesJoin(t *testing.T) {
 
 	for _, m := range fleet.Machines {
 		name := m.Name
-		var node *corev1.Node
-		poll(ctx, t, name+" Ready and initialized", func() (bool, error) {
-			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			node = n
-			return err == nil && nodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule), err
-		})
+		node := waitInitialized(ctx, t, c, name)
 		wantPID := "gce://" + gcetest.DefaultProject + "/" + gcetest.DefaultZone + "/" + name
 		if node.Spec.ProviderID != wantPID || node.Labels[corev1.LabelTopologyZone] != gcetest.DefaultZone ||
 			node.Labels[corev1.LabelTopologyRegion] != "us-central1" || node.Labels[corev1.LabelInstanceTypeStable] != gcetest.DefaultMachineType {
@@ -67,14 +56,7 @@ func TestGCENodesJoin(t *testing.T) {
 		if !strings.HasPrefix(internal, "127.0.79.") {
 			t.Fatalf("%s: addresses %v", name, node.Status.Addresses)
 		}
-		serving := waitForServingCSR(ctx, t, c, name)
-		decided, err := harness.WaitForDecision(ctx, c.Client, serving.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cond := harness.Condition(decided, certificatesv1.CertificateApproved); cond == nil || cond.Reason != "MooringApproved" {
-			t.Fatalf("%s serving CSR: %+v", name, decided.Status.Conditions)
-		}
+		servingApprovedByMooring(ctx, t, c, name)
 	}
 	t.Logf("3 nodes Ready, initialized with gce:// providerIDs, serving certificates approved, %v after the agents started",
 		time.Since(start).Round(time.Millisecond))
@@ -151,11 +133,7 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 	googleKid := gce.KeyIDs()[len(gce.KeyIDs())-1]
 	googlePub := publishedKeyPEM(t, gce.CertsURL(), googleKid)
 	var replayed []evidence.Block
-	cases := []struct {
-		name, node string
-		evidence   func(binding string) []evidence.Block
-		want       string // deny reason; "" approves
-	}{
+	runAttacks(ctx, t, c, []attack{
 		{"token for another audience", mine.Name, func(string) []evidence.Block {
 			return fromMetadata(mine, "an-audience-of-another-service")
 		}, "EvidenceNotBoundToKey"},
@@ -185,29 +163,7 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 			return replayed
 		}, ""},
 		{"the approved token copied onto another key", mine.Name, func(string) []evidence.Block { return replayed }, "EvidenceNotBoundToKey"},
-	}
-	for _, tc := range cases {
-		began := time.Now()
-		req, err := harness.JoinWith(ctx, c, tc.node, func(binding string) ([]evidence.Block, error) { return tc.evidence(binding), nil })
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		decided, err := harness.WaitForDecision(ctx, c.Client, req.Name)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		approved := harness.Condition(decided, certificatesv1.CertificateApproved)
-		denied := harness.Condition(decided, certificatesv1.CertificateDenied)
-		switch {
-		case tc.want == "" && approved == nil:
-			t.Errorf("%s: not approved: %+v", tc.name, decided.Status.Conditions)
-		case tc.want != "" && (denied == nil || denied.Reason != tc.want):
-			t.Errorf("%s: want denied %s, got %+v", tc.name, tc.want, decided.Status.Conditions)
-		default:
-			t.Logf("%s: %s in %v: %s", tc.name, decided.Status.Conditions[0].Reason, time.Since(began).Round(time.Millisecond),
-				decided.Status.Conditions[0].Message)
-		}
-	}
+	})
 }
 
 // publishedKeyPEM is the public key of kid from a JWK set, PEM-encoded (the

@@ -226,6 +226,18 @@ func waitNode(ctx context.Context, t *testing.T, c *testbed.Cluster, name, what 
 	})
 }
 
+// waitInitialized waits until the Node is Ready and initialized (the
+// uninitialized taint gone) and returns it.
+func waitInitialized(ctx context.Context, t *testing.T, c *testbed.Cluster, name string) *corev1.Node {
+	t.Helper()
+	var node *corev1.Node
+	waitNode(ctx, t, c, name, "Ready and initialized", func(n *corev1.Node) bool {
+		node = n
+		return nodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
+	})
+	return node
+}
+
 // kubeletServes reports whether the machine's kubelet accepts connections
 // on its HTTPS port.
 func kubeletServes(m *harness.Machine) bool {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
@@ -113,6 +114,20 @@ func waitForServingCSR(ctx context.Context, t *testing.T, c *testbed.Cluster, no
 		return false, nil
 	})
 	return found
+}
+
+// servingApprovedByMooring waits for the Node's kubelet serving CSR and
+// checks that mooring's approver approved it.
+func servingApprovedByMooring(ctx context.Context, t *testing.T, c *testbed.Cluster, name string) {
+	t.Helper()
+	serving := waitForServingCSR(ctx, t, c, name)
+	decided, err := harness.WaitForDecision(ctx, c.Client, serving.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cond := harness.Condition(decided, certificatesv1.CertificateApproved); cond == nil || cond.Reason != "MooringApproved" {
+		t.Fatalf("%s serving CSR: %+v", name, decided.Status.Conditions)
+	}
 }
 
 // checkServingCSR checks a kubelet-serving CSR against what the kubelet is
