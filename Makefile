@@ -17,13 +17,13 @@ export KUBE_VERSION
 LDFLAGS := $(shell hack/ldflags.sh)
 
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
-E2E_PKGS = ./test/e2e/...
+E2E_PKGS = ./test/e2e/... ./test/chaos/...
 # hack/release is the release's own test (make release-test).
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/hack/release$$')
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/test/chaos' -e '/hack/release$$')
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build release release-test test unit adversarial fuzz e2e bench lint demo clean deps kube-bins docs chart helm-bin images push
+.PHONY: help build release release-test test unit adversarial fuzz e2e chaos bench lint demo clean deps kube-bins docs chart helm-bin images push
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -106,8 +106,15 @@ fuzz: ## run every fuzz target for FUZZ_TIME (default 30s) each
 		done; \
 	done
 
-e2e: deps kube-bins ## end-to-end tests on the real test bed
+e2e: deps kube-bins ## end-to-end tests on the real test bed, the reliability scenarios at reduced sizes among them
 	$(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
+
+# The reliability scenarios (test/chaos, docs/reliability.md) at full size;
+# longer than CI allows. The table of invariants and figures goes to
+# bin/chaos-results.md.
+chaos: deps kube-bins ## the reliability scenarios at full size; table in bin/chaos-results.md
+	@mkdir -p $(BIN)
+	MOORING_CHAOS=full MOORING_CHAOS_RESULTS=$(abspath $(BIN))/chaos-results.md $(GO) test -count=1 -p 1 -v -timeout 240m ./test/chaos/...
 
 BENCH_NODES ?= 1000
 bench: deps kube-bins ## benchmarks with figures; scale ones at BENCH_NODES (default 1000) nodes, table in bin/bench-results.md
