@@ -52,6 +52,9 @@ type Instance struct {
 	// Addresses in the order Nodes carry them.
 	Addresses []v1.NodeAddress
 	Labels    map[string]string
+	// Created is when the cloud created the instance (zero when the
+	// backend does not say); join tickets compare it with their issue time.
+	Created time.Time
 }
 
 // Source lists a cloud's instances; it is the boundary to a cloud backend.
