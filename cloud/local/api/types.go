@@ -160,6 +160,9 @@ type Faults struct {
 	ErrorRate float64 `json:"errorRate,omitempty"`
 	// Operations override the above per operation name (see Stats).
 	Operations map[string]OperationFault `json:"operations,omitempty"`
+	// StaleList names instances (by id) that ListInstances leaves out while
+	// GetInstance still serves them: a list that lags the cloud's record.
+	StaleList []string `json:"staleList,omitempty"`
 }
 
 // OperationFault is the fault of one operation.
@@ -201,6 +204,9 @@ type Stats struct {
 	Throttled int64 `json:"throttled"`
 	// Faulted counts calls failed by fault injection.
 	Faulted int64 `json:"faulted"`
+	// StaleListed counts instances that lists left out because of
+	// Faults.StaleList (one per instance per list call).
+	StaleListed int64 `json:"staleListed"`
 }
 
 // InstanceIdentity is what an instance's metadata service says about it.

@@ -53,14 +53,23 @@ func newInstanceID() string {
 
 func (s *Server) listInstances(r *http.Request) (int, any, error) {
 	clusters, ids, names, states := filter(r, "cluster"), filter(r, "id"), filter(r, "name"), filter(r, "state")
+	stale := s.gate.staleList()
 	s.mu.Lock()
 	items := make([]api.Instance, 0, len(s.instances))
+	left := 0
 	for _, in := range s.instances {
 		if match(clusters, in.Cluster) && match(ids, in.ID) && match(names, in.Name) && match(states, string(in.State)) {
+			if stale[in.ID] && ids == nil {
+				left++
+				continue
+			}
 			items = append(items, *in)
 		}
 	}
 	s.mu.Unlock()
+	if left > 0 {
+		s.gate.leftOut(left)
+	}
 	page, next, err := paginate(r, items, func(in api.Instance) string { return in.ID })
 	if err != nil {
 		return 0, nil, err

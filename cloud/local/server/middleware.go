@@ -54,6 +54,8 @@ type gate struct {
 	calls     map[string]int64
 	throttled int64
 	faulted   int64
+	// staleListed: instances lists left out (Faults.StaleList).
+	staleListed int64
 }
 
 func newGate(cfg Config) *gate {
@@ -92,20 +94,42 @@ func (g *gate) stats() api.Stats {
 	for k, v := range g.calls {
 		calls[k] = v
 	}
-	return api.Stats{Calls: calls, Throttled: g.throttled, Faulted: g.faulted}
+	return api.Stats{Calls: calls, Throttled: g.throttled, Faulted: g.faulted, StaleListed: g.staleListed}
 }
 
 func (g *gate) reset() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls = map[string]int64{}
-	g.throttled, g.faulted = 0, 0
+	g.throttled, g.faulted, g.staleListed = 0, 0, 0
 }
 
 func (g *gate) setFaults(f api.Faults) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.faults = f
+}
+
+// staleList is the set of instance ids lists leave out (Faults.StaleList);
+// nil when there are none.
+func (g *gate) staleList() map[string]bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.faults.StaleList) == 0 {
+		return nil
+	}
+	set := make(map[string]bool, len(g.faults.StaleList))
+	for _, id := range g.faults.StaleList {
+		set[id] = true
+	}
+	return set
+}
+
+// leftOut counts instances a list left out for Faults.StaleList.
+func (g *gate) leftOut(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.staleListed += int64(n)
 }
 
 func (g *gate) getFaults() api.Faults {

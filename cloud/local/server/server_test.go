@@ -845,6 +845,46 @@ func TestFaultInjection(t *testing.T) {
 	}
 }
 
+// TestStaleListFault: an instance named in Faults.StaleList is left out of
+// lists (and counted) while GetInstance and a list by its id still serve it.
+func TestStaleListFault(t *testing.T) {
+	tc := newTestCloud(t, nil)
+	ctx := context.Background()
+	a, err := tc.client.CreateInstance(ctx, api.CreateInstanceRequest{Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tc.client.CreateInstance(ctx, api.CreateInstanceRequest{Name: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tc.client.SetFaults(ctx, api.Faults{StaleList: []string{a.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := tc.client.ListInstances(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].ID != b.ID {
+		t.Errorf("list under the fault: %+v, want only %s", l.Items, b.ID)
+	}
+	if got, err := tc.client.GetInstance(ctx, a.ID); err != nil || got.ID != a.ID {
+		t.Errorf("GetInstance of the left-out instance: %v, %v", got, err)
+	}
+	if l, err := tc.client.ListInstances(ctx, client.ListOptions{IDs: []string{a.ID}}); err != nil || len(l.Items) != 1 {
+		t.Errorf("list by the left-out instance's id: %+v, %v", l, err)
+	}
+	if st, _ := tc.client.Stats(ctx); st.StaleListed != 1 || st.Faulted != 0 {
+		t.Errorf("stats %+v, want 1 left out, none faulted", st)
+	}
+	if err := tc.client.ClearFaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := tc.client.ListInstances(ctx, client.ListOptions{}); err != nil || len(l.Items) != 2 {
+		t.Errorf("list after clear: %+v, %v", l, err)
+	}
+}
+
 func TestMetricsEndpoint(t *testing.T) {
 	tc := newTestCloud(t, nil)
 	_, _ = tc.client.ListInstances(context.Background(), client.ListOptions{})

@@ -357,8 +357,11 @@ func faultsSet(args []string) error {
 	latency := f.fs.Duration("latency", 0, "latency added to every API call")
 	f.fs.Float64Var(&fl.ErrorRate, "error-rate", 0, "share (0..1) of API calls that fail")
 	f.fs.Var(&ops, "op", "per operation: NAME=RATE[:STATUS[:LATENCY]] (repeatable)")
+	var stale repeated
+	f.fs.Var(&stale, "stale-list", "instance ID that ListInstances leaves out while GetInstance serves it (repeatable)")
 	return f.call(args, 0, func(cx context.Context, c *client.Client, _ []string) error {
 		fl.Latency = api.Duration(*latency)
+		fl.StaleList = stale
 		for _, o := range ops {
 			name, spec, ok := strings.Cut(o, "=")
 			if !ok {

@@ -39,7 +39,7 @@ func commands() []command {
 		{"routes create", "NAME --cidr CIDR --instance ID [--cluster C]", routesCreate},
 		{"routes delete", "NAME", routesDelete},
 		{"faults get", "", faultsGet},
-		{"faults set", "[--latency D] [--error-rate R] [--op NAME=RATE[:STATUS[:LATENCY]]]...", faultsSet},
+		{"faults set", "[--latency D] [--error-rate R] [--op NAME=RATE[:STATUS[:LATENCY]]]... [--stale-list ID]...", faultsSet},
 		{"faults clear", "", faultsClear},
 		{"ratelimit", "[--limit CALLS_PER_S [--burst N]] (no flags: show it)", rateLimit},
 		{"stats", "[--reset]", stats},
