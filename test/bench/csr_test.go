@@ -2,24 +2,18 @@ package bench
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/mooring-dev/mooring/test/harness"
 )
 
 // BenchmarkCSRApproval: with N Nodes initialized, N kubelet-serving CSRs
@@ -31,14 +25,6 @@ func BenchmarkCSRApproval(b *testing.B) {
 	for range b.N {
 		runCSRApproval(b, n)
 	}
-}
-
-// servingCSR is one simulated kubelet's request.
-type servingCSR struct {
-	node, requester string
-	csr             *certificatesv1.CertificateSigningRequest
-	valid           bool
-	flaw            string
 }
 
 func runCSRApproval(b *testing.B, n int) {
@@ -58,13 +44,13 @@ func runCSRApproval(b *testing.B, n int) {
 		label string
 		rate  float64
 	}{{"burst", 0}, {"100/s", 100}} {
-		reqs := make([]servingCSR, 0, n)
+		reqs := make([]harness.ServingCSR, 0, n)
 		for i := range nodes.Items {
-			r, err := makeServingCSR(&nodes.Items[i], &nodes.Items[(i+1)%len(nodes.Items)], i)
+			r, err := harness.MakeServingCSR(&nodes.Items[i], &nodes.Items[(i+1)%len(nodes.Items)], i)
 			if err != nil {
 				b.Fatal(err)
 			}
-			r.csr.Name = strings.ReplaceAll(round.label, "/", "-per-") + "-" + r.csr.Name
+			r.CSR.Name = strings.ReplaceAll(round.label, "/", "-per-") + "-" + r.CSR.Name
 			reqs = append(reqs, r)
 		}
 		csrRound(ctx, b, w, d, reqs, round.rate, "serving CSR approval, "+round.label)
@@ -115,28 +101,24 @@ func (d *decisions) decided(names []string) (n int) {
 
 // csrRound creates reqs (at rate per second; 0: as fast as possible) and
 // waits until every one is decided.
-func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []servingCSR, rate float64, bench string) {
+func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []harness.ServingCSR, rate float64, bench string) {
 	if err := w.lc.Client.ResetStats(ctx); err != nil {
 		b.Fatal(err)
 	}
 	names := make([]string, len(reqs))
 	for i, r := range reqs {
-		names[i] = r.csr.Name
+		names[i] = r.CSR.Name
 	}
 	created := newStamps()
 	start := time.Now()
-	err := parallel(ctx, len(reqs), 32, func(ctx context.Context, i int) error {
+	err := harness.Parallel(ctx, len(reqs), 32, func(ctx context.Context, i int) error {
 		if rate > 0 {
 			// Each CSR at its slot of the steady schedule.
 			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
 		}
 		r := reqs[i]
-		created.set(r.csr.Name, time.Now())
-		// As the node itself: the apiserver fills in spec.username and groups.
-		return w.fast.CertificatesV1().RESTClient().Post().Resource("certificatesigningrequests").
-			SetHeader("Impersonate-User", r.requester).
-			SetHeader("Impersonate-Group", "system:nodes", "system:authenticated").
-			Body(r.csr).Do(ctx).Error()
+		created.set(r.CSR.Name, time.Now())
+		return r.Post(ctx, w.fast)
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -149,12 +131,12 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 	wrong, invalid := 0, 0
 	d.mu.Lock()
 	for _, r := range reqs {
-		if !r.valid {
+		if !r.Valid {
 			invalid++
 		}
-		if d.approved[r.csr.Name] != r.valid {
+		if d.approved[r.CSR.Name] != r.Valid {
 			wrong++
-			b.Errorf("CSR %s (%s): approved=%v, want %v", r.csr.Name, r.flaw, d.approved[r.csr.Name], r.valid)
+			b.Errorf("CSR %s (%s): approved=%v, want %v", r.CSR.Name, r.Flaw, d.approved[r.CSR.Name], r.Valid)
 		}
 	}
 	d.mu.Unlock()
@@ -180,59 +162,4 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 	record(bench, "per CSR, created to decided", fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99)), "p99 < 2 s", p99 < 2*time.Second)
 	record(bench, "wrong decisions", fmt.Sprint(wrong), "0", wrong == 0)
 	record(bench, "cloud API calls", fmt.Sprintf("%d (%s)", calls, callsString(stats.Calls)), "", false)
-}
-
-// makeServingCSR is node's serving CSR as its kubelet makes it: CN
-// system:node:NAME, O system:nodes, its hostname and addresses as SANs.
-// One in a hundred is invalid in one of three ways; next is another node.
-func makeServingCSR(node, next *corev1.Node, i int) (servingCSR, error) {
-	r := servingCSR{node: node.Name, requester: "system:node:" + node.Name, valid: true}
-	dns := []string{node.Name}
-	var ips []net.IP
-	for _, a := range node.Status.Addresses {
-		if a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP {
-			ips = append(ips, net.ParseIP(a.Address))
-		}
-	}
-	if i%100 == 50 {
-		r.valid = false
-		switch (i / 100) % 3 {
-		case 0:
-			r.flaw = "IP SAN of another machine"
-			ips = append(ips, net.ParseIP("127.0.0.1"))
-		case 1:
-			r.flaw = "the cluster's own DNS name"
-			dns = append(dns, "kubernetes.default.svc")
-		case 2:
-			// (A CSR for another node's name never gets this far: the
-			// apiserver refuses a node's CSR whose CN is not its own.)
-			r.flaw = "an address of another node"
-			for _, a := range next.Status.Addresses {
-				if a.Type == corev1.NodeInternalIP {
-					ips = append(ips, net.ParseIP(a.Address))
-				}
-			}
-		}
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return r, err
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:     pkix.Name{CommonName: "system:node:" + node.Name, Organization: []string{"system:nodes"}},
-		DNSNames:    dns,
-		IPAddresses: ips,
-	}, key)
-	if err != nil {
-		return r, err
-	}
-	r.csr = &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "serving-" + node.Name},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: certificatesv1.KubeletServingSignerName,
-			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
-		},
-	}
-	return r, nil
 }

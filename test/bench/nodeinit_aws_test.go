@@ -83,14 +83,17 @@ func runNodeInitAWS(b *testing.B, n int) (time.Duration, int) {
 	if err := waitLeader(ctx, c.Client); err != nil {
 		b.Fatalf("mooring-ccm: %v\n%s", err, ccm.LogTail(30))
 	}
-	client := fastClient(b, c)
+	client, err := harness.FastClient(c)
+	if err != nil {
+		b.Fatal(err)
+	}
 	w := &world{c: c, ccm: ccm, fast: client}
 
 	created := newStamps()
 	done, all := watchNodes(b, w, n)
 	describeBefore := aws.Calls("DescribeInstances")
 	start := time.Now()
-	if err := registerNodes(ctx, w.fast, names, created); err != nil {
+	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{Created: created.set}); err != nil {
 		b.Fatal(err)
 	}
 	registered := time.Since(start)

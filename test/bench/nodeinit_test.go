@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/mooring-dev/mooring/test/harness"
 )
 
 // BenchmarkNodeInit registers N Nodes the way kubelets with
@@ -63,7 +65,9 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 	}
 	start := time.Now()
 	regErr := make(chan error, 1)
-	go func() { regErr <- registerNodes(ctx, w.fast, names, created) }()
+	go func() {
+		regErr <- harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{Created: created.set})
+	}()
 	registered := time.Duration(0)
 	select {
 	case err := <-regErr:

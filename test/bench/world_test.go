@@ -16,10 +16,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
@@ -103,30 +101,20 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	if err := waitLeader(ctx, c.Client); err != nil {
 		b.Fatalf("mooring-ccm: %v\n%s", err, ccm.LogTail(30))
 	}
-	client := fastClient(b, c)
+	client, err := harness.FastClient(c)
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := lc.Client.ResetStats(ctx); err != nil {
 		b.Fatal(err)
 	}
 	return &world{c: c, lc: lc, ccm: ccm, fast: client}
 }
 
-// fastClient is the simulated kubelets' admin client, with a rate limit
-// high enough not to be the bottleneck.
-func fastClient(b *testing.B, c *testbed.Cluster) kubernetes.Interface {
-	b.Helper()
-	fast := rest.CopyConfig(c.AdminConfig)
-	fast.QPS, fast.Burst = 5000, 5000
-	client, err := kubernetes.NewForConfig(fast)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return client
-}
-
 // createInstances makes n instances named like the Nodes, unlimited and in
 // parallel.
 func createInstances(ctx context.Context, lc *harness.LocalCloud, n int) error {
-	return parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+	return harness.Parallel(ctx, n, 16, func(ctx context.Context, i int) error {
 		_, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: nodeName(i), Cluster: benchCluster})
 		return err
 	})
@@ -149,68 +137,7 @@ func waitLeader(ctx context.Context, c kubernetes.Interface) error {
 	}
 }
 
-// parallel runs f for 0..n-1 on workers goroutines; the first error stops it.
-func parallel(ctx context.Context, n, workers int, f func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(ctx, i); err != nil {
-					cancel(err)
-				}
-			}
-		})
-	}
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-	}
-	close(next)
-	wg.Wait()
-	return context.Cause(ctx)
-}
-
 func nodeName(i int) string { return fmt.Sprintf("node-%04d", i) }
-
-// registerNodes does what N kubelets with --cloud-provider=external do when
-// they start: create their Node (tainted uninitialized, no addresses, no
-// providerID), then report it Ready. created gets each Node's start time.
-func registerNodes(ctx context.Context, c kubernetes.Interface, names []string, created *stamps) error {
-	ready := []byte(`{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"simulated kubelet"}]}}`)
-	return parallel(ctx, len(names), 32, func(ctx context.Context, i int) error {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: names[i], Labels: map[string]string{corev1.LabelHostname: names[i]}},
-			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{
-				Key: uninitializedTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule,
-			}}},
-		}
-		created.set(node.Name, time.Now())
-		if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-			return err
-		}
-		_, err := c.CoreV1().Nodes().Patch(ctx, node.Name, types.StrategicMergePatchType, ready, metav1.PatchOptions{}, "status")
-		return err
-	})
-}
-
-// initialized: the CCM gave the Node its providerID and addresses and
-// removed the uninitialized taint.
-func initialized(n *corev1.Node) bool {
-	if n.Spec.ProviderID == "" || len(n.Status.Addresses) < 2 {
-		return false
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == uninitializedTaint {
-			return false
-		}
-	}
-	return true
-}
 
 // stamps are times by name, safe for concurrent use.
 type stamps struct {
@@ -439,7 +366,7 @@ func watchNodes(b *testing.B, w *world, n int) (done *stamps, all <-chan struct{
 	ch := make(chan struct{})
 	observe := func(obj any) {
 		node, ok := obj.(*corev1.Node)
-		if !ok || !initialized(node) {
+		if !ok || !harness.NodeInitialized(node) {
 			return
 		}
 		if done.setFirst(node.Name, time.Now()) == n {
@@ -479,7 +406,7 @@ func joinNodes(b *testing.B, w *world, n int, timeout time.Duration) time.Durati
 	ctx, cancel := withTimeout(timeout)
 	defer cancel()
 	start := time.Now()
-	if err := registerNodes(ctx, w.fast, names, newStamps()); err != nil {
+	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	select {
