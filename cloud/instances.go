@@ -45,7 +45,7 @@ type ViewInstances struct {
 // never "gone", so an outage or a misconfigured cluster tag cannot delete
 // Nodes.
 func (i ViewInstances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	in, err := i.Finder.FindInstance(ctx, node)
+	in, err := i.find(ctx, node)
 	if node.Spec.ProviderID != "" && errors.Is(err, view.ErrNotFound) && !DefinitiveNotFound(err) {
 		// Not in this cluster's list: ask for the id itself before believing it.
 		if in, err = i.Finder.ConfirmInstance(ctx, node.Spec.ProviderID); err == nil {
@@ -74,9 +74,22 @@ func (i ViewInstances) InstanceExists(ctx context.Context, node *v1.Node) (bool,
 	return false, fmt.Errorf("node %s: not treating it as gone: %w", node.Name, err)
 }
 
+// find is FindInstance; when the view cannot answer yet (the instance may
+// be newer than its last list, view.ErrUnconfirmed), a Node's providerID is
+// asked of the cloud itself.
+func (i ViewInstances) find(ctx context.Context, node *v1.Node) (view.Instance, error) {
+	in, err := i.Finder.FindInstance(ctx, node)
+	if node.Spec.ProviderID != "" && errors.Is(err, view.ErrUnconfirmed) {
+		if in, err = i.Finder.ConfirmInstance(ctx, node.Spec.ProviderID); err == nil {
+			i.View.Invalidate() // the list lagged behind the cloud
+		}
+	}
+	return in, err
+}
+
 // InstanceShutdown is true while the instance is stopped.
 func (i ViewInstances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
-	in, err := i.Finder.FindInstance(ctx, node)
+	in, err := i.find(ctx, node)
 	if err != nil {
 		return false, err
 	}
@@ -85,7 +98,7 @@ func (i ViewInstances) InstanceShutdown(ctx context.Context, node *v1.Node) (boo
 
 // InstanceMetadata is the cloud's record of the Node's instance.
 func (i ViewInstances) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
-	in, err := i.Finder.FindInstance(ctx, node)
+	in, err := i.find(ctx, node)
 	if errors.Is(err, view.ErrNotFound) {
 		// The node controller treats this error as "not (yet) in the cloud".
 		return nil, cloudprovider.InstanceNotFound

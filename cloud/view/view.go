@@ -64,13 +64,21 @@ type Source interface {
 	ListInstances(ctx context.Context) ([]Instance, error)
 }
 
-// ErrNotFound means a fresh list of the cloud does not hold the instance.
+// ErrNotFound means a fresh list of the cloud, one that began after the
+// lookup was asked, does not hold the instance.
 var ErrNotFound = errors.New("instance not found")
+
+// ErrUnconfirmed means the instance is not in a snapshot whose list began
+// before the lookup was asked (so it may be newer than the list), and the
+// snapshot is too young to list again: neither found nor not found. Ask
+// again later, or ask the cloud for the instance itself.
+var ErrUnconfirmed = errors.New("instance not in the last list, which began before the lookup")
 
 // Options tune a View.
 type Options struct {
-	// MinRefreshInterval bounds how often misses refresh the snapshot; a
-	// miss on a younger snapshot is believed. Default 1s.
+	// MinRefreshInterval bounds how often misses refresh the snapshot: a
+	// miss on a younger snapshot whose List began before the lookup is an
+	// error to retry, not ErrNotFound. Default 1s.
 	MinRefreshInterval time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
@@ -205,6 +213,7 @@ func (v *View) Invalidate() {
 }
 
 func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration, find func(*snapshot) (int, bool)) (Instance, error) {
+	asked := v.opts.Clock.Now()
 	s, err := v.snapshot(ctx, maxAge)
 	if err != nil {
 		lookups.WithLabelValues(by, "error").Inc()
@@ -214,10 +223,19 @@ func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration,
 		lookups.WithLabelValues(by, "hit").Inc()
 		return s.all[i].clone(), nil
 	}
-	// A miss may be an instance made after the snapshot: refresh, unless the
-	// snapshot is so young that a miss storm would turn into a List storm.
-	if v.opts.Clock.Since(s.at) >= v.opts.MinRefreshInterval {
-		if s, err = v.snapshot(ctx, v.opts.Clock.Since(s.at)-time.Nanosecond); err != nil {
+	// A List that began before the question was asked may miss an instance
+	// made just before it (the one a CSR or a Node being judged comes
+	// from): its miss is no answer. Only a List that began after the
+	// question can say "not found". Refresh for one, unless the snapshot is
+	// so young that a miss storm would turn into a List storm; then the
+	// caller asks again later.
+	if s.at.Before(asked) {
+		if v.opts.Clock.Since(s.at) < v.opts.MinRefreshInterval {
+			lookups.WithLabelValues(by, "deferred").Inc()
+			return Instance{}, fmt.Errorf("%w: %s %q (the list began %v ago; lists are refreshed at most every %v)",
+				ErrUnconfirmed, by, key, v.opts.Clock.Since(s.at).Round(time.Millisecond), v.opts.MinRefreshInterval)
+		}
+		if s, err = v.snapshotSince(ctx, asked); err != nil {
 			lookups.WithLabelValues(by, "error").Inc()
 			return Instance{}, err
 		}
@@ -233,15 +251,20 @@ func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration,
 // snapshot returns a snapshot no older than maxAge, listing the cloud if
 // needed. A List already in flight that started within maxAge is joined.
 func (v *View) snapshot(ctx context.Context, maxAge time.Duration) (*snapshot, error) {
-	now := v.opts.Clock.Now()
+	return v.snapshotSince(ctx, v.opts.Clock.Now().Add(-maxAge))
+}
+
+// snapshotSince returns a snapshot whose List started at or after since,
+// joining a List in flight that did, or starting one.
+func (v *View) snapshotSince(ctx context.Context, since time.Time) (*snapshot, error) {
 	v.mu.Lock()
-	if s := v.snap; s != nil && now.Sub(s.at) <= maxAge {
+	if s := v.snap; s != nil && !s.at.Before(since) {
 		v.mu.Unlock()
 		return s, nil
 	}
 	r := v.inflight
-	if r == nil || now.Sub(r.started) > maxAge {
-		r = &refresh{started: now, done: make(chan struct{})}
+	if r == nil || r.started.Before(since) {
+		r = &refresh{started: v.opts.Clock.Now(), done: make(chan struct{})}
 		v.inflight = r
 		go v.run(r)
 	}

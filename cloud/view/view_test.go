@@ -199,7 +199,9 @@ func TestByNodeName(t *testing.T) {
 		named("i-1", "ip-127-0-0-1.ec2.internal", StateTerminated), named("i-2", "ip-127-0-0-1.ec2.internal", StateRunning),
 		named("i-3", "", StateRunning),
 	}}
-	v := New(src, Options{})
+	// A still clock: every lookup is asked when the one list began, so its
+	// misses are answers.
+	v := New(src, Options{Clock: clocktesting.NewFakeClock(time.Unix(1000, 0))})
 	ctx := context.Background()
 	if got, err := v.ByNodeName(ctx, "IP-127-0-0-1.ec2.internal", time.Minute); err != nil || got.ID != "i-2" {
 		t.Fatalf("got %+v, %v", got, err)
@@ -323,5 +325,94 @@ func TestOnRecoveryAfterFailedLookups(t *testing.T) {
 	}
 	if a.Load() != 1 || b.Load() != 1 || v.Failing() {
 		t.Fatalf("after recovery: signals %d and %d, want 1 each; failing %v", a.Load(), b.Load(), v.Failing())
+	}
+}
+
+// laggingSource lists the items it holds when a List begins, however long
+// the List then takes (until gate opens, when set): a List is the cloud as
+// it was when the List began.
+type laggingSource struct {
+	mu    sync.Mutex
+	items []Instance
+	gate  chan struct{}
+	calls atomic.Int32
+}
+
+func (s *laggingSource) ListInstances(ctx context.Context) ([]Instance, error) {
+	s.calls.Add(1)
+	s.mu.Lock()
+	items, gate := append([]Instance(nil), s.items...), s.gate
+	s.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return items, nil
+}
+
+// TestMissNeverJoinsAnOlderList: an instance made while a List is in
+// flight is missing from that List. A lookup asked after the instance was
+// made (the CSR of a machine that just booted) must not take that List's
+// miss for "not found": it lists again. (Under a slow cloud, the approver
+// used to deny such joins InstanceNotInCluster.)
+func TestMissNeverJoinsAnOlderList(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &laggingSource{items: fleet(1)}
+	v := New(src, Options{Clock: clk, MinRefreshInterval: time.Second})
+	ctx := context.Background()
+	if _, err := v.ByID(ctx, "i-0000", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// A slow List begins...
+	src.mu.Lock()
+	src.gate = make(chan struct{})
+	src.mu.Unlock()
+	clk.Step(2 * time.Second)
+	go func() { _ = v.Refresh(ctx, 0) }()
+	for src.calls.Load() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	// ...then the instance is made, and then asked about.
+	src.mu.Lock()
+	src.items = append(fleet(1), inst("i-new", "new", StateRunning))
+	src.mu.Unlock()
+	clk.Step(2 * time.Second)
+	type result struct {
+		in  Instance
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		in, err := v.ByID(ctx, "i-new", time.Hour)
+		got <- result{in, err}
+	}()
+	// The lookup lists anew (a third List); joining the slow List instead
+	// would never list again.
+	for deadline := time.Now().Add(5 * time.Second); src.calls.Load() != 3 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	close(src.gate)
+	if r := <-got; r.err != nil || r.in.ID != "i-new" {
+		t.Fatalf("an instance made before the lookup: %+v, %v; want found by a List that began after the lookup", r.in, r.err)
+	}
+}
+
+// TestYoungMissIsUnconfirmed: a miss on a snapshot too young to list
+// again, whose List began before the lookup, is neither found nor
+// ErrNotFound, but ErrUnconfirmed: ask again.
+func TestYoungMissIsUnconfirmed(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	v := New(&countingSource{items: fleet(1)}, Options{Clock: clk, MinRefreshInterval: time.Second})
+	ctx := context.Background()
+	if _, err := v.ByID(ctx, "i-0000", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(500 * time.Millisecond)
+	_, err := v.ByID(ctx, "i-new", time.Hour)
+	if !errors.Is(err, ErrUnconfirmed) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("young miss: %v, want ErrUnconfirmed", err)
 	}
 }
