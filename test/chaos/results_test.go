@@ -102,7 +102,14 @@ func writeTable(path string) error {
 }
 
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mooring-chaos-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
 	code := m.Run()
+	_ = os.RemoveAll(dir)
 	if path := os.Getenv("MOORING_CHAOS_RESULTS"); path != "" {
 		if err := writeTable(path); err != nil {
 			fmt.Fprintf(os.Stderr, "chaos: writing %s: %v\n", path, err)
@@ -112,4 +119,14 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// binDir holds the binaries the scenarios build; TestMain removes it.
+var binDir string
+
+func tempDir() (string, error) {
+	if binDir == "" {
+		return "", fmt.Errorf("no directory for binaries (TestMain did not run)")
+	}
+	return binDir, nil
 }

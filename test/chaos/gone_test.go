@@ -1,0 +1,292 @@
+package chaos
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/test/harness"
+)
+
+const (
+	shutdownTaint = "node.cloudprovider.kubernetes.io/shutdown"
+	// goneBound: a terminated instance's Node is deleted, and a stopped
+	// one's tainted, within this long of its kubelet going NotReady: the
+	// lifecycle period (--node-monitor-period, 5 s), the view's refresh
+	// and the library's work queue.
+	goneBound = 30 * time.Second
+)
+
+// TestInstanceReallyGone (scenario 3): of the initialized, Ready Nodes
+// behind a LoadBalancer Service, a third of the instances are terminated
+// and a third stopped; their kubelets stop reporting (the Nodes turn
+// NotReady, as kube-controller-manager would mark them). Invariants: each
+// terminated instance's Node is deleted within goneBound, its serving CSR
+// and its client certificate renewal are denied, and its address leaves
+// the load balancer's backends; each stopped instance's Node gets the
+// shutdown taint and is not deleted; the others are untouched. The same
+// power path with real kubelets under systemd is
+// test/e2e TestInstancePowerReachesTheMachine.
+func TestInstanceReallyGone(t *testing.T) {
+	o := report(t, "3. instance really gone (terminated or stopped)")
+	ctx, cancel := context.WithTimeout(context.Background(), span(6*time.Minute, 30*time.Minute))
+	defer cancel()
+	n := size(6, 300)
+	w := newWorld(t, ctx)
+	ins := w.createInstances(t, ctx, "node", n)
+	names := instanceNames(ins)
+	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(ctx, t, "Nodes initialized", func() (bool, error) {
+		c, err := w.initializedCount(ctx, names)
+		return c == n, err
+	})
+	svc, err := w.c.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{
+			Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := map[string]string{} // Node name -> its internal address
+	for _, in := range ins {
+		addr[in.Name] = in.Addresses[0].Address
+	}
+	waitUntil(ctx, t, "the load balancer's backends are every Node", func() (bool, error) {
+		b, err := goneBackends(ctx, w.lc.Client)
+		return err == nil && len(b) == n, err
+	})
+
+	var terminated, stopped, kept []*api.Instance
+	for i, in := range ins {
+		switch i % 3 {
+		case 0:
+			terminated = append(terminated, in)
+		case 1:
+			stopped = append(stopped, in)
+		default:
+			kept = append(kept, in)
+		}
+	}
+	start := time.Now()
+	for _, in := range terminated {
+		if _, err := w.lc.Client.TerminateInstance(ctx, in.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range stopped {
+		if _, err := w.lc.Client.StopInstance(ctx, in.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The machines are off: their kubelets stop reporting.
+	for _, in := range append(slices.Clone(terminated), stopped...) {
+		if err := goneNotReady(ctx, w, in.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What a terminated machine's credentials still ask for, before its
+	// Node is gone: a serving certificate and a renewal.
+	var asks []string
+	for _, in := range terminated {
+		node, err := w.c.Client.CoreV1().Nodes().Get(ctx, in.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s deleted before its kubelet's requests were filed: %v", in.Name, err)
+		}
+		r, err := harness.MakeServingCSR(node, node, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.CSR.Name = "serving-gone-" + in.Name
+		if err := r.Post(ctx, w.fast); err != nil {
+			t.Fatal(err)
+		}
+		renewal, err := goneRenewal(ctx, w, in.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asks = append(asks, r.CSR.Name, renewal)
+	}
+
+	deleted, tainted := map[string]time.Duration{}, map[string]time.Duration{}
+	var backendsGone time.Duration
+	waitUntil(ctx, t, "terminated Nodes deleted, stopped ones tainted, backends updated", func() (bool, error) {
+		for _, in := range terminated {
+			if _, ok := deleted[in.Name]; ok {
+				continue
+			}
+			_, err := w.c.Client.CoreV1().Nodes().Get(ctx, in.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				deleted[in.Name] = time.Since(start)
+			} else if err != nil {
+				return false, err
+			}
+		}
+		for _, in := range stopped {
+			if _, ok := tainted[in.Name]; ok {
+				continue
+			}
+			node, err := w.c.Client.CoreV1().Nodes().Get(ctx, in.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, fmt.Errorf("stopped instance's Node %s: %w", in.Name, err)
+			}
+			for _, tn := range node.Spec.Taints {
+				if tn.Key == shutdownTaint {
+					tainted[in.Name] = time.Since(start)
+				}
+			}
+		}
+		if backendsGone == 0 {
+			b, err := goneBackends(ctx, w.lc.Client)
+			if err != nil {
+				return false, err
+			}
+			clean := true
+			for _, in := range terminated {
+				if b[addr[in.Name]] {
+					clean = false
+				}
+			}
+			if clean {
+				backendsGone = time.Since(start)
+			}
+		}
+		return len(deleted) == len(terminated) && len(tainted) == len(stopped) && backendsGone > 0, nil
+	})
+	worst := func(m map[string]time.Duration) (d time.Duration) {
+		for _, v := range m {
+			d = max(d, v)
+		}
+		return d
+	}
+	if d := worst(deleted); d > goneBound {
+		t.Errorf("terminated instances' Nodes deleted after up to %v, more than %v: %v", d, goneBound, deleted)
+	}
+	if d := worst(tainted); d > goneBound {
+		t.Errorf("stopped instances' Nodes tainted after up to %v, more than %v: %v", d, goneBound, tainted)
+	}
+	o.check("every terminated instance's Node deleted within %v", goneBound)
+	o.check("every stopped instance's Node tainted %s within %v", shutdownTaint, goneBound)
+	o.figure(t, "Node deleted after termination", "max %.1f s (%d Nodes)", worst(deleted).Seconds(), len(deleted))
+	o.figure(t, "shutdown taint after stop", "max %.1f s (%d Nodes)", worst(tainted).Seconds(), len(tainted))
+	o.figure(t, "terminated instances out of the load balancer", "%.1f s", backendsGone.Seconds())
+	o.check("terminated instances' addresses leave the load balancer's backends")
+
+	waitUntil(ctx, t, "the terminated machines' requests decided", func() (bool, error) {
+		d, err := w.csrDecisions(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, name := range asks {
+			if !d[name].approved && !d[name].denied {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	d, err := w.csrDecisions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range asks {
+		if !d[name].denied || d[name].approved {
+			t.Errorf("%s of a terminated instance: %+v, want denied", name, d[name])
+		}
+	}
+	o.check("serving CSRs and renewals of terminated instances denied (%d)", len(asks))
+
+	// Another lifecycle period: stopped and kept Nodes are still there,
+	// kept ones still behind the load balancer.
+	time.Sleep(10 * time.Second)
+	var stay []string
+	for _, in := range append(slices.Clone(stopped), kept...) {
+		stay = append(stay, in.Name)
+	}
+	if missing, err := w.missingNodes(ctx, stay); err != nil || len(missing) > 0 {
+		t.Errorf("Nodes of stopped or running instances deleted: %v (%v)", missing, err)
+	}
+	b, err := goneBackends(ctx, w.lc.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range kept {
+		if !b[addr[in.Name]] {
+			t.Errorf("%s (running) is no longer a backend of %s: %v", in.Name, svc.Name, b)
+		}
+	}
+	o.check("stopped instances' Nodes not deleted; running ones untouched and still backends")
+}
+
+// goneBackends is the set of backend addresses of the cluster's load
+// balancers.
+func goneBackends(ctx context.Context, c *client.Client) (map[string]bool, error) {
+	lbs, err := c.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: chaosCluster})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, lb := range lbs {
+		for _, l := range lb.Listeners {
+			for _, b := range l.Backends {
+				out[b.Address] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// goneNotReady marks a Node NotReady, as kube-controller-manager does when
+// its kubelet stops reporting.
+func goneNotReady(ctx context.Context, w *world, name string) error {
+	patch := []byte(`{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"NodeStatusUnknown","message":"Kubelet stopped posting node status."}]}}`)
+	_, err := w.fast.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// goneRenewal files a client certificate renewal as the node itself (its
+// current credentials, impersonated) and returns the CSR's name.
+func goneRenewal(ctx context.Context, w *world, node string) (string, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		return "", err
+	}
+	name := "renewal-gone-" + node
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}
+	err = w.fast.CertificatesV1().RESTClient().Post().Resource("certificatesigningrequests").
+		SetHeader("Impersonate-User", "system:node:"+node).
+		SetHeader("Impersonate-Group", "system:nodes", "system:authenticated").
+		Body(csr).Do(ctx).Error()
+	return name, err
+}

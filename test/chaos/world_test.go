@@ -1,0 +1,183 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+const chaosCluster = "chaos"
+
+// binaries are built once per test process.
+var binaries = sync.OnceValues(func() (map[string]string, error) {
+	dir, err := tempDir()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, pkg := range []string{"ccm/cmd/mooring-ccm", "cloud/local/cmd/mooring-localcloud", "csrapprover/cmd/mooring-csr-approver"} {
+		bin, err := harness.Build(pkg, dir)
+		if err != nil {
+			return nil, err
+		}
+		out[filepath.Base(pkg)] = bin
+	}
+	return out, nil
+})
+
+func bin(t *testing.T, name string) string {
+	t.Helper()
+	bins, err := binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bins[name]
+}
+
+// world is a control plane, the local cloud and mooring-ccm (with its CSR
+// approver) on the bed: the scene of a scenario. Its Nodes are simulated
+// kubelets (harness.RegisterNodes), so kube-controller-manager's node
+// lifecycle controller is off: Nodes keep the Ready condition the scenario
+// gives them, and only mooring's cloud node lifecycle controller acts on
+// them.
+type world struct {
+	c    *testbed.Cluster
+	lc   *harness.LocalCloud
+	ccm  *testbed.Process
+	fast kubernetes.Interface
+}
+
+func newWorld(t *testing.T, ctx context.Context, ccmArgs ...string) *world {
+	t.Helper()
+	c := testbed.Start(t, testbed.Options{
+		RBAC:        testbed.BootstrapRBAC{MooringApproves: true},
+		Controllers: []string{"-node-lifecycle-controller"},
+	})
+	lc := harness.StartLocalCloud(t, c, bin(t, "mooring-localcloud"))
+	for _, f := range []string{"deploy/csrapprover/role/clusterrole.yaml", "deploy/base/ccm-csrapprover-binding.yaml"} {
+		if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ccm := harness.StartCCM(t, c, bin(t, "mooring-ccm"), lc, harness.CCMOptions{
+		Cluster: chaosCluster, Args: append([]string{"--controllers=*,csr-approver", "--v=2"}, ccmArgs...),
+	})
+	fast, err := harness.FastClient(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{c: c, lc: lc, ccm: ccm, fast: fast}
+}
+
+// createInstances makes instances named prefix-0000 ... in the cluster.
+func (w *world) createInstances(t *testing.T, ctx context.Context, prefix string, n int) []*api.Instance {
+	t.Helper()
+	out := make([]*api.Instance, n)
+	err := harness.Parallel(ctx, n, 16, func(ctx context.Context, i int) error {
+		in, err := w.lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("%s-%04d", prefix, i), Cluster: chaosCluster})
+		out[i] = in
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitUntil polls cond every 200 ms until it holds or ctx ends.
+func waitUntil(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not reached (%v; last error: %v)", what, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// initializedCount counts the named Nodes the CCM has initialized.
+func (w *world) initializedCount(ctx context.Context, names []string) (int, error) {
+	nodes, err := w.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	byName := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		byName[nodes.Items[i].Name] = &nodes.Items[i]
+	}
+	n := 0
+	for _, name := range names {
+		if node := byName[name]; node != nil && harness.NodeInitialized(node) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// missingNodes lists the named Nodes that no longer exist.
+func (w *world) missingNodes(ctx context.Context, names []string) ([]string, error) {
+	nodes, err := w.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, n := range nodes.Items {
+		have[n.Name] = true
+	}
+	var missing []string
+	for _, name := range names {
+		if !have[name] {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
+
+// decision is a CSR's verdict as its conditions say.
+type decision struct {
+	approved, denied bool
+	at               time.Time // when the verdict's condition was last updated
+	reason           string
+	conditions       int
+}
+
+// csrDecisions reads every CSR's verdict, by name.
+func (w *world) csrDecisions(ctx context.Context) (map[string]decision, error) {
+	list, err := w.c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]decision{}
+	for _, csr := range list.Items {
+		d := decision{conditions: len(csr.Status.Conditions)}
+		for _, c := range csr.Status.Conditions {
+			switch c.Type {
+			case certificatesv1.CertificateApproved:
+				d.approved, d.at, d.reason = true, c.LastUpdateTime.Time, c.Reason
+			case certificatesv1.CertificateDenied:
+				d.denied, d.at, d.reason = true, c.LastUpdateTime.Time, c.Reason
+			}
+		}
+		out[csr.Name] = d
+	}
+	return out, nil
+}
