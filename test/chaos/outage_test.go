@@ -45,10 +45,10 @@ func TestCloudOutageAndBrownOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), span(12*time.Minute, 60*time.Minute))
 	defer cancel()
 	var (
-		preCount = size(30, 500)      // Nodes initialized before the faults
-		perPhase = size(10, 170)      // Nodes registering during each fault
-		serving  = size(9, 160)       // serving CSRs of initialized Nodes per fault
-		joins    = size(3, 30)        // attested joins per fault
+		preCount = size(30, 500) // Nodes initialized before the faults
+		perPhase = size(10, 170) // Nodes registering during each fault
+		serving  = size(9, 160)  // serving CSRs of initialized Nodes per fault
+		joins    = size(3, 30)   // attested joins per fault
 		faultFor = span(30*time.Second, 2*time.Minute)
 	)
 	w := newWorld(t, ctx)

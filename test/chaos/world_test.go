@@ -27,7 +27,7 @@ var binaries = sync.OnceValues(func() (map[string]string, error) {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, pkg := range []string{"ccm/cmd/mooring-ccm", "cloud/local/cmd/mooring-localcloud", "csrapprover/cmd/mooring-csr-approver"} {
+	for _, pkg := range []string{"ccm/cmd/mooring-ccm", "cloud/local/cmd/mooring-localcloud", "csrapprover/cmd/mooring-csr-approver", "agent/cmd/mooring-agent"} {
 		bin, err := harness.Build(pkg, dir)
 		if err != nil {
 			return nil, err

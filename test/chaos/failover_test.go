@@ -1,0 +1,197 @@
+package chaos
+
+import (
+	"context"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// TestLeaderFailover (scenario 1): two replicas of mooring-csr-approver and
+// two of mooring-ccm, with leader election, on one bed. Two bursts, each of
+// serving CSRs (1% invalid; at least one), attested joins and registering
+// Nodes: the first without a failure, the second with the leader of each
+// killed (kill -9) just after the burst began. Invariants: every CSR
+// decided exactly once (one condition; one "CSR decided" line in all the
+// replicas' logs), none wrongly; every Node initialized; the second
+// replicas took over. Figures: time without a leader, time until all was
+// decided, with and without the failure.
+func TestLeaderFailover(t *testing.T) {
+	o := report(t, "1. leader failover under load")
+	ctx, cancel := context.WithTimeout(context.Background(), span(10*time.Minute, 40*time.Minute))
+	defer cancel()
+	var (
+		serving  = size(40, 1000)
+		joins    = size(5, 100)
+		register = size(20, 500)
+	)
+	c := testbed.Start(t, testbed.Options{
+		RBAC:        testbed.BootstrapRBAC{MooringApproves: true},
+		Controllers: []string{"-node-lifecycle-controller"},
+	})
+	lc := harness.StartLocalCloud(t, c, bin(t, "mooring-localcloud"))
+	w := &world{c: c, lc: lc}
+	var err error
+	if w.fast, err = harness.FastClient(c); err != nil {
+		t.Fatal(err)
+	}
+	// The CSRs' Nodes: initialized before the bursts, half for each.
+	pre := w.createInstances(t, ctx, "pre", 2*serving)
+	preNames := instanceNames(pre)
+	var ccms []*testbed.Process
+	for range 2 {
+		ccms = append(ccms, harness.StartCCM(t, c, bin(t, "mooring-ccm"), lc, harness.CCMOptions{Cluster: chaosCluster, Args: []string{"--v=2"}}))
+	}
+	var approvers []*harness.Approver
+	for range 2 {
+		approvers = append(approvers, harness.StartApprover(t, c, bin(t, "mooring-csr-approver"), lc, chaosCluster))
+	}
+	if err := harness.RegisterNodes(ctx, w.fast, preNames, harness.RegisterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(ctx, t, "the CSRs' Nodes initialized", func() (bool, error) {
+		n, err := w.initializedCount(ctx, preNames)
+		return n == len(preNames), err
+	})
+
+	burst := func(label string, nodes []string, fail bool) {
+		t.Helper()
+		reqs := outageServingCSRs(t, ctx, w, nodes, label)
+		fresh := w.createInstances(t, ctx, "node-"+label, register)
+		joiners := w.createInstances(t, ctx, "join-"+label, joins)
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			err := harness.Parallel(ctx, len(reqs), 32, func(ctx context.Context, i int) error { return reqs[i].Post(ctx, w.fast) })
+			if err == nil {
+				err = harness.RegisterNodes(ctx, w.fast, instanceNames(fresh), harness.RegisterOptions{})
+			}
+			done <- err
+		}()
+		var joinCSRs []string
+		for _, in := range joiners {
+			j, err := harness.Join(ctx, c, in.Name, in.MetadataURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			joinCSRs = append(joinCSRs, j.Name)
+		}
+		if fail {
+			for _, lease := range []struct {
+				name  string
+				procs []*testbed.Process
+			}{
+				{"mooring-csr-approver", []*testbed.Process{approvers[0].Process, approvers[1].Process}},
+				{"cloud-controller-manager", ccms},
+			} {
+				gap := failoverKillLeader(t, ctx, c, lease.name, lease.procs)
+				o.figure(t, "time without a leader, "+lease.name, "%.1f s (lease duration 15 s)", gap.Seconds())
+			}
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		want := append(servingNames(reqs), joinCSRs...)
+		waitUntil(ctx, t, label+": every CSR decided and every Node initialized", func() (bool, error) {
+			d, err := w.csrDecisions(ctx)
+			if err != nil {
+				return false, err
+			}
+			for _, name := range want {
+				if !d[name].approved && !d[name].denied {
+					return false, nil
+				}
+			}
+			n, err := w.initializedCount(ctx, instanceNames(fresh))
+			return n == len(fresh), err
+		})
+		o.figure(t, "all decided and initialized, "+label, "%.1f s (%d serving CSRs, %d joins, %d Nodes)",
+			time.Since(start).Seconds(), len(reqs), len(joinCSRs), len(fresh))
+		d, err := w.csrDecisions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged := failoverDecisionLines(t, approvers)
+		for _, r := range reqs {
+			if got := d[r.CSR.Name]; got.approved != r.Valid || got.conditions != 1 {
+				t.Errorf("%s: serving CSR %s (valid %v %s): %+v", label, r.CSR.Name, r.Valid, r.Flaw, got)
+			}
+		}
+		for _, name := range joinCSRs {
+			if got := d[name]; !got.approved || got.conditions != 1 {
+				t.Errorf("%s: join %s: %+v", label, name, got)
+			}
+		}
+		for _, name := range want {
+			if logged[name] != 1 {
+				t.Errorf("%s: CSR %s decided %d times in the replicas' logs, want once", label, name, logged[name])
+			}
+		}
+	}
+	burst("steady", preNames[:serving], false)
+	burst("failover", preNames[serving:], true)
+	o.check("every CSR decided exactly once (one condition, one decision logged across replicas), none wrongly, both bursts")
+	o.check("every Node initialized after the CCM leader was killed")
+}
+
+// failoverKillLeader kills (kill -9) whichever of procs holds the lease
+// and returns how long the lease then had no live holder: until another
+// identity holds it.
+func failoverKillLeader(t *testing.T, ctx context.Context, c *testbed.Cluster, lease string, procs []*testbed.Process) time.Duration {
+	t.Helper()
+	var leader *testbed.Process
+	waitUntil(ctx, t, "a leader of "+lease, func() (bool, error) {
+		for _, p := range procs {
+			data, err := os.ReadFile(p.LogPath())
+			if err == nil && strings.Contains(string(data), "successfully acquired lease kube-system/"+lease) {
+				leader = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	l, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		t.Fatalf("lease %s: %v", lease, err)
+	}
+	held := *l.Spec.HolderIdentity
+	killed := time.Now()
+	if err := syscall.Kill(leader.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(ctx, t, "another holder of "+lease, func() (bool, error) {
+		l, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != held, nil
+	})
+	return time.Since(killed)
+}
+
+// failoverDecisionLines counts the "CSR decided" lines of each CSR in the
+// approvers' logs (a killed replica's log stays on disk).
+func failoverDecisionLines(t *testing.T, approvers []*harness.Approver) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, a := range approvers {
+		data, err := os.ReadFile(a.LogPath())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if !strings.Contains(line, `"CSR decided"`) {
+				continue
+			}
+			if _, rest, ok := strings.Cut(line, ` csr="`); ok {
+				name, _, _ := strings.Cut(rest, `"`)
+				out[name]++
+			}
+		}
+	}
+	return out
+}
