@@ -62,8 +62,8 @@ func TestLocalCloudKill9(t *testing.T) {
 		fetched.Add(1)
 		all.Go(func() {
 			j, err := harness.JoinWith(ctx, w.c, in.Name, func(binding string) ([]evidence.Block, error) {
-				defer fetched.Done()
 				tok, err := client.NewMetadata(in.MetadataURL, nil).IdentityToken(ctx, binding)
+				fetched.Done()
 				if err != nil {
 					return nil, err
 				}

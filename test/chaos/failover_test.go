@@ -150,7 +150,7 @@ func failoverKillLeader(t *testing.T, ctx context.Context, c *testbed.Cluster, l
 	waitUntil(ctx, t, "a leader of "+lease, func() (bool, error) {
 		for _, p := range procs {
 			data, err := os.ReadFile(p.LogPath())
-			if err == nil && strings.Contains(string(data), "successfully acquired lease kube-system/"+lease) {
+			if err == nil && strings.Contains(string(data), `"Successfully acquired lease" lock="kube-system/`+lease+`"`) {
 				leader = p
 				return true, nil
 			}

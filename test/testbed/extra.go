@@ -14,17 +14,17 @@ import (
 // group, before its own components.
 type Process struct{ p *process }
 
-// Run starts bin with args, logging to LogDir()/name.log.
+// Run starts bin with args, logging to LogDir()/name.log. While a process
+// of that name runs, another one is named name-2 (then name-3, ...), so
+// that replicas log to files of their own; a process started again after
+// its predecessor exited appends to the same file.
 func (cp *ControlPlane) Run(name, bin string, args ...string) (*Process, error) {
-	p, err := cp.start(name, bin, args...)
-	if err != nil {
-		return nil, err
-	}
-	return &Process{p: p}, nil
+	return cp.RunEnv(name, nil, bin, args...)
 }
 
 // RunEnv is Run with extra environment variables.
 func (cp *ControlPlane) RunEnv(name string, env []string, bin string, args ...string) (*Process, error) {
+	name = cp.freeName(name)
 	p, err := startProcessEnv(name, filepath.Join(cp.cfg.Dir, "logs", name+".log"), env, bin, args...)
 	if err != nil {
 		return nil, err
@@ -108,3 +108,19 @@ func (c *Cluster) AdoptNode(n *Node) { c.Nodes = append(c.Nodes, n) }
 // Binaries are the Kubernetes programs this control plane runs, and its
 // kubelets.
 func (cp *ControlPlane) Binaries() Binaries { return cp.cfg.Binaries }
+
+// freeName is name, or name-N for the smallest N from 2 that no running
+// process of the control plane has.
+func (cp *ControlPlane) freeName(name string) string {
+	running := map[string]bool{}
+	for _, p := range cp.procs {
+		if done, _ := p.exited(); !done {
+			running[p.name] = true
+		}
+	}
+	candidate := name
+	for n := 2; running[candidate]; n++ {
+		candidate = fmt.Sprintf("%s-%d", name, n)
+	}
+	return candidate
+}
