@@ -161,5 +161,5 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 	record(bench, "all decided after", seconds(total), "< 60 s at 5,000", total < time.Minute)
 	record(bench, "per CSR, created to decided", fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99)), "p99 < 2 s", p99 < 2*time.Second)
 	record(bench, "wrong decisions", fmt.Sprint(wrong), "0", wrong == 0)
-	record(bench, "cloud API calls", fmt.Sprintf("%d (%s)", calls, callsString(stats.Calls)), "", false)
+	record(bench, "cloud API calls", fmt.Sprintf("%d (%s)", calls, harness.CallsString(stats.Calls)), "", false)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/local/provider"
+	"github.com/mooring-dev/mooring/test/harness"
 )
 
 // BenchmarkLBFanout: 100 LoadBalancer Services, then 100 nodes join; it
@@ -110,11 +111,11 @@ func runLBFanout(b *testing.B, services, nodes int) {
 	updates := stats.Calls["EnsureLoadBalancer"]
 	b.ReportMetric(float64(updates), "lb-updates")
 	record(bench, fmt.Sprintf("%d load balancers created", services),
-		fmt.Sprintf("%s, %d calls (%s)", seconds(created), sum(createStats.Calls), callsString(createStats.Calls)), "", false)
+		fmt.Sprintf("%s, %d calls (%s)", seconds(created), sum(createStats.Calls), harness.CallsString(createStats.Calls)), "", false)
 	record(bench, fmt.Sprintf("%d nodes join: load balancer updates", nodes),
 		fmt.Sprintf("%d (%.1f per load balancer; one per node would be %d)", updates, float64(updates)/float64(services), services*nodes), "", false)
 	record(bench, "every node behind every load balancer after", seconds(settled), "", false)
-	record(bench, "all cloud calls while nodes joined", fmt.Sprintf("%d (%s)", sum(stats.Calls), callsString(stats.Calls)), "", false)
+	record(bench, "all cloud calls while nodes joined", fmt.Sprintf("%d (%s)", sum(stats.Calls), harness.CallsString(stats.Calls)), "", false)
 }
 
 // waitFor polls cond every half second until it holds or ctx ends.

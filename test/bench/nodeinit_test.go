@@ -111,10 +111,10 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 	record(bench, fmt.Sprintf("%d nodes registered (simulated kubelets)", n), seconds(registered), "", false)
 	if mode == "mooring" {
 		record(bench, "all initialized after", seconds(total), "< 60 s at 5,000 nodes", total < time.Minute)
-		record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", calls, callsString(stats.Calls)), "< 50 at 5,000 nodes", calls < 50)
+		record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", calls, harness.CallsString(stats.Calls)), "< 50 at 5,000 nodes", calls < 50)
 	} else {
 		record(bench, "all initialized after", seconds(total), "", false)
-		record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", calls, callsString(stats.Calls)), "", false)
+		record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", calls, harness.CallsString(stats.Calls)), "", false)
 	}
 	record(bench, "per node, registration to initialized", fmt.Sprintf("p50 %s, p99 %s", ms(percentile(lat, 50)), ms(percentile(lat, 99))), "", false)
 	record(bench, "cloud calls refused by the limit (429)", fmt.Sprint(stats.Throttled), "", false)
@@ -170,7 +170,7 @@ func measureSteady(b *testing.B, w *world, n int, bench string) {
 	per5m := float64(calls) / float64(n) * (5 * time.Minute).Seconds() / window.Seconds()
 	b.ReportMetric(per5m, "steady-calls/node/5m")
 	record(bench, fmt.Sprintf("steady state: cloud calls in %v at default periods", window),
-		fmt.Sprintf("%d (%s)", calls, callsString(stats.Calls)), "", false)
+		fmt.Sprintf("%d (%s)", calls, harness.CallsString(stats.Calls)), "", false)
 	record(bench, "steady state: calls per node per 5 min", fmt.Sprintf("%.4f (%.3f per node per hour)", per5m, per5m*12),
 		"< 0.01", per5m < 0.01)
 }

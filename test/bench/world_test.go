@@ -203,28 +203,6 @@ func sum(m map[string]int64) int64 {
 	return s
 }
 
-// callsString lists calls by operation, largest first.
-func callsString(m map[string]int64) string {
-	ops := make([]string, 0, len(m))
-	for op := range m {
-		ops = append(ops, op)
-	}
-	slices.SortFunc(ops, func(a, b string) int {
-		if m[a] != m[b] {
-			return int(m[b] - m[a])
-		}
-		return strings.Compare(a, b)
-	})
-	parts := make([]string, 0, len(ops))
-	for _, op := range ops {
-		parts = append(parts, fmt.Sprintf("%s %d", op, m[op]))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
-
 // apiserverWrites counts kube-apiserver's mutating requests so far, by
 // resource, from its apiserver_request_total metric.
 func apiserverWrites(ctx context.Context, c kubernetes.Interface) (map[string]float64, error) {

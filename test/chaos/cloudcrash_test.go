@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,14 +8,11 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/client"
@@ -39,13 +35,7 @@ func TestLocalCloudKill9(t *testing.T) {
 	w := newWorld(t, ctx)
 	ins := w.createInstances(t, ctx, "node", n)
 	names := instanceNames(ins)
-	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(ctx, t, "Nodes initialized", func() (bool, error) {
-		c, err := w.initializedCount(ctx, names)
-		return c == n, err
-	})
+	w.registerInitialized(t, ctx, names)
 	vip := crashServe(t, ctx, w, ins[0].Addresses[0].Address)
 
 	// Machines that fetched their identity token and have not filed their
@@ -191,14 +181,7 @@ func crashState(t *testing.T, ctx context.Context, c *client.Client) crashSnapsh
 // goes through.
 func crashServe(t *testing.T, ctx context.Context, w *world, addr string) string {
 	t.Helper()
-	svc, err := w.c.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{
-			Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := w.webService(t, ctx)
 	ln, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(int(svc.Spec.Ports[0].NodePort))))
 	if err != nil {
 		t.Fatal(err)
@@ -216,16 +199,7 @@ func crashServe(t *testing.T, ctx context.Context, w *world, addr string) string
 			}
 		}
 	}
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(conn, "served by %s\n", name)
-			conn.Close()
-		}
-	}()
+	harness.ServeLine(ln, "served by "+name)
 	var vip string
 	waitUntil(ctx, t, "the Service's VIP carries traffic", func() (bool, error) {
 		s, err := w.c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
@@ -239,13 +213,4 @@ func crashServe(t *testing.T, ctx context.Context, w *world, addr string) string
 }
 
 // crashThrough is the first line a connection to the VIP's port 80 reads.
-func crashThrough(vip string) string {
-	conn, err := net.DialTimeout("tcp", net.JoinHostPort(vip, "80"), time.Second)
-	if err != nil {
-		return ""
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	line, _ := bufio.NewReader(conn).ReadString('\n')
-	return strings.TrimSpace(line)
-}
+func crashThrough(vip string) string { return harness.FirstLine(net.JoinHostPort(vip, "80")) }

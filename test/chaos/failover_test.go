@@ -100,14 +100,8 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		want := append(servingNames(reqs), joinCSRs...)
 		waitUntil(ctx, t, label+": every CSR decided and every Node initialized", func() (bool, error) {
-			d, err := w.csrDecisions(ctx)
-			if err != nil {
+			if ok, err := w.allDecided(ctx, want); !ok || err != nil {
 				return false, err
-			}
-			for _, name := range want {
-				if !d[name].approved && !d[name].denied {
-					return false, nil
-				}
 			}
 			n, err := w.initializedCount(ctx, instanceNames(fresh))
 			return n == len(fresh), err

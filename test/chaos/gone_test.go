@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
@@ -58,21 +57,8 @@ func TestInstanceReallyGone(t *testing.T) {
 	w := newWorld(t, ctx)
 	ins := w.createInstances(t, ctx, "node", n)
 	names := instanceNames(ins)
-	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(ctx, t, "Nodes initialized", func() (bool, error) {
-		c, err := w.initializedCount(ctx, names)
-		return c == n, err
-	})
-	svc, err := w.c.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{
-			Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w.registerInitialized(t, ctx, names)
+	svc := w.webService(t, ctx)
 	addr := map[string]string{} // Node name -> its internal address
 	for _, in := range ins {
 		addr[in.Name] = in.Addresses[0].Address
@@ -201,18 +187,7 @@ func TestInstanceReallyGone(t *testing.T) {
 	o.figure(t, "terminated instances out of the load balancer", "%.1f s", backendsGone.Seconds())
 	o.check("terminated instances' addresses leave the load balancer's backends")
 
-	waitUntil(ctx, t, "the terminated machines' requests decided", func() (bool, error) {
-		d, err := w.csrDecisions(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, name := range asks {
-			if !d[name].approved && !d[name].denied {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	waitUntil(ctx, t, "the terminated machines' requests decided", func() (bool, error) { return w.allDecided(ctx, asks) })
 	d, err := w.csrDecisions(ctx)
 	if err != nil {
 		t.Fatal(err)

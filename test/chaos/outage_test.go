@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -146,7 +145,7 @@ func TestCloudOutageAndBrownOut(t *testing.T) {
 				faultEnd.Sub(start).Round(time.Second), rate, outageMaxCallRate, stats.Calls)
 		}
 		o.figure(t, "cloud calls during "+label, "%d (%.1f/s; %d failed by the fault, %d instances left out of lists): %s",
-			calls, rate, stats.Faulted, stats.StaleListed, callsString(stats.Calls))
+			calls, rate, stats.Faulted, stats.StaleListed, harness.CallsString(stats.Calls))
 
 		// After it.
 		if err := w.lc.Client.ClearFaults(ctx); err != nil {
@@ -159,16 +158,7 @@ func TestCloudOutageAndBrownOut(t *testing.T) {
 			if err != nil || n < len(freshNames) {
 				return false, err
 			}
-			d, err := w.csrDecisions(ctx)
-			if err != nil {
-				return false, err
-			}
-			for _, name := range want {
-				if !d[name].approved && !d[name].denied {
-					return false, nil
-				}
-			}
-			return true, nil
+			return w.allDecided(ctx, want)
 		})
 		o.figure(t, "converged after "+label, "%.1f s (%d Nodes initialized, %d serving CSRs and %d joins decided)",
 			time.Since(recovered).Seconds(), len(freshNames), len(reqs), len(joinCSRs))
@@ -250,26 +240,4 @@ func servingNames(reqs []harness.ServingCSR) []string {
 		out[i] = r.CSR.Name
 	}
 	return out
-}
-
-// callsString lists calls by operation, largest first.
-func callsString(m map[string]int64) string {
-	ops := make([]string, 0, len(m))
-	for op := range m {
-		ops = append(ops, op)
-	}
-	slices.SortFunc(ops, func(a, b string) int {
-		if m[a] != m[b] {
-			return int(m[b] - m[a])
-		}
-		return strings.Compare(a, b)
-	})
-	parts := make([]string, 0, len(ops))
-	for _, op := range ops {
-		parts = append(parts, fmt.Sprintf("%s %d", op, m[op]))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
 }

@@ -11,6 +11,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
@@ -180,4 +181,46 @@ func (w *world) csrDecisions(ctx context.Context) (map[string]decision, error) {
 		out[csr.Name] = d
 	}
 	return out, nil
+}
+
+// allDecided reports whether every named CSR has a verdict.
+func (w *world) allDecided(ctx context.Context, names []string) (bool, error) {
+	d, err := w.csrDecisions(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, name := range names {
+		if !d[name].approved && !d[name].denied {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// registerInitialized registers the named Nodes (simulated kubelets, Ready)
+// and waits until the CCM has initialized them all.
+func (w *world) registerInitialized(t *testing.T, ctx context.Context, names []string) {
+	t.Helper()
+	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(ctx, t, "Nodes initialized", func() (bool, error) {
+		n, err := w.initializedCount(ctx, names)
+		return n == len(names), err
+	})
+}
+
+// webService creates default/web, a LoadBalancer Service of port 80 (node
+// port chosen by the apiserver).
+func (w *world) webService(t *testing.T, ctx context.Context) *corev1.Service {
+	t.Helper()
+	svc, err := w.c.Client.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{
+			Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -136,16 +134,7 @@ func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc 
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(conn, "served by %s\n", node1)
-			conn.Close()
-		}
-	}()
+	harness.ServeLine(ln, "served by "+node1)
 	var vip string
 	poll(ctx, t, "the Service's ingress IP", func() (bool, error) {
 		s, err := c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
@@ -155,16 +144,7 @@ func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc 
 		vip = s.Status.LoadBalancer.Ingress[0].IP
 		return slices.Contains(s.Finalizers, "service.kubernetes.io/load-balancer-cleanup"), nil
 	})
-	through := func() string {
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(vip, "80"), time.Second)
-		if err != nil {
-			return ""
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-		line, _ := bufio.NewReader(conn).ReadString('\n')
-		return strings.TrimSpace(line)
-	}
+	through := func() string { return harness.FirstLine(net.JoinHostPort(vip, "80")) }
 	poll(ctx, t, "traffic through the VIP", func() (bool, error) { return through() == "served by "+node1, nil })
 	t.Logf("load balancer %s carries traffic to %s:%d", vip, node1, svc.Spec.Ports[0].NodePort)
 
