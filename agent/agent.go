@@ -17,12 +17,13 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/certificate"
+
 	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
@@ -165,10 +166,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	} else {
 		klog.InfoS("Kubelet credentials are valid; skipping the join", "node", nodeName, "file", current)
 	}
-	if err := writeKubeconfig(cfg.Kubeconfig, cfg.APIServer, ca, current); err != nil {
+	// A write that fails (disk full) is retried: nothing is lost by
+	// waiting, and STATUS says what is in the way.
+	if err := a.retry(ctx, "write "+cfg.Kubeconfig, func() error { return writeKubeconfig(cfg.Kubeconfig, cfg.APIServer, ca, current) }); err != nil {
 		return err
 	}
-	if err := writeKubeletEnv(cfg.KubeletEnvFile, inst, addressIsLocal); err != nil {
+	if err := a.retry(ctx, "write "+cfg.KubeletEnvFile, func() error { return writeKubeletEnv(cfg.KubeletEnvFile, inst, addressIsLocal) }); err != nil {
 		return err
 	}
 	if err := a.writeKubeletConfig(ctx, ca); err != nil {
@@ -216,12 +219,12 @@ func (a *Agent) joinUntilDecided(ctx context.Context, inst cloud.NodeInstance, n
 // join gets an approved client certificate through the CSR API.
 func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName string, ca []byte) error {
 	cfg := a.Config
-	if err := os.MkdirAll(cfg.CertDir, 0o700); err != nil {
-		return err
-	}
 	keyPath := filepath.Join(cfg.CertDir, keyTmp)
-	keyPEM, key, err := loadOrCreateKey(keyPath)
-	if err != nil {
+	var (
+		keyPEM []byte
+		key    crypto.Signer
+	)
+	if err := a.retry(ctx, "write the CSR key", func() (err error) { keyPEM, key, err = loadOrCreateKey(keyPath); return err }); err != nil {
 		return err
 	}
 	binding, err := evidence.Binding(key.Public())
@@ -246,10 +249,42 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 	if err != nil {
 		return err
 	}
-	var (
-		reqName string
-		reqUID  types.UID
-	)
+	var certPEM []byte
+	for {
+		reqName, reqUID, err := a.file(ctx, client, name, der, key, binding)
+		if err != nil {
+			return err
+		}
+		a.status("waiting for the approval of certificate request %s (node %s, instance %s)", reqName, nodeName, inst.ID)
+		certPEM, err = a.waitIssued(ctx, client, reqName, reqUID)
+		if errors.Is(err, errCSRGone) {
+			klog.InfoS("The certificate request is gone before it was decided; filing it again", "csr", reqName)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
+	}
+	// Disk full, a read-only remount: the certificate is kept in memory and
+	// the write retried; a crash before it lands leaves the old files, and
+	// the next run finds the approved CSR again by its name.
+	if err := a.retry(ctx, "write the kubelet credentials", func() error {
+		return storePair(cfg.CertDir, certPEM, keyPEM, a.Now())
+	}); err != nil {
+		return err
+	}
+	if err := os.Remove(keyPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	klog.InfoS("Kubelet client certificate issued", "node", nodeName, "file", filepath.Join(cfg.CertDir, pairPrefix+"-current.pem"))
+	return nil
+}
+
+// file files the CSR of the key (named by CSRName) with fresh evidence, or
+// finds the one an earlier run filed; it retries until the apiserver
+// answers.
+func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name string, der []byte, key crypto.Signer, binding string) (reqName string, reqUID types.UID, err error) {
 	err = a.retry(ctx, "certificate request", func() error {
 		// A CSR of this key filed by an earlier run is found by its name.
 		if existing, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
@@ -271,42 +306,102 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	a.status("waiting for the approval of certificate request %s (node %s, instance %s)", reqName, nodeName, inst.ID)
-	waitCtx, cancel := context.WithTimeout(ctx, cfg.WaitTimeout.Duration)
-	defer cancel()
-	certPEM, err := csr.WaitForCertificate(waitCtx, client, reqName, reqUID)
-	if err != nil {
-		got, gerr := client.CertificatesV1().CertificateSigningRequests().Get(ctx, reqName, metav1.GetOptions{})
-		if gerr == nil {
-			if d := deniedCondition(got); d != nil {
-				return &DeniedError{CSR: reqName, Reason: d.Reason, Message: d.Message}
-			}
+	return reqName, reqUID, err
+}
+
+// errCSRGone: the CSR was deleted (or replaced) before it was decided.
+var errCSRGone = errors.New("the certificate request is gone")
+
+// waitIssued waits until the CSR is decided and, if approved, signed, for
+// as long as ctx allows. One watch lasts at most WaitTimeout; a watch that
+// ends undecided (its time is up, the apiserver went away, etcd lost the
+// watch) is followed by a look at the CSR and a new watch, so an apiserver
+// outage costs a wait, never the join. A denial is a *DeniedError; a CSR
+// that no longer exists is errCSRGone.
+func (a *Agent) waitIssued(ctx context.Context, client kubernetes.Interface, name string, uid types.UID) ([]byte, error) {
+	b := a.Backoff
+	since := a.Now()
+	for {
+		waitCtx, cancel := context.WithTimeout(ctx, a.Config.WaitTimeout.Duration)
+		certPEM, err := csr.WaitForCertificate(waitCtx, client, name, uid)
+		cancel()
+		if err == nil {
+			return certPEM, nil
 		}
-		return fmt.Errorf("certificate request %s: %w", reqName, err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("certificate request %s: %w (last error: %v)", name, ctx.Err(), err)
+		}
+		got, gerr := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(gerr), gerr == nil && got.UID != uid:
+			return nil, errCSRGone
+		case gerr == nil:
+			if d := deniedCondition(got); d != nil {
+				return nil, &DeniedError{CSR: name, Reason: d.Reason, Message: d.Message}
+			}
+		default:
+			err = gerr
+		}
+		d := b.Step()
+		a.status("certificate request %s undecided after %v (%v); watching it again in %v", name,
+			a.Now().Sub(since).Round(time.Second), err, d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("certificate request %s: %w (last error: %v)", name, ctx.Err(), err)
+		case <-time.After(d):
+		}
+	}
+}
+
+// storePair writes the kubelet's client certificate and key as one file
+// (kubelet-client-<time>.pem, written atomically) and points
+// kubelet-client-current.pem at it with an atomic rename of a symlink, the
+// layout of the kubelet's own certificate store. A failure at any step
+// leaves the previous current pair as it was and no torn file.
+func storePair(dir string, certPEM, keyPEM []byte, now time.Time) error {
+	var pair []byte
+	for rest := certPEM; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type == "CERTIFICATE" {
+			pair = append(pair, pem.EncodeToMemory(b)...)
+		}
+	}
+	key, _ := pem.Decode(keyPEM)
+	if len(pair) == 0 || key == nil {
+		return &permanentError{errors.New("the issued certificate or the key holds no PEM block")}
+	}
+	pair = append(pair, pem.EncodeToMemory(key)...)
+	path := filepath.Join(dir, pairPrefix+"-"+now.UTC().Format("2006-01-02-15-04-05")+".pem")
+	if err := writeAtomic(path, pair, 0o600); err != nil {
+		return err
 	}
 	// The store keeps -current.pem as a symlink to the newest pair; a plain
 	// file there (unusable, or we would not be joining) is in its way.
-	current := filepath.Join(cfg.CertDir, pairPrefix+"-current.pem")
+	current := filepath.Join(dir, pairPrefix+"-current.pem")
 	if st, err := os.Lstat(current); err == nil && st.Mode()&os.ModeSymlink == 0 {
 		if err := os.Remove(current); err != nil {
 			return err
 		}
 	}
-	store, err := certificate.NewFileStore(pairPrefix, cfg.CertDir, cfg.CertDir, "", "")
+	link := filepath.Join(dir, "."+pairPrefix+"-current.pem.tmp")
+	_ = os.Remove(link)
+	if err := os.Symlink(path, link); err != nil {
+		return err
+	}
+	if err := os.Rename(link, current); err != nil {
+		_ = os.Remove(link)
+		return err
+	}
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	if _, err := store.Update(certPEM, keyPEM); err != nil {
-		return fmt.Errorf("store the kubelet certificate: %w", err)
-	}
-	if err := os.Remove(keyPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	klog.InfoS("Kubelet client certificate issued", "csr", reqName, "node", nodeName, "file", store.CurrentPath())
-	return nil
+	defer d.Close()
+	return d.Sync()
 }
 
 // CSRName is the CSR's name for a node's key: a retry with the same key
@@ -331,6 +426,9 @@ func deniedCondition(c *certificatesv1.CertificateSigningRequest) *certificatesv
 
 // loadOrCreateKey reuses the key an interrupted run left, or makes one.
 func loadOrCreateKey(path string) ([]byte, crypto.Signer, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil, err
+	}
 	if data, err := os.ReadFile(path); err == nil {
 		if k, err := keyutil.ParsePrivateKeyPEM(data); err == nil {
 			if s, ok := k.(crypto.Signer); ok {

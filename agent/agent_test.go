@@ -62,6 +62,8 @@ type approver struct {
 	denyFirst  int32
 	denyReason string
 	created    atomic.Int32
+	// ignore leaves new CSRs undecided.
+	ignore atomic.Bool
 }
 
 func (ap *approver) run(ctx context.Context, t *testing.T, client *fake.Clientset) {
@@ -81,29 +83,38 @@ func (ap *approver) run(ctx context.Context, t *testing.T, client *fake.Clientse
 		if ev.Type != watch.Added {
 			continue
 		}
-		n := ap.created.Add(1)
-		csr := ev.Object.(*certificatesv1.CertificateSigningRequest).DeepCopy()
-		cond := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue, Reason: "MooringApproved"}
-		deny := ap.deny || n <= ap.denyFirst
-		switch {
-		case ap.deny:
-			cond = certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: v1.ConditionTrue,
-				Reason: "NoEvidence", Message: "no evidence"}
-		case deny:
-			cond = certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: v1.ConditionTrue,
-				Reason: ap.denyReason, Message: "test denial"}
+		if ap.ignore.Load() {
+			continue
 		}
-		csr.Status.Conditions = append(csr.Status.Conditions, cond)
-		if !deny {
-			if csr.Status.Certificate, err = ap.ca.SignCSR(csr.Spec.Request, pki.ProfileClient); err != nil {
-				t.Error(err)
-			}
-		}
-		if _, err := client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
+		ap.decide(ctx, t, client, ev.Object.(*certificatesv1.CertificateSigningRequest))
+	}
+}
+
+// decide approves (and signs) or denies a CSR as the approver is set up to.
+func (ap *approver) decide(ctx context.Context, t *testing.T, client *fake.Clientset, in *certificatesv1.CertificateSigningRequest) {
+	var err error
+	n := ap.created.Add(1)
+	csr := in.DeepCopy()
+	cond := certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: v1.ConditionTrue, Reason: "MooringApproved"}
+	deny := ap.deny || n <= ap.denyFirst
+	switch {
+	case ap.deny:
+		cond = certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: v1.ConditionTrue,
+			Reason: "NoEvidence", Message: "no evidence"}
+	case deny:
+		cond = certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateDenied, Status: v1.ConditionTrue,
+			Reason: ap.denyReason, Message: "test denial"}
+	}
+	csr.Status.Conditions = append(csr.Status.Conditions, cond)
+	if !deny {
+		if csr.Status.Certificate, err = ap.ca.SignCSR(csr.Spec.Request, pki.ProfileClient); err != nil {
 			t.Error(err)
 		}
-		go reannounce(ctx, client, csr.Name)
 	}
+	if _, err := client.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{}); err != nil {
+		t.Error(err)
+	}
+	go reannounce(ctx, client, csr.Name)
 }
 
 // reannounce updates a decided CSR again a little later. The fake's watch
@@ -540,4 +551,148 @@ func mustCSRName(t *testing.T, node string, pub crypto.PublicKey) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// runAsync runs the agent in the background; the returned function waits
+// for its result.
+func (e *env) runAsync(a *Agent) func() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	return func() error { defer cancel(); return <-done }
+}
+
+// waitStatus waits until the agent has sent a STATUS containing each of
+// parts.
+func (e *env) waitStatus(parts ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range e.notifier.Sent() {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(m, p) }) {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatalf("no STATUS with %q in %q", parts, e.notifier.Sent())
+}
+
+func TestUndecidedWaitIsResumed(t *testing.T) {
+	e := newEnv(t)
+	e.approver.ignore.Store(true)
+	e.cfg.WaitTimeout.Duration = 100 * time.Millisecond
+	a := e.agent()
+	wait := e.runAsync(a)
+	// Watches end undecided (as when the apiserver goes away); the agent
+	// looks at its CSR and watches again instead of giving up.
+	e.waitStatus("certificate request mooring-node-1-", "undecided after", "watching it again")
+	l, err := e.client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("CSRs: %v, %v", l, err)
+	}
+	e.approver.decide(context.Background(), t, e.client, &l.Items[0])
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("%d CSRs, want the one filed", n)
+	}
+}
+
+func TestCSRDeletedWhilePendingIsFiledAgain(t *testing.T) {
+	e := newEnv(t)
+	e.approver.ignore.Store(true)
+	a := e.agent()
+	wait := e.runAsync(a)
+	e.waitStatus("waiting for the approval of certificate request")
+	csrs := e.client.CertificatesV1().CertificateSigningRequests()
+	l, err := csrs.List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("CSRs: %v, %v", l, err)
+	}
+	// Deleted undecided (by kube-controller-manager's csrcleaner after an
+	// hour, or by an admin): the agent files it again, with fresh evidence.
+	e.approver.ignore.Store(false)
+	if err := csrs.Delete(context.Background(), l.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("%d CSRs, want the one filed again", n)
+	}
+	if n := e.identity.evidences.Load(); n != 2 {
+		t.Fatalf("%d evidence requests, want 2 (one per CSR filed)", n)
+	}
+}
+
+func TestFailedWritesAreRetriedWithStatus(t *testing.T) {
+	e := newEnv(t)
+	// The kubeconfig's directory cannot be made (a file is in the way), as
+	// a full disk refuses a write: the agent keeps its certificate and
+	// retries, saying why.
+	blocked := filepath.Join(e.dir, "etc-kubernetes")
+	if err := os.WriteFile(blocked, []byte("in the way"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e.cfg.Kubeconfig = filepath.Join(blocked, "kubelet.conf")
+	a := e.agent()
+	wait := e.runAsync(a)
+	e.waitStatus("write "+e.cfg.Kubeconfig+" failed, retrying", "not a directory")
+	if len(e.units.StartedUnits()) != 0 || slices.Contains(e.notifier.Sent(), "READY=1") {
+		t.Fatal("READY=1 or the kubelet started before the kubeconfig was written")
+	}
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("%d CSRs, want 1", n)
+	}
+}
+
+func TestStorePairFailureKeepsTheCurrentPair(t *testing.T) {
+	e := newEnv(t)
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	current := filepath.Join(e.cfg.CertDir, "kubelet-client-current.pem")
+	before, err := os.Readlink(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := os.ReadFile(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The temporary link's name is taken by a directory that cannot be
+	// removed: the swap fails after the new pair file was written.
+	blocker := filepath.Join(e.cfg.CertDir, ".kubelet-client-current.pem.tmp")
+	if err := os.MkdirAll(filepath.Join(blocker, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := storePair(e.cfg.CertDir, pair, keyBlock(t, pair), later); err == nil {
+		t.Fatal("storePair succeeded with its link's name taken")
+	}
+	if after, err := os.Readlink(current); err != nil || after != before {
+		t.Fatalf("current pair moved: %q -> %q (%v)", before, after, err)
+	}
+	if err := validCredentials(current, e.ca.CertPEM, "node-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Every pair file present is whole (no torn file from the attempt).
+	files, _ := filepath.Glob(filepath.Join(e.cfg.CertDir, "kubelet-client-2*.pem"))
+	for _, f := range files {
+		if err := validCredentials(f, e.ca.CertPEM, "node-1", time.Now()); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
 }

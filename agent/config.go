@@ -60,7 +60,9 @@ type Config struct {
 	// KubeletUnit is started once credentials are in place (default
 	// kubelet.service; mooring-agent --no-start-kubelet starts none).
 	KubeletUnit string `json:"kubeletUnit,omitempty"`
-	// WaitTimeout bounds the wait for the CSR's decision.
+	// WaitTimeout bounds one watch of the CSR; an undecided CSR is then
+	// looked at, reported in STATUS and watched again (the agent waits for
+	// a decision for as long as it runs).
 	WaitTimeout metav1.Duration `json:"waitTimeout,omitempty"`
 }
 

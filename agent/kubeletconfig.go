@@ -304,7 +304,7 @@ func (a *Agent) writeKubeletConfig(ctx context.Context, ca []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(cfg.KubeletConfigFile, out, 0o644); err != nil {
+	if err := a.retry(ctx, "write "+cfg.KubeletConfigFile, func() error { return writeAtomic(cfg.KubeletConfigFile, out, 0o644) }); err != nil {
 		return err
 	}
 	klog.InfoS("Kubelet configuration written", "file", cfg.KubeletConfigFile, "fromCluster", data != nil)
