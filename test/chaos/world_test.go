@@ -35,6 +35,12 @@ var binaries = sync.OnceValues(func() (map[string]string, error) {
 		}
 		out[filepath.Base(pkg)] = bin
 	}
+	// Scenario 6 skews agents' clocks, which only a chaosclock build allows.
+	skewable, err := harness.BuildTagged("agent/cmd/mooring-agent", dir, "chaosclock")
+	if err != nil {
+		return nil, err
+	}
+	out[filepath.Base(skewable)] = skewable
 	return out, nil
 })
 
@@ -223,4 +229,42 @@ func (w *world) webService(t *testing.T, ctx context.Context) *corev1.Service {
 		t.Fatal(err)
 	}
 	return svc
+}
+
+// waitReadyServing waits until the named Nodes (real kubelets) are Ready
+// and initialized and each has an approved serving certificate. The
+// apiserver's errors are waited out: a scenario may have just restarted it.
+func (w *world) waitReadyServing(t *testing.T, ctx context.Context, names []string) {
+	t.Helper()
+	waitUntil(ctx, t, "every Node Ready and initialized, every serving certificate approved", func() (bool, error) {
+		nodes, err := w.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := map[string]bool{}
+		for i := range nodes.Items {
+			nd := &nodes.Items[i]
+			for _, c := range nd.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && harness.NodeInitialized(nd) {
+					ready[nd.Name] = true
+				}
+			}
+		}
+		l, err := w.c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		serving := map[string]bool{}
+		for _, csr := range l.Items {
+			if csr.Spec.SignerName == certificatesv1.KubeletServingSignerName && harness.Condition(&csr, certificatesv1.CertificateApproved) != nil {
+				serving[csr.Spec.Username] = true
+			}
+		}
+		for _, name := range names {
+			if !ready[name] || !serving["system:node:"+name] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }

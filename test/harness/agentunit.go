@@ -102,3 +102,13 @@ func (a *AgentUnit) Exited() (bool, error) {
 
 // LogTail is the end of the agent's output.
 func (a *AgentUnit) LogTail(lines int) string { return tail(a.LogFile, lines) }
+
+// Restart restarts the agent unit, as a reboot runs it again, and waits
+// for the restart job.
+func (a *AgentUnit) Restart(ctx context.Context) error {
+	return a.fleet.withUnits(ctx, func(ctx context.Context, conn *dbus.Conn) error {
+		return runJob(ctx, a.Unit, func(ch chan<- string) (int, error) {
+			return conn.RestartUnitContext(ctx, a.Unit, "replace", ch)
+		})
+	})
+}

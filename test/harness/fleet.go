@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +41,26 @@ type Machine struct {
 	// Agent is the machine's mooring-agent unit.
 	Agent *AgentUnit
 
-	power power
+	power  power
+	mounts []string // MountTmpfs's mount points, unmounted by Fleet.Stop
+}
+
+// MountTmpfs mounts a tmpfs of size bytes on path (under the machine's
+// root, made if missing), as a small disk the machine can fill. Call it
+// from FleetOptions.Prepare, before systemd starts, so that the machine's
+// units see it; the fleet unmounts it when it stops.
+func (m *Machine) MountTmpfs(path string, size int) error {
+	if rel, err := filepath.Rel(m.Root, path); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("machine %s: %s is not under its root %s", m.Name, path, m.Root)
+	}
+	if err := os.MkdirAll(path, 0o700); err != nil {
+		return err
+	}
+	if err := syscall.Mount("tmpfs", path, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		return fmt.Errorf("machine %s: mount a tmpfs on %s: %w", m.Name, path, err)
+	}
+	m.mounts = append(m.mounts, path)
+	return nil
 }
 
 // Fleet is the machines and the systemd that runs their agents and
@@ -73,6 +94,13 @@ type FleetOptions struct {
 	// than the local one (which then is not used, and may be nil; machines
 	// do not follow power).
 	Provision func(ctx context.Context, name string) (Provisioned, error)
+	// Prepare, when set, is called for each machine once its root is laid
+	// out and before systemd starts: a test can rewrite its agent config
+	// (m.Config) or mount a file system into it (MountTmpfs).
+	Prepare func(m *Machine) error
+	// AgentEnvironment, when set, gives a machine's agent unit extra
+	// environment variables ("NAME=value").
+	AgentEnvironment func(name string) []string
 }
 
 // Provisioned is an instance made for a machine on another cloud.
@@ -159,10 +187,19 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 			return f, err
 		}
 		m.Instance = in
-		if err := writeMachineUnits(unitDir, m, agentBin, c.Binaries().Kubelet); err != nil {
+		f.Machines = append(f.Machines, m)
+		if opts.Prepare != nil {
+			if err := opts.Prepare(m); err != nil {
+				return f, fmt.Errorf("prepare machine %s: %w", m.Name, err)
+			}
+		}
+		var env []string
+		if opts.AgentEnvironment != nil {
+			env = opts.AgentEnvironment(m.Name)
+		}
+		if err := writeMachineUnits(unitDir, m, agentBin, c.Binaries().Kubelet, env); err != nil {
 			return f, err
 		}
-		f.Machines = append(f.Machines, m)
 	}
 	if f.Systemd, err = testbed.StartUserSystemd(sd, fmt.Sprintf("mooring-systemd-%d", os.Getpid())); err != nil {
 		return f, err
@@ -299,6 +336,14 @@ func (f *Fleet) Stop() error {
 	// (the cluster's teardown stopping them again does nothing).
 	for _, m := range f.Machines {
 		errs = append(errs, m.Node.Stop())
+		for _, p := range m.mounts {
+			// EINVAL: no longer a mount point (the node's teardown, which
+			// unmounts what is under its directory, came first).
+			if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+			}
+		}
+		m.mounts = nil
 	}
 	if f.Dir != "" {
 		errs = append(errs, os.RemoveAll(f.Dir))

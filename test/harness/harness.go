@@ -34,9 +34,18 @@ func RepoRoot() string {
 
 // Build builds one of mooring's commands (a package path relative to the
 // checkout) into dir.
-func Build(pkg, dir string) (string, error) {
+func Build(pkg, dir string) (string, error) { return BuildTagged(pkg, dir, "") }
+
+// BuildTagged is Build with build tags (go build -tags); the binary's
+// name carries them, so a tagged and a plain build share a directory.
+func BuildTagged(pkg, dir, tags string) (string, error) {
 	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
+	args := []string{"build", "-o"}
+	if tags != "" {
+		out += "-" + strings.ReplaceAll(tags, ",", "-")
+		args = []string{"build", "-tags", tags, "-o"}
+	}
+	cmd := exec.Command("go", append(args, out, "./"+pkg)...)
 	cmd.Dir = RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)

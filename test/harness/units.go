@@ -44,7 +44,7 @@ func machinePaths(root string) []string {
 // writeMachineUnits writes the machine's agent unit, its kubelet unit (the
 // test bed's stand-in for the distribution's kubelet.service) and
 // mooring's kubelet drop-in, with the test bed's drop-ins.
-func writeMachineUnits(unitDir string, m *Machine, agentBin, kubeletBin string) error {
+func writeMachineUnits(unitDir string, m *Machine, agentBin, kubeletBin string, env []string) error {
 	agentName, kubeletName := agentUnitName(m.Name), kubeletUnitName(m.Name)
 	agentUnit, err := renderUnit("mooring-agent.service", units.Agent, append([]string{
 		"/usr/local/bin/mooring-agent --config=/etc/mooring/agent.yaml",
@@ -69,7 +69,7 @@ func writeMachineUnits(unitDir string, m *Machine, agentBin, kubeletBin string) 
 		// status 226); an empty tmpfs hides the homes as well. No journal
 		// runs: the output goes to a file.
 		agentName + ".d/50-testbed.conf": "[Service]\nProtectHome=tmpfs\nStandardOutput=append:" +
-			filepath.Join(m.Root, "agent.log") + "\nStandardError=inherit\n",
+			filepath.Join(m.Root, "agent.log") + "\nStandardError=inherit\n" + environmentLines(env),
 		// The distribution's kubelet.service runs the kubelet with no
 		// flags; kubeadm's 10-kubeadm.conf (absent here) or an admin sets
 		// $KUBELET_EXTRA_ARGS, which mooring's drop-in keeps. The test
@@ -90,4 +90,13 @@ func writeMachineUnits(unitDir string, m *Machine, agentBin, kubeletBin string) 
 		}
 	}
 	return nil
+}
+
+// environmentLines are systemd Environment= lines, one a variable.
+func environmentLines(env []string) string {
+	var b strings.Builder
+	for _, e := range env {
+		fmt.Fprintf(&b, "Environment=%q\n", e)
+	}
+	return b.String()
 }

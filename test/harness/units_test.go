@@ -20,7 +20,7 @@ func TestMachineUnitsAreTheShippedOnes(t *testing.T) {
 	root := filepath.Join(dir, "machines", "node-1")
 	m := &Machine{Name: "node-1", Root: root, Config: filepath.Join(root, "etc/mooring/agent.yaml"),
 		Node: &testbed.Node{ConfigDir: filepath.Join(root, "var/lib/kubelet/kubelet.conf.d"), RootDir: filepath.Join(root, "var/lib/kubelet/root")}}
-	if err := writeMachineUnits(dir, m, "/fleet/bin/mooring-agent", "/cache/kubelet"); err != nil {
+	if err := writeMachineUnits(dir, m, "/fleet/bin/mooring-agent", "/cache/kubelet", nil); err != nil {
 		t.Fatal(err)
 	}
 	read := func(name string) string {

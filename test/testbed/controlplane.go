@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -68,6 +69,10 @@ type ControlPlane struct {
 
 	id    string     // names this control plane's cgroups
 	procs []*process // in start order
+
+	// restartMu serializes RestartComponent and Supervise, which replace
+	// entries of procs.
+	restartMu sync.Mutex
 }
 
 const (

@@ -20,6 +20,8 @@ import (
 // again, and how long it was down. The new process is stopped with the
 // control plane.
 func (cp *ControlPlane) RestartComponent(ctx context.Context, name string, kill bool) (time.Duration, error) {
+	cp.restartMu.Lock()
+	defer cp.restartMu.Unlock()
 	i := -1
 	for j, p := range cp.procs {
 		if p.name == name {
@@ -72,4 +74,37 @@ func (cp *ControlPlane) RestartComponent(ctx context.Context, name string, kill 
 		}
 	}
 	return time.Since(start), nil
+}
+
+// Supervise restarts, until ctx ends, any control plane component whose
+// process has ended, as the kubelet restarts a control plane's static pods
+// (kube-controller-manager exits when it loses its lease, which an
+// apiserver outage longer than its renew deadline causes). It checks every
+// interval and returns how many restarts each component needed, once ctx
+// has ended.
+func (cp *ControlPlane) Supervise(ctx context.Context, interval time.Duration) <-chan map[string]int {
+	out := make(chan map[string]int, 1)
+	go func() {
+		restarts := map[string]int{}
+		defer func() { out <- restarts }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+			cp.restartMu.Lock()
+			procs := append([]*process(nil), cp.procs...)
+			cp.restartMu.Unlock()
+			for _, p := range procs {
+				if done, _ := p.exited(); !done {
+					continue
+				}
+				if _, err := cp.RestartComponent(ctx, p.name, false); err == nil {
+					restarts[p.name]++
+				}
+			}
+		}
+	}()
+	return out
 }

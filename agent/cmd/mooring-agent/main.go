@@ -167,7 +167,7 @@ func join(o joinOptions) int {
 		_ = notifier.Status("bad configuration: cloud: %v", err)
 		return exitBadConfig
 	}
-	a := &agent.Agent{Config: cfg, Identity: identity, Notifier: notifier}
+	a := &agent.Agent{Config: cfg, Identity: identity, Notifier: notifier, Now: agentClock()}
 	if !o.noStart && cfg.KubeletUnit != "" {
 		dial := systemd.DialSystem
 		if o.userBus {
