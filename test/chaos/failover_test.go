@@ -19,8 +19,9 @@ import (
 // serving CSRs (1% invalid; at least one), attested joins and registering
 // Nodes: the first without a failure, the second with the leader of each
 // killed (kill -9) just after the burst began. Invariants: every CSR
-// decided exactly once (one condition; one "CSR decided" line in all the
-// replicas' logs), none wrongly; every Node initialized; the second
+// decided exactly once (one condition; at most one "CSR decided" line in
+// all the replicas' logs, and exactly one without the failure), none
+// wrongly; every Node initialized; the second
 // replicas took over. Figures: time without a leader, time until all was
 // decided, with and without the failure.
 func TestLeaderFailover(t *testing.T) {
@@ -123,15 +124,28 @@ func TestLeaderFailover(t *testing.T) {
 				t.Errorf("%s: join %s: %+v", label, name, got)
 			}
 		}
+		// A decision is logged after its write returns: a leader killed
+		// while its write was in flight leaves a decision the apiserver
+		// committed and nobody logged. Its one condition shows it was made
+		// once; two lines would show it made twice.
+		unlogged := 0
 		for _, name := range want {
-			if logged[name] != 1 {
-				t.Errorf("%s: CSR %s decided %d times in the replicas' logs, want once", label, name, logged[name])
+			switch n := logged[name]; {
+			case n > 1:
+				t.Errorf("%s: CSR %s decided %d times in the replicas' logs, want once", label, name, n)
+			case n == 0 && !fail:
+				t.Errorf("%s: CSR %s decided but logged by no replica", label, name)
+			case n == 0:
+				unlogged++
 			}
+		}
+		if fail {
+			o.figure(t, "decisions committed by the killed leader without its log line", "%d of %d", unlogged, len(want))
 		}
 	}
 	burst("steady", preNames[:serving], false)
 	burst("failover", preNames[serving:], true)
-	o.check("every CSR decided exactly once (one condition, one decision logged across replicas), none wrongly, both bursts")
+	o.check("every CSR decided exactly once (one condition; never two decisions logged across replicas), none wrongly, both bursts")
 	o.check("every Node initialized after the CCM leader was killed")
 }
 
