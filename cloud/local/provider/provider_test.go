@@ -380,3 +380,20 @@ func TestDesiredSpec(t *testing.T) {
 		}
 	}
 }
+
+// TestViewCarriesCreationTime: the shared view says when the local cloud
+// created each instance (join tickets compare it with their issue time).
+func TestViewCarriesCreationTime(t *testing.T) {
+	e := setup(t)
+	in := e.create(t, "node-a", cluster)
+	got, err := e.provider.InstanceView().Named(context.Background(), "node-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != in.ID {
+		t.Fatalf("instances named node-a: %+v, want %s alone", got, in.ID)
+	}
+	if got[0].Created.IsZero() || !got[0].Created.Equal(in.CreatedAt) {
+		t.Fatalf("Created %v, the cloud says %v", got[0].Created, in.CreatedAt)
+	}
+}
