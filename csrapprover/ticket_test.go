@@ -23,6 +23,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/ticket"
+	"github.com/mooring-dev/mooring/internal/ticket/tickettest"
 )
 
 // staticTicketKeys are ticket keys that never change.
@@ -86,32 +87,17 @@ func signingKey(t *testing.T, keys *ticket.KeySet) *ecdsa.PrivateKey {
 }
 
 // signTicket signs node-1's ticket claims, changed by edit, with keys'
-// signing key under kid, through go-jose with extra signer options.
+// signing key under kid, with extra signer options.
 func signTicket(t *testing.T, keys *ticket.KeySet, kid string, opts *jose.SignerOptions, edit func(map[string]any)) []byte {
 	t.Helper()
 	if opts == nil {
 		opts = &jose.SignerOptions{}
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: signingKey(t, keys), KeyID: kid}},
-		opts.WithType(ticket.HeaderType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return signClaims(t, signer, edit)
-}
-
-func signClaims(t *testing.T, signer jose.Signer, edit func(map[string]any)) []byte {
-	t.Helper()
 	claims := ticketClaimsOf("node-1", cluster)
 	if edit != nil {
 		edit(claims)
 	}
-	payload, _ := json.Marshal(claims)
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := jws.CompactSerialize()
+	tok, err := tickettest.Sign(signingKey(t, keys), jose.ES256, kid, opts.WithType(ticket.HeaderType), claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,12 +112,12 @@ func hs256Ticket(w *world, t *testing.T) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: pub},
-		(&jose.SignerOptions{}).WithType(ticket.HeaderType).WithHeader("kid", w.tickets.SigningKey()))
+	tok, err := tickettest.Sign(pub, jose.HS256, w.tickets.SigningKey(), (&jose.SignerOptions{}).WithType(ticket.HeaderType),
+		ticketClaimsOf("node-1", cluster))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return signClaims(t, signer, nil)
+	return []byte(tok)
 }
 
 func ticketEvidence(data []byte) []evidence.Block {

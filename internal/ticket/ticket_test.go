@@ -17,6 +17,8 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/mooring-dev/mooring/internal/ticket/tickettest"
 )
 
 const cluster = "c1"
@@ -261,16 +263,7 @@ func TestDirAndKeyFile(t *testing.T) {
 // the header and claims a test chooses.
 func signed(t *testing.T, key *ecdsa.PrivateKey, kid string, opts *jose.SignerOptions, claims map[string]any) string {
 	t.Helper()
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: jose.JSONWebKey{Key: key, KeyID: kid}}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload, _ := json.Marshal(claims)
-	jws, err := signer.Sign(payload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := jws.CompactSerialize()
+	tok, err := tickettest.Sign(key, jose.ES256, kid, opts, claims)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,14 +298,10 @@ func TestAttacks(t *testing.T) {
 	parts := strings.Split(good, ".")
 	pubDER, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
 	hs256 := func() string {
-		signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: pubDER},
-			(&jose.SignerOptions{}).WithType(HeaderType).WithHeader("kid", kid))
+		tok, err := tickettest.Sign(pubDER, jose.HS256, kid, typed(), goodClaims())
 		if err != nil {
 			t.Fatal(err)
 		}
-		payload, _ := json.Marshal(goodClaims())
-		jws, _ := signer.Sign(payload)
-		tok, _ := jws.CompactSerialize()
 		return tok
 	}
 	noneHeader, _ := json.Marshal(map[string]string{"alg": "none", "kid": kid, "typ": HeaderType})

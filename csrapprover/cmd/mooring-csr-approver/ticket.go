@@ -125,8 +125,13 @@ func newKubeClient(kubeconfig string) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(cfg)
 }
 
-// loadKeys reads the key set, which must exist.
-func loadKeys(ctx context.Context, st keyStore) (*ticket.KeySet, error) {
+// loadKeys reads the key set of the store the flags name, which must
+// exist.
+func (o *ticketOptions) loadKeys(ctx context.Context) (*ticket.KeySet, error) {
+	st, err := o.store()
+	if err != nil {
+		return nil, err
+	}
 	keys, missing, err := st.load(ctx)
 	switch {
 	case err != nil:
@@ -157,11 +162,7 @@ func newTicketCommand(newClient func(string) (kubernetes.Interface, error), now 
 		Short: "Print a join ticket for the instance that will be created under NAME; put it into that instance's user-data",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := o.store()
-			if err != nil {
-				return err
-			}
-			keys, err := loadKeys(cmd.Context(), st)
+			keys, err := o.loadKeys(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -222,11 +223,7 @@ func newTicketCommand(newClient func(string) (kubernetes.Interface, error), now 
 			func(keys *ticket.KeySet, args []string, _ io.Writer) error { return keys.Retire(args[0]) }),
 		&cobra.Command{Use: "list", Short: "List the kids; the signing one is marked", Args: cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				st, err := o.store()
-				if err != nil {
-					return err
-				}
-				keys, err := loadKeys(cmd.Context(), st)
+				keys, err := o.loadKeys(cmd.Context())
 				if err != nil {
 					return err
 				}
