@@ -133,8 +133,10 @@ func TestInstanceMetadata(t *testing.T) {
 	if _, err := e.provider.InstanceMetadata(ctx, node("x", "aws:///i-1")); err == nil {
 		t.Fatal("a foreign providerID was accepted")
 	}
-	// Instances of other clusters are invisible.
+	// Instances of other clusters are invisible (again past the minimum
+	// refresh interval, so that the miss is an answer).
 	e.create(t, "node-other", "c2")
+	time.Sleep(2 * time.Millisecond)
 	if _, err := e.provider.InstanceMetadata(ctx, node("node-other", "")); !errors.Is(err, cloudprovider.InstanceNotFound) {
 		t.Fatalf("another cluster's instance: %v", err)
 	}
