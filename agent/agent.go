@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/rand"
@@ -31,6 +32,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/internal/ticket"
 	"github.com/mooring-dev/mooring/systemd"
 )
 
@@ -201,6 +203,11 @@ func (a *Agent) joinUntilDecided(ctx context.Context, inst cloud.NodeInstance, n
 		if !errors.As(err, &denied) || denied.Final() {
 			return err
 		}
+		if a.Config.JoinTicketFile != "" {
+			// The denied request holds the ticket (single use): asking
+			// again with it is a replay. A new ticket is needed.
+			return fmt.Errorf("%w; a join ticket is used once: issue a new one for this instance", err)
+		}
 		if err := os.Remove(filepath.Join(a.Config.CertDir, keyTmp)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
@@ -292,10 +299,9 @@ func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name stri
 				return &DeniedError{CSR: name, Reason: d.Reason, Message: d.Message}
 			}
 		}
-		a.status("asking the metadata service for evidence bound to the CSR key")
-		block, err := a.Identity.Evidence(ctx, binding)
+		block, err := a.evidence(ctx, binding)
 		if err != nil {
-			return fmt.Errorf("evidence: %w", err)
+			return err
 		}
 		request, err := evidence.Encode(der, block)
 		if err != nil {
@@ -402,6 +408,32 @@ func storePair(dir string, certPEM, keyPEM []byte, now time.Time) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// evidence is what the join presents: the join ticket when one is
+// configured, else evidence the cloud signs for the CSR key's binding.
+func (a *Agent) evidence(ctx context.Context, binding string) (evidence.Block, error) {
+	if path := a.Config.JoinTicketFile; path != "" {
+		a.status("presenting the join ticket of %s", path)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return evidence.Block{}, &permanentError{fmt.Errorf("join ticket: %w", err)}
+		}
+		tok := bytes.TrimSpace(data)
+		if len(tok) == 0 {
+			return evidence.Block{}, &permanentError{fmt.Errorf("join ticket: %s is empty", path)}
+		}
+		return evidence.Block{Type: ticket.BlockType, Data: tok}, nil
+	}
+	a.status("asking the metadata service for evidence bound to the CSR key")
+	block, err := a.Identity.Evidence(ctx, binding)
+	if errors.Is(err, cloud.ErrNoEvidence) {
+		return block, &permanentError{fmt.Errorf("evidence: %w: give the agent a join ticket (joinTicketFile, docs/tickets.md)", err)}
+	}
+	if err != nil {
+		return block, fmt.Errorf("evidence: %w", err)
+	}
+	return block, nil
 }
 
 // CSRName is the CSR's name for a node's key: a retry with the same key

@@ -31,6 +31,7 @@ import (
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/pki"
+	"github.com/mooring-dev/mooring/internal/ticket"
 	"github.com/mooring-dev/mooring/systemd"
 )
 
@@ -38,6 +39,8 @@ import (
 type fakeIdentity struct {
 	down      atomic.Int32 // calls still to fail
 	evidences atomic.Int32
+	// unsigned: a cloud that signs no instance identity.
+	unsigned bool
 }
 
 func (f *fakeIdentity) Instance(context.Context) (cloud.NodeInstance, error) {
@@ -50,6 +53,9 @@ func (f *fakeIdentity) Instance(context.Context) (cloud.NodeInstance, error) {
 
 func (f *fakeIdentity) Evidence(_ context.Context, binding string) (evidence.Block, error) {
 	f.evidences.Add(1)
+	if f.unsigned {
+		return evidence.Block{}, cloud.ErrNoEvidence
+	}
 	return evidence.Block{Type: "MOORING LOCAL IDENTITY TOKEN", Data: []byte("token-for-" + binding)}, nil
 }
 
@@ -524,6 +530,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		"cloud":                "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: aws\nmetadataURL: http://x\n",
 		"metadataURL":          "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: local\n",
 		"certDir":              "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: local\nmetadataURL: http://x\ncertDir: relative\n",
+		"joinTicketFile":       "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: local\nmetadataURL: http://x\njoinTicketFile: ticket\n",
 		"unknown field":        "apiServer: https://a\ncaFile: /ca\nbootstrapTokenFile: /t\ncloud: local\nmetadataURL: http://x\nbogus: 1\n",
 	}
 	for field, text := range cases {
@@ -694,5 +701,79 @@ func TestStorePairFailureKeepsTheCurrentPair(t *testing.T) {
 		if err := validCredentials(f, e.ca.CertPEM, "node-1", time.Now()); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// withTicket configures e's agent with a join ticket file holding text.
+func (e *env) withTicket(text string) {
+	e.t.Helper()
+	e.cfg.JoinTicketFile = filepath.Join(e.t.TempDir(), "join-ticket")
+	if err := os.WriteFile(e.cfg.JoinTicketFile, []byte(text), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestJoinWithATicket: the join presents the ticket as its one evidence
+// block, and the cloud is not asked for signed evidence.
+func TestJoinWithATicket(t *testing.T) {
+	e := newEnv(t)
+	e.identity.unsigned = true
+	e.withTicket("\n  header.claims.signature \n")
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	e.checkJoined()
+	l, err := e.client.CertificatesV1().CertificateSigningRequests().List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("CSRs: %d, %v", len(l.Items), err)
+	}
+	_, blocks, err := evidence.Decode(l.Items[0].Spec.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 1 || blocks[0].Type != ticket.BlockType || string(blocks[0].Data) != "header.claims.signature" {
+		t.Fatalf("evidence %+v", blocks)
+	}
+	if n := e.identity.evidences.Load(); n != 0 {
+		t.Fatalf("the cloud was asked for evidence %d times", n)
+	}
+}
+
+// TestTicketDenialIsFinal: the denied request holds the ticket, so the
+// agent does not ask again with it, even for a reason that can pass.
+func TestTicketDenialIsFinal(t *testing.T) {
+	e := newEnv(t)
+	e.withTicket("header.claims.signature")
+	e.approver.denyFirst, e.approver.denyReason = 1, csrreason.InstanceNotRunning
+	err := e.run()
+	var denied *DeniedError
+	if !errors.As(err, &denied) || !strings.Contains(err.Error(), "new one") {
+		t.Fatalf("err = %v, want the denial and that a new ticket is needed", err)
+	}
+	if n := e.csrCount(); n != 1 {
+		t.Fatalf("%d CSRs, want 1", n)
+	}
+}
+
+// TestNoEvidenceNoTicket: on a cloud that signs no identity, an agent
+// without a ticket stops at once and says what it needs; so does one whose
+// ticket file is missing or empty. No CSR is filed.
+func TestNoEvidenceNoTicket(t *testing.T) {
+	for name, setup := range map[string]func(e *env){
+		"no ticket":      func(e *env) { e.identity.unsigned = true },
+		"missing ticket": func(e *env) { e.cfg.JoinTicketFile = filepath.Join(e.t.TempDir(), "nope") },
+		"empty ticket":   func(e *env) { e.withTicket(" \n") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			setup(e)
+			err := e.run()
+			if err == nil || !strings.Contains(err.Error(), "ticket") || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want a permanent error about the join ticket", err)
+			}
+			if n := e.csrCount(); n != 0 {
+				t.Fatalf("%d CSRs filed", n)
+			}
+		})
 	}
 }

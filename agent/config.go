@@ -43,6 +43,10 @@ type Config struct {
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
 	// CloudSettings are the backend's own settings (docs/<cloud>.md).
 	CloudSettings map[string]string `json:"cloudSettings,omitempty"`
+	// JoinTicketFile holds a join ticket (docs/tickets.md), as
+	// `mooring-csr-approver ticket issue` prints it: the join presents it
+	// instead of evidence signed by the cloud, with any cloud.
+	JoinTicketFile string `json:"joinTicketFile,omitempty"`
 	// CertDir holds the kubelet's certificates (kubelet --cert-dir).
 	CertDir string `json:"certDir,omitempty"`
 	// Kubeconfig is the kubelet's kubeconfig (kubelet --kubeconfig).
@@ -152,6 +156,9 @@ func (c *Config) Validate() error {
 		if _, err := cloud.NewNodeIdentity(c.Cloud, c.NodeConfig()); err != nil {
 			errs = append(errs, fmt.Errorf("cloud %s: %w", c.Cloud, err))
 		}
+	}
+	if c.JoinTicketFile != "" && !filepath.IsAbs(c.JoinTicketFile) {
+		errs = append(errs, fmt.Errorf("joinTicketFile: want an absolute path, got %q", c.JoinTicketFile))
 	}
 	for field, p := range map[string]string{"certDir": c.CertDir, "kubeconfig": c.Kubeconfig, "kubeletEnvFile": c.KubeletEnvFile,
 		"kubeletConfigFile": c.KubeletConfigFile} {

@@ -15,6 +15,12 @@ import (
 type Attestation struct {
 	// InstanceID and ProviderID name the instance the cloud signed for.
 	InstanceID, ProviderID string
+	// InstanceName is set instead of them by evidence that names its
+	// instance rather than identifying it (a join ticket, written into
+	// user-data before the cloud assigns an id, and not bound to any key):
+	// it holds only for the one instance of that name, created between
+	// IssuedAt and ExpiresAt.
+	InstanceName string
 	// ReplayKey is unique per piece of evidence (a token id, a document
 	// hash); the approver accepts each at most once.
 	ReplayKey string
@@ -47,6 +53,7 @@ const (
 	RejectExpired   = csrreason.EvidenceExpired
 	RejectBinding   = csrreason.EvidenceNotBound
 	RejectIssuer    = csrreason.EvidenceIssuer
+	RejectCluster   = csrreason.EvidenceCluster
 )
 
 // Rejection is a verdict on bad evidence.

@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -57,8 +58,15 @@ type NodeInstance struct {
 // internal/evidence.Binding).
 type NodeIdentity interface {
 	Instance(ctx context.Context) (NodeInstance, error)
+	// Evidence returns an error wrapping ErrNoEvidence when the cloud signs
+	// no instance identity: its machines join with a join ticket.
 	Evidence(ctx context.Context, binding string) (evidence.Block, error)
 }
+
+// ErrNoEvidence: the cloud signs no instance identity (DigitalOcean,
+// Hetzner, OpenStack, bare metal); a node joins there with a join ticket
+// (docs/tickets.md).
+var ErrNoEvidence = errors.New("this cloud signs no instance identity")
 
 var (
 	backendsMu sync.RWMutex

@@ -18,21 +18,24 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/internal/ticket"
 )
 
 // The adversarial suite: named attacks on the join path, each against the
@@ -51,8 +54,8 @@ const (
 
 type attack struct {
 	name string
-	// base is the valid request the attack starts from: "join", "serving"
-	// or "renewal".
+	// base is the valid request the attack starts from: "join", "ticket"
+	// (a join with a join ticket), "serving" or "renewal".
 	base   string
 	mutate func(w *world, s *csrSpec)
 	// setup changes the world first (nodes, cloud).
@@ -71,6 +74,8 @@ func attackBase(w *world, t *testing.T, base string) csrSpec {
 	switch base {
 	case "join":
 		return w.joinSpec(t)
+	case "ticket":
+		return w.ticketJoinSpec(t)
 	case "serving":
 		return servingSpec()
 	case "renewal":
@@ -116,7 +121,7 @@ func evidenceOf(data []byte) []evidence.Block {
 
 // handMadeToken builds a compact JWS around a header the attacker chose,
 // with the attacker's signature bytes: only to be refused.
-func handMadeToken(t *testing.T, header map[string]any, claims identity.Claims, sign func(input []byte) []byte) []byte {
+func handMadeToken(t *testing.T, header map[string]any, claims any, sign func(input []byte) []byte) []byte {
 	t.Helper()
 	h, _ := json.Marshal(header)
 	p, _ := json.Marshal(claims)
@@ -167,6 +172,37 @@ func attacks() []attack {
 		})
 	}
 	outage := func(w *world) { w.decider.instances = failingInstances{} }
+	withTicket := func(make func(w *world, t *testing.T) []byte) func(*world, *csrSpec) {
+		return withEvidence(func(w *world, t *testing.T, _ string) []evidence.Block { return ticketEvidence(make(w, t)) })
+	}
+	// ticketIssued is a ticket for the instance called name, issued ago
+	// (negative: in the future), living life.
+	ticketIssued := func(name string, ago, life time.Duration) func(*world, *csrSpec) {
+		return withTicket(func(w *world, t *testing.T) []byte {
+			return issueTicket(t, w.tickets, name, cluster, time.Now().Add(-ago), life)
+		})
+	}
+	ticketAs := func(node, ticketName string) func(*world, *csrSpec) {
+		return func(w *world, s *csrSpec) {
+			s.cn = "system:node:" + node
+			ticketIssued(ticketName, 5*time.Minute, time.Hour)(w, s)
+		}
+	}
+	ticketClaims := func(edit func(map[string]any)) func(*world, *csrSpec) {
+		return withTicket(func(w *world, t *testing.T) []byte {
+			return signTicket(t, w.tickets, w.tickets.SigningKey(), nil, edit)
+		})
+	}
+	instanceEdit := func(id string, edit func(*view.Instance)) func(*world) {
+		return func(w *world) {
+			in := w.instances["local://"+id]
+			edit(&in)
+			w.instances[in.ProviderID] = in
+		}
+	}
+	createdAt := func(d time.Duration) func(*view.Instance) {
+		return func(in *view.Instance) { in.Created = time.Now().Add(d) }
+	}
 	return []attack{
 		// Serving certificates: other nodes' addresses and names, in every form.
 		{name: "serving/another node's InternalIP", base: "serving", mutate: set(func(s *csrSpec) { s.ips = []string{"127.10.0.2"} }), want: ReasonSANNotOfInstance},
@@ -403,6 +439,69 @@ func attacks() []attack {
 				return []*certificatesv1.CertificateSigningRequest{named(w.csr(t, s), "attacker", mine.CreationTimestamp.Add(-time.Second))}
 			}, want: outcomeApproved},
 
+		// Joins with a join ticket (docs/tickets.md): the ticket itself.
+		{name: "ticket/expired", base: "ticket", mutate: ticketIssued("node-1", 2*time.Hour, time.Hour), want: ReasonEvidenceExpired},
+		{name: "ticket/issued in the future", base: "ticket", mutate: ticketIssued("node-1", -time.Hour, time.Hour), want: ReasonEvidenceExpired},
+		{name: "ticket/forged: another key under the issuer's kid", base: "ticket", mutate: withTicket(func(w *world, t *testing.T) []byte {
+			return signTicket(t, newTicketKeys(t), w.tickets.SigningKey(), nil, nil)
+		}), want: ReasonEvidenceSignature},
+		{name: "ticket/signed by an unknown kid", base: "ticket", mutate: withTicket(func(w *world, t *testing.T) []byte {
+			return issueTicket(t, newTicketKeys(t), "node-1", cluster, time.Now(), time.Hour)
+		}), want: ReasonEvidenceSignature},
+		{name: "ticket/alg none", base: "ticket", mutate: withTicket(func(w *world, t *testing.T) []byte {
+			return handMadeToken(t, map[string]any{"alg": "none", "kid": w.tickets.SigningKey(), "typ": ticket.HeaderType},
+				ticketClaimsOf("node-1", cluster), func([]byte) []byte { return nil })
+		}), want: ReasonEvidenceMalformed},
+		{name: "ticket/HS256 keyed with the issuer's public key", base: "ticket", mutate: withTicket(hs256Ticket), want: ReasonEvidenceSignature},
+		{name: "ticket/header carries its own key (jwk)", base: "ticket", mutate: withTicket(func(w *world, t *testing.T) []byte {
+			return signTicket(t, newTicketKeys(t), w.tickets.SigningKey(), &jose.SignerOptions{EmbedJWK: true}, nil)
+		}), want: ReasonEvidenceMalformed},
+		{name: "ticket/an extra claim", base: "ticket", mutate: ticketClaims(func(c map[string]any) { c["groups"] = []string{"system:masters"} }), want: ReasonEvidenceMalformed},
+		{name: "ticket/no expiry", base: "ticket", mutate: ticketClaims(func(c map[string]any) { delete(c, "exp") }), want: ReasonEvidenceMalformed},
+		{name: "ticket/of another cluster", base: "ticket", mutate: withTicket(func(w *world, t *testing.T) []byte {
+			return issueTicket(t, w.tickets, "node-1", "c2", time.Now().Add(-5*time.Minute), time.Hour)
+		}), want: ReasonEvidenceCluster},
+		// Single use, though not bound to the CSR key.
+		{name: "ticket/reused on a later request with another key", base: "ticket",
+			earlier: func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest {
+				_, blocks, _ := evidence.Decode(mine.Spec.Request)
+				s := w.ticketJoinSpec(t)
+				s.evidenceT = func(*world, *testing.T, string) []evidence.Block { return blocks }
+				return []*certificatesv1.CertificateSigningRequest{named(w.csr(t, s), "first-use", mine.CreationTimestamp.Add(-time.Second))}
+			}, want: ReasonEvidenceReplayed},
+		{name: "ticket/copied by a CSR watcher in the owner's second under a name that sorts first", base: "ticket",
+			earlier: func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest {
+				_, blocks, _ := evidence.Decode(mine.Spec.Request)
+				s := w.ticketJoinSpec(t)
+				s.evidenceT = func(*world, *testing.T, string) []evidence.Block { return blocks }
+				return []*certificatesv1.CertificateSigningRequest{named(w.csr(t, s), "zz-owner", mine.CreationTimestamp.Time)}
+			}, want: ReasonEvidenceReplayed},
+		// The instance the ticket names.
+		{name: "ticket/for another instance's name", base: "ticket", mutate: ticketAs("node-1", "node-2"), want: ReasonNodeNameMismatch},
+		{name: "ticket/instance created before the ticket was issued", base: "ticket", setup: instanceEdit("i-1", createdAt(-2*time.Hour)), want: ReasonInstanceCreatedOutsideTicket},
+		{name: "ticket/instance created after the ticket expired (by the cloud's clock)", base: "ticket", setup: instanceEdit("i-1", createdAt(2*time.Hour)), want: ReasonInstanceCreatedOutsideTicket},
+		{name: "ticket/the cloud does not say when the instance was created", base: "ticket",
+			setup: instanceEdit("i-1", func(in *view.Instance) { in.Created = time.Time{} }), want: ReasonInstanceCreatedOutsideTicket},
+		{name: "ticket/two instances of its name", base: "ticket", setup: func(w *world) {
+			twin := instance("i-8", "node-1", view.StatePending, cluster)
+			twin.Created = time.Now()
+			w.instances[twin.ProviderID] = twin
+		}, want: ReasonInstanceNameAmbiguous},
+		{name: "ticket/instance of another cluster", base: "ticket", mutate: ticketAs("node-5", "node-5"), want: ReasonInstanceNotInCluster},
+		{name: "ticket/no instance of its name", base: "ticket", mutate: ticketAs("node-9", "node-9"), want: ReasonInstanceNotInCluster},
+		{name: "ticket/instance stopped", base: "ticket", mutate: ticketAs("node-3", "node-3"), want: ReasonInstanceNotRunning},
+		{name: "ticket/instance terminated", base: "ticket", mutate: ticketAs("node-4", "node-4"), want: ReasonInstanceNotRunning},
+		{name: "ticket/the node name policy maps the instance to another node name", base: "ticket",
+			setup: instanceEdit("i-1", func(in *view.Instance) { in.NodeName = "ip-127-10-0-1" }), want: ReasonNodeNameMismatch},
+		{name: "ticket/node name taken by another instance", base: "ticket", setup: func(w *world) { w.nodes["node-1"].Spec.ProviderID = "local://i-7" }, want: ReasonNodeNameTaken},
+		{name: "ticket/a Ready node joins again", base: "ticket", setup: func(w *world) {
+			w.nodes["node-1"].Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		}, want: ReasonNodeAlreadyJoined},
+		{name: "ticket/keys cannot be read", base: "ticket", setup: func(w *world) {
+			w.decider.verifiers[ticket.BlockType] = NewTicketVerifier(unreadableTicketKeys{}, cluster)
+		}, want: outcomePending},
+		{name: "ticket/cloud outage", base: "ticket", setup: outage, want: outcomePending},
+
 		// Signers the approver never acts on.
 		{name: "signer/kube-apiserver-client with a node subject", base: "join", mutate: set(func(s *csrSpec) { s.signer = certificatesv1.KubeAPIServerClientSignerName }), want: outcomeIgnored},
 		{name: "signer/look-alike kubelet-serving", base: "serving", mutate: set(func(s *csrSpec) { s.signer = "kubernetes.io/kubelet-serving2" }), want: outcomeIgnored},
@@ -481,8 +580,9 @@ func replayDecider(t *testing.T, w *world, earlier ...*certificatesv1.Certificat
 	t.Helper()
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
+	verifiers := slices.Collect(maps.Values(w.decider.verifiers))
 	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(),
-		w.decider.cfg, []cloud.EvidenceVerifier{w.decider.verifiers[attest.Type]}, w.instances, Options{})
+		w.decider.cfg, verifiers, w.instances, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

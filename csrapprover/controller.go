@@ -200,7 +200,10 @@ func (c *Controller) replayKeys(obj any) ([]string, error) {
 // key) filed in the same second as csr does not count either: the order of
 // the two cannot be told, and a certificate for a key is worthless to anyone
 // but the key's holder, so a copy must not block its owner. Any error makes
-// the answer unknown.
+// the answer unknown. A copy onto another key filed in the same second does
+// count, both ways: evidence bound to its key cannot verify on another, but a
+// join ticket can, and a copy made by watching CSRs under a name that sorts
+// first must not take the join; the two requests then block each other.
 func (c *Controller) EarlierHolder(ctx context.Context, key string, csr *certificatesv1.CertificateSigningRequest) (string, error) {
 	objs, err := c.indexer.ByIndex(replayIndex, key)
 	if err != nil {
@@ -231,7 +234,7 @@ func (c *Controller) EarlierHolder(ctx context.Context, key string, csr *certifi
 			}
 		}
 		sameKey := bytes.Equal(req.RawSubjectPublicKeyInfo, mine.RawSubjectPublicKeyInfo)
-		if t1.Equal(t2) && (sameKey || other.Name > csr.Name) {
+		if t1.Equal(t2) && sameKey {
 			continue
 		}
 		holds, err := c.holds(ctx, other, req, blocks, key)

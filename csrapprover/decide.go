@@ -42,6 +42,8 @@ func deny(check, reason, format string, args ...any) Decision {
 type Instances interface {
 	ByID(ctx context.Context, id string, maxAge time.Duration) (view.Instance, error)
 	ByProviderID(ctx context.Context, providerID string, maxAge time.Duration) (view.Instance, error)
+	// Named lists every instance of a name (join tickets name theirs).
+	Named(ctx context.Context, name string, maxAge time.Duration) ([]view.Instance, error)
 }
 
 // Nodes reads Nodes (a lister).
@@ -254,7 +256,7 @@ func (d *Decider) decideClient(ctx context.Context, csr *certificatesv1.Certific
 
 func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, name string, blocks []evidence.Block) (Decision, error) {
 	if len(blocks) == 0 {
-		return deny("evidence", ReasonNoEvidence, "a join needs cloud-signed evidence after the CSR in spec.request; none found"), nil
+		return deny("evidence", ReasonNoEvidence, "a join needs cloud-signed evidence or a join ticket after the CSR in spec.request; none found"), nil
 	}
 	if len(blocks) > 1 {
 		return deny("evidence", ReasonMalformedRequest, "exactly one piece of evidence is expected, got %d", len(blocks)), nil
@@ -281,17 +283,13 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	if holder != "" {
 		return deny("replay", ReasonEvidenceReplayed, "this evidence was already presented on CSR %s", holder), nil
 	}
-	// The instance is the one the cloud signed for, by its id; a
-	// providerID the verifier derived must agree with the cloud's record.
-	in, err := d.instances.ByID(ctx, att.InstanceID, d.cfg.InstanceMaxAge)
-	if errors.Is(err, view.ErrNotFound) {
-		return deny("instance", ReasonInstanceNotInCluster, "instance %s is not an instance of cluster %q", att.InstanceID, d.cfg.Cluster), nil
+	find, attested := d.signedInstance, "attested by the cloud; evidence bound to the CSR key"
+	if att.InstanceName != "" {
+		find, attested = d.ticketInstance, "holds a join ticket for its name (tickets are not bound to a key)"
 	}
-	if err != nil {
-		return Decision{}, err
-	}
-	if att.ProviderID != "" && att.ProviderID != in.ProviderID {
-		return deny("instance", ReasonInstanceNotInCluster, "the evidence names %s, the cloud's record of instance %s is %s", att.ProviderID, in.ID, in.ProviderID), nil
+	in, dd, err := find(ctx, att)
+	if dd != nil || err != nil {
+		return orZero(dd), err
 	}
 	if dd := d.instanceUsable(in); dd != nil {
 		return *dd, nil
@@ -310,7 +308,73 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 		return deny("takeover", ReasonNodeAlreadyJoined, "node %s is Ready; a running node renews, it does not join again", name), nil
 	}
 	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
-		Message: fmt.Sprintf("instance %s (%s) attested by the cloud; evidence bound to the CSR key", in.ID, in.Name)}, nil
+		Message: fmt.Sprintf("instance %s (%s) %s", in.ID, in.Name, attested)}, nil
+}
+
+// signedInstance finds the instance the cloud signed for, by its id; a
+// providerID the verifier derived must agree with the cloud's record.
+func (d *Decider) signedInstance(ctx context.Context, att cloud.Attestation) (view.Instance, *Decision, error) {
+	in, err := d.instances.ByID(ctx, att.InstanceID, d.cfg.InstanceMaxAge)
+	if errors.Is(err, view.ErrNotFound) {
+		dd := deny("instance", ReasonInstanceNotInCluster, "instance %s is not an instance of cluster %q", att.InstanceID, d.cfg.Cluster)
+		return in, &dd, nil
+	}
+	if err != nil {
+		return in, nil, err
+	}
+	if att.ProviderID != "" && att.ProviderID != in.ProviderID {
+		dd := deny("instance", ReasonInstanceNotInCluster, "the evidence names %s, the cloud's record of instance %s is %s", att.ProviderID, in.ID, in.ProviderID)
+		return in, &dd, nil
+	}
+	return in, nil, nil
+}
+
+// TicketClockSkew is tolerated between the clocks of the ticket's issuer,
+// the approver and the cloud: on a ticket's iat and exp, and on the
+// instance's creation time against them.
+const TicketClockSkew = time.Minute
+
+// ticketInstance finds the instance a join ticket names: the one instance
+// of that name in the cloud's record (terminated ones aside: they hold no
+// ticket any more), created after the ticket was issued and before it
+// expired, so made for it and not before it.
+func (d *Decider) ticketInstance(ctx context.Context, att cloud.Attestation) (view.Instance, *Decision, error) {
+	all, err := d.instances.Named(ctx, att.InstanceName, d.cfg.InstanceMaxAge)
+	if errors.Is(err, view.ErrNotFound) || (err == nil && len(all) == 0) {
+		dd := deny("instance", ReasonInstanceNotInCluster, "no instance named %q in cluster %q", att.InstanceName, d.cfg.Cluster)
+		return view.Instance{}, &dd, nil
+	}
+	if err != nil {
+		return view.Instance{}, nil, err
+	}
+	var live []view.Instance
+	for _, in := range all {
+		if in.State != view.StateTerminated {
+			live = append(live, in)
+		}
+	}
+	if len(live) > 1 {
+		ids := make([]string, len(live))
+		for i, in := range live {
+			ids[i] = in.ID
+		}
+		dd := deny("instance", ReasonInstanceNameAmbiguous, "%d instances are named %q (%s); a ticket holds for one", len(live), att.InstanceName, strings.Join(ids, ", "))
+		return view.Instance{}, &dd, nil
+	}
+	in := all[0] // terminated: instanceUsable denies it
+	if len(live) == 1 {
+		in = live[0]
+	}
+	switch {
+	case in.Created.IsZero():
+		dd := deny("instance", ReasonInstanceCreatedOutsideTicket, "the cloud does not say when instance %s was created; a join ticket needs it", in.ID)
+		return in, &dd, nil
+	case in.Created.Before(att.IssuedAt.Add(-TicketClockSkew)), in.Created.After(att.ExpiresAt.Add(TicketClockSkew)):
+		dd := deny("instance", ReasonInstanceCreatedOutsideTicket, "instance %s was created at %s, outside the ticket's life (%s to %s)", in.ID,
+			in.Created.UTC().Format(time.RFC3339), att.IssuedAt.UTC().Format(time.RFC3339), att.ExpiresAt.UTC().Format(time.RFC3339))
+		return in, &dd, nil
+	}
+	return in, nil, nil
 }
 
 func (d *Decider) decideRenewal(ctx context.Context, name string) (Decision, error) {

@@ -30,6 +30,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/internal/ticket"
 )
 
 const (
@@ -56,6 +57,21 @@ func (f fakeInstances) ByID(_ context.Context, id string, _ time.Duration) (view
 	return view.Instance{}, view.ErrNotFound
 }
 
+// Named lists the instances of a name, case-insensitively, by id.
+func (f fakeInstances) Named(_ context.Context, name string, _ time.Duration) ([]view.Instance, error) {
+	var out []view.Instance
+	for _, in := range f {
+		if strings.EqualFold(in.Name, name) {
+			out = append(out, in)
+		}
+	}
+	if len(out) == 0 {
+		return nil, view.ErrNotFound
+	}
+	slices.SortFunc(out, func(a, b view.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
 type fakeNodes map[string]*v1.Node
 
 func (f fakeNodes) Get(name string) (*v1.Node, error) {
@@ -74,6 +90,8 @@ func (f fakeReplays) EarlierHolder(_ context.Context, key string, _ *certificate
 type world struct {
 	keys      *identity.KeySet
 	otherKeys *identity.KeySet
+	// tickets issues join tickets the decider accepts.
+	tickets   *ticket.KeySet
 	instances fakeInstances
 	nodes     fakeNodes
 	replays   fakeReplays
@@ -108,7 +126,13 @@ func newWorld(t *testing.T) *world {
 		instance("i-4", "node-4", view.StateTerminated, cluster),
 		instance("i-5", "node-5", view.StateRunning, "other"),
 	} {
+		// Made a minute ago: after the tickets the tests issue.
+		in.Created = time.Now().Add(-time.Minute)
 		w.instances[in.ProviderID] = in
+	}
+	w.tickets = &ticket.KeySet{}
+	if _, err := w.tickets.AddKey(); err != nil {
+		t.Fatal(err)
 	}
 	jwks, _ := w.keys.JWKS()
 	v, err := attest.New(func(context.Context) ([]byte, error) { return jwks, nil }, attest.Options{Issuer: issuer})
@@ -117,7 +141,7 @@ func newWorld(t *testing.T) *world {
 	}
 	w.decider = NewDecider(Config{Cluster: cluster, ReservedNames: []string{"api.example.com"},
 		MaxExpiration: 8760 * time.Hour},
-		[]cloud.EvidenceVerifier{v}, w.instances, w.nodes, w.replays)
+		[]cloud.EvidenceVerifier{v, NewTicketVerifier(staticTicketKeys(w.tickets.PublicKeys()), cluster)}, w.instances, w.nodes, w.replays)
 	return w
 }
 
@@ -418,6 +442,10 @@ func (failingInstances) ByProviderID(context.Context, string, time.Duration) (vi
 
 func (failingInstances) ByID(context.Context, string, time.Duration) (view.Instance, error) {
 	return view.Instance{}, errors.New("cloud down")
+}
+
+func (failingInstances) Named(context.Context, string, time.Duration) ([]view.Instance, error) {
+	return nil, errors.New("cloud down")
 }
 
 func TestCloudOutageDecidesNothing(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/internal/ticket"
 )
 
 // Flags are the approver's settings as flags; mooring-ccm registers them
@@ -21,6 +22,7 @@ type Flags struct {
 	InstanceMaxAge         time.Duration
 	MaxSANs                int
 	MaxExpiration          time.Duration
+	TicketKeysFile         string
 }
 
 // AddFlags registers the flags under prefix.
@@ -32,6 +34,7 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names no serving certificate may carry besides the built-in cluster names (kubernetes, kubernetes.default..., *.svc...): the apiserver's own names.")
 	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
+	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The key set (keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. Empty: tickets are not accepted.")
 	fs.DurationVar(&f.MaxExpiration, prefix+"max-expiration", 8760*time.Hour, "Longest spec.expirationSeconds a kubelet CSR may ask for; longer ones are denied (ExpirationTooLong). 0: no limit beyond the signer's --cluster-signing-duration.")
 }
 
@@ -42,7 +45,15 @@ func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerF
 		Cluster: a.ClusterTag(), InstanceMaxAge: f.InstanceMaxAge,
 		MaxSANs: f.MaxSANs, ReservedNames: f.ReservedNames, MaxExpiration: f.MaxExpiration,
 	}
+	verifiers := a.EvidenceVerifiers()
+	if f.TicketKeysFile != "" {
+		keys := &ticket.KeyFile{Path: f.TicketKeysFile}
+		if _, err := keys.Keys(); err != nil {
+			return nil, err
+		}
+		verifiers = append(verifiers, NewTicketVerifier(keys, a.ClusterTag()))
+	}
 	return New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(), cfg,
-		a.EvidenceVerifiers(), a.InstanceView(),
+		verifiers, a.InstanceView(),
 		Options{Workers: f.Workers, DryRun: f.DryRun, MaxPendingPerRequester: f.MaxPendingPerRequester, MaxPending: f.MaxPending})
 }

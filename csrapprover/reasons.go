@@ -34,10 +34,14 @@ const (
 	ReasonReservedName         = csrreason.ReservedName
 	ReasonSANNotOfInstance     = csrreason.SANNotOfInstance
 
+	ReasonInstanceNameAmbiguous        = csrreason.InstanceNameAmbiguous
+	ReasonInstanceCreatedOutsideTicket = csrreason.InstanceCreatedOutsideTicket
+
 	// Evidence verdicts come from the verifier.
 	ReasonEvidenceMalformed = csrreason.EvidenceMalformed
 	ReasonEvidenceSignature = csrreason.EvidenceSignature
 	ReasonEvidenceExpired   = csrreason.EvidenceExpired
 	ReasonEvidenceNotBound  = csrreason.EvidenceNotBound
 	ReasonEvidenceIssuer    = csrreason.EvidenceIssuer
+	ReasonEvidenceCluster   = csrreason.EvidenceCluster
 )

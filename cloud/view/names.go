@@ -17,3 +17,20 @@ func (v *View) ByNodeName(ctx context.Context, nodeName string, maxAge time.Dura
 		return i, ok
 	})
 }
+
+// Named returns every instance of that name, case-insensitively, in the
+// order the cloud listed them, terminated ones included: a join ticket names
+// its instance by name and holds only for the one instance of it. An
+// instance in none of the snapshot's names is not found as in the other
+// lookups: only a List that began after the question says ErrNotFound.
+func (v *View) Named(ctx context.Context, name string, maxAge time.Duration) ([]Instance, error) {
+	key := strings.ToLower(name)
+	return search(ctx, v, "named", name, maxAge, func(s *snapshot) ([]Instance, bool) {
+		idx := s.named[key]
+		out := make([]Instance, len(idx))
+		for j, i := range idx {
+			out[j] = s.all[i].clone()
+		}
+		return out, len(out) > 0
+	})
+}

@@ -106,6 +106,9 @@ type snapshot struct {
 	byID         map[string]int
 	byName       map[string]int
 	byNodeName   map[string]int
+	// named holds every instance of a name (lower case), terminated ones
+	// included, in list order.
+	named map[string][]int
 }
 
 // refresh is one List in flight; joiners wait on done.
@@ -213,15 +216,27 @@ func (v *View) Invalidate() {
 }
 
 func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration, find func(*snapshot) (int, bool)) (Instance, error) {
+	return search(ctx, v, by, key, maxAge, func(s *snapshot) (Instance, bool) {
+		if i, ok := find(s); ok {
+			return s.all[i].clone(), true
+		}
+		return Instance{}, false
+	})
+}
+
+// search answers one lookup: find reads a snapshot no older than maxAge,
+// and a miss is believed only from a List that began after the question.
+func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Duration, find func(*snapshot) (T, bool)) (T, error) {
+	var none T
 	asked := v.opts.Clock.Now()
 	s, err := v.snapshot(ctx, maxAge)
 	if err != nil {
 		lookups.WithLabelValues(by, "error").Inc()
-		return Instance{}, err
+		return none, err
 	}
-	if i, ok := find(s); ok {
+	if got, ok := find(s); ok {
 		lookups.WithLabelValues(by, "hit").Inc()
-		return s.all[i].clone(), nil
+		return got, nil
 	}
 	// A List that began before the question was asked may miss an instance
 	// made just before it (the one a CSR or a Node being judged comes
@@ -232,20 +247,20 @@ func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration,
 	if s.at.Before(asked) {
 		if v.opts.Clock.Since(s.at) < v.opts.MinRefreshInterval {
 			lookups.WithLabelValues(by, "deferred").Inc()
-			return Instance{}, fmt.Errorf("%w: %s %q (the list began %v ago; lists are refreshed at most every %v)",
+			return none, fmt.Errorf("%w: %s %q (the list began %v ago; lists are refreshed at most every %v)",
 				ErrUnconfirmed, by, key, v.opts.Clock.Since(s.at).Round(time.Millisecond), v.opts.MinRefreshInterval)
 		}
 		if s, err = v.snapshotSince(ctx, asked); err != nil {
 			lookups.WithLabelValues(by, "error").Inc()
-			return Instance{}, err
+			return none, err
 		}
-		if i, ok := find(s); ok {
+		if got, ok := find(s); ok {
 			lookups.WithLabelValues(by, "refreshed").Inc()
-			return s.all[i].clone(), nil
+			return got, nil
 		}
 	}
 	lookups.WithLabelValues(by, "miss").Inc()
-	return Instance{}, fmt.Errorf("%w: %s %q", ErrNotFound, by, key)
+	return none, fmt.Errorf("%w: %s %q", ErrNotFound, by, key)
 }
 
 // snapshot returns a snapshot no older than maxAge, listing the cloud if
@@ -333,13 +348,16 @@ func newSnapshot(at time.Time, items []Instance) *snapshot {
 		byID:         make(map[string]int, len(items)),
 		byName:       make(map[string]int, len(items)),
 		byNodeName:   make(map[string]int, len(items)),
+		named:        make(map[string][]int, len(items)),
 	}
 	for i, in := range items {
 		s.byID[in.ID] = i
 		if in.ProviderID != "" {
 			s.byProviderID[in.ProviderID] = i
 		}
-		preferLive(s.byName, strings.ToLower(in.Name), items, i)
+		name := strings.ToLower(in.Name)
+		preferLive(s.byName, name, items, i)
+		s.named[name] = append(s.named[name], i)
 		if in.NodeName != "" {
 			preferLive(s.byNodeName, strings.ToLower(in.NodeName), items, i)
 		}

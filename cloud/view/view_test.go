@@ -416,3 +416,43 @@ func TestYoungMissIsUnconfirmed(t *testing.T) {
 		t.Fatalf("young miss: %v, want ErrUnconfirmed", err)
 	}
 }
+
+// TestNamed: every instance of a name, case-insensitively and terminated
+// ones included, as copies; a name no instance has is not found, but only
+// from a List that began after the question.
+func TestNamed(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &countingSource{items: []Instance{
+		inst("i-1", "Web-1", StateTerminated), inst("i-2", "web-1", StateRunning), inst("i-3", "web-2", StateRunning),
+	}}
+	v := New(src, Options{Clock: clk, MinRefreshInterval: time.Second})
+	ctx := context.Background()
+	got, err := v.Named(ctx, "WEB-1", time.Minute)
+	if err != nil || len(got) != 2 || got[0].ID != "i-1" || got[1].ID != "i-2" {
+		t.Fatalf("Named(WEB-1) = %+v, %v; want i-1 and i-2", got, err)
+	}
+	got[1].Labels["a"] = "changed"
+	if again, _ := v.Named(ctx, "web-1", time.Minute); again[1].Labels["a"] != "b" {
+		t.Fatal("a caller changed the shared snapshot")
+	}
+	// Asked while the one List is young and began before the question:
+	// no answer yet.
+	clk.Step(500 * time.Millisecond)
+	if _, err := v.Named(ctx, "web-3", time.Minute); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("young miss: %v, want ErrUnconfirmed", err)
+	}
+	// Later a fresh List answers: still none of that name.
+	clk.Step(time.Second)
+	if _, err := v.Named(ctx, "web-3", time.Minute); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("miss: %v, want ErrNotFound", err)
+	}
+	if n := src.calls.Load(); n != 2 {
+		t.Fatalf("%d lists, want 2", n)
+	}
+	// An instance made after the first List is found by the fresh one.
+	src.set(append(src.items, inst("i-4", "web-3", StateRunning)), nil)
+	clk.Step(2 * time.Second)
+	if got, err := v.Named(ctx, "web-3", time.Minute); err != nil || len(got) != 1 || got[0].ID != "i-4" {
+		t.Fatalf("Named(web-3) after it was made = %+v, %v", got, err)
+	}
+}

@@ -36,6 +36,10 @@ const (
 	TooManySANs          = "TooManySANs"
 	ReservedName         = "ReservedName"
 	SANNotOfInstance     = "SANNotOfInstance"
+	// Join tickets name their instance: the name must be of one instance,
+	// created while the ticket was valid.
+	InstanceNameAmbiguous        = "InstanceNameAmbiguous"
+	InstanceCreatedOutsideTicket = "InstanceCreatedOutsideTicket"
 	// TooManyPending was the flood guard's denial before it delayed
 	// instead; older approvers may still give it.
 	TooManyPending = "TooManyPendingRequests"
@@ -46,6 +50,7 @@ const (
 	EvidenceExpired   = "EvidenceExpired"
 	EvidenceNotBound  = "EvidenceNotBoundToKey"
 	EvidenceIssuer    = "EvidenceWrongIssuer"
+	EvidenceCluster   = "EvidenceOtherCluster"
 )
 
 // retryable are the denials a join can outlive: they depend on timing or on

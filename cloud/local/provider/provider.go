@@ -175,7 +175,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 func ToView(in *api.Instance, policy NamePolicy) view.Instance {
 	out := view.Instance{
 		ProviderID: attest.ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, NodeName: policy.NodeName(in.ID, in.Name), Zone: in.Zone, Region: in.Region,
-		InstanceType: in.InstanceType, Cluster: in.Cluster, State: view.State(in.State), Labels: in.Labels,
+		InstanceType: in.InstanceType, Cluster: in.Cluster, State: view.State(in.State), Labels: in.Labels, Created: in.CreatedAt,
 	}
 	for _, t := range []api.AddressType{api.InternalIP, api.ExternalIP, api.InternalDNS, api.Hostname} {
 		for _, a := range in.Addresses {

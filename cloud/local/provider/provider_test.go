@@ -133,8 +133,10 @@ func TestInstanceMetadata(t *testing.T) {
 	if _, err := e.provider.InstanceMetadata(ctx, node("x", "aws:///i-1")); err == nil {
 		t.Fatal("a foreign providerID was accepted")
 	}
-	// Instances of other clusters are invisible.
+	// Instances of other clusters are invisible (again past the minimum
+	// refresh interval, so that the miss is an answer).
 	e.create(t, "node-other", "c2")
+	time.Sleep(2 * time.Millisecond)
 	if _, err := e.provider.InstanceMetadata(ctx, node("node-other", "")); !errors.Is(err, cloudprovider.InstanceNotFound) {
 		t.Fatalf("another cluster's instance: %v", err)
 	}
@@ -378,5 +380,22 @@ func TestDesiredSpec(t *testing.T) {
 		if _, err := e.provider.DesiredSpec(s, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// TestViewCarriesCreationTime: the shared view says when the local cloud
+// created each instance (join tickets compare it with their issue time).
+func TestViewCarriesCreationTime(t *testing.T) {
+	e := setup(t)
+	in := e.create(t, "node-a", cluster)
+	got, err := e.provider.InstanceView().Named(context.Background(), "node-a", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != in.ID {
+		t.Fatalf("instances named node-a: %+v, want %s alone", got, in.ID)
+	}
+	if got[0].Created.IsZero() || !got[0].Created.Equal(in.CreatedAt) {
+		t.Fatalf("Created %v, the cloud says %v", got[0].Created, in.CreatedAt)
 	}
 }

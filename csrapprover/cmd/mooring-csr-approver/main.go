@@ -85,6 +85,8 @@ func main() {
 	logsapi.AddFlags(logOpts, fs)
 	component.AddFlags(fs)
 	component.HandleVersionFlag(cmd)
+	cmd.AddCommand(newTicketCommand(newKubeClient, time.Now))
+	cmd.CompletionOptions.DisableDefaultCmd = true
 	os.Exit(cli.Run(cmd))
 }
 

@@ -1,0 +1,232 @@
+package ticket
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// The Secret's data keys (and the files of a mounted Secret or a key
+// directory).
+const (
+	// KeysFile is a JSON Web Key Set of the private keys (EC P-256, alg
+	// ES256, use sig, each with its kid).
+	KeysFile = "keys.json"
+	// SigningKeyFile names the kid that signs new tickets.
+	SigningKeyFile = "signing-kid"
+)
+
+// KeySet is the issuer's keys: every key verifies, one signs. A key's kid
+// is its RFC 7638 thumbprint (SHA-256, base64url), so kids never collide.
+type KeySet struct {
+	keys    []jose.JSONWebKey
+	signing string
+}
+
+// AddKey makes a new key and adds it to the set, verifying only; the first
+// key of an empty set also signs. It returns the new kid.
+func (s *KeySet) AddKey() (string, error) {
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	k := jose.JSONWebKey{Key: priv, Algorithm: string(alg), Use: "sig"}
+	thumb, err := k.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return "", err
+	}
+	k.KeyID = base64.RawURLEncoding.EncodeToString(thumb)
+	s.keys = append(s.keys, k)
+	if s.signing == "" {
+		s.signing = k.KeyID
+	}
+	return k.KeyID, nil
+}
+
+// Sign makes kid the key that signs new tickets.
+func (s *KeySet) Sign(kid string) error {
+	if s.key(kid) == nil {
+		return fmt.Errorf("no key %q in the set (keys: %v)", kid, s.IDs())
+	}
+	s.signing = kid
+	return nil
+}
+
+// Retire removes a key that no longer signs: tickets it signed stop
+// verifying once the approvers read the new set.
+func (s *KeySet) Retire(kid string) error {
+	switch {
+	case s.key(kid) == nil:
+		return fmt.Errorf("no key %q in the set (keys: %v)", kid, s.IDs())
+	case kid == s.signing:
+		return fmt.Errorf("key %q signs new tickets: make another key sign first", kid)
+	}
+	s.keys = slices.DeleteFunc(s.keys, func(k jose.JSONWebKey) bool { return k.KeyID == kid })
+	return nil
+}
+
+// SigningKey is the kid that signs new tickets ("" in an empty set).
+func (s *KeySet) SigningKey() string { return s.signing }
+
+// IDs lists the kids, oldest first.
+func (s *KeySet) IDs() []string {
+	ids := make([]string, len(s.keys))
+	for i, k := range s.keys {
+		ids[i] = k.KeyID
+	}
+	return ids
+}
+
+// PublicKeys are the keys tickets are verified with, by kid.
+func (s *KeySet) PublicKeys() map[string]*ecdsa.PublicKey {
+	out := make(map[string]*ecdsa.PublicKey, len(s.keys))
+	for _, k := range s.keys {
+		out[k.KeyID] = &k.Key.(*ecdsa.PrivateKey).PublicKey
+	}
+	return out
+}
+
+func (s *KeySet) key(kid string) *jose.JSONWebKey {
+	for i := range s.keys {
+		if s.keys[i].KeyID == kid {
+			return &s.keys[i]
+		}
+	}
+	return nil
+}
+
+func (s *KeySet) signingKey() *jose.JSONWebKey { return s.key(s.signing) }
+
+// Data encodes the set as a Secret's data: KeysFile and SigningKeyFile.
+func (s *KeySet) Data() (map[string][]byte, error) {
+	if s.signingKey() == nil {
+		return nil, errors.New("the key set has no signing key")
+	}
+	jwks, err := json.MarshalIndent(jose.JSONWebKeySet{Keys: s.keys}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{KeysFile: append(jwks, '\n'), SigningKeyFile: []byte(s.signing + "\n")}, nil
+}
+
+// ParseKeySet decodes a Secret's data (or a key directory's files) into the
+// issuer's key set. The signing kid must name one of the keys.
+func ParseKeySet(data map[string][]byte) (*KeySet, error) {
+	keys, err := parseKeys(data[KeysFile], true)
+	if err != nil {
+		return nil, err
+	}
+	s := &KeySet{keys: keys}
+	if err := s.Sign(strings.TrimSpace(string(data[SigningKeyFile]))); err != nil {
+		return nil, fmt.Errorf("%s: %w", SigningKeyFile, err)
+	}
+	return s, nil
+}
+
+// ParsePublicKeys reads the verifying keys out of a key set document
+// (KeysFile), whose keys may be private or public.
+func ParsePublicKeys(jwks []byte) (map[string]*ecdsa.PublicKey, error) {
+	keys, err := parseKeys(jwks, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*ecdsa.PublicKey, len(keys))
+	for _, k := range keys {
+		switch key := k.Key.(type) {
+		case *ecdsa.PrivateKey:
+			out[k.KeyID] = &key.PublicKey
+		case *ecdsa.PublicKey:
+			out[k.KeyID] = key
+		}
+	}
+	return out, nil
+}
+
+// parseKeys decodes a JWK set of at least one key, each EC P-256 for ES256
+// signatures with a unique kid; private ones only when wantPrivate.
+func parseKeys(jwks []byte, wantPrivate bool) ([]jose.JSONWebKey, error) {
+	if len(jwks) == 0 {
+		return nil, fmt.Errorf("%s: missing or empty", KeysFile)
+	}
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(jwks, &set); err != nil {
+		return nil, fmt.Errorf("%s: %w", KeysFile, err)
+	}
+	if len(set.Keys) == 0 {
+		return nil, fmt.Errorf("%s: no keys", KeysFile)
+	}
+	seen := map[string]bool{}
+	for i, k := range set.Keys {
+		var curve elliptic.Curve
+		switch key := k.Key.(type) {
+		case *ecdsa.PrivateKey:
+			curve = key.Curve
+		case *ecdsa.PublicKey:
+			if wantPrivate {
+				return nil, fmt.Errorf("%s: key %q is public; the issuer needs the private key", KeysFile, k.KeyID)
+			}
+			curve = key.Curve
+		default:
+			return nil, fmt.Errorf("%s: key %d is a %T, want an EC P-256 key", KeysFile, i, k.Key)
+		}
+		switch {
+		case curve != elliptic.P256():
+			return nil, fmt.Errorf("%s: key %q is not on P-256", KeysFile, k.KeyID)
+		case k.KeyID == "" || seen[k.KeyID]:
+			return nil, fmt.Errorf("%s: key %d has an empty or repeated kid %q", KeysFile, i, k.KeyID)
+		case k.Algorithm != string(alg) || k.Use != "sig":
+			return nil, fmt.Errorf("%s: key %q is for alg %q use %q, want %s sig", KeysFile, k.KeyID, k.Algorithm, k.Use, alg)
+		}
+		seen[k.KeyID] = true
+	}
+	return set.Keys, nil
+}
+
+// ReadDir reads a key set from a directory holding KeysFile and
+// SigningKeyFile (a mounted Secret, say).
+func ReadDir(dir string) (*KeySet, error) {
+	data := map[string][]byte{}
+	for _, name := range []string{KeysFile, SigningKeyFile} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return nil, err
+		}
+		data[name] = b
+	}
+	return ParseKeySet(data)
+}
+
+// WriteDir writes the key set into dir (made if missing, mode 0700), each
+// file mode 0600 and replaced whole by a rename.
+func (s *KeySet) WriteDir(dir string) error {
+	data, err := s.Data()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	// The keys first: a reader between the two never finds a signing kid
+	// that is not among the keys.
+	for _, name := range []string{KeysFile, SigningKeyFile} {
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, data[name], 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
