@@ -37,7 +37,7 @@ func TestLeaderFailover(t *testing.T) {
 		RBAC:        testbed.BootstrapRBAC{MooringApproves: true},
 		Controllers: []string{"-node-lifecycle-controller"},
 	})
-	lc := harness.StartLocalCloud(t, c, bin(t, "mooring-localcloud"))
+	lc := startLocalCloud(t, c)
 	w := &world{c: c, lc: lc}
 	var err error
 	if w.fast, err = harness.FastClient(c); err != nil {

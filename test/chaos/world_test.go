@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -72,7 +73,7 @@ func newWorld(t *testing.T, ctx context.Context, ccmArgs ...string) *world {
 		RBAC:        testbed.BootstrapRBAC{MooringApproves: true},
 		Controllers: []string{"-node-lifecycle-controller"},
 	})
-	lc := harness.StartLocalCloud(t, c, bin(t, "mooring-localcloud"))
+	lc := startLocalCloud(t, c)
 	for _, f := range []string{"deploy/csrapprover/role/clusterrole.yaml", "deploy/base/ccm-csrapprover-binding.yaml"} {
 		if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
 			t.Fatal(err)
@@ -86,6 +87,17 @@ func newWorld(t *testing.T, ctx context.Context, ccmArgs ...string) *world {
 		t.Fatal(err)
 	}
 	return &world{c: c, lc: lc, ccm: ccm, fast: fast}
+}
+
+// startLocalCloud starts the local cloud with address pools of their own
+// that hold the full sizes' thousands of instances (the harness's default
+// pools are /24s).
+func startLocalCloud(t *testing.T, c *testbed.Cluster) *harness.LocalCloud {
+	t.Helper()
+	p := os.Getpid() % 15
+	return harness.StartLocalCloud(t, c, bin(t, "mooring-localcloud"),
+		fmt.Sprintf("--internal-cidr=127.%d.0.0/16", 10+p), fmt.Sprintf("--external-cidr=127.%d.0.0/16", 25+p),
+		fmt.Sprintf("--vip-cidr=127.44.%d.0/24", p))
 }
 
 // createInstances makes instances named prefix-0000 ... in the cluster.
