@@ -210,7 +210,7 @@ func TestAgentFaults(t *testing.T) {
 		}
 	}
 	for _, m := range fleet.Machines {
-		waitUntil(ctx, t, m.Name+": the second run keeps its credentials", func() (bool, error) {
+		harness.WaitUntil(ctx, t, m.Name+": the second run keeps its credentials", func() (bool, error) {
 			data, err := os.ReadFile(m.Agent.LogFile)
 			return strings.Contains(string(data), "Kubelet credentials are valid; skipping the join"), err
 		})

@@ -91,7 +91,7 @@ func TestLocalCloudKill9(t *testing.T) {
 		}
 	}
 	o.check("instances (%d), load balancers (%d) and signing keys (%d) as before", len(before.instances), len(before.lbs), len(before.kids))
-	waitUntil(ctx, t, "the VIP forwards again", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the VIP forwards again", func() (bool, error) {
 		return crashThrough(vip) == "served by "+ins[0].Name, nil
 	})
 	o.figure(t, "kill -9 to the VIP forwarding again", "%.2f s", time.Since(killed).Seconds())
@@ -201,7 +201,7 @@ func crashServe(t *testing.T, ctx context.Context, w *world, addr string) string
 	}
 	harness.ServeLine(ln, "served by "+name)
 	var vip string
-	waitUntil(ctx, t, "the Service's VIP carries traffic", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the Service's VIP carries traffic", func() (bool, error) {
 		s, err := w.c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
 			return false, err

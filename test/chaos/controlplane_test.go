@@ -37,7 +37,7 @@ func TestControlPlaneRestarts(t *testing.T) {
 	start := time.Now()
 	fleet := harness.StartFleet(ctx, t, w.c, w.lc, harness.FleetOptions{Names: names, Cluster: chaosCluster, AgentBin: bin(t, "mooring-agent")})
 
-	waitUntil(ctx, t, "the first CSR of the wave", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the first CSR of the wave", func() (bool, error) {
 		l, err := w.c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) > 0, nil
 	})

@@ -57,7 +57,7 @@ func TestLeaderFailover(t *testing.T) {
 	if err := harness.RegisterNodes(ctx, w.fast, preNames, harness.RegisterOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(ctx, t, "the CSRs' Nodes initialized", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the CSRs' Nodes initialized", func() (bool, error) {
 		n, err := w.initializedCount(ctx, preNames)
 		return n == len(preNames), err
 	})
@@ -100,7 +100,7 @@ func TestLeaderFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := append(servingNames(reqs), joinCSRs...)
-		waitUntil(ctx, t, label+": every CSR decided and every Node initialized", func() (bool, error) {
+		harness.WaitUntil(ctx, t, label+": every CSR decided and every Node initialized", func() (bool, error) {
 			if ok, err := w.allDecided(ctx, want); !ok || err != nil {
 				return false, err
 			}
@@ -155,7 +155,7 @@ func TestLeaderFailover(t *testing.T) {
 func failoverKillLeader(t *testing.T, ctx context.Context, c *testbed.Cluster, lease string, procs []*testbed.Process) time.Duration {
 	t.Helper()
 	var leader *testbed.Process
-	waitUntil(ctx, t, "a leader of "+lease, func() (bool, error) {
+	harness.WaitUntil(ctx, t, "a leader of "+lease, func() (bool, error) {
 		for _, p := range procs {
 			data, err := os.ReadFile(p.LogPath())
 			if err == nil && strings.Contains(string(data), `"Successfully acquired lease" lock="kube-system/`+lease+`"`) {
@@ -174,7 +174,7 @@ func failoverKillLeader(t *testing.T, ctx context.Context, c *testbed.Cluster, l
 	if err := syscall.Kill(leader.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(ctx, t, "another holder of "+lease, func() (bool, error) {
+	harness.WaitUntil(ctx, t, "another holder of "+lease, func() (bool, error) {
 		l, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
 		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != held, nil
 	})

@@ -63,7 +63,7 @@ func TestInstanceReallyGone(t *testing.T) {
 	for _, in := range ins {
 		addr[in.Name] = in.Addresses[0].Address
 	}
-	waitUntil(ctx, t, "the load balancer's backends are every Node", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the load balancer's backends are every Node", func() (bool, error) {
 		b, err := goneBackends(ctx, w.lc.Client)
 		return err == nil && len(b) == n, err
 	})
@@ -125,7 +125,7 @@ func TestInstanceReallyGone(t *testing.T) {
 
 	deleted, tainted := map[string]time.Duration{}, map[string]time.Duration{}
 	var backendsGone time.Duration
-	waitUntil(ctx, t, "terminated Nodes deleted, stopped ones tainted, backends updated", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "terminated Nodes deleted, stopped ones tainted, backends updated", func() (bool, error) {
 		for _, in := range terminated {
 			if _, ok := deleted[in.Name]; ok {
 				continue
@@ -187,7 +187,7 @@ func TestInstanceReallyGone(t *testing.T) {
 	o.figure(t, "terminated instances out of the load balancer", "%.1f s", backendsGone.Seconds())
 	o.check("terminated instances' addresses leave the load balancer's backends")
 
-	waitUntil(ctx, t, "the terminated machines' requests decided", func() (bool, error) { return w.allDecided(ctx, asks) })
+	harness.WaitUntil(ctx, t, "the terminated machines' requests decided", func() (bool, error) { return w.allDecided(ctx, asks) })
 	d, err := w.csrDecisions(ctx)
 	if err != nil {
 		t.Fatal(err)

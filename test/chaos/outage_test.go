@@ -57,7 +57,7 @@ func TestCloudOutageAndBrownOut(t *testing.T) {
 	if err := harness.RegisterNodes(ctx, w.fast, preNames, harness.RegisterOptions{NotReady: notReady}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(ctx, t, "the first Nodes initialized", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the first Nodes initialized", func() (bool, error) {
 		n, err := w.initializedCount(ctx, preNames)
 		return n == len(preNames), err
 	})
@@ -153,7 +153,7 @@ func TestCloudOutageAndBrownOut(t *testing.T) {
 		}
 		recovered := time.Now()
 		want := append(slices.Clone(joinCSRs), servingNames(reqs)...)
-		waitUntil(ctx, t, label+": every Node initialized and every CSR decided after recovery", func() (bool, error) {
+		harness.WaitUntil(ctx, t, label+": every Node initialized and every CSR decided after recovery", func() (bool, error) {
 			n, err := w.initializedCount(ctx, freshNames)
 			if err != nil || n < len(freshNames) {
 				return false, err

@@ -115,24 +115,6 @@ func (w *world) createInstances(t *testing.T, ctx context.Context, prefix string
 	return out
 }
 
-// waitUntil polls cond every 200 ms until it holds or ctx ends.
-func waitUntil(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
-	t.Helper()
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%s: not reached (%v; last error: %v)", what, ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // initializedCount counts the named Nodes the CCM has initialized.
 func (w *world) initializedCount(ctx context.Context, names []string) (int, error) {
 	nodes, err := w.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -222,7 +204,7 @@ func (w *world) registerInitialized(t *testing.T, ctx context.Context, names []s
 	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(ctx, t, "Nodes initialized", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "Nodes initialized", func() (bool, error) {
 		n, err := w.initializedCount(ctx, names)
 		return n == len(names), err
 	})
@@ -248,7 +230,7 @@ func (w *world) webService(t *testing.T, ctx context.Context) *corev1.Service {
 // apiserver's errors are waited out: a scenario may have just restarted it.
 func (w *world) waitReadyServing(t *testing.T, ctx context.Context, names []string) {
 	t.Helper()
-	waitUntil(ctx, t, "every Node Ready and initialized, every serving certificate approved", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "every Node Ready and initialized, every serving certificate approved", func() (bool, error) {
 		nodes, err := w.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

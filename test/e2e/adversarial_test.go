@@ -92,7 +92,7 @@ func TestAdversarialE2E(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, "node-1 Ready and initialized", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "node-1 Ready and initialized", func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil

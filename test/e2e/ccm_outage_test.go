@@ -70,7 +70,7 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 		t.Logf("MOORING_E2E_WITHOUT_INIT_RETRY=1: %s disabled", initretry.Name)
 	}
 	ccm := harness.StartCCM(t, c, ccmBin, lc, harness.CCMOptions{Cluster: e2eCluster, Args: args})
-	poll(ctx, t, "mooring-ccm to lead and start the cloud-node controller", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "mooring-ccm to lead and start the cloud-node controller", func() (bool, error) {
 		data, err := os.ReadFile(ccm.LogPath())
 		return err == nil && strings.Contains(string(data), `Started "cloud-node-controller"`), err
 	})
@@ -86,7 +86,7 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 		}
 	}
 	for _, in := range instances {
-		poll(ctx, t, "node "+in.Name+" registered", func() (bool, error) {
+		harness.WaitUntil(ctx, t, "node "+in.Name+" registered", func() (bool, error) {
 			n, err := c.Client.CoreV1().Nodes().Get(ctx, in.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil

@@ -56,7 +56,7 @@ func TestCCM(t *testing.T) {
 	// Node init: taint gone, providerID, labels, cloud addresses.
 	for _, in := range instances {
 		var node *corev1.Node
-		poll(ctx, t, "node "+in.Name+" initialized", func() (bool, error) {
+		harness.WaitUntil(ctx, t, "node "+in.Name+" initialized", func() (bool, error) {
 			n, err := c.Client.CoreV1().Nodes().Get(ctx, in.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return false, nil
@@ -99,7 +99,7 @@ func TestCCM(t *testing.T) {
 	}
 
 	// Routes: one per node's pod CIDR, in the cloud's route table.
-	poll(ctx, t, "3 routes in the cloud", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "3 routes in the cloud", func() (bool, error) {
 		routes, err := lc.Client.ListAllRoutes(ctx, client.ListOptions{Cluster: e2eCluster})
 		return err == nil && len(routes) == 3, err
 	})
@@ -136,7 +136,7 @@ func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc 
 	defer ln.Close()
 	harness.ServeLine(ln, "served by "+node1)
 	var vip string
-	poll(ctx, t, "the Service's ingress IP", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the Service's ingress IP", func() (bool, error) {
 		s, err := c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
 			return false, err
@@ -145,7 +145,7 @@ func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc 
 		return slices.Contains(s.Finalizers, "service.kubernetes.io/load-balancer-cleanup"), nil
 	})
 	through := func() string { return harness.FirstLine(net.JoinHostPort(vip, "80")) }
-	poll(ctx, t, "traffic through the VIP", func() (bool, error) { return through() == "served by "+node1, nil })
+	harness.WaitUntil(ctx, t, "traffic through the VIP", func() (bool, error) { return through() == "served by "+node1, nil })
 	t.Logf("load balancer %s carries traffic to %s:%d", vip, node1, svc.Spec.Ports[0].NodePort)
 
 	// Deleted out of band: the drift sweep brings it back.
@@ -156,14 +156,14 @@ func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc 
 	if err := lc.Client.DeleteLoadBalancer(ctx, lbs[0].Name); err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, "the load balancer to come back", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the load balancer to come back", func() (bool, error) {
 		_, err := lc.Client.GetLoadBalancer(ctx, lbs[0].Name)
 		if client.IsNotFound(err) {
 			return false, nil
 		}
 		return err == nil, err
 	})
-	poll(ctx, t, "traffic through the recreated load balancer", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "traffic through the recreated load balancer", func() (bool, error) {
 		s, err := c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
 			return false, err
@@ -176,7 +176,7 @@ func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc 
 	if err := c.Client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, "the Service and its load balancer to go", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the Service and its load balancer to go", func() (bool, error) {
 		_, err := c.Client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return false, nil
@@ -199,7 +199,7 @@ func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *ha
 	if err := node.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, node.Name+" NotReady", func() (bool, error) {
+	harness.WaitUntil(ctx, t, node.Name+" NotReady", func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		return err == nil && !nodeReady(n), err
 	})
@@ -215,7 +215,7 @@ func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *ha
 	if _, err := lc.Client.StopInstance(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, node.Name+" shutdown taint", func() (bool, error) {
+	harness.WaitUntil(ctx, t, node.Name+" shutdown taint", func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		return err == nil && hasTaint(n, "node.cloudprovider.kubernetes.io/shutdown", corev1.TaintEffectNoSchedule), err
 	})
@@ -224,7 +224,7 @@ func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *ha
 	if _, err := lc.Client.TerminateInstance(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
-	poll(ctx, t, node.Name+" deleted", func() (bool, error) {
+	harness.WaitUntil(ctx, t, node.Name+" deleted", func() (bool, error) {
 		_, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mooring-dev/mooring/agent"
 	"github.com/mooring-dev/mooring/internal/pki"
+	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
@@ -37,7 +38,7 @@ func TestDiscoveryFindsTheClusterCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	poll(ctx, t, "the bootstrapsigner to sign cluster-info for token "+tokenID, func() (bool, error) {
+	harness.WaitUntil(ctx, t, "the bootstrapsigner to sign cluster-info for token "+tokenID, func() (bool, error) {
 		cm, err := c.Client.CoreV1().ConfigMaps(metav1.NamespacePublic).Get(ctx, testbed.ClusterInfoName, metav1.GetOptions{})
 		if err != nil {
 			return false, err

@@ -59,7 +59,7 @@ func TestApprovalByAnotherApproverIsReported(t *testing.T) {
 		t.Fatalf("want an approval by kube-controller-manager, got %+v", csr.Status.Conditions)
 	}
 	t.Logf("approved by another approver: reason %s", cond.Reason)
-	poll(ctx, t, "Event ApprovedElsewhere on "+join.Name, func() (bool, error) {
+	harness.WaitUntil(ctx, t, "Event ApprovedElsewhere on "+join.Name, func() (bool, error) {
 		events, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.AndSelectors(
 				fields.OneTermEqualSelector("involvedObject.name", join.Name),

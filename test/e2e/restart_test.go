@@ -99,7 +99,7 @@ func joinAndInitialize(ctx context.Context, t *testing.T, c *testbed.Cluster, lc
 		ClientCertPEM: csr.Status.Certificate, ClientKeyPEM: join.KeyPEM}); err != nil {
 		t.Fatal(err)
 	}
-	poll(wctx, t, name+" initialized", func() (bool, error) {
+	harness.WaitUntil(wctx, t, name+" initialized", func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(wctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -183,7 +183,7 @@ func TestInstancePowerReachesTheMachine(t *testing.T) {
 		return !nodeReady(n) && hasTaint(n, shutdownTaint, corev1.TaintEffectNoSchedule)
 	})
 	t.Logf("%s: NotReady and tainted shutdown %v after its instance was stopped", stopped.Instance.Name, time.Since(start).Round(100*time.Millisecond))
-	poll(ctx, t, terminated.Instance.Name+" deleted", func() (bool, error) {
+	harness.WaitUntil(ctx, t, terminated.Instance.Name+" deleted", func() (bool, error) {
 		_, err := c.Client.CoreV1().Nodes().Get(ctx, terminated.Instance.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, nil
@@ -217,7 +217,7 @@ const shutdownTaint = "node.cloudprovider.kubernetes.io/shutdown"
 // waitNode waits until the Node exists and ok(Node).
 func waitNode(ctx context.Context, t *testing.T, c *testbed.Cluster, name, what string, ok func(*corev1.Node) bool) {
 	t.Helper()
-	poll(ctx, t, name+" "+what, func() (bool, error) {
+	harness.WaitUntil(ctx, t, name+" "+what, func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil

@@ -85,7 +85,7 @@ func TestBedNodesJoin(t *testing.T) {
 func waitForNode(ctx context.Context, t *testing.T, c *testbed.Cluster, name string) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	poll(ctx, t, "node "+name+" to register", func() (bool, error) {
+	harness.WaitUntil(ctx, t, "node "+name+" to register", func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -99,7 +99,7 @@ func waitForNode(ctx context.Context, t *testing.T, c *testbed.Cluster, name str
 func waitForServingCSR(ctx context.Context, t *testing.T, c *testbed.Cluster, nodeName string) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
 	var found *certificatesv1.CertificateSigningRequest
-	poll(ctx, t, "a kubelet-serving CSR from "+nodeName, func() (bool, error) {
+	harness.WaitUntil(ctx, t, "a kubelet-serving CSR from "+nodeName, func() (bool, error) {
 		list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -174,23 +174,6 @@ func checkServingCSRSANs(t *testing.T, csr *certificatesv1.CertificateSigningReq
 	}
 	if key, ok := req.PublicKey.(*ecdsa.PublicKey); !ok || key.Curve != elliptic.P256() {
 		t.Errorf("serving CSR %s: key %T, want ECDSA P-256", csr.Name, req.PublicKey)
-	}
-}
-
-func poll(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
-	t.Helper()
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s (last error: %v)", what, last)
-		case <-time.After(200 * time.Millisecond):
-		}
 	}
 }
 

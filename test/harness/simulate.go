@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"net"
 	"sync"
+	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -189,4 +190,23 @@ func (r ServingCSR) Post(ctx context.Context, admin kubernetes.Interface) error 
 		SetHeader("Impersonate-User", r.Requester).
 		SetHeader("Impersonate-Group", "system:nodes", "system:authenticated").
 		Body(r.CSR).Do(ctx).Error()
+}
+
+// WaitUntil polls cond every 200 ms until it holds, failing t when ctx
+// ends first (with cond's last error).
+func WaitUntil(ctx context.Context, t testing.TB, what string, cond func() (bool, error)) {
+	t.Helper()
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not reached (%v; last error: %v)", what, ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
