@@ -143,8 +143,13 @@ func TestAgentFaults(t *testing.T) {
 				t.Errorf("agent of %s: exit %d, %v\n%s", m.Name, code, err, m.Agent.LogTail(20))
 				return
 			}
+			s, err := m.Agent.State(ctx)
+			if err != nil || s.ExitedAt.IsZero() {
+				t.Errorf("agent of %s: no exit time: %v, %v", m.Name, s, err)
+				return
+			}
 			mu.Lock()
-			done[m.Name] = time.Now()
+			done[m.Name] = s.ExitedAt
 			mu.Unlock()
 		})
 	}

@@ -8,14 +8,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -79,30 +78,54 @@ func TestInstanceReallyGone(t *testing.T) {
 			kept = append(kept, in)
 		}
 	}
-	start := time.Now()
-	for _, in := range terminated {
-		if _, err := w.lc.Client.TerminateInstance(ctx, in.ID); err != nil {
-			t.Fatal(err)
+	// Deletions and taints are seen by a watch as they happen (stamped by
+	// the watch, not by a poll), each against its own instance's
+	// termination or stop.
+	var mu sync.Mutex
+	deletedAt, taintedAt := map[string]time.Time{}, map[string]time.Time{}
+	w.watchNodes(t, ctx, func(n *corev1.Node, gone bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, seen := deletedAt[n.Name]; gone && !seen {
+			deletedAt[n.Name] = time.Now()
 		}
-	}
-	for _, in := range stopped {
-		if _, err := w.lc.Client.StopInstance(ctx, in.ID); err != nil {
-			t.Fatal(err)
+		if _, seen := taintedAt[n.Name]; !seen && slices.ContainsFunc(n.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == shutdownTaint }) {
+			taintedAt[n.Name] = time.Now()
 		}
+	})
+	offAt := map[string]time.Time{}
+	powerOff := append(slices.Clone(terminated), stopped...)
+	err := harness.Parallel(ctx, len(powerOff), 16, func(ctx context.Context, i int) error {
+		in := powerOff[i]
+		var err error
+		if i < len(terminated) {
+			_, err = w.lc.Client.TerminateInstance(ctx, in.ID)
+		} else {
+			_, err = w.lc.Client.StopInstance(ctx, in.ID)
+		}
+		mu.Lock()
+		offAt[in.Name] = time.Now()
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	lastOff := time.Now()
 	// The machines are off: their kubelets stop reporting.
-	for _, in := range append(slices.Clone(terminated), stopped...) {
-		if err := goneNotReady(ctx, w, in.Name); err != nil {
-			t.Fatal(err)
-		}
+	if err := harness.Parallel(ctx, len(powerOff), 16, func(ctx context.Context, i int) error {
+		return goneNotReady(ctx, w, powerOff[i].Name)
+	}); err != nil {
+		t.Fatal(err)
 	}
 	// What a terminated machine's credentials still ask for, before its
 	// Node is gone: a serving certificate and a renewal. (Within the
 	// approver's record age of the termination, the record from before it
 	// may still be used: docs/reliability.md.)
-	time.Sleep(time.Until(start.Add(goneRecordAge)))
-	var asks []string
-	for _, in := range terminated {
+	time.Sleep(time.Until(lastOff.Add(goneRecordAge)))
+	asks := make([]string, 2*len(terminated))
+	err = harness.Parallel(ctx, len(terminated), 16, func(ctx context.Context, i int) error {
+		in := terminated[i]
 		// The kubelet's request names the addresses it had.
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.Name}}
 		for _, a := range in.Addresses {
@@ -110,47 +133,22 @@ func TestInstanceReallyGone(t *testing.T) {
 		}
 		r, err := harness.MakeServingCSR(node, node, 0)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		r.CSR.Name = "serving-gone-" + in.Name
 		if err := r.Post(ctx, w.fast); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		renewal, err := goneRenewal(ctx, w, in.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		asks = append(asks, r.CSR.Name, renewal)
+		asks[2*i], asks[2*i+1] = r.CSR.Name, renewal
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 
-	deleted, tainted := map[string]time.Duration{}, map[string]time.Duration{}
 	var backendsGone time.Duration
 	harness.WaitUntil(ctx, t, "terminated Nodes deleted, stopped ones tainted, backends updated", func() (bool, error) {
-		for _, in := range terminated {
-			if _, ok := deleted[in.Name]; ok {
-				continue
-			}
-			_, err := w.c.Client.CoreV1().Nodes().Get(ctx, in.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				deleted[in.Name] = time.Since(start)
-			} else if err != nil {
-				return false, err
-			}
-		}
-		for _, in := range stopped {
-			if _, ok := tainted[in.Name]; ok {
-				continue
-			}
-			node, err := w.c.Client.CoreV1().Nodes().Get(ctx, in.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, fmt.Errorf("stopped instance's Node %s: %w", in.Name, err)
-			}
-			for _, tn := range node.Spec.Taints {
-				if tn.Key == shutdownTaint {
-					tainted[in.Name] = time.Since(start)
-				}
-			}
-		}
 		if backendsGone == 0 {
 			b, err := goneBackends(ctx, w.lc.Client)
 			if err != nil {
@@ -163,11 +161,31 @@ func TestInstanceReallyGone(t *testing.T) {
 				}
 			}
 			if clean {
-				backendsGone = time.Since(start)
+				backendsGone = time.Since(lastOff)
 			}
 		}
-		return len(deleted) == len(terminated) && len(tainted) == len(stopped) && backendsGone > 0, nil
+		mu.Lock()
+		defer mu.Unlock()
+		done := backendsGone > 0
+		for _, in := range terminated {
+			_, ok := deletedAt[in.Name]
+			done = done && ok
+		}
+		for _, in := range stopped {
+			_, ok := taintedAt[in.Name]
+			done = done && ok
+		}
+		return done, nil
 	})
+	mu.Lock()
+	deleted, tainted := map[string]time.Duration{}, map[string]time.Duration{}
+	for _, in := range terminated {
+		deleted[in.Name] = deletedAt[in.Name].Sub(offAt[in.Name])
+	}
+	for _, in := range stopped {
+		tainted[in.Name] = taintedAt[in.Name].Sub(offAt[in.Name])
+	}
+	mu.Unlock()
 	worst := func(m map[string]time.Duration) (d time.Duration) {
 		for _, v := range m {
 			d = max(d, v)
@@ -184,7 +202,7 @@ func TestInstanceReallyGone(t *testing.T) {
 	o.check("every stopped instance's Node tainted %s within %v", shutdownTaint, goneBound)
 	o.figure(t, "Node deleted after termination", "max %.1f s (%d Nodes)", worst(deleted).Seconds(), len(deleted))
 	o.figure(t, "shutdown taint after stop", "max %.1f s (%d Nodes)", worst(tainted).Seconds(), len(tainted))
-	o.figure(t, "terminated instances out of the load balancer", "%.1f s", backendsGone.Seconds())
+	o.figure(t, "terminated instances out of the load balancer", "%.1f s after the last termination", backendsGone.Seconds())
 	o.check("terminated instances' addresses leave the load balancer's backends")
 
 	harness.WaitUntil(ctx, t, "the terminated machines' requests decided", func() (bool, error) { return w.allDecided(ctx, asks) })

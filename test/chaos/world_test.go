@@ -13,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/test/harness"
@@ -261,4 +263,36 @@ func (w *world) waitReadyServing(t *testing.T, ctx context.Context, names []stri
 		}
 		return true, nil
 	})
+}
+
+// watchNodes calls seen for every Node added or changed, and with gone for
+// every Node deleted, as the watch delivers them, until ctx ends; it
+// returns once the watch has synced.
+func (w *world) watchNodes(t *testing.T, ctx context.Context, seen func(n *corev1.Node, gone bool)) {
+	t.Helper()
+	f := informers.NewSharedInformerFactory(w.fast, 0)
+	inf := f.Core().V1().Nodes().Informer()
+	node := func(obj any) *corev1.Node {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		n, _ := obj.(*corev1.Node)
+		return n
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { seen(node(obj), false) },
+		UpdateFunc: func(_, obj any) { seen(node(obj), false) },
+		DeleteFunc: func(obj any) {
+			if n := node(obj); n != nil {
+				seen(n, true)
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	t.Cleanup(f.Shutdown)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the Node watch did not sync")
+	}
 }

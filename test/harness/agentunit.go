@@ -18,9 +18,10 @@ type AgentUnit struct {
 // AgentState is what systemd says of the agent unit.
 type AgentState struct {
 	ActiveState, SubState, Result string
-	// Exited: the main process has ended, with ExitStatus.
+	// Exited: the main process has ended, with ExitStatus, at ExitedAt.
 	Exited     bool
 	ExitStatus int
+	ExitedAt   time.Time
 	// StatusText is the agent's last STATUS= notification.
 	StatusText string
 	NRestarts  uint32
@@ -55,6 +56,9 @@ func (a *AgentUnit) State(ctx context.Context) (AgentState, error) {
 		s.NRestarts, _ = svc["NRestarts"].(uint32)
 		exitedAt, _ := svc["ExecMainExitTimestampMonotonic"].(uint64)
 		s.Exited = exitedAt != 0
+		if at, _ := svc["ExecMainExitTimestamp"].(uint64); at != 0 {
+			s.ExitedAt = time.UnixMicro(int64(at))
+		}
 		status, _ := svc["ExecMainStatus"].(int32)
 		s.ExitStatus = int(status)
 		return nil
