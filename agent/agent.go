@@ -227,16 +227,6 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 	if err := a.retry(ctx, "write the CSR key", func() (err error) { keyPEM, key, err = loadOrCreateKey(keyPath); return err }); err != nil {
 		return err
 	}
-	binding, err := evidence.Binding(key.Public())
-	if err != nil {
-		return err
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
-	}, key)
-	if err != nil {
-		return err
-	}
 	tokenID, tokenSecret, err := readBootstrapToken(cfg.BootstrapTokenFile)
 	if err != nil {
 		return err
@@ -251,7 +241,7 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 	}
 	var certPEM []byte
 	for {
-		reqName, reqUID, err := a.file(ctx, client, name, der, key, binding)
+		reqName, reqUID, err := a.file(ctx, client, name, nodeName, key)
 		if err != nil {
 			return err
 		}
@@ -284,7 +274,7 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 // file files the CSR of the key (named by CSRName) with fresh evidence, or
 // finds the one an earlier run filed; it retries until the apiserver
 // answers.
-func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name string, der []byte, key crypto.Signer, binding string) (reqName string, reqUID types.UID, err error) {
+func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name, nodeName string, key crypto.Signer) (reqName string, reqUID types.UID, err error) {
 	err = a.retry(ctx, "certificate request", func() error {
 		// A CSR of this key filed by an earlier run is found by its name.
 		if existing, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
@@ -293,11 +283,7 @@ func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name stri
 			}
 		}
 		a.status("asking the metadata service for evidence bound to the CSR key")
-		block, err := a.Identity.Evidence(ctx, binding)
-		if err != nil {
-			return fmt.Errorf("evidence: %w", err)
-		}
-		request, err := evidence.Encode(der, block)
+		_, request, err := JoinRequest(ctx, a.Identity, nodeName, key)
 		if err != nil {
 			return err
 		}
@@ -307,6 +293,37 @@ func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name stri
 		return err
 	})
 	return reqName, reqUID, err
+}
+
+// JoinRequest is the spec.request of a join: the kubelet client CSR of key
+// for nodeName (CN system:node:NAME, O system:nodes), followed by the
+// machine's evidence bound to key (internal/evidence), fresh from identity.
+// name is the CSR's name (CSRName). The agent files what it returns; so do
+// the benchmarks, which stand in for thousands of agents.
+func JoinRequest(ctx context.Context, identity cloud.NodeIdentity, nodeName string, key crypto.Signer) (name string, request []byte, err error) {
+	name, err = CSRName(nodeName, key.Public())
+	if err != nil {
+		return "", nil, err
+	}
+	binding, err := evidence.Binding(key.Public())
+	if err != nil {
+		return "", nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		return "", nil, err
+	}
+	block, err := identity.Evidence(ctx, binding)
+	if err != nil {
+		return "", nil, fmt.Errorf("evidence: %w", err)
+	}
+	request, err = evidence.Encode(der, block)
+	if err != nil {
+		return "", nil, err
+	}
+	return name, request, nil
 }
 
 // errCSRGone: the CSR was deleted (or replaced) before it was decided.
