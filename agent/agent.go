@@ -234,16 +234,6 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 	if err := a.retry(ctx, "write the CSR key", func() (err error) { keyPEM, key, err = loadOrCreateKey(keyPath); return err }); err != nil {
 		return err
 	}
-	binding, err := evidence.Binding(key.Public())
-	if err != nil {
-		return err
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
-	}, key)
-	if err != nil {
-		return err
-	}
 	tokenID, tokenSecret, err := readBootstrapToken(cfg.BootstrapTokenFile)
 	if err != nil {
 		return err
@@ -258,7 +248,7 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 	}
 	var certPEM []byte
 	for {
-		reqName, reqUID, err := a.file(ctx, client, name, der, key, binding)
+		reqName, reqUID, err := a.file(ctx, client, name, nodeName, key)
 		if err != nil {
 			return err
 		}
@@ -291,7 +281,7 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 // file files the CSR of the key (named by CSRName) with fresh evidence, or
 // finds the one an earlier run filed; it retries until the apiserver
 // answers.
-func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name string, der []byte, key crypto.Signer, binding string) (reqName string, reqUID types.UID, err error) {
+func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name, nodeName string, key crypto.Signer) (reqName string, reqUID types.UID, err error) {
 	err = a.retry(ctx, "certificate request", func() error {
 		// A CSR of this key filed by an earlier run is found by its name.
 		if existing, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
@@ -299,11 +289,7 @@ func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name stri
 				return &DeniedError{CSR: name, Reason: d.Reason, Message: d.Message}
 			}
 		}
-		block, err := a.evidence(ctx, binding)
-		if err != nil {
-			return err
-		}
-		request, err := evidence.Encode(der, block)
+		_, request, err := JoinRequest(ctx, EvidenceFunc(a.evidence), nodeName, key)
 		if err != nil {
 			return err
 		}
@@ -313,6 +299,51 @@ func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name stri
 		return err
 	})
 	return reqName, reqUID, err
+}
+
+// JoinRequest is the spec.request of a join: the kubelet client CSR of key
+// for nodeName (CN system:node:NAME, O system:nodes), followed by the
+// machine's evidence bound to key (internal/evidence), fresh from identity.
+// name is the CSR's name (CSRName). The agent files what it returns; so do
+// the benchmarks, which stand in for thousands of agents.
+func JoinRequest(ctx context.Context, identity Evidencer, nodeName string, key crypto.Signer) (name string, request []byte, err error) {
+	name, err = CSRName(nodeName, key.Public())
+	if err != nil {
+		return "", nil, err
+	}
+	binding, err := evidence.Binding(key.Public())
+	if err != nil {
+		return "", nil, err
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		return "", nil, err
+	}
+	block, err := identity.Evidence(ctx, binding)
+	if err != nil {
+		return "", nil, fmt.Errorf("evidence: %w", err)
+	}
+	request, err = evidence.Encode(der, block)
+	if err != nil {
+		return "", nil, err
+	}
+	return name, request, nil
+}
+
+// Evidencer gives evidence bound to a binding value (the CSR key's,
+// internal/evidence.Binding): a cloud.NodeIdentity does.
+type Evidencer interface {
+	Evidence(ctx context.Context, binding string) (evidence.Block, error)
+}
+
+// EvidenceFunc is a function as an Evidencer.
+type EvidenceFunc func(ctx context.Context, binding string) (evidence.Block, error)
+
+// Evidence calls f.
+func (f EvidenceFunc) Evidence(ctx context.Context, binding string) (evidence.Block, error) {
+	return f(ctx, binding)
 }
 
 // errCSRGone: the CSR was deleted (or replaced) before it was decided.
@@ -410,8 +441,9 @@ func storePair(dir string, certPEM, keyPEM []byte, now time.Time) error {
 	return d.Sync()
 }
 
-// evidence is what the join presents: the join ticket when one is
-// configured, else evidence the cloud signs for the CSR key's binding.
+// evidence is what the join presents (JoinRequest wraps its errors): the
+// join ticket when one is configured, else evidence the cloud signs for the
+// CSR key's binding.
 func (a *Agent) evidence(ctx context.Context, binding string) (evidence.Block, error) {
 	if path := a.Config.JoinTicketFile; path != "" {
 		a.status("presenting the join ticket of %s", path)
@@ -428,12 +460,9 @@ func (a *Agent) evidence(ctx context.Context, binding string) (evidence.Block, e
 	a.status("asking the metadata service for evidence bound to the CSR key")
 	block, err := a.Identity.Evidence(ctx, binding)
 	if errors.Is(err, cloud.ErrNoEvidence) {
-		return block, &permanentError{fmt.Errorf("evidence: %w: give the agent a join ticket (joinTicketFile, docs/tickets.md)", err)}
+		return block, &permanentError{fmt.Errorf("%w: give the agent a join ticket (joinTicketFile, docs/tickets.md)", err)}
 	}
-	if err != nil {
-		return block, fmt.Errorf("evidence: %w", err)
-	}
-	return block, nil
+	return block, err
 }
 
 // CSRName is the CSR's name for a node's key: a retry with the same key

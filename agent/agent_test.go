@@ -3,6 +3,9 @@ package agent
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"errors"
 	"os"
 	"path/filepath"
@@ -775,5 +778,39 @@ func TestNoEvidenceNoTicket(t *testing.T) {
 				t.Fatalf("%d CSRs filed", n)
 			}
 		})
+	}
+}
+
+// JoinRequest makes what the approver reads: the node's CSR of the key,
+// then one evidence block bound to that key, under the key's CSR name.
+func TestJoinRequest(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := &fakeIdentity{}
+	name, request, err := JoinRequest(context.Background(), id, "node-7", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := mustCSRName(t, "node-7", key.Public()); name != want {
+		t.Errorf("name %q, want %q", name, want)
+	}
+	req, blocks, err := evidence.Decode(request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Subject.CommonName != "system:node:node-7" || !slices.Equal(req.Subject.Organization, []string{"system:nodes"}) {
+		t.Errorf("subject %v", req.Subject)
+	}
+	if !key.PublicKey.Equal(req.PublicKey) {
+		t.Error("the request is not of the key")
+	}
+	binding, err := evidence.Binding(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 1 || string(blocks[0].Data) != "token-for-"+binding || id.evidences.Load() != 1 {
+		t.Errorf("evidence %q (%d asked), want one block bound to %s", blocks, id.evidences.Load(), binding)
 	}
 }

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,28 +46,49 @@ func runCSRApproval(b *testing.B, n int) {
 		label string
 		rate  float64
 	}{{"burst", 0}, {"100/s", 100}} {
-		reqs := make([]harness.ServingCSR, 0, n)
+		reqs := make([]roundCSR, 0, n)
 		for i := range nodes.Items {
 			r, err := harness.MakeServingCSR(&nodes.Items[i], &nodes.Items[(i+1)%len(nodes.Items)], i)
 			if err != nil {
 				b.Fatal(err)
 			}
 			r.CSR.Name = strings.ReplaceAll(round.label, "/", "-per-") + "-" + r.CSR.Name
-			reqs = append(reqs, r)
+			reqs = append(reqs, roundCSR{name: r.CSR.Name, valid: r.Valid, flaw: r.Flaw, post: func(ctx context.Context, creating func()) error {
+				creating()
+				return r.Post(ctx, w.fast)
+			}})
 		}
-		csrRound(ctx, b, w, d, reqs, round.rate, "serving CSR approval, "+round.label)
+		csrRound(ctx, b, w, d, reqs, round.rate, "serving CSR approval, "+round.label, fmt.Sprintf("as %d nodes", len(reqs)))
 	}
+}
+
+// roundCSR is one CSR of a round and the decision it should get.
+type roundCSR struct {
+	name  string
+	valid bool
+	// flaw says what is wrong with an invalid one; wantReason, when set, is
+	// the reason it must be denied for.
+	flaw, wantReason string
+	// post makes and creates the CSR; it calls creating right before the
+	// create, when the CSR's clock starts.
+	post func(ctx context.Context, creating func()) error
+}
+
+// verdict is the first Approved or Denied condition of a CSR.
+type verdict struct {
+	approved bool
+	reason   string
 }
 
 // decisions are the first Approved or Denied condition seen on each CSR.
 type decisions struct {
 	at       *stamps
 	mu       sync.Mutex
-	approved map[string]bool
+	verdicts map[string]verdict
 }
 
 func watchDecisions(b *testing.B, w *world) *decisions {
-	d := &decisions{at: newStamps(), approved: map[string]bool{}}
+	d := &decisions{at: newStamps(), verdicts: map[string]verdict{}}
 	observe := func(obj any) {
 		csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
 		if !ok {
@@ -75,7 +98,7 @@ func watchDecisions(b *testing.B, w *world) *decisions {
 			if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied {
 				if d.at.setFirst(csr.Name, time.Now()) > 0 {
 					d.mu.Lock()
-					d.approved[csr.Name] = c.Type == certificatesv1.CertificateApproved
+					d.verdicts[csr.Name] = verdict{approved: c.Type == certificatesv1.CertificateApproved, reason: c.Reason}
 					d.mu.Unlock()
 				}
 				return
@@ -92,7 +115,7 @@ func (d *decisions) decided(names []string) (n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, name := range names {
-		if _, ok := d.approved[name]; ok {
+		if _, ok := d.verdicts[name]; ok {
 			n++
 		}
 	}
@@ -100,14 +123,14 @@ func (d *decisions) decided(names []string) (n int) {
 }
 
 // csrRound creates reqs (at rate per second; 0: as fast as possible) and
-// waits until every one is decided.
-func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []harness.ServingCSR, rate float64, bench string) {
+// waits until every one is decided. by says who created them.
+func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []roundCSR, rate float64, bench, by string) {
 	if err := w.lc.Client.ResetStats(ctx); err != nil {
 		b.Fatal(err)
 	}
 	names := make([]string, len(reqs))
 	for i, r := range reqs {
-		names[i] = r.CSR.Name
+		names[i] = r.name
 	}
 	created := newStamps()
 	start := time.Now()
@@ -117,8 +140,10 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
 		}
 		r := reqs[i]
-		created.set(r.CSR.Name, time.Now())
-		return r.Post(ctx, w.fast)
+		if err := r.post(ctx, func() { created.set(r.name, time.Now()) }); err != nil {
+			return fmt.Errorf("CSR %s: %w", r.name, err)
+		}
+		return nil
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -127,19 +152,39 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 	if err := waitFor(ctx, func() (bool, error) { return d.decided(names) == len(names), nil }); err != nil {
 		b.Fatalf("%s: %d of %d CSRs decided\n%s", bench, d.decided(names), len(names), w.ccm.LogTail(20))
 	}
-	var last time.Time
 	wrong, invalid := 0, 0
+	// Invalid CSRs by flaw, in order of first appearance: how many, how
+	// many denied, and the reasons given.
+	type flawCount struct {
+		n, denied int
+		reasons   map[string]int64
+	}
+	var flaws []string
+	byFlaw := map[string]*flawCount{}
 	d.mu.Lock()
 	for _, r := range reqs {
-		if !r.Valid {
+		v := d.verdicts[r.name]
+		if !r.valid {
 			invalid++
+			f := byFlaw[r.flaw]
+			if f == nil {
+				f = &flawCount{reasons: map[string]int64{}}
+				byFlaw[r.flaw] = f
+				flaws = append(flaws, r.flaw)
+			}
+			f.n++
+			if !v.approved {
+				f.denied++
+				f.reasons[v.reason]++
+			}
 		}
-		if d.approved[r.CSR.Name] != r.Valid {
+		if v.approved != r.valid || (!v.approved && r.wantReason != "" && v.reason != r.wantReason) {
 			wrong++
-			b.Errorf("CSR %s (%s): approved=%v, want %v", r.CSR.Name, r.Flaw, d.approved[r.CSR.Name], r.Valid)
+			b.Errorf("CSR %s (%s): approved=%v (%s), want %v %s", r.name, r.flaw, v.approved, v.reason, r.valid, r.wantReason)
 		}
 	}
 	d.mu.Unlock()
+	var last time.Time
 	d.at.mu.Lock()
 	for _, name := range names {
 		if t := d.at.m[name]; t.After(last) {
@@ -152,14 +197,62 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The machines' own calls to their metadata services apart from the
+	// cloud API calls (mooring's).
+	calls, metadata := map[string]int64{}, map[string]int64{}
+	for op, n := range stats.Calls {
+		if strings.HasPrefix(op, "Metadata") {
+			metadata[op] = n
+		} else {
+			calls[op] = n
+		}
+	}
 	lat := latencies(created, d.at)
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
-	calls := sum(stats.Calls)
+	b.Logf("%s: slowest CSRs: %s", bench, slowest(reqs, created, d.at, 3))
 	b.ReportMetric(total.Seconds(), "all-decided-s")
 	b.ReportMetric(p99.Seconds(), "p99-s")
-	record(bench, fmt.Sprintf("%d CSRs created (%d invalid), as %d nodes", len(reqs), invalid, len(reqs)), seconds(createdIn), "", false)
+	record(bench, fmt.Sprintf("%d CSRs created (%d invalid), %s", len(reqs), invalid, by), seconds(createdIn), "", false)
 	record(bench, "all decided after", seconds(total), "< 60 s at 5,000", total < time.Minute)
 	record(bench, "per CSR, created to decided", fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99)), "p99 < 2 s", p99 < 2*time.Second)
 	record(bench, "wrong decisions", fmt.Sprint(wrong), "0", wrong == 0)
-	record(bench, "cloud API calls", fmt.Sprintf("%d (%s)", calls, harness.CallsString(stats.Calls)), "", false)
+	if len(flaws) > 0 {
+		parts := make([]string, 0, len(flaws))
+		for _, f := range flaws {
+			c := byFlaw[f]
+			parts = append(parts, fmt.Sprintf("%s %d of %d (%s)", f, c.denied, c.n, harness.CallsString(c.reasons)))
+		}
+		record(bench, "invalid denied, by flaw (reasons)", strings.Join(parts, "; "), "", false)
+	}
+	record(bench, "cloud API calls", fmt.Sprintf("%d (%s), %.3f per CSR", sum(calls), harness.CallsString(calls), float64(sum(calls))/float64(len(reqs))), "", false)
+	if len(metadata) > 0 {
+		record(bench, "metadata service calls (the machines')", fmt.Sprintf("%d (%s)", sum(metadata), harness.CallsString(metadata)), "", false)
+	}
+}
+
+// slowest names the k CSRs of reqs that took longest from created to
+// decided, with their flaws.
+func slowest(reqs []roundCSR, created, decided *stamps, k int) string {
+	type took struct {
+		r roundCSR
+		d time.Duration
+	}
+	var all []took
+	created.mu.Lock()
+	decided.mu.Lock()
+	for _, r := range reqs {
+		all = append(all, took{r, decided.m[r.name].Sub(created.m[r.name])})
+	}
+	decided.mu.Unlock()
+	created.mu.Unlock()
+	slices.SortFunc(all, func(a, b took) int { return cmp.Compare(b.d, a.d) })
+	parts := make([]string, 0, k)
+	for _, t := range all[:min(k, len(all))] {
+		what := "valid"
+		if !t.r.valid {
+			what = t.r.flaw
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s) %s", t.r.name, what, ms(t.d)))
+	}
+	return strings.Join(parts, ", ")
 }

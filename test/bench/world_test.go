@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
@@ -37,12 +38,18 @@ type world struct {
 	lc   *harness.LocalCloud
 	ccm  *testbed.Process
 	fast kubernetes.Interface // the simulated kubelets' client: not the bottleneck
+	// instances are the cloud's instances by name, as mooring-ccm started.
+	instances map[string]api.Instance
 }
 
 type worldOptions struct {
 	instances   int    // local-cloud instances node-0000 ... made before the clock runs
 	cloudConfig string // provider config lines beyond the endpoint and the rate limit
 	ccmArgs     []string
+	cloudArgs   []string // flags of mooring-localcloud beyond its address pools
+	// prepare, when set, runs once the instances are made, before the cloud
+	// is rate limited and mooring-ccm starts.
+	prepare func(ctx context.Context, lc *harness.LocalCloud) error
 }
 
 // binaries are built once per benchmark process.
@@ -62,18 +69,23 @@ var binaries = sync.OnceValues(func() ([2]string, error) {
 // newWorld starts everything; the test bed stops it when b ends. The
 // simulated Nodes have no kubelet to heartbeat, so kube-controller-manager's
 // node lifecycle controller is off: Nodes stay as the benchmark sets them.
+// mooring's approver is the only one of kubelet client CSRs, as deployed:
+// kube-controller-manager's approval bindings are left out.
 func newWorld(b *testing.B, opts worldOptions) *world {
 	b.Helper()
 	bins, err := binaries()
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := testbed.Start(b, testbed.Options{Controllers: []string{"-node-lifecycle-controller"}})
+	c := testbed.Start(b, testbed.Options{
+		RBAC:        testbed.BootstrapRBAC{MooringApproves: true},
+		Controllers: []string{"-node-lifecycle-controller"},
+	})
 	// Address pools of their own, large enough for 20,000 instances.
 	p := os.Getpid() % 50
-	lc := harness.StartLocalCloud(b, c, bins[1],
+	lc := harness.StartLocalCloud(b, c, bins[1], append([]string{
 		fmt.Sprintf("--internal-cidr=127.%d.0.0/16", 100+p), fmt.Sprintf("--external-cidr=127.%d.0.0/16", 150+p),
-		fmt.Sprintf("--vip-cidr=127.%d.0.0/24", 200+p))
+		fmt.Sprintf("--vip-cidr=127.%d.0.0/24", 200+p)}, opts.cloudArgs...)...)
 	ctx, cancel := withTimeout(30 * time.Minute)
 	defer cancel()
 
@@ -82,6 +94,19 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 		b.Fatal(err)
 	}
 	b.Logf("%d instances created in %v", opts.instances, time.Since(start).Round(time.Millisecond))
+	if opts.prepare != nil {
+		if err := opts.prepare(ctx, lc); err != nil {
+			b.Fatal(err)
+		}
+	}
+	listed, err := lc.Client.ListAllInstances(ctx, client.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	instances := make(map[string]api.Instance, len(listed))
+	for _, in := range listed {
+		instances[in.Name] = in
+	}
 	if err := lc.Client.SetRateLimit(ctx, api.RateLimit{Limit: cloudRateLimit, Burst: cloudRateLimit}); err != nil {
 		b.Fatal(err)
 	}
@@ -101,14 +126,14 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	if err := waitLeader(ctx, c.Client); err != nil {
 		b.Fatalf("mooring-ccm: %v\n%s", err, ccm.LogTail(30))
 	}
-	client, err := harness.FastClient(c)
+	fast, err := harness.FastClient(c)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := lc.Client.ResetStats(ctx); err != nil {
 		b.Fatal(err)
 	}
-	return &world{c: c, lc: lc, ccm: ccm, fast: client}
+	return &world{c: c, lc: lc, ccm: ccm, fast: fast, instances: instances}
 }
 
 // createInstances makes n instances named like the Nodes, unlimited and in

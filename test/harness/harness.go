@@ -208,6 +208,14 @@ func (lc *LocalCloud) Restart() error {
 	return lc.Start()
 }
 
+// RestartWith is Restart with flags added to the daemon's command line
+// from now on; a flag given again overrides its earlier value, as the
+// flag package parses it: an operator changing the daemon's configuration.
+func (lc *LocalCloud) RestartWith(flags ...string) error {
+	lc.args = append(lc.args, flags...)
+	return lc.Restart()
+}
+
 // stablePort picks a TCP port on host that is free now and lies below the
 // kernel's ephemeral range (net.ipv4.ip_local_port_range): the kernel never
 // hands such a port to an outgoing connection, so while the process that

@@ -34,9 +34,32 @@ type JoinRequest struct {
 // BootstrapClient is a clientset authenticating with the cluster's
 // bootstrap token.
 func BootstrapClient(c *testbed.Cluster) (kubernetes.Interface, error) {
-	return kubernetes.NewForConfig(&rest.Config{
-		Host: c.URL, BearerToken: c.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CA.CertPEM},
-	})
+	return kubernetes.NewForConfig(bootstrapConfig(c))
+}
+
+// FastBootstrapClient is BootstrapClient with FastClient's rate limit: the
+// bootstrap token of thousands of simulated machines joining at once.
+func FastBootstrapClient(c *testbed.Cluster) (kubernetes.Interface, error) {
+	return fastClient(bootstrapConfig(c))
+}
+
+func bootstrapConfig(c *testbed.Cluster) *rest.Config {
+	return &rest.Config{Host: c.URL, BearerToken: c.Token, TLSClientConfig: rest.TLSClientConfig{CAData: c.CA.CertPEM}}
+}
+
+// FileJoin creates a kubelet client CSR named name with spec.request
+// request, as a joining machine does; cs authenticates as the requester
+// (BootstrapClient).
+func FileJoin(ctx context.Context, cs kubernetes.Interface, name string, request []byte) error {
+	_, err := cs.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    request,
+			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}, metav1.CreateOptions{})
+	return err
 }
 
 // Join creates a client CSR for node name; with metadataURL set, it carries
@@ -85,15 +108,7 @@ func JoinWith(ctx context.Context, c *testbed.Cluster, nodeName string, evidence
 		return nil, err
 	}
 	name := "node-csr-" + strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(binding))[:24]
-	_, err = cs.CertificatesV1().CertificateSigningRequests().Create(ctx, &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    request,
-			SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
-			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
+	if err := FileJoin(ctx, cs, name, request); err != nil {
 		return nil, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)

@@ -34,7 +34,11 @@ const UninitializedTaint = "node.cloudprovider.kubernetes.io/uninitialized"
 // FastClient is an admin client whose client-side rate limit is high enough
 // that it is never the bottleneck of thousands of simulated kubelets.
 func FastClient(c *testbed.Cluster) (kubernetes.Interface, error) {
-	fast := rest.CopyConfig(c.AdminConfig)
+	return fastClient(c.AdminConfig)
+}
+
+func fastClient(cfg *rest.Config) (kubernetes.Interface, error) {
+	fast := rest.CopyConfig(cfg)
 	fast.QPS, fast.Burst = 5000, 5000
 	return kubernetes.NewForConfig(fast)
 }
