@@ -12,7 +12,7 @@ import (
 var (
 	listCalls = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "mooring", Subsystem: "cloud_view", Name: "list_calls_total",
-		Help: "Lists of the cloud's instances made to refresh the shared view, by result.",
+		Help: "Lists of the cloud's instances made to refresh the shared view, by result (ok, error; held-back: not made, because Lists back off while the cloud fails).",
 	}, []string{"result"})
 	listDuration = metrics.NewHistogram(&metrics.HistogramOpts{
 		Namespace: "mooring", Subsystem: "cloud_view", Name: "list_duration_seconds",

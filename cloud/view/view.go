@@ -78,8 +78,17 @@ var ErrUnconfirmed = errors.New("instance not in the last list, which began befo
 type Options struct {
 	// MinRefreshInterval bounds how often misses refresh the snapshot: a
 	// miss on a younger snapshot whose List began before the lookup is an
-	// error to retry, not ErrNotFound. Default 1s.
+	// error to retry, not ErrNotFound. Default 1s. It is also the first
+	// pause after a failed List (see MaxFailureBackoff).
 	MinRefreshInterval time.Duration
+	// MaxFailureBackoff caps the pause after failed Lists: while the cloud
+	// fails, a List that fails holds back the next one for
+	// MinRefreshInterval, doubling with each failure up to this cap, and
+	// lookups that would need a List meanwhile get the last List's error
+	// at once (callers retry later: nothing is decided on an error). So an
+	// outage costs the cloud one List per pause, however many callers
+	// retry. Default 16s.
+	MaxFailureBackoff time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.PassiveClock
 }
@@ -94,6 +103,11 @@ type View struct {
 	inflight *refresh
 	// failing: the newest List to finish failed.
 	failing bool
+	// failed is the newest List's error while failing, and heldUntil when
+	// the next List may start; backoff is the current pause.
+	failed    error
+	heldUntil time.Time
+	backoff   time.Duration
 	// watchers are the OnRecovery callbacks, by registration number.
 	watchers map[uint64]func()
 	nextID   uint64
@@ -124,6 +138,10 @@ func New(src Source, opts Options) *View {
 	if opts.MinRefreshInterval <= 0 {
 		opts.MinRefreshInterval = time.Second
 	}
+	if opts.MaxFailureBackoff <= 0 {
+		opts.MaxFailureBackoff = 16 * time.Second
+	}
+	opts.MaxFailureBackoff = max(opts.MaxFailureBackoff, opts.MinRefreshInterval)
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -208,10 +226,13 @@ func (v *View) OnRecovery(f func()) (cancel func()) {
 	}
 }
 
-// Invalidate makes the next lookup list the cloud again.
+// Invalidate makes the next lookup list the cloud again, even within a
+// pause after a failed List (the caller knows better: the cloud answered
+// it).
 func (v *View) Invalidate() {
 	v.mu.Lock()
 	v.snap = nil
+	v.heldUntil = time.Time{}
 	v.mu.Unlock()
 }
 
@@ -279,6 +300,12 @@ func (v *View) snapshotSince(ctx context.Context, since time.Time) (*snapshot, e
 	}
 	r := v.inflight
 	if r == nil || r.started.Before(since) {
+		if now := v.opts.Clock.Now(); v.failing && now.Before(v.heldUntil) {
+			err := fmt.Errorf("%w (lists back off while the cloud fails: the next in %v)", v.failed, v.heldUntil.Sub(now).Round(time.Millisecond))
+			v.mu.Unlock()
+			listCalls.WithLabelValues("held-back").Inc()
+			return nil, err
+		}
 		r = &refresh{started: v.opts.Clock.Now(), done: make(chan struct{})}
 		v.inflight = r
 		go v.run(r)
@@ -323,9 +350,11 @@ func (v *View) run(r *refresh) {
 		notify    []func()
 	)
 	if r.err != nil {
-		v.failing = true
+		v.failing, v.failed = true, r.err
+		v.backoff = min(max(2*v.backoff, v.opts.MinRefreshInterval), v.opts.MaxFailureBackoff)
+		v.heldUntil = v.opts.Clock.Now().Add(v.backoff)
 	} else if v.failing {
-		v.failing, recovered = false, true
+		v.failing, v.failed, v.backoff, recovered = false, nil, 0, true
 		for _, f := range v.watchers {
 			notify = append(notify, f)
 		}

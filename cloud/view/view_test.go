@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -157,15 +158,69 @@ func TestMissRefreshesAtMostOncePerInterval(t *testing.T) {
 
 func TestErrorsAreNotNotFound(t *testing.T) {
 	src := &countingSource{err: errors.New("cloud down")}
-	v := New(src, Options{})
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	v := New(src, Options{Clock: clk})
 	_, err := v.ByID(context.Background(), "i-0000", time.Minute)
 	if err == nil || errors.Is(err, ErrNotFound) {
 		t.Fatalf("an outage must be an error, not a miss: %v", err)
 	}
-	// The failed List is not cached: the next lookup tries again.
+	// The failed List is not cached: once its pause is over, the next
+	// lookup tries again.
 	src.set(fleet(1), nil)
+	clk.Step(time.Second)
 	if _, err := v.ByID(context.Background(), "i-0000", time.Minute); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// While the cloud fails, Lists back off (MinRefreshInterval, doubling, up
+// to MaxFailureBackoff) however many lookups retry meanwhile; those get the
+// last error at once, never a miss. A success ends the backoff.
+func TestFailedListsBackOff(t *testing.T) {
+	src := &countingSource{err: errors.New("cloud down")}
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	v := New(src, Options{Clock: clk, MinRefreshInterval: time.Second, MaxFailureBackoff: 4 * time.Second})
+	ctx := context.Background()
+	storm := func() {
+		t.Helper()
+		for range 100 {
+			_, err := v.ByID(ctx, "i-0000", time.Minute)
+			if err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "cloud down") {
+				t.Fatalf("during the outage: %v, want the cloud's error", err)
+			}
+		}
+	}
+	storm()
+	// Pauses after each failure: 1s, 2s, 4s, 4s (capped).
+	calls := int32(1)
+	for _, pause := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 4 * time.Second} {
+		if n := src.calls.Load(); n != calls {
+			t.Fatalf("%d Lists, want %d", n, calls)
+		}
+		clk.Step(pause - time.Millisecond)
+		storm()
+		if n := src.calls.Load(); n != calls {
+			t.Fatalf("a List before the pause of %v was over: %d, want %d", pause, n, calls)
+		}
+		clk.Step(time.Millisecond)
+		storm()
+		calls++
+	}
+	// The cloud answers: the next List after the pause succeeds, and the
+	// next failure pauses 1s again.
+	src.set(fleet(1), nil)
+	clk.Step(4 * time.Second)
+	if _, err := v.ByID(ctx, "i-0000", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	src.set(nil, errors.New("cloud down"))
+	clk.Step(2 * time.Minute)
+	storm()
+	clk.Step(time.Second)
+	before := src.calls.Load()
+	storm()
+	if n := src.calls.Load(); n != before+1 {
+		t.Fatalf("after a success and a new failure, the pause was not 1s: %d Lists, want %d", n, before+1)
 	}
 }
 
