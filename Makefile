@@ -106,8 +106,10 @@ fuzz: ## run every fuzz target for FUZZ_TIME (default 30s) each
 		done; \
 	done
 
-e2e: deps kube-bins ## end-to-end tests on the real test bed, the reliability scenarios at reduced sizes among them
-	$(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
+e2e: deps kube-bins ## end-to-end tests on the real test bed, the reliability scenarios at reduced sizes among them (their table: bin/chaos-results-reduced.md)
+	@mkdir -p $(BIN)
+	MOORING_CHAOS_RESULTS=$(abspath $(BIN))/chaos-results-reduced.md $(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
+	@cat $(BIN)/chaos-results-reduced.md
 
 # The reliability scenarios (test/chaos, docs/reliability.md) at full size;
 # longer than CI allows. The table of invariants and figures goes to
