@@ -38,6 +38,11 @@ func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs a directory, so that a rename in it survives a crash.
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
