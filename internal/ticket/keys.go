@@ -5,7 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,7 +28,10 @@ const (
 )
 
 // KeySet is the issuer's keys: every key verifies, one signs. A key's kid
-// is its RFC 7638 thumbprint (SHA-256, base64url), so kids never collide.
+// is the first 16 bytes of its RFC 7638 thumbprint (SHA-256) in hex, so
+// kids do not collide, and never begin with "-": an operator passes one to
+// "keys sign" or "keys retire" as an argument, where a base64url thumbprint
+// could read as a flag.
 type KeySet struct {
 	keys    []jose.JSONWebKey
 	signing string
@@ -46,7 +49,7 @@ func (s *KeySet) AddKey() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	k.KeyID = base64.RawURLEncoding.EncodeToString(thumb)
+	k.KeyID = hex.EncodeToString(thumb[:16])
 	s.keys = append(s.keys, k)
 	if s.signing == "" {
 		s.signing = k.KeyID
