@@ -46,8 +46,10 @@ var DefaultPackages = []string{"containerd", "kubelet"}
 
 // Paths cloud-init writes.
 const (
-	CAPath     = "/etc/mooring/ca.crt"
-	TokenPath  = "/etc/mooring/bootstrap-token"
+	CAPath    = "/etc/mooring/ca.crt"
+	TokenPath = "/etc/mooring/bootstrap-token"
+	// TicketPath holds the instance's join ticket, when it has one.
+	TicketPath = "/etc/mooring/join-ticket"
 	AgentBin   = "/usr/local/bin/mooring-agent"
 	configMode = "0600"
 )
