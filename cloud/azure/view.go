@@ -285,8 +285,9 @@ func (s Source) scaleSetVMToView(set *armcompute.VirtualMachineScaleSet, m *armc
 
 // created is a VM's properties.timeCreated, "the time at which the Virtual
 // Machine resource was created" (ARM's compute API, from api-version
-// 2021-11-01; the SDK's clients ask for a later one), which the SDK has
-// parsed as RFC 3339 (a value that does not parse fails the page). A VM or
+// 2021-11-01; the SDK's clients ask for a later one). The SDK has parsed
+// it: RFC 3339, and leniently a time without an offset (as UTC) or with a
+// space for the T; a value it cannot parse fails the whole page. A VM or
 // scale-set VM without it gets the zero time, which a join ticket refuses.
 func created(id string, t *time.Time) time.Time {
 	if t == nil {
