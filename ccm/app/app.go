@@ -27,6 +27,7 @@ import (
 	"github.com/mooring-dev/mooring/ccm/servicelb"
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/internal/trim"
 	"github.com/mooring-dev/mooring/internal/version/component"
 
 	// Cloud providers mooring ships, registered by name.
@@ -175,6 +176,12 @@ func initCloud(c *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface
 	if !cp.HasClusterID() && !c.ComponentConfig.KubeCloudShared.AllowUntaggedCloud {
 		klog.Fatalf("Cloud provider %q has no cluster id; set one in its config", cfg.Name)
 	}
+	// Every controller of the CCM watches Nodes: the shared informer stores
+	// trimmed copies (internal/trim). The service controller trims its
+	// Services, the approver its CSRs.
+	if err := trim.Informer(c.SharedInformers.Core().V1().Nodes().Informer()); err != nil {
+		klog.Fatalf("Could not trim the Node informer: %v", err)
+	}
 	return cp
 }
 
@@ -207,6 +214,9 @@ func startServiceLB(ctx context.Context, cc genericcontrollermanager.ControllerC
 	if !ok {
 		klog.InfoS("The cloud provider has no load balancers; service controller not started", "provider", cp.ProviderName())
 		return nil, false, nil
+	}
+	if err := trim.Informer(completed.SharedInformers.Core().V1().Services().Informer()); err != nil {
+		return nil, false, err
 	}
 	inv, ok := lbs.(cloud.LoadBalancerInventory)
 	if !ok {

@@ -63,6 +63,9 @@ func record(bench, metric, value, target string, met bool) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
 	results.Lock()
 	rows := results.rows
 	results.Unlock()
