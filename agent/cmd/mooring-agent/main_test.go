@@ -53,8 +53,8 @@ var backendArgs = map[string][]string{
 	"aws":   nil,
 	"gce":   nil,
 	"azure": nil,
-	// Hetzner servers join with a join ticket, which user-data does not
-	// write yet (docs/hetzner.md writes it by hand).
+	// Hetzner servers join with a join ticket, whose flags are every
+	// backend's.
 	"hetzner": nil,
 }
 
