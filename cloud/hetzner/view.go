@@ -83,10 +83,10 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 			return nil, fmt.Errorf("hetzner servers list: more than %d pages", maxPages)
 		}
 		servers, resp, err := s.page(ctx, selector, page)
+		noteRateLimit(resp)
 		if err != nil {
 			return nil, fmt.Errorf("hetzner servers list (page %d, label selector %s): %w", page, selector, err)
 		}
-		noteRateLimit(resp)
 		p := resp.Meta.Pagination
 		switch {
 		case p == nil:
@@ -150,7 +150,7 @@ func (s Source) page(ctx context.Context, selector string, page int) ([]*hcloud.
 // noteRateLimit logs when a response says the project's request budget is
 // nearly spent (RateLimit-Remaining under a tenth of RateLimit-Limit).
 func noteRateLimit(resp *hcloud.Response) {
-	if resp == nil {
+	if resp == nil || resp.Response == nil {
 		return
 	}
 	rl := resp.Meta.Ratelimit
