@@ -105,6 +105,11 @@ func TestListFollowsPagesAndFilters(t *testing.T) {
 	if _, ok := src.toView(&hcloud.Server{ID: 7, Name: "x"}); ok {
 		t.Fatal("a server without labels the API let through was kept")
 	}
+	// A server the API gives no creation time keeps none (a ticket for it
+	// is refused), and stays listed.
+	if in, ok := src.toView(&hcloud.Server{ID: 7, Name: "x", Labels: map[string]string{DefaultClusterLabel: testCluster}}); !ok || !in.Created.IsZero() {
+		t.Fatalf("no creation time: %+v %v", in, ok)
+	}
 }
 
 // Every field of a server maps, in hcloud-cloud-controller-manager's forms.

@@ -191,6 +191,9 @@ func (s Source) toView(srv *hcloud.Server) (view.Instance, bool) {
 	if srv.ServerType != nil {
 		in.InstanceType = srv.ServerType.Name
 	}
+	if srv.Created.IsZero() {
+		klog.V(2).InfoS("The API gives a server no creation time; a join ticket for it will be refused", "server", id, "name", srv.Name)
+	}
 	return in, true
 }
 
