@@ -33,6 +33,9 @@ func BenchmarkAgentJoin(b *testing.B) {
 		w := newWorld(b, worldOptions{})
 		d := watchDecisions(b, w)
 		ctx, cancel := withTimeout(5 * time.Minute)
+		// kube-controller-manager starts its signers a second or two after
+		// it is ready: a join before that would time its start-up.
+		harness.WaitSigning(ctx, b, w.c)
 		names := make([]string, agentMachines)
 		for i := range names {
 			names[i] = fmt.Sprintf("agent-%d", i+1)
