@@ -6,9 +6,11 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/internal/ticket"
+	"github.com/mooring-dev/mooring/internal/trim"
 )
 
 // Flags are the approver's settings as flags; mooring-ccm registers them
@@ -39,7 +41,8 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 }
 
 // NewFromCloud builds the controller over a cloud backend, with a CSR and a
-// Node informer from factory (call before the factory starts).
+// Node informer from factory (call before the factory starts), which store
+// trimmed objects (internal/trim).
 func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerFactory, a cloud.Attester, f Flags) (*Controller, error) {
 	cfg := Config{
 		Cluster: a.ClusterTag(), InstanceMaxAge: f.InstanceMaxAge,
@@ -53,7 +56,12 @@ func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerF
 		}
 		verifiers = append(verifiers, NewTicketVerifier(keys, a.ClusterTag()))
 	}
-	return New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(), cfg,
-		verifiers, a.InstanceView(),
+	csrs, nodes := factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes()
+	for _, inf := range []cache.SharedIndexInformer{csrs.Informer(), nodes.Informer()} {
+		if err := trim.Informer(inf); err != nil {
+			return nil, err
+		}
+	}
+	return New(client, csrs, nodes, cfg, verifiers, a.InstanceView(),
 		Options{Workers: f.Workers, DryRun: f.DryRun, MaxPendingPerRequester: f.MaxPendingPerRequester, MaxPending: f.MaxPending})
 }

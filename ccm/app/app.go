@@ -27,6 +27,7 @@ import (
 	"github.com/mooring-dev/mooring/ccm/servicelb"
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/internal/trim"
 	"github.com/mooring-dev/mooring/internal/version/component"
 
 	// Cloud providers mooring ships, registered by name.
@@ -39,6 +40,9 @@ type Options struct {
 	ServeDefaultLoadBalancer bool
 	LoadBalancerDriftPeriod  time.Duration
 	LoadBalancerNodeBatch    time.Duration
+	// LoadBalancerController is "mooring" (the batched one, where the
+	// provider can list its load balancers) or "library" (the stock one).
+	LoadBalancerController string
 	// Approver configures the csr-approver controller (off by default;
 	// enable with --controllers=*,csr-approver).
 	Approver csrapprover.Flags
@@ -75,6 +79,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How often the cloud's load balancers are listed (one batched call) to recreate those deleted or changed out of band and to delete those whose Service is gone. 0 disables.")
 	fs.DurationVar(&o.LoadBalancerNodeBatch, "load-balancer-node-batch", servicelb.DefaultNodeBatch,
 		"How long changes of the nodes behind load balancers (joins, removals, readiness, addresses) are gathered before every load balancer is updated once. 0 updates at once, one update per change.")
+	fs.StringVar(&o.LoadBalancerController, "load-balancer-controller", "mooring",
+		"Which service controller manages load balancers: mooring (batched, with the drift sweep; only where the provider lists its load balancers in one call, else the library's runs) or library (k8s.io/cloud-provider's stock controller, which serves Services without a class and ignores the load-balancer-* flags above).")
+}
+
+// validate checks mooring's flags.
+func (o *Options) validate() error {
+	if o.LoadBalancerController != "mooring" && o.LoadBalancerController != "library" {
+		return fmt.Errorf("--load-balancer-controller=%q: want mooring or library", o.LoadBalancerController)
+	}
+	return nil
 }
 
 // NewCommand builds the mooring-ccm command.
@@ -139,6 +153,7 @@ func NewCommand() (*cobra.Command, error) {
 		}
 		f.DefValue = "false"
 	}
+	cmd.PreRunE = func(*cobra.Command, []string) error { return mo.validate() }
 	cmd.Use = "mooring-ccm"
 	cmd.Short = "mooring's cloud-controller-manager"
 	cmd.Long = longHelp
@@ -175,6 +190,12 @@ func initCloud(c *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface
 	if !cp.HasClusterID() && !c.ComponentConfig.KubeCloudShared.AllowUntaggedCloud {
 		klog.Fatalf("Cloud provider %q has no cluster id; set one in its config", cfg.Name)
 	}
+	// Every controller of the CCM watches Nodes: the shared informer stores
+	// trimmed copies (internal/trim). The service controller trims its
+	// Services, the approver its CSRs.
+	if err := trim.Informer(c.SharedInformers.Core().V1().Nodes().Informer()); err != nil {
+		klog.Fatalf("Could not trim the Node informer: %v", err)
+	}
 	return cp
 }
 
@@ -207,6 +228,13 @@ func startServiceLB(ctx context.Context, cc genericcontrollermanager.ControllerC
 	if !ok {
 		klog.InfoS("The cloud provider has no load balancers; service controller not started", "provider", cp.ProviderName())
 		return nil, false, nil
+	}
+	if err := trim.Informer(completed.SharedInformers.Core().V1().Services().Informer()); err != nil {
+		return nil, false, err
+	}
+	if mo.LoadBalancerController == "library" {
+		klog.InfoS("Running the library's service controller (--load-balancer-controller=library)", "provider", cp.ProviderName())
+		return stock(ctx, cc)
 	}
 	inv, ok := lbs.(cloud.LoadBalancerInventory)
 	if !ok {

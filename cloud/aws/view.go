@@ -107,6 +107,10 @@ func (s Source) toView(in *ec2types.Instance) (view.Instance, bool) {
 	if in.State != nil {
 		state = in.State.Name
 	}
+	created := createdTime(in)
+	if created.IsZero() && state != ec2types.InstanceStateNameShuttingDown && state != ec2types.InstanceStateNameTerminated {
+		klog.V(2).InfoS("EC2 describes no attachment time of the instance's primary network interface; its creation time is unknown (a join ticket cannot name it)", "instance", id)
+	}
 	return view.Instance{
 		ProviderID:   ProviderID(zone, id),
 		ID:           id,
@@ -118,7 +122,37 @@ func (s Source) toView(in *ec2types.Instance) (view.Instance, bool) {
 		Cluster:      s.ClusterID,
 		State:        viewState(id, state),
 		Addresses:    nodeAddresses(in),
+		Created:      created,
 	}, true
+}
+
+// createdTime is when EC2 first launched the instance: the attachment time
+// of its primary network interface, the one at network card 0 and device
+// index 0; zero when EC2 describes none (a terminated instance has lost
+// its interfaces).
+//
+// Not LaunchTime: EC2's API documentation of Instance.LaunchTime (as the
+// SDK's ec2/types carries it) says it is the time the instance was last
+// launched, and to see the attachment time of the primary network
+// interface for the time it was first launched. A
+// stop and start moves LaunchTime. For join tickets that would cut both
+// ways: an instance stopped and started after its ticket expired would be
+// refused (conservative), but an instance created before the ticket was
+// issued, stopped and started within its life, would pass for one created
+// for it: the very case the creation time is checked for. The primary
+// interface is attached at launch and cannot be detached (EC2 User Guide,
+// "Network interface attachments"), so its attachment time stays the first
+// launch's. UsageOperationUpdateTime is "the time that the usage operation
+// was last updated", a billing code's, not the instance's creation.
+func createdTime(in *ec2types.Instance) time.Time {
+	for _, eni := range in.NetworkInterfaces {
+		a := eni.Attachment
+		// A missing network card index is card 0, EC2's default.
+		if a != nil && a.DeviceIndex != nil && *a.DeviceIndex == 0 && aws.ToInt32(a.NetworkCardIndex) == 0 && a.AttachTime != nil {
+			return *a.AttachTime
+		}
+	}
+	return time.Time{}
 }
 
 // viewState maps EC2's instance states onto the view's: stopping counts as

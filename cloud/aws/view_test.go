@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -288,5 +289,63 @@ func TestSourceOutage(t *testing.T) {
 	got, err := e.source().ListInstances(context.Background())
 	if err != nil || len(got) != 1 {
 		t.Fatalf("after the outage: %v, %v", got, err)
+	}
+}
+
+// TestSourceCreationTime: the view's creation time is the attachment time
+// of the primary network interface as the real EC2 client decodes it from
+// awstest's XML: exactly the time an instance was created with, unmoved by
+// a stop and start (which moves launchTime), as join tickets need it.
+func TestSourceCreationTime(t *testing.T) {
+	e := newEnv(t)
+	made := time.Date(2025, 3, 1, 10, 20, 30, 0, time.UTC)
+	ticketed := e.put(t, awstest.Instance{PrivateIP: "127.0.0.1", Created: made, Tags: map[string]string{clusterTag: "owned", "Name": "ticketed"}})
+	plain := e.put(t, awstest.Instance{PrivateIP: "127.0.0.2", Tags: map[string]string{clusterTag: "owned", "Name": "plain"}})
+	for _, st := range []string{"stopped", "running"} {
+		if err := e.aws.SetState(ticketed.ID, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, _ := e.aws.Get(ticketed.ID); !again.LaunchTime.After(made) {
+		t.Fatalf("the start left the launch time at %v", again.LaunchTime)
+	}
+	v := view.New(e.source(), view.Options{})
+	named, err := v.Named(context.Background(), "ticketed", 0)
+	if err != nil || len(named) != 1 || named[0].ID != ticketed.ID {
+		t.Fatalf("Named(ticketed): %+v, %v", named, err)
+	}
+	if !named[0].Created.Equal(made) {
+		t.Errorf("created %v, want %v (not the last launch)", named[0].Created, made)
+	}
+	got, err := v.ByID(context.Background(), plain.ID, 0)
+	if err != nil || got.Created.IsZero() || !got.Created.Equal(plain.Created) {
+		t.Errorf("default creation time: %v (%v), want %v", got.Created, err, plain.Created)
+	}
+}
+
+// TestCreatedTime takes the primary interface's attachment time only: not
+// another card's device 0, not an attachment without a device index, and
+// nothing when there are no interfaces.
+func TestCreatedTime(t *testing.T) {
+	first := time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
+	later := first.Add(time.Hour)
+	att := func(card, dev *int32, at time.Time) ec2types.InstanceNetworkInterface {
+		return ec2types.InstanceNetworkInterface{Attachment: &ec2types.InstanceNetworkInterfaceAttachment{
+			NetworkCardIndex: card, DeviceIndex: dev, AttachTime: aws.Time(at)}}
+	}
+	for name, c := range map[string]struct {
+		enis []ec2types.InstanceNetworkInterface
+		want time.Time
+	}{
+		"primary":                 {[]ec2types.InstanceNetworkInterface{att(aws.Int32(0), aws.Int32(1), later), att(aws.Int32(0), aws.Int32(0), first)}, first},
+		"no card index is card 0": {[]ec2types.InstanceNetworkInterface{att(nil, aws.Int32(0), first)}, first},
+		"another card's device 0": {[]ec2types.InstanceNetworkInterface{att(aws.Int32(1), aws.Int32(0), later)}, time.Time{}},
+		"no device index":         {[]ec2types.InstanceNetworkInterface{att(aws.Int32(0), nil, later)}, time.Time{}},
+		"no attachment":           {[]ec2types.InstanceNetworkInterface{{}}, time.Time{}},
+		"no interfaces":           {nil, time.Time{}},
+	} {
+		if got := createdTime(&ec2types.Instance{NetworkInterfaces: c.enis}); !got.Equal(c.want) {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
 	}
 }

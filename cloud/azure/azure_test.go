@@ -320,3 +320,40 @@ func TestVerifierSurvivesMangledDocuments(t *testing.T) {
 		}
 	}
 }
+
+// TestViewCreationTime: a VM's and a scale-set VM's properties.timeCreated,
+// as the real armcompute clients decode it from azuretest, is the view's
+// creation time: exactly the time set, Now by default, kept when the VM is
+// put again.
+func TestViewCreationTime(t *testing.T) {
+	c := start(t)
+	made := time.Date(2025, 3, 1, 10, 20, 30, 123456700, time.UTC)
+	vm := c.Put(azuretest.VM{Name: "ticketed", PrivateIP: "127.0.81.220", Tags: tags(), Created: made})
+	c.PutScaleSet("pool", tags())
+	member := c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "3", PrivateIP: "127.0.81.221", Created: made.Add(time.Minute)})
+	before := time.Now()
+	plain := c.Put(azuretest.VM{Name: "plain", PrivateIP: "127.0.81.222", Tags: tags()})
+	if plain.Created.Before(before) || plain.Created.After(time.Now()) {
+		t.Fatalf("default creation time %v, want the time of Put", plain.Created)
+	}
+	if again := c.Put(azuretest.VM{Name: "plain", VMID: plain.VMID, PrivateIP: "127.0.81.222", Tags: tags()}); !again.Created.Equal(plain.Created) {
+		t.Fatalf("put again: created %v, want still %v", again.Created, plain.Created)
+	}
+	p := provider(t, c)
+	ctx := context.Background()
+	named, err := p.InstanceView().Named(ctx, "ticketed", 0)
+	if err != nil || len(named) != 1 || named[0].ID != vm.VMID || !named[0].Created.Equal(made) {
+		t.Fatalf("Named(ticketed): %+v, %v; want created %v", named, err, made)
+	}
+	for _, want := range []azuretest.VM{member, plain} {
+		got, err := p.InstanceView().ByID(ctx, want.VMID, 0)
+		if err != nil || !got.Created.Equal(want.Created) {
+			t.Errorf("%s: created %v (%v), want %v", want.VMID, got.Created, err, want.Created)
+		}
+	}
+	// A single VM's lookup reads it too.
+	got, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/ticketed")
+	if err != nil || !got.Created.Equal(made) {
+		t.Fatalf("ConfirmInstance: created %v (%v), want %v", got.Created, err, made)
+	}
+}

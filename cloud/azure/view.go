@@ -236,6 +236,7 @@ func (s Source) vmToView(vm *armcompute.VirtualMachine, power map[string]view.St
 		Region:     str(vm.Location),
 		Cluster:    s.ClusterID,
 		State:      state,
+		Created:    created(*vm.ID, vm.Properties.TimeCreated),
 	}
 	if vm.Properties.HardwareProfile != nil && vm.Properties.HardwareProfile.VMSize != nil {
 		in.InstanceType = string(*vm.Properties.HardwareProfile.VMSize)
@@ -270,6 +271,7 @@ func (s Source) scaleSetVMToView(set *armcompute.VirtualMachineScaleSet, m *armc
 		Region:     str(m.Location),
 		Cluster:    s.ClusterID,
 		State:      state,
+		Created:    created(*m.ID, m.Properties.TimeCreated),
 	}
 	if m.SKU != nil && m.SKU.Name != nil {
 		in.InstanceType = *m.SKU.Name
@@ -279,6 +281,20 @@ func (s Source) scaleSetVMToView(set *armcompute.VirtualMachineScaleSet, m *armc
 	in.Zone = zoneOf(in.Region, m.Zones)
 	in.Addresses = addresses(nw, *m.ID, primaryNIC(m.Properties.NetworkProfile), in.NodeName)
 	return in, true
+}
+
+// created is a VM's properties.timeCreated, "the time at which the Virtual
+// Machine resource was created" (ARM's compute API, from api-version
+// 2021-11-01; the SDK's clients ask for a later one). The SDK has parsed
+// it: RFC 3339, and leniently a time without an offset (as UTC) or with a
+// space for the T; a value it cannot parse fails the whole page. A VM or
+// scale-set VM without it gets the zero time, which a join ticket refuses.
+func created(id string, t *time.Time) time.Time {
+	if t == nil {
+		klog.V(2).InfoS("ARM gives no timeCreated for a VM; its creation time is unknown (a join ticket cannot name it)", "id", id)
+		return time.Time{}
+	}
+	return *t
 }
 
 // zoneOf is the zone label the Azure CCM writes: <location>-<zone>, or "0"

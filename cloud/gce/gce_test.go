@@ -17,6 +17,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	compute "google.golang.org/api/compute/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -493,6 +494,40 @@ func TestConfig(t *testing.T) {
 	} {
 		if _, err := ParseConfig(strings.NewReader(bad)); err == nil {
 			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+}
+
+// The view's creation time is the instance's creationTimestamp as the
+// Google API client decodes it from gcetest: exactly the time set (in
+// Google's Pacific offset here), Now by default, kept when the instance is
+// put again. A timestamp that is not RFC 3339 leaves it zero (refused by a
+// join ticket) and the instance listed.
+func TestViewCreationTime(t *testing.T) {
+	now := time.Date(2025, 3, 2, 8, 0, 0, 125e6, time.UTC)
+	w := newWorld(t, gcetest.Options{Now: func() time.Time { return now }}, nil)
+	made := time.Date(2025, 3, 1, 3, 20, 30, 0, time.FixedZone("PST", -8*3600))
+	labels := map[string]string{DefaultClusterLabel: testCluster}
+	w.gc.Put(gcetest.Instance{Name: "ticketed", InternalIP: "127.0.79.40", Labels: labels, Created: made})
+	plain := w.add("plain", "127.0.79.41", nil)
+	now = now.Add(time.Hour)
+	w.add("plain", "127.0.79.41", nil) // put again: same creation time
+	ctx := context.Background()
+	named, err := w.cloud.InstanceView().Named(ctx, "ticketed", 0)
+	if err != nil || len(named) != 1 || !named[0].Created.Equal(made) {
+		t.Fatalf("Named(ticketed): %+v, %v; want created %v", named, err, made)
+	}
+	got, err := w.cloud.InstanceView().ByName(ctx, "plain", 0)
+	if err != nil || !got.Created.Equal(plain.Created) || !plain.Created.Equal(now.Add(-time.Hour)) {
+		t.Fatalf("default creation time %v (%v), want %v", got.Created, err, now.Add(-time.Hour))
+	}
+
+	src := w.cloud.source()
+	for _, bad := range []string{"", "yesterday", "2025-03-01 03:20:30", "2025-03-01T03:20:30"} {
+		in := &compute.Instance{Name: "odd", Zone: "zones/us-central1-a", Id: 7, Labels: labels, CreationTimestamp: bad}
+		vi, ok := src.toView(gcetest.DefaultProject, in)
+		if !ok || !vi.Created.IsZero() {
+			t.Errorf("creationTimestamp %q: listed %v, created %v; want listed with no creation time", bad, ok, vi.Created)
 		}
 	}
 }

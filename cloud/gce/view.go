@@ -114,6 +114,16 @@ func (s Source) toView(project string, in *compute.Instance) (view.Instance, boo
 		return view.Instance{}, false
 	}
 	id := strconv.FormatUint(in.Id, 10)
+	// creationTimestamp is RFC 3339 text (the Compute API's Instance
+	// reference). One that does not parse leaves the time unknown, and so
+	// zero, which the approver refuses for a join ticket; the instance
+	// itself stays listed, as dropping it would make it gone to the view.
+	created, err := time.Parse(time.RFC3339, in.CreationTimestamp)
+	if err != nil {
+		klog.V(2).InfoS("A GCE instance's creationTimestamp is not RFC 3339 text; its creation time is unknown (a join ticket cannot name it)",
+			"project", project, "instance", in.Name, "creationTimestamp", in.CreationTimestamp)
+		created = time.Time{}
+	}
 	return view.Instance{
 		ProviderID:   ProviderID(project, zone, in.Name),
 		ID:           id,
@@ -126,6 +136,7 @@ func (s Source) toView(project string, in *compute.Instance) (view.Instance, boo
 		State:        viewState(id, in.Status),
 		Addresses:    nodeAddresses(project, zone, in),
 		Labels:       in.Labels,
+		Created:      created,
 	}, true
 }
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/agent"
+	"github.com/mooring-dev/mooring/internal/ticket"
 	"github.com/mooring-dev/mooring/systemd/units"
 )
 
@@ -29,6 +30,10 @@ type Params struct {
 	CACertPEM string
 	// BootstrapToken is written to /etc/mooring/bootstrap-token.
 	BootstrapToken string
+	// JoinTicket, when set, is the instance's join ticket (docs/tickets.md),
+	// written to TicketPath and named by the agent config's joinTicketFile:
+	// the machine joins with it instead of cloud-signed evidence.
+	JoinTicket string
 	// AgentURL and AgentSHA256 are where to fetch mooring-agent and its
 	// digest.
 	AgentURL, AgentSHA256 string
@@ -46,8 +51,10 @@ var DefaultPackages = []string{"containerd", "kubelet"}
 
 // Paths cloud-init writes.
 const (
-	CAPath     = "/etc/mooring/ca.crt"
-	TokenPath  = "/etc/mooring/bootstrap-token"
+	CAPath    = "/etc/mooring/ca.crt"
+	TokenPath = "/etc/mooring/bootstrap-token"
+	// TicketPath holds the instance's join ticket, when it has one.
+	TicketPath = "/etc/mooring/join-ticket"
 	AgentBin   = "/usr/local/bin/mooring-agent"
 	configMode = "0600"
 )
@@ -81,6 +88,9 @@ func Render(p Params) ([]byte, error) {
 	cfg := p.Agent
 	cfg.SetDefaults()
 	cfg.BootstrapTokenFile = TokenPath
+	if p.JoinTicket != "" {
+		cfg.JoinTicketFile = TicketPath
+	}
 	if p.CACertPEM != "" {
 		cfg.CAFile = CAPath
 	}
@@ -93,6 +103,11 @@ func Render(p Params) ([]byte, error) {
 	}
 	if !sha256RE.MatchString(p.AgentSHA256) {
 		errs = append(errs, errors.New("agent SHA-256: want 64 lower-case hex digits"))
+	}
+	if p.JoinTicket != "" {
+		if _, err := ticket.Peek([]byte(p.JoinTicket)); err != nil {
+			errs = append(errs, fmt.Errorf("join ticket: %w", err))
+		}
 	}
 	for _, pkg := range p.Packages {
 		if !ValidPackageName(pkg) {
@@ -117,6 +132,9 @@ func Render(p Params) ([]byte, error) {
 	}}
 	if p.CACertPEM != "" {
 		ud.WriteFiles = append(ud.WriteFiles, file{Path: CAPath, Permissions: "0644", Content: p.CACertPEM})
+	}
+	if p.JoinTicket != "" {
+		ud.WriteFiles = append(ud.WriteFiles, file{Path: TicketPath, Permissions: "0600", Content: p.JoinTicket + "\n"})
 	}
 	// The download is installed only when its digest matches (set -e; the
 	// pipeline's status is sha256sum's).

@@ -105,6 +105,7 @@ func TestRenderRefusesBadParams(t *testing.T) {
 		"url":       func(p *Params) { p.AgentURL = "ftp://x" },
 		"no CA":     func(p *Params) { p.CACertPEM = "" },
 		"apiserver": func(p *Params) { p.Agent.APIServer = "http://plain" },
+		"ticket":    func(p *Params) { p.JoinTicket = "not.a.ticket" },
 	} {
 		p := params()
 		mutate(&p)

@@ -63,11 +63,19 @@ func record(bench, metric, value, target string, met bool) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
 	results.Lock()
 	rows := results.rows
 	results.Unlock()
 	if len(rows) > 0 {
 		table := renderTable(rows)
+		if summary, runs := summarize(rows); runs > 1 {
+			// Repeated runs (go test -count=N): the spread first, then
+			// every run's figures in the order they were taken.
+			table = renderTable(summary) + fmt.Sprintf("\nEvery run's figures (%d runs):\n\n", runs) + renderTable(rows)
+		}
 		fmt.Print("\n" + table)
 		out := os.Getenv("MOORING_BENCH_OUT")
 		if out == "" {

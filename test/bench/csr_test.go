@@ -133,6 +133,7 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 		names[i] = r.name
 	}
 	created := newStamps()
+	m := startMeter(ctx, b, w, bench)
 	start := time.Now()
 	err := harness.Parallel(ctx, len(reqs), 32, func(ctx context.Context, i int) error {
 		if rate > 0 {
@@ -152,6 +153,7 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 	if err := waitFor(ctx, func() (bool, error) { return d.decided(names) == len(names), nil }); err != nil {
 		b.Fatalf("%s: %d of %d CSRs decided\n%s", bench, d.decided(names), len(names), w.ccm.LogTail(20))
 	}
+	defer m.stop(bench, len(reqs), "CSR", false)
 	wrong, invalid := 0, 0
 	// Invalid CSRs by flaw, in order of first appearance: how many, how
 	// many denied, and the reasons given.

@@ -3,8 +3,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,44 +18,15 @@ import (
 // kubelets on EC2 register, without providerIDs. It reports what node
 // initialization costs in DescribeInstances calls. The endpoint has no rate
 // limit: the figure is the calls the CCM makes, not a throttled time.
-// It runs MOORING_BENCH_RUNS times (default 3), each on a fresh bed that is
-// stopped before the next starts, and reports min/median/max.
+// Each run (go test -count) starts a fresh bed.
 func BenchmarkNodeInitAWS(b *testing.B) {
 	const bench = "node init, AWS face"
 	n := nodeCount(b)
-	var totals []time.Duration
-	var calls []int
-	for i := range benchRuns(b) {
-		b.Run(fmt.Sprintf("run-%d", i+1), func(b *testing.B) {
-			for range b.N {
-				total, describe := runNodeInitAWS(b, n)
-				totals, calls = append(totals, total), append(calls, describe)
-			}
-		})
+	for range b.N {
+		total, describe := runNodeInitAWS(b, n)
+		record(bench, "all initialized after", seconds(total), "< 60 s at 5,000 nodes", total < time.Minute)
+		record(bench, "DescribeInstances calls during init (pages of up to 1,000)", fmt.Sprint(describe), "< 50 at 5,000 nodes", describe < 50)
 	}
-	if len(totals) == 0 {
-		return
-	}
-	slices.Sort(totals)
-	slices.Sort(calls)
-	worst := totals[len(totals)-1]
-	record(bench, fmt.Sprintf("all initialized after, min/median/max of %d runs", len(totals)),
-		fmt.Sprintf("%s / %s / %s", seconds(totals[0]), seconds(totals[len(totals)/2]), seconds(worst)), "< 60 s at 5,000 nodes", worst < time.Minute)
-	record(bench, "DescribeInstances calls during init (pages of up to 1,000), min/max", fmt.Sprintf("%d / %d", calls[0], calls[len(calls)-1]),
-		"< 50 at 5,000 nodes", calls[len(calls)-1] < 50)
-}
-
-// benchRuns is MOORING_BENCH_RUNS, default 3.
-func benchRuns(b *testing.B) int {
-	v := os.Getenv("MOORING_BENCH_RUNS")
-	if v == "" {
-		return 3
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("MOORING_BENCH_RUNS=%q: want a positive number", v)
-	}
-	return n
 }
 
 // runNodeInitAWS measures one run: the time until every Node is

@@ -38,6 +38,8 @@ type world struct {
 	lc   *harness.LocalCloud
 	ccm  *testbed.Process
 	fast kubernetes.Interface // the simulated kubelets' client: not the bottleneck
+	// ccmURL is mooring-ccm's secure port (/debug/pprof, /metrics).
+	ccmURL string
 	// instances are the cloud's instances by name, as mooring-ccm started.
 	instances map[string]api.Instance
 }
@@ -52,12 +54,16 @@ type worldOptions struct {
 	prepare func(ctx context.Context, lc *harness.LocalCloud) error
 }
 
+// binDir holds the binaries; TestMain removes it.
+var binDir string
+
 // binaries are built once per benchmark process.
 var binaries = sync.OnceValues(func() ([2]string, error) {
 	dir, err := os.MkdirTemp("", "mooring-bench-bin-")
 	if err != nil {
 		return [2]string{}, err
 	}
+	binDir = dir
 	ccm, err := harness.Build("ccm/cmd/mooring-ccm", dir)
 	if err != nil {
 		return [2]string{}, err
@@ -80,6 +86,7 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	c := testbed.Start(b, testbed.Options{
 		RBAC:        testbed.BootstrapRBAC{MooringApproves: true},
 		Controllers: []string{"-node-lifecycle-controller"},
+		Profiling:   os.Getenv("MOORING_BENCH_PROFILE") != "",
 	})
 	// Address pools of their own, large enough for 20,000 instances.
 	p := os.Getpid() % 50
@@ -116,7 +123,15 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 			b.Fatal(err)
 		}
 	}
+	ports, err := testbed.FreePorts("127.0.0.1", 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ccmURL := fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+	// The secure port is named again so that profiles can be taken from it
+	// (the last of a repeated flag wins).
 	args := append([]string{"--controllers=*,csr-approver"}, strings.Fields(os.Getenv("MOORING_BENCH_CCM_ARGS"))...)
+	args = append(args, fmt.Sprintf("--secure-port=%d", ports[0]))
 	ccm := harness.StartCCM(b, c, bins[0], lc, harness.CCMOptions{
 		Cluster: benchCluster,
 		// The provider keeps to the cloud's limit itself.
@@ -133,7 +148,7 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	if err := lc.Client.ResetStats(ctx); err != nil {
 		b.Fatal(err)
 	}
-	return &world{c: c, lc: lc, ccm: ccm, fast: fast, instances: instances}
+	return &world{c: c, lc: lc, ccm: ccm, fast: fast, ccmURL: ccmURL, instances: instances}
 }
 
 // createInstances makes n instances named like the Nodes, unlimited and in
@@ -385,7 +400,7 @@ func watchNodes(b *testing.B, w *world, n int) (done *stamps, all <-chan struct{
 // follow calls observe with every object the picked informer sees added or
 // updated, from now until the benchmark ends.
 func follow(b *testing.B, w *world, pick func(informers.SharedInformerFactory) cache.SharedIndexInformer, observe func(any)) {
-	factory := informers.NewSharedInformerFactory(w.c.Client, 0)
+	factory := informers.NewSharedInformerFactory(w.fast, 0)
 	if _, err := pick(factory).AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    observe,
 		UpdateFunc: func(_, cur any) { observe(cur) },

@@ -35,6 +35,18 @@ type cloudJoin[P provisioningCloud] struct {
 // instances names them in the log ("EC2 instances").
 func joinThree[P provisioningCloud](t *testing.T, startCloud func(testing.TB) P, instances string) cloudJoin[P] {
 	t.Helper()
+	return joinThreeWith(t, startCloud, instances, joinOptions{})
+}
+
+// joinOptions add flags to the binaries joinThreeWith starts (a join ticket
+// issuer's, say).
+type joinOptions struct {
+	ApproverArgs, CCMArgs []string
+}
+
+// joinThreeWith is joinThree with opts.
+func joinThreeWith[P provisioningCloud](t *testing.T, startCloud func(testing.TB) P, instances string, opts joinOptions) cloudJoin[P] {
+	t.Helper()
 	agentBin := harness.BuildBinary(t, "agent/cmd/mooring-agent")
 	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
 	approverBin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
@@ -43,8 +55,8 @@ func joinThree[P provisioningCloud](t *testing.T, startCloud func(testing.TB) P,
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	j.Ctx = ctx
-	harness.StartCCM(t, j.C, ccmBin, j.Cloud, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--v=2"}})
-	harness.StartApprover(t, j.C, approverBin, j.Cloud, e2eCluster)
+	harness.StartCCM(t, j.C, ccmBin, j.Cloud, harness.CCMOptions{Cluster: e2eCluster, Args: append([]string{"--v=2"}, opts.CCMArgs...)})
+	harness.StartApprover(t, j.C, approverBin, j.Cloud, e2eCluster, opts.ApproverArgs...)
 
 	j.Start = time.Now()
 	j.Fleet = harness.StartFleet(ctx, t, j.C, nil, harness.FleetOptions{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -94,6 +95,12 @@ type FleetOptions struct {
 	// than the local one (which then is not used, and may be nil; machines
 	// do not follow power).
 	Provision func(ctx context.Context, name string) (Provisioned, error)
+	// Tickets, when set, issues a join ticket for each local cloud machine
+	// named in TicketNames (every machine when it is empty) before its
+	// instance is created, as an admin's provisioning does; those machines
+	// join with it instead of cloud-signed evidence.
+	Tickets     *TicketIssuer
+	TicketNames []string
 	// Prepare, when set, is called for each machine once its root is laid
 	// out and before systemd starts: a test can rewrite its agent config
 	// (m.Config) or mount a file system into it (MountTmpfs).
@@ -111,6 +118,11 @@ type Provisioned struct {
 	// AgentConfig holds the agent config's cloud lines (cloud:,
 	// metadataURL:, nodeNamePolicy:, cloudSettings:).
 	AgentConfig string
+	// JoinTicket, when set, is written where cloud-init writes it
+	// (cloudinit.TicketPath) and named by the agent config's
+	// joinTicketFile: the machine joins with it instead of cloud-signed
+	// evidence.
+	JoinTicket string
 }
 
 // provisionLocal makes a local cloud instance.
@@ -177,7 +189,14 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 		if opts.Provision != nil {
 			p, err = opts.Provision(ctx, name)
 		} else {
+			var tok string
+			if opts.Tickets != nil && (len(opts.TicketNames) == 0 || slices.Contains(opts.TicketNames, name)) {
+				if tok, err = opts.Tickets.Issue(name, opts.Cluster, 0); err != nil {
+					return f, err
+				}
+			}
 			p, in, err = provisionLocal(ctx, lc, opts.Cluster, name)
+			p.JoinTicket = tok
 		}
 		if err != nil {
 			return f, err
@@ -253,6 +272,12 @@ func layOutMachine(c *testbed.Cluster, fleetDir, name string, p Provisioned) (*M
 		return nil, fmt.Errorf("node %s: cert dir %s, want the machine's %s", name, n.CertDir, agent.DefaultCertDir)
 	}
 	m := &Machine{Name: p.NodeName, Node: n, Root: root, Config: at(agent.DefaultConfigPath), EnvFile: at(agent.DefaultKubeletEnvFile)}
+	if p.JoinTicket != "" {
+		if err := os.WriteFile(at(cloudinit.TicketPath), []byte(p.JoinTicket+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		p.AgentConfig += "joinTicketFile: " + at(cloudinit.TicketPath) + "\n"
+	}
 	// The paths cloud-init's config leaves to the agent's defaults are
 	// named here, moved under the machine's root.
 	cfg := fmt.Sprintf("apiServer: %s\ncaFile: %s\nbootstrapTokenFile: %s\n%scertDir: %s\nkubeconfig: %s\nkubeletEnvFile: %s\nkubeletConfigFile: %s\ncontainerRuntimeEndpoint: unix://%s\nkubeletUnit: %s\nwaitTimeout: 2m\n",

@@ -21,6 +21,8 @@ type Options struct {
 	NodeMonitorGracePeriod time.Duration
 	// Controllers: see Config.
 	Controllers []string
+	// Profiling: see Config.
+	Profiling bool
 }
 
 // Cluster is a control plane, a bootstrap token and the nodes started with it.
@@ -52,6 +54,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		ClusterCIDR:            opts.ClusterCIDR,
 		NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 		Controllers:            opts.Controllers,
+		Profiling:              opts.Profiling,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)

@@ -46,6 +46,9 @@ type Config struct {
 	// node-lifecycle-controller, since their simulated Nodes have no kubelet
 	// to heartbeat.
 	Controllers []string
+	// Profiling serves kube-apiserver's /debug/pprof (to system:masters):
+	// the benchmarks take CPU profiles with it.
+	Profiling bool
 }
 
 // ControlPlane is etcd, kube-apiserver and kube-controller-manager on
@@ -332,7 +335,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, f *pkiFiles, port, e
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 		"--proxy-client-cert-file="+f.frontProxyClient, "--proxy-client-key-file="+f.frontProxyKey,
 		"--shutdown-delay-duration=0s",
-		"--profiling=false",
+		fmt.Sprintf("--profiling=%t", cp.cfg.Profiling),
 	)
 	if err != nil {
 		return err

@@ -124,3 +124,15 @@ func (cp *ControlPlane) freeName(name string) string {
 	}
 	return candidate
 }
+
+// ComponentPIDs gives the PIDs of the control plane's processes (etcd,
+// kube-apiserver, kube-controller-manager) by name, for measuring them.
+func (cp *ControlPlane) ComponentPIDs() map[string]int {
+	cp.restartMu.Lock()
+	defer cp.restartMu.Unlock()
+	pids := make(map[string]int, len(cp.procs))
+	for _, p := range cp.procs {
+		pids[p.name] = p.pid()
+	}
+	return pids
+}

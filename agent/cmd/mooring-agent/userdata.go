@@ -8,12 +8,14 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mooring-dev/mooring/agent"
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/deploy/cloudinit"
+	"github.com/mooring-dev/mooring/internal/ticket"
 )
 
 type userDataOptions struct {
@@ -30,6 +32,11 @@ type userDataOptions struct {
 	cloudSettings      []string
 	packages           []string
 	output             string
+	joinTicketFile     string
+	ticketName         string
+	ticketCluster      string
+	ticketKeysDir      string
+	ticketLifetime     time.Duration
 }
 
 var (
@@ -59,7 +66,15 @@ package manager from its configured repositories: by default ` + strings.Join(cl
 (these must exist there; Debian 12's archive, for one, has no kubelet), or
 the list given as --install-packages=a,b.
 
-The output holds the bootstrap token: --output writes it with mode 0600.
+On clouds that sign no instance identity (docs/tickets.md) the machine joins
+with a join ticket: give one issued before (--join-ticket-file, from
+"mooring-csr-approver ticket issue"), or have one issued here for the
+instance's name (--ticket-name, --ticket-cluster and --ticket-keys-dir, a
+directory holding the ticket keys Secret's keys.json and signing-kid). Create
+the instance with that name within the ticket's lifetime.
+
+The output holds the bootstrap token (and the ticket): --output writes it
+with mode 0600.
 Bad flags exit 2, naming the flag. See docs/join.md.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -97,6 +112,11 @@ Bad flags exit 2, naming the flag. See docs/join.md.`,
 	fs.StringArrayVar(&o.cloudSettings, "cloud-setting", nil, "a setting of the cloud backend, key=value (repeatable; docs/<cloud>.md lists them)")
 	fs.StringSliceVar(&o.packages, "install-packages", nil, "install these packages with cloud-init first; without a value: "+strings.Join(cloudinit.DefaultPackages, ","))
 	fs.Lookup("install-packages").NoOptDefVal = strings.Join(cloudinit.DefaultPackages, ",")
+	fs.StringVar(&o.joinTicketFile, "join-ticket-file", "", "file holding the instance's join ticket, issued by 'mooring-csr-approver ticket issue' (or use --ticket-name)")
+	fs.StringVar(&o.ticketName, "ticket-name", "", "issue a join ticket for the instance of this name, with the keys of --ticket-keys-dir")
+	fs.StringVar(&o.ticketCluster, "ticket-cluster", "", "the cluster the ticket is for: the approver's cluster tag (with --ticket-name)")
+	fs.StringVar(&o.ticketKeysDir, "ticket-keys-dir", "", "directory holding the join ticket keys (keys.json and signing-kid, as the keys Secret holds them; with --ticket-name)")
+	fs.DurationVar(&o.ticketLifetime, "ticket-lifetime", ticket.DefaultLifetime, "how long the issued ticket is valid: the instance must be created within it (1m to 24h)")
 	fs.StringVarP(&o.output, "output", "o", "", "write the user-data to this file (mode 0600) instead of stdout")
 	fs.BoolP("help", "h", false, "show this help and exit")
 	return cmd
@@ -190,6 +210,7 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 		}
 		p.Agent.CloudSettings[k] = v
 	}
+	o.joinTicket(&p, bad)
 	if o.packages != nil && len(o.packages) == 0 {
 		bad("--install-packages: empty list")
 	}
@@ -276,4 +297,40 @@ func writeFile(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
+}
+
+// joinTicket reads or issues the instance's join ticket into p, if the
+// flags ask for one.
+func (o *userDataOptions) joinTicket(p *cloudinit.Params, bad func(string, ...any)) {
+	issuing := o.ticketName != "" || o.ticketCluster != "" || o.ticketKeysDir != ""
+	switch {
+	case o.joinTicketFile != "" && issuing:
+		bad("--join-ticket-file and --ticket-name: give one, not both")
+	case o.joinTicketFile != "":
+		data, err := os.ReadFile(o.joinTicketFile)
+		if err != nil {
+			bad("--join-ticket-file: %v", err)
+			return
+		}
+		p.JoinTicket = strings.TrimSpace(string(data))
+		if _, err := ticket.Peek([]byte(p.JoinTicket)); err != nil {
+			bad("--join-ticket-file %s: not a join ticket: %v", o.joinTicketFile, err)
+		}
+	case issuing:
+		if o.ticketName == "" || o.ticketCluster == "" || o.ticketKeysDir == "" {
+			bad("--ticket-name, --ticket-cluster and --ticket-keys-dir: give all three to issue a ticket")
+			return
+		}
+		keys, err := ticket.ReadDir(o.ticketKeysDir)
+		if err != nil {
+			bad("--ticket-keys-dir: %v", err)
+			return
+		}
+		tok, _, err := keys.Issue(o.ticketName, o.ticketCluster, time.Now(), o.ticketLifetime)
+		if err != nil {
+			bad("--ticket-name: %v", err)
+			return
+		}
+		p.JoinTicket = tok
+	}
 }

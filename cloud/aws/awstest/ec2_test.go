@@ -274,11 +274,19 @@ func TestDescribeInstancesFields(t *testing.T) {
 	if !got.LaunchTime.Equal(in.LaunchTime) || in.LaunchTime.IsZero() {
 		t.Errorf("launch time %v, want %v", got.LaunchTime, in.LaunchTime)
 	}
+	// The primary network interface (device 0 on card 0) was attached when
+	// the instance was created.
+	attachment := got.NetworkInterfaces[0].Attachment
+	if aws.ToInt32(attachment.DeviceIndex) != 0 || aws.ToInt32(attachment.NetworkCardIndex) != 0 ||
+		attachment.AttachTime == nil || !attachment.AttachTime.Equal(in.Created) || in.Created.IsZero() {
+		t.Errorf("primary interface attachment %+v, want attached at %v", attachment, in.Created)
+	}
 	if len(got.Tags) != 2 || aws.ToString(got.Tags[0].Key) != "a" || aws.ToString(got.Tags[1].Value) != "2" {
 		t.Errorf("tags %+v", got.Tags)
 	}
 
-	// Stopped: no public address; a start moves the launch time.
+	// Stopped: no public address; a start moves the launch time, not the
+	// creation time.
 	if err := c.SetState(in.ID, "stopped"); err != nil {
 		t.Fatal(err)
 	}
@@ -292,6 +300,9 @@ func TestDescribeInstancesFields(t *testing.T) {
 	}
 	if got = describe(); !got.LaunchTime.Equal(clk.Now()) {
 		t.Errorf("after a start, launch time %v, want %v", got.LaunchTime, clk.Now())
+	}
+	if at := got.NetworkInterfaces[0].Attachment.AttachTime; at == nil || !at.Equal(in.Created) {
+		t.Errorf("after a start, primary interface attached at %v, want still %v", at, in.Created)
 	}
 	// Terminated: no addresses, no DNS names, and no way back.
 	if err := c.SetState(in.ID, "terminated"); err != nil {

@@ -215,6 +215,8 @@ func (c *Cloud) wireInstance(in Instance) xmlInstance {
 	if x.PublicIP != "" {
 		assoc = &xmlAssociation{PublicIP: x.PublicIP, PublicDNSName: x.DNSName, IPOwnerID: "amazon"}
 	}
+	// The primary network interface (network card 0, device index 0),
+	// attached when the instance was first launched.
 	eni := fakeID("eni", in.ID)
 	x.NetworkInterfaces.Items = []xmlNetworkInterface{{
 		ID:              eni,
@@ -229,7 +231,7 @@ func (c *Cloud) wireInstance(in Instance) xmlInstance {
 		Attachment: xmlAttachment{
 			ID:                  fakeID("eni-attach", in.ID),
 			Status:              "attached",
-			AttachTime:          in.LaunchTime.UTC().Format(ec2TimeFormat),
+			AttachTime:          in.Created.UTC().Format(ec2TimeFormat),
 			DeleteOnTermination: true,
 		},
 		Association: assoc,

@@ -105,8 +105,19 @@ func TestInstances(t *testing.T) {
 		t.Fatalf("assigned id %q", in.ID)
 	}
 	if in.Zone != "us-east-1a" || in.InstanceType != "m5.large" || in.State != "running" ||
-		in.PrivateDNSName != "ip-127-3-4-5.ec2.internal" || !in.LaunchTime.Equal(clk.Now()) || !strings.HasPrefix(in.ImageID, "ami-") {
+		in.PrivateDNSName != "ip-127-3-4-5.ec2.internal" || !in.LaunchTime.Equal(clk.Now()) || !in.Created.Equal(in.LaunchTime) ||
+		!strings.HasPrefix(in.ImageID, "ami-") {
 		t.Fatalf("defaults: %+v", in)
+	}
+	// A creation time alone is the launch time too; a launch time alone is
+	// the creation time too; both are kept by a Put that leaves them zero.
+	made := clk.Now().Add(-time.Hour)
+	if got := c.Put(Instance{PrivateIP: "127.3.4.7", Created: made}); !got.Created.Equal(made) || !got.LaunchTime.Equal(made) {
+		t.Fatalf("created only: created %v, launched %v; want both %v", got.Created, got.LaunchTime, made)
+	}
+	started := c.Put(Instance{PrivateIP: "127.3.4.8", LaunchTime: made, Created: made.Add(-time.Hour)})
+	if kept := c.Put(Instance{ID: started.ID, PrivateIP: "127.3.4.8"}); !kept.Created.Equal(made.Add(-time.Hour)) || !kept.LaunchTime.Equal(made) {
+		t.Fatalf("replaced without times: created %v, launched %v", kept.Created, kept.LaunchTime)
 	}
 	if other := c.Put(Instance{PrivateIP: "127.3.4.6"}); other.ID == in.ID {
 		t.Fatal("two instances got one id")
@@ -144,6 +155,7 @@ func TestInstances(t *testing.T) {
 		"zone of another place": {PrivateIP: "127.0.0.2", Zone: "eu-west-1a"},
 		"malformed id":          {PrivateIP: "127.0.0.2", ID: "i-XYZ"},
 		"unknown state":         {PrivateIP: "127.0.0.2", State: "asleep"},
+		"created after launch":  {PrivateIP: "127.0.0.2", LaunchTime: clk.Now(), Created: clk.Now().Add(time.Second)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			defer func() {

@@ -40,10 +40,17 @@ type Instance struct {
 	// MetadataTags is whether the metadata service serves tags/instance/
 	// (instance metadata tags enabled).
 	MetadataTags bool
-	// LaunchTime defaults to Now at the first Put (rounded down to the
-	// second) and is kept by later Puts that leave it zero; a start from
-	// stopped moves it to Now, as on AWS.
+	// LaunchTime is when the instance last started (EC2's launchTime). At
+	// the first Put it defaults to Created, or to Now rounded down to the
+	// second when both are zero; later Puts that leave it zero keep it; a
+	// start from stopped moves it to Now, as on AWS.
 	LaunchTime time.Time
+	// Created is when the instance was first launched, which EC2 shows as
+	// the attachment time of its primary network interface and which a
+	// stop and start leaves alone. At the first Put it defaults to
+	// LaunchTime; later Puts that leave it zero keep it. It may not be
+	// after LaunchTime. EC2's XML carries milliseconds.
+	Created time.Time
 	// ImageID defaults to ami- and 17 hex digits derived from the region.
 	ImageID string
 }
@@ -106,12 +113,23 @@ func (c *Cloud) Put(in Instance) Instance {
 		in.ImageID = fakeID("ami", c.region)
 	}
 	prev, existed := c.instances[in.ID]
-	if in.LaunchTime.IsZero() {
-		if existed {
-			in.LaunchTime = prev.LaunchTime
-		} else {
-			in.LaunchTime = c.now().UTC().Truncate(time.Second)
-		}
+	if existed && in.LaunchTime.IsZero() {
+		in.LaunchTime = prev.LaunchTime
+	}
+	if existed && in.Created.IsZero() {
+		in.Created = prev.Created
+	}
+	switch {
+	case in.LaunchTime.IsZero() && in.Created.IsZero():
+		in.LaunchTime = c.now().UTC().Truncate(time.Second)
+		in.Created = in.LaunchTime
+	case in.LaunchTime.IsZero():
+		in.LaunchTime = in.Created
+	case in.Created.IsZero():
+		in.Created = in.LaunchTime
+	}
+	if in.Created.After(in.LaunchTime) {
+		panic(fmt.Sprintf("awstest: instance %s: created at %s, after its launch time %s", in.ID, in.Created, in.LaunchTime))
 	}
 	if existed && in.State != stateRunning {
 		c.forgetTokensLocked(in.ID)
@@ -129,8 +147,9 @@ func (c *Cloud) Get(id string) (Instance, bool) {
 }
 
 // SetState moves an instance to a state. A start from stopped or stopping
-// moves its launch time to Now; leaving running invalidates its metadata
-// tokens (the machine stopped). A terminated instance cannot change state.
+// moves its launch time to Now (its creation time stays); leaving running
+// invalidates its metadata tokens (the machine stopped). A terminated
+// instance cannot change state.
 func (c *Cloud) SetState(id, state string) error {
 	if _, ok := stateCodes[state]; !ok {
 		return fmt.Errorf("awstest: set state of %s: %q is not an EC2 instance state", id, state)

@@ -54,6 +54,9 @@ type VM struct {
 	PrivateIP, PublicIP string
 	// Power is the PowerState/<Power> code (default running).
 	Power string
+	// Created is the VM's properties.timeCreated; Put sets it to Now when
+	// zero, keeping the one of the VM it replaces.
+	Created time.Time
 }
 
 // Cloud is the endpoint.
@@ -191,6 +194,12 @@ func (c *Cloud) Put(vm VM) VM {
 	}
 	if vm.ScaleSet != "" && vm.ComputerName == "" {
 		vm.ComputerName = fmt.Sprintf("%s%06s", vm.ScaleSet, vm.InstanceID)
+	}
+	if old, ok := c.vms[vm.VMID]; ok && vm.Created.IsZero() {
+		vm.Created = old.Created
+	}
+	if vm.Created.IsZero() {
+		vm.Created = time.Now()
 	}
 	cp := vm
 	c.vms[vm.VMID] = &cp

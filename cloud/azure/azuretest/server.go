@@ -203,6 +203,8 @@ func (c *Cloud) vmJSON(vm VM, instanceView bool) map[string]any {
 		"networkProfile": map[string]any{"networkInterfaces": []any{
 			map[string]any{"id": c.nicID(vm), "properties": map[string]any{"primary": true}},
 		}},
+		// RFC 3339, as ARM writes it ("2022-01-14T16:43:41.683Z").
+		"timeCreated": vm.Created.UTC().Format(time.RFC3339Nano),
 	}
 	if instanceView {
 		props["instanceView"] = statusesJSON(vm)

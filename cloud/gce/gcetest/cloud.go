@@ -56,7 +56,10 @@ type Instance struct {
 	// Hostname is a custom hostname, if any.
 	Hostname string
 	Labels   map[string]string
-	Created  time.Time
+	// Created is the instance's creationTimestamp (written with
+	// milliseconds, in Created's zone); Put sets it to Now when zero,
+	// keeping the one of the instance it replaces.
+	Created time.Time
 }
 
 // Cloud is the endpoint.
@@ -281,12 +284,16 @@ func (c *Cloud) Put(in Instance) Instance {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := instanceKey(in.Project, in.Zone, in.Name)
-	if old, ok := c.instances[key]; ok && in.ID == 0 {
+	old, replaced := c.instances[key]
+	if replaced && in.ID == 0 {
 		in.ID = old.ID
 	}
 	if in.ID == 0 {
 		in.ID = c.nextID
 		c.nextID += 7919
+	}
+	if replaced && in.Created.IsZero() {
+		in.Created = old.Created
 	}
 	if in.Created.IsZero() {
 		in.Created = c.opts.Now()

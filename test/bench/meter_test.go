@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// meter measures what the bed's processes spend during a round: CPU time
+// of etcd, kube-apiserver, kube-controller-manager and mooring-ccm, and,
+// with MOORING_BENCH_PROFILE=dir, CPU profiles of kube-apiserver and
+// mooring-ccm over the round's first profileSeconds (go tool pprof reads
+// them).
+type meter struct {
+	b        *testing.B
+	w        *world
+	label    string
+	pids     map[string]int
+	before   map[string]procUsage
+	profiles chan string
+}
+
+const profileSeconds = 10
+
+func startMeter(ctx context.Context, b *testing.B, w *world, label string) *meter {
+	m := &meter{b: b, w: w, label: label, pids: w.c.ComponentPIDs(), before: map[string]procUsage{}}
+	m.pids["mooring-ccm"] = w.ccm.PID()
+	for name, pid := range m.pids {
+		u, err := usage(pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.before[name] = u
+	}
+	if dir := os.Getenv("MOORING_BENCH_PROFILE"); dir != "" {
+		m.profiles = make(chan string, 2)
+		stem := filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-per-", ",", "").Replace(label))
+		go func() { m.profiles <- m.profile(ctx, w.c.AdminConfig, w.c.URL, stem+"-kube-apiserver.pprof") }()
+		go func() { m.profiles <- m.profile(ctx, w.c.AdminConfig, w.ccmURL, stem+"-mooring-ccm.pprof") }()
+	}
+	return m
+}
+
+// profile saves the CPU profile of the component serving base, asked with
+// the admin's credentials, to path; it returns what it did.
+func (m *meter) profile(ctx context.Context, admin *rest.Config, base, path string) string {
+	cfg := rest.CopyConfig(admin)
+	cfg.Host = base
+	if base != m.w.c.URL {
+		// mooring-ccm serves with a self-signed certificate.
+		cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.Insecure = nil, "", true
+	}
+	cfg.Timeout = (profileSeconds + 30) * time.Second
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, profileSeconds), nil)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", path, err)
+	}
+	resp, err := (&http.Client{Transport: rt, Timeout: cfg.Timeout}).Do(req)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %.200s", resp.Status, data)
+	}
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		return fmt.Sprintf("%s: %v", path, err)
+	}
+	return "profile " + path
+}
+
+// stop records the CPU each process spent since start, in all and per item
+// of the round (n items: CSRs, nodes), and mooring-ccm's share of it;
+// shareTarget holds that share to under 10% (node init's goal).
+func (m *meter) stop(bench string, n int, item string, shareTarget bool) {
+	var parts []string
+	var total, mooring time.Duration
+	names := make([]string, 0, len(m.pids))
+	for name := range m.pids {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		u, err := usage(m.pids[name])
+		if err != nil {
+			m.b.Fatal(err)
+		}
+		d := u.cpu - m.before[name].cpu
+		total += d
+		if name == "mooring-ccm" {
+			mooring = d
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f s (%.2f ms per %s)", name, d.Seconds(), float64(d.Microseconds())/1000/float64(n), item))
+	}
+	share := 0.0
+	if total > 0 {
+		share = 100 * mooring.Seconds() / total.Seconds()
+	}
+	record(bench, "CPU of the bed's processes (the simulated kubelets apart)", strings.Join(parts, ", "), "", false)
+	target := ""
+	if shareTarget {
+		target = "< 10%"
+	}
+	record(bench, "mooring-ccm's share of that CPU", fmt.Sprintf("%.0f%% of %.1f s", share, total.Seconds()), target, share < 10)
+	if m.profiles != nil {
+		for range 2 {
+			m.b.Log(<-m.profiles)
+		}
+	}
+}
