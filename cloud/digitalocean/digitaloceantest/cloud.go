@@ -366,3 +366,10 @@ func (c *Cloud) sortedLocked(tag string) []Droplet {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
+
+// Droplets lists every droplet in ascending id order.
+func (c *Cloud) Droplets() []Droplet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sortedLocked("")
+}
