@@ -11,6 +11,8 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/digitalocean"
 	// Google Compute Engine.
 	_ "github.com/mooring-dev/mooring/cloud/gce"
+	// Hetzner Cloud.
+	_ "github.com/mooring-dev/mooring/cloud/hetzner"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local"
 )

@@ -258,3 +258,18 @@ func slowest(reqs []roundCSR, created, decided *stamps, k int) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// approvedWithPrefix is when the first CSR named with prefix was seen
+// approved.
+func (d *decisions) approvedWithPrefix(prefix string) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.at.mu.Lock()
+	defer d.at.mu.Unlock()
+	for name, v := range d.verdicts {
+		if v.approved && strings.HasPrefix(name, prefix) {
+			return d.at.m[name], true
+		}
+	}
+	return time.Time{}, false
+}

@@ -11,7 +11,8 @@ import (
 
 // numberRE finds the numbers of a figure: not the digits of a word such as
 // p99 or a name such as node-0001.
-var numberRE = regexp.MustCompile(`(^|[^A-Za-z0-9_.\-])(\d+(?:\.\d+)?)`)
+// A thousands separator is part of its number (5,000).
+var numberRE = regexp.MustCompile(`(^|[^A-Za-z0-9_.,\-])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?`)
 
 // summarize folds the rows of repeated runs (go test -count=N records each
 // figure once per run) into one row per benchmark and metric, in the order
@@ -66,7 +67,7 @@ func foldValues(values []string) string {
 			return strings.Join(values, " | ")
 		}
 		for _, m := range numberRE.FindAllStringSubmatch(v, -1) {
-			nums[i] = append(nums[i], m[2])
+			nums[i] = append(nums[i], strings.ReplaceAll(m[2], ",", "")+m[3])
 		}
 	}
 	pos := 0
@@ -113,12 +114,15 @@ func TestSummarize(t *testing.T) {
 		{"csr, burst", "per CSR", "p50 410.5 ms, p99 500 ms", "p99 < 2 s", "met"},
 		{"csr, burst", "calls", "1 (ListInstances 1)", "", ""},
 		{"init", "nodes", "node-0001 4.7 s", "", ""},
+		{"init", "RSS", "81 MB; 16.2 MB per 1,000 nodes", "", ""},
+		{"init", "RSS", "85 MB; 17.0 MB per 1,000 nodes", "", ""},
 	}
 	got, runs := summarize(rows)
 	want := []row{
 		{"csr, burst", "per CSR (min/median/max of 3)", "p50 300.0/359.0/410.5 ms, p99 430/500/2100 ms", "p99 < 2 s", "MISSED in 1 of 3"},
 		{"csr, burst", "calls (min/median/max of 3)", "1 (ListInstances 1) | 2 (ListInstances 1, GetInstance 1) | 1 (ListInstances 1)", "", ""},
 		{"init", "nodes", "node-0001 4.7 s", "", ""},
+		{"init", "RSS (min/median/max of 2)", "81/83/85 MB; 16.2/16.6/17.0 MB per 1000 nodes", "", ""},
 	}
 	if runs != 3 || !slices.Equal(got, want) {
 		t.Errorf("runs %d\n got %q\nwant %q", runs, got, want)

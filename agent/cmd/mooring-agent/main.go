@@ -150,8 +150,19 @@ configures the agent on a new machine. See docs/join.md.`,
 	return cmd
 }
 
-// join is the agent's job; it returns the exit code.
+// join is the agent's job; it returns the exit code, and logs what the run
+// took (time, CPU and peak memory) as it ends.
 func join(o joinOptions) int {
+	began := time.Now()
+	defer func() {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+			// ru_maxrss is in KiB on Linux.
+			klog.InfoS("Agent run ended", "took", time.Since(began).Round(time.Millisecond), "peakRSSKiB", ru.Maxrss,
+				"cpu", (time.Duration(ru.Utime.Nano()) + time.Duration(ru.Stime.Nano())).Round(time.Millisecond))
+		}
+		klog.Flush()
+	}()
 	notifier := systemd.NewNotifier()
 	cfg, err := agent.LoadConfig(o.configPath)
 	if err != nil {

@@ -53,7 +53,10 @@ var backendArgs = map[string][]string{
 	"aws":   nil,
 	"gce":   nil,
 	"azure": nil,
-	// Droplets join with a ticket; the user-data with one is tested apart.
+	// Hetzner servers join with a join ticket, whose flags are every
+	// backend's.
+	"hetzner": nil,
+	// Droplets too.
 	"digitalocean": nil,
 }
 

@@ -1,0 +1,520 @@
+package hetzner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/hetzner/hetznertest"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+const testCluster = "c1"
+
+type world struct {
+	hz    *hetznertest.Cloud
+	cloud *Cloud
+}
+
+func writeToken(t *testing.T, token string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func newWorld(t *testing.T, opts hetznertest.Options, edit func(*Config)) *world {
+	t.Helper()
+	hz := hetznertest.NewStarted(t, opts)
+	cfg := Config{Endpoint: hz.Endpoint(), TokenFile: writeToken(t, hz.Token()), ClusterID: testCluster}
+	cfg.MinRefreshInterval.Duration = time.Millisecond
+	cfg.MaxFailureBackoff.Duration = time.Millisecond
+	cfg.RequestTimeout.Duration = 5 * time.Second
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{hz: hz, cloud: c}
+}
+
+// add makes a running server of the cluster (or with labels) whose private
+// address is 127.0.85.<octet> and public one 127.0.86.<octet>.
+func (w *world) add(name string, octet int, labels map[string]string) hetznertest.Server {
+	if labels == nil {
+		labels = map[string]string{DefaultClusterLabel: testCluster}
+	}
+	return w.hz.Put(hetznertest.Server{Name: name, Labels: labels,
+		PublicIPv4:  fmt.Sprintf("127.0.86.%d", octet),
+		PrivateNets: []hetznertest.PrivateNet{{Network: hetznertest.DefaultNetworkID, IP: fmt.Sprintf("127.0.85.%d", octet)}}})
+}
+
+func node(name, providerID string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: providerID}}
+}
+
+// The view follows every page with the real client, keeps the cluster's
+// servers only, and the token is what authenticates.
+func TestListFollowsPagesAndFilters(t *testing.T) {
+	w := newWorld(t, hetznertest.Options{PageLimit: 2}, nil)
+	for i := range 5 {
+		w.add(fmt.Sprintf("node-%d", i), 10+i, nil)
+	}
+	w.add("foreign", 30, map[string]string{DefaultClusterLabel: "other"})
+	w.add("unlabelled", 31, map[string]string{"team": "x"})
+	all, err := w.cloud.source().ListInstances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 5 {
+		t.Fatalf("%d servers: %+v", len(all), all)
+	}
+	for i, in := range all {
+		if in.Name != fmt.Sprintf("node-%d", i) || in.Cluster != testCluster {
+			t.Errorf("server %d: %+v", i, in)
+		}
+	}
+	if n := w.hz.Calls("list"); n != 3 {
+		t.Fatalf("%d list calls for 5 servers in pages of 2, want 3", n)
+	}
+	if n := w.hz.Calls("unauthorized"); n != 0 {
+		t.Fatalf("%d calls refused for their token", n)
+	}
+	// The label selector narrows the listing; membership is checked here.
+	src := w.cloud.source()
+	if _, ok := src.toView(&hcloud.Server{ID: 7, Name: "x", Labels: map[string]string{DefaultClusterLabel: "other"}}); ok {
+		t.Fatal("a server of another cluster the API let through was kept")
+	}
+	if _, ok := src.toView(&hcloud.Server{ID: 7, Name: "x"}); ok {
+		t.Fatal("a server without labels the API let through was kept")
+	}
+	// A server the API gives no creation time keeps none (a ticket for it
+	// is refused), and stays listed.
+	if in, ok := src.toView(&hcloud.Server{ID: 7, Name: "x", Labels: map[string]string{DefaultClusterLabel: testCluster}}); !ok || !in.Created.IsZero() {
+		t.Fatalf("no creation time: %+v %v", in, ok)
+	}
+}
+
+// Every field of a server maps, in hcloud-cloud-controller-manager's forms.
+func TestServerMapping(t *testing.T) {
+	created := time.Date(2026, 11, 20, 8, 30, 15, 0, time.UTC)
+	put := func(w *world) hetznertest.Server {
+		return w.hz.Put(hetznertest.Server{Name: "Web-1", Location: "nbg1", ServerType: "cpx31", Created: created,
+			Labels: map[string]string{DefaultClusterLabel: testCluster, "role": "worker"}, PublicIPv4: "127.0.86.20", PublicIPv6: "::/64",
+			PrivateNets: []hetznertest.PrivateNet{{Network: hetznertest.DefaultNetworkID, IP: "127.0.85.20"}, {Network: 99, IP: "127.0.85.120"}}})
+	}
+	cases := []struct {
+		name string
+		edit func(*Config)
+		want []v1.NodeAddress
+	}{
+		{"dualstack, every private network", nil, []v1.NodeAddress{
+			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "127.0.86.20"}, {Type: v1.NodeExternalIP, Address: "::1"},
+			{Type: v1.NodeInternalIP, Address: "127.0.85.20"}, {Type: v1.NodeInternalIP, Address: "127.0.85.120"}}},
+		{"ipv4, one network", func(c *Config) { c.AddressFamily, c.Network = AddressFamilyIPv4, hetznertest.DefaultNetworkID }, []v1.NodeAddress{
+			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "127.0.86.20"}, {Type: v1.NodeInternalIP, Address: "127.0.85.20"}}},
+		{"ipv6, the other network", func(c *Config) { c.AddressFamily, c.Network = AddressFamilyIPv6, 99 }, []v1.NodeAddress{
+			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "::1"}, {Type: v1.NodeInternalIP, Address: "127.0.85.120"}}},
+	}
+	for _, tc := range cases {
+		w := newWorld(t, hetznertest.Options{}, tc.edit)
+		s := put(w)
+		all, err := w.cloud.source().ListInstances(context.Background())
+		if err != nil || len(all) != 1 {
+			t.Fatalf("%s: %+v %v", tc.name, all, err)
+		}
+		in := all[0]
+		want := view.Instance{
+			ProviderID: fmt.Sprintf("hcloud://%d", s.ID), ID: fmt.Sprint(s.ID), Name: "Web-1", NodeName: "web-1",
+			Zone: "nbg1-dc3", Region: "nbg1", InstanceType: "cpx31", Cluster: testCluster, State: view.StateRunning,
+			Addresses: tc.want, Labels: map[string]string{DefaultClusterLabel: testCluster, "role": "worker"}, Created: created,
+		}
+		if fmt.Sprint(in) != fmt.Sprint(want) || !in.Created.Equal(created) {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, in, want)
+		}
+	}
+	// A server with no public network and no private one has only its name;
+	// a name no Node can have gives no Node name; a location opened since
+	// datacenters left the API is its own zone.
+	w := newWorld(t, hetznertest.Options{}, nil)
+	w.hz.Put(hetznertest.Server{Name: "bad_name", Location: "fsn2", Labels: map[string]string{DefaultClusterLabel: testCluster}})
+	all, err := w.cloud.source().ListInstances(context.Background())
+	if err != nil || len(all) != 1 {
+		t.Fatal(all, err)
+	}
+	if in := all[0]; in.NodeName != "" || in.Zone != "fsn2" || in.Region != "fsn2" ||
+		fmt.Sprint(in.Addresses) != fmt.Sprint([]v1.NodeAddress{{Type: v1.NodeHostName, Address: "bad_name"}}) {
+		t.Fatalf("%+v", in)
+	}
+}
+
+func TestStates(t *testing.T) {
+	w := newWorld(t, hetznertest.Options{}, nil)
+	want := map[string]view.State{
+		"running": view.StateRunning, "off": view.StateStopped, "stopping": view.StateStopped, "deleting": view.StateTerminated,
+		"initializing": view.StatePending, "starting": view.StatePending, "migrating": view.StatePending,
+		"rebuilding": view.StatePending, "unknown": view.StatePending, "some-new-status": view.StatePending,
+	}
+	ids := map[string]int64{}
+	i := 0
+	for status := range want {
+		s := w.add("s-"+status, 40+i, nil)
+		if err := w.hz.SetStatus(s.ID, status); err != nil {
+			t.Fatal(err)
+		}
+		ids[status] = s.ID
+		i++
+	}
+	all, err := w.cloud.source().ListInstances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range all {
+		status := strings.TrimPrefix(in.Name, "s-")
+		if in.State != want[status] {
+			t.Errorf("status %s: state %s, want %s", status, in.State, want[status])
+		}
+	}
+	ctx := context.Background()
+	for status, down := range map[string]bool{"off": true, "stopping": true, "running": false, "starting": false} {
+		got, err := w.cloud.InstanceShutdown(ctx, node("s-"+status, ProviderID(ids[status])))
+		if err != nil || got != down {
+			t.Errorf("%s: shutdown %v %v, want %v", status, got, err, down)
+		}
+	}
+	if ok, err := w.cloud.InstanceExists(ctx, node("s-deleting", ProviderID(ids["deleting"]))); err != nil || ok {
+		t.Errorf("a deleting server exists: %v %v", ok, err)
+	}
+}
+
+// A failed page, a listing without pagination, or one whose pages moved
+// under it is an error, never a shorter list.
+func TestListingFailuresAreErrors(t *testing.T) {
+	w := newWorld(t, hetznertest.Options{PageLimit: 2}, nil)
+	var servers []hetznertest.Server
+	for i := range 5 {
+		servers = append(servers, w.add(fmt.Sprintf("node-%d", i), 10+i, nil))
+	}
+	ctx := context.Background()
+	src := w.cloud.source()
+	w.hz.FailPage("list", 2, 1, http.StatusServiceUnavailable, "unavailable")
+	if all, err := src.ListInstances(ctx); err == nil || !hcloud.IsError(err, "unavailable") {
+		t.Fatalf("failed second page: %d servers, %v", len(all), err)
+	}
+	w.hz.OmitPagination(true)
+	if _, err := src.ListInstances(ctx); !errors.Is(err, errListing) {
+		t.Fatalf("no meta.pagination: %v", err)
+	}
+	w.hz.OmitPagination(false)
+	// A server deleted while the pages are read moves the later ones.
+	w.hz.OnList(func(page int) {
+		if page == 2 {
+			w.hz.Delete(servers[0].ID)
+		}
+	})
+	if _, err := src.ListInstances(ctx); !errors.Is(err, errListing) || !strings.Contains(err.Error(), "fell") {
+		t.Fatalf("deletion between pages: %v", err)
+	}
+	// One created meanwhile lands after every other and moves nothing.
+	w.hz.OnList(func(page int) {
+		if page == 2 {
+			w.add("late", 20, nil)
+			w.hz.OnList(nil)
+		}
+	})
+	all, err := src.ListInstances(ctx)
+	if err != nil || len(all) != 5 || all[4].Name != "late" {
+		t.Fatalf("creation between pages: %+v %v", all, err)
+	}
+	// Through the view: the outage is an error to every lookup, not "gone".
+	w.hz.SetDown(true)
+	w.cloud.InstanceView().Invalidate()
+	if _, err := w.cloud.InstanceExists(ctx, node("node-1", ProviderID(servers[1].ID))); err == nil {
+		t.Fatal("an outage answered InstanceExists")
+	}
+	if _, err := w.cloud.InstanceView().Named(ctx, "node-1", 0); err == nil || errors.Is(err, view.ErrNotFound) {
+		t.Fatalf("an outage answered Named: %v", err)
+	}
+	w.hz.SetDown(false)
+	w.cloud.InstanceView().Invalidate()
+	if in, err := w.cloud.InstanceView().Named(ctx, "node-1", 0); err != nil || len(in) != 1 {
+		t.Fatalf("after the outage: %+v %v", in, err)
+	}
+}
+
+// A wrong token is refused by the API; the error does not carry it.
+func TestTokenSentAndNotLeaked(t *testing.T) {
+	w := newWorld(t, hetznertest.Options{}, func(c *Config) { c.TokenFile = writeToken(t, "wrong-token-value") })
+	w.add("node-1", 10, nil)
+	_, err := w.cloud.source().ListInstances(context.Background())
+	if !hcloud.IsError(err, hcloud.ErrorCodeUnauthorized) || strings.Contains(err.Error(), "wrong-token-value") {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if w.hz.Calls("unauthorized") != 1 {
+		t.Fatalf("%d unauthorized calls", w.hz.Calls("unauthorized"))
+	}
+	// The token from the environment.
+	hz := hetznertest.NewStarted(t, hetznertest.Options{})
+	hz.Put(hetznertest.Server{Name: "n", Labels: map[string]string{"cluster": testCluster}})
+	t.Setenv("MY_HCLOUD_TOKEN", hz.Token())
+	c, err := New(Config{Endpoint: hz.Endpoint(), TokenEnv: "MY_HCLOUD_TOKEN", ClusterID: testCluster, ClusterLabel: "cluster"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all, err := c.source().ListInstances(context.Background()); err != nil || len(all) != 1 {
+		t.Fatalf("%+v %v", all, err)
+	}
+	// Token errors name where it was looked for, never a value.
+	t.Setenv("EMPTY_TOKEN", "")
+	t.Setenv("SPACEY_TOKEN", "secret part")
+	for _, cfg := range []Config{
+		{TokenEnv: "EMPTY_TOKEN"}, {TokenEnv: "SPACEY_TOKEN"}, {TokenFile: filepath.Join(t.TempDir(), "missing")},
+		{TokenFile: writeToken(t, strings.Repeat("x", maxTokenFileSize+1))},
+	} {
+		cfg.ClusterID = testCluster
+		_, err := New(cfg)
+		if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "xxxx") {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+}
+
+// The rate limit budget: 429 rate_limit_exceeded once it is spent, an
+// error to the listing.
+func TestRateLimited(t *testing.T) {
+	w := newWorld(t, hetznertest.Options{RateLimit: 2}, nil)
+	w.add("node-1", 10, nil)
+	src := w.cloud.source()
+	src.RequestTimeout = 100 * time.Millisecond // shorter than the library's retry backoff
+	for range 2 {
+		if _, err := src.ListInstances(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := src.ListInstances(context.Background())
+	if err == nil {
+		t.Fatal("a spent budget answered")
+	}
+}
+
+func TestConfig(t *testing.T) {
+	good := "clusterID: c1\n"
+	c, err := ParseConfig(strings.NewReader(good))
+	if err != nil || c.Endpoint != DefaultEndpoint || c.TokenEnv != DefaultTokenEnv || c.ClusterLabel != DefaultClusterLabel ||
+		c.AddressFamily != AddressFamilyDualStack || c.LabelSelector() != "mooring.dev/cluster==c1" || c.RequestTimeout.Duration != DefaultRequestTimeout {
+		t.Fatalf("%+v %v", c, err)
+	}
+	c, err = ParseConfig(strings.NewReader("clusterID: prod\nclusterLabel: cluster\ntokenFile: /etc/hcloud/token\nnetwork: 4711\naddressFamily: ipv4\n"))
+	if err != nil || c.TokenEnv != "" || c.LabelSelector() != "cluster==prod" || c.Network != 4711 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for _, bad := range []string{
+		"", "clusterLabel: x\n", good + "unknown: 1\n", good + "endpoint: http://10.0.0.1/v1\n", good + "endpoint: ftp://x\n",
+		good + "tokenFile: /x\ntokenEnv: Y\n", good + "tokenEnv: 'not a name'\n", good + "clusterLabel: 'bad key!'\n",
+		good + "clusterLabel: hetzner.cloud/cluster\n", "clusterID: 'bad value!'\n", good + "network: -1\n",
+		good + "addressFamily: ipv5\n", good + "nodeNamePolicy: ServerID\n", good + "requestTimeout: -1s\n", good + "clusterID: c2\n",
+	} {
+		if _, err := ParseConfig(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+	// Every problem at once.
+	_, err = ParseConfig(strings.NewReader("addressFamily: x\nnetwork: -2\n"))
+	if err == nil || !strings.Contains(err.Error(), "clusterID is required") || !strings.Contains(err.Error(), "addressFamily") || !strings.Contains(err.Error(), "network") {
+		t.Fatalf("%v", err)
+	}
+}
+
+func TestProviderID(t *testing.T) {
+	for _, bad := range []string{"", "hcloud://", "hcloud://0", "hcloud://-1", "hcloud://007", "hcloud://bm-42", "hrobot://42",
+		"hcloud://42/x", "gce://p/z/n", "hcloud:// 42"} {
+		if _, err := ParseProviderID(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if id, err := ParseProviderID("hcloud://10000001"); err != nil || id != 10000001 || ProviderID(id) != "hcloud://10000001" {
+		t.Fatal(id, err)
+	}
+}
+
+func (w *world) identity(t *testing.T, s hetznertest.Server, settings map[string]string) *NodeIdentity {
+	t.Helper()
+	u, err := w.hz.MetadataURL(s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u, Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// The node agent's identity from the metadata service agrees with the view.
+func TestAgentIdentity(t *testing.T) {
+	w := newWorld(t, hetznertest.Options{}, nil)
+	s := w.hz.Put(hetznertest.Server{Name: "Node-1", Labels: map[string]string{DefaultClusterLabel: testCluster}, PublicIPv4: "127.0.86.10",
+		PrivateNets: []hetznertest.PrivateNet{{Network: 99, IP: "127.0.85.110"}, {Network: hetznertest.DefaultNetworkID, IP: "127.0.85.10"}}})
+	ctx := context.Background()
+	ni, err := w.identity(t, s, nil).Instance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cloud.NodeInstance{ID: fmt.Sprint(s.ID), Name: "Node-1", ProviderID: fmt.Sprintf("hcloud://%d", s.ID), NodeName: "node-1", InternalIP: "127.0.85.110"}
+	if ni != want {
+		t.Fatalf("got %+v, want %+v", ni, want)
+	}
+	vi, err := w.cloud.InstanceView().ByNodeName(ctx, ni.NodeName, 0)
+	if err != nil || vi.ProviderID != ni.ProviderID || vi.ID != ni.ID {
+		t.Fatalf("view %+v %v", vi, err)
+	}
+	ni, err = w.identity(t, s, map[string]string{SettingNetwork: fmt.Sprint(hetznertest.DefaultNetworkID)}).Instance(ctx)
+	if err != nil || ni.InternalIP != "127.0.85.10" {
+		t.Fatalf("network setting: %+v %v", ni, err)
+	}
+	if _, err := w.identity(t, s, map[string]string{SettingNetwork: "5"}).Instance(ctx); err == nil {
+		t.Fatal("a network the server is not attached to gave an address")
+	}
+	// No private network: no internal IP, not an error.
+	bare := w.hz.Put(hetznertest.Server{Name: "bare", Labels: map[string]string{DefaultClusterLabel: testCluster}})
+	if ni, err := w.identity(t, bare, nil).Instance(ctx); err != nil || ni.InternalIP != "" || ni.NodeName != "bare" {
+		t.Fatalf("%+v %v", ni, err)
+	}
+	// A name no Node can have.
+	odd := w.hz.Put(hetznertest.Server{Name: "under_score"})
+	if _, err := w.identity(t, odd, nil).Instance(ctx); err == nil {
+		t.Fatal("a server name that is no Node name was accepted")
+	}
+	// Metadata failures are errors; a stopped server answers nothing.
+	w.hz.Fail("metadata", 1, http.StatusInternalServerError, "")
+	if _, err := w.identity(t, s, nil).Instance(ctx); err == nil {
+		t.Fatal("a failing metadata service answered")
+	}
+	if err := w.hz.SetStatus(s.ID, "off"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.identity(t, s, nil).Instance(ctx); err == nil {
+		t.Fatal("a stopped server's metadata answered")
+	}
+	// No evidence: the node joins with a ticket.
+	if _, err := w.identity(t, s, nil).Evidence(ctx, "binding"); !errors.Is(err, cloud.ErrNoEvidence) {
+		t.Fatalf("Evidence: %v", err)
+	}
+	for _, cfg := range []cloud.NodeConfig{
+		{NodeNamePolicy: "ServerID"}, {Settings: map[string]string{"x": "y"}}, {Settings: map[string]string{SettingNetwork: "net-1"}},
+		{MetadataURL: "https://169.254.169.254/hetzner/v1/metadata"}, {MetadataURL: "http://169.254.169.254/?x=1"}, {MetadataURL: "http://"},
+	} {
+		if _, err := NewNodeIdentity(cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+	if _, err := NewNodeIdentity(cloud.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// InstancesV2 and Zones over the view: metadata as the upstream CCM sets
+// it, gone only when the API says so, foreign servers left alone.
+func TestInstancesV2(t *testing.T) {
+	w := newWorld(t, hetznertest.Options{PageLimit: 2}, nil)
+	var servers []hetznertest.Server
+	for i := range 4 {
+		servers = append(servers, w.add(fmt.Sprintf("node-%d", i), 10+i, nil))
+	}
+	foreign := w.add("foreign", 30, map[string]string{DefaultClusterLabel: "other"})
+	ctx := context.Background()
+	md, err := w.cloud.InstanceMetadata(ctx, node("node-1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.ProviderID != ProviderID(servers[1].ID) || md.InstanceType != hetznertest.DefaultServerType || md.Zone != "fsn1-dc14" ||
+		md.Region != "fsn1" || md.AdditionalLabels[ProvidedByLabel] != "cloud" || len(md.NodeAddresses) != 3 {
+		t.Fatalf("%+v", md)
+	}
+	z, err := w.cloud.GetZoneByProviderID(ctx, ProviderID(servers[2].ID))
+	if err != nil || z.FailureDomain != "fsn1-dc14" || z.Region != "fsn1" {
+		t.Fatalf("%+v %v", z, err)
+	}
+	if z, err := w.cloud.GetZoneByNodeName(ctx, types.NodeName("node-3")); err != nil || z.Region != "fsn1" {
+		t.Fatalf("%+v %v", z, err)
+	}
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-0", ProviderID(servers[0].ID))); err != nil || !ok {
+		t.Fatalf("exists %v %v", ok, err)
+	}
+	before := w.hz.Calls("get")
+	w.hz.Delete(servers[3].ID)
+	w.cloud.InstanceView().Invalidate()
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-3", ProviderID(servers[3].ID))); err != nil || ok {
+		t.Fatalf("deleted server: exists %v %v", ok, err)
+	}
+	if w.hz.Calls("get") != before+1 {
+		t.Fatal("a server missing from the list was not asked of the API before it was believed gone")
+	}
+	if ok, err := w.cloud.InstanceExists(ctx, node("foreign", ProviderID(foreign.ID))); err != nil || !ok {
+		t.Fatalf("another cluster's server: exists %v %v (want left alone)", ok, err)
+	}
+	if _, err := w.cloud.InstanceExists(ctx, node("robot", "hrobot://42")); err == nil {
+		t.Fatal("a Robot server's providerID was answered")
+	}
+	w.cloud.InstanceView().Invalidate()
+	if _, err := w.cloud.InstanceMetadata(ctx, node("node-9", "")); !errors.Is(err, cloudprovider.InstanceNotFound) {
+		t.Fatalf("unknown node: %v", err)
+	}
+	// A failing direct lookup is no verdict either.
+	w.hz.Delete(servers[2].ID)
+	w.hz.Fail("get", 1, http.StatusInternalServerError, "server_error")
+	w.cloud.InstanceView().Invalidate()
+	if _, err := w.cloud.InstanceExists(ctx, node("node-2", ProviderID(servers[2].ID))); err == nil {
+		t.Fatal("a failing get answered InstanceExists")
+	}
+	// The Attester: no evidence verifier, the cluster id as the tag.
+	if len(w.cloud.EvidenceVerifiers()) != 0 || w.cloud.ClusterTag() != testCluster || w.cloud.InstanceView() == nil {
+		t.Fatal("attester")
+	}
+	if _, ok := w.cloud.LoadBalancer(); ok {
+		t.Fatal("load balancers offered")
+	}
+	if _, ok := w.cloud.Routes(); ok {
+		t.Fatal("routes offered")
+	}
+	if _, ok := w.cloud.Clusters(); ok {
+		t.Fatal("clusters offered")
+	}
+}
+
+// The backend is registered and builds from a cloud-config file.
+func TestRegistered(t *testing.T) {
+	hz := hetznertest.NewStarted(t, hetznertest.Options{})
+	path := filepath.Join(t.TempDir(), "cloud.yaml")
+	cfg := fmt.Sprintf("endpoint: %s\ntokenFile: %s\nclusterID: %s\n", hz.Endpoint(), writeToken(t, hz.Token()), testCluster)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cloud.NewProvider(ProviderName, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cp.(cloud.Attester); !ok || cp.ProviderName() != ProviderName {
+		t.Fatalf("%T", cp)
+	}
+	if _, err := cloud.NewNodeIdentity(ProviderName, cloud.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+}

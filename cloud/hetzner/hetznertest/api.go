@@ -1,0 +1,374 @@
+package hetznertest
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var serverPath = regexp.MustCompile(`^/v1/servers/([0-9]+)$`)
+
+func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	down := c.down
+	c.mu.Unlock()
+	if down {
+		hangUp(w)
+		return
+	}
+	if !c.spend(w) {
+		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "limit of requests per hour reached", nil)
+		return
+	}
+	if !c.authorized(r) {
+		c.mu.Lock()
+		c.calls["unauthorized"]++
+		c.mu.Unlock()
+		writeError(w, http.StatusUnauthorized, "unauthorized", "unable to authenticate", nil)
+		return
+	}
+	if r.Method != http.MethodGet {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed", nil)
+		return
+	}
+	switch p := r.URL.Path; {
+	case p == "/v1/servers":
+		c.serveList(w, r)
+	case serverPath.MatchString(p):
+		id, err := strconv.ParseInt(serverPath.FindStringSubmatch(p)[1], 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_input", "invalid server id", nil)
+			return
+		}
+		c.serveGet(w, id)
+	default:
+		writeError(w, http.StatusNotFound, "not_found", "the requested resource was not found", nil)
+	}
+}
+
+// hangUp closes the connection unanswered.
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+// authorized checks Authorization: Bearer <token>.
+func (c *Cloud) authorized(r *http.Request) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(c.opts.Token)) == 1
+}
+
+// spend takes one request from the budget, refilled evenly over the hour,
+// and sets the RateLimit headers; false when it is spent.
+func (c *Cloud) spend(w http.ResponseWriter) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Now()
+	limit := float64(c.opts.RateLimit)
+	perSecond := limit / 3600
+	c.budget = math.Min(limit, c.budget+now.Sub(c.refilled).Seconds()*perSecond)
+	c.refilled = now
+	ok := c.budget >= 1
+	if ok {
+		c.budget--
+	}
+	full := now.Add(time.Duration((limit - c.budget) / perSecond * float64(time.Second)))
+	h := w.Header()
+	h.Set("RateLimit-Limit", strconv.Itoa(c.opts.RateLimit))
+	h.Set("RateLimit-Remaining", strconv.Itoa(int(c.budget)))
+	h.Set("RateLimit-Reset", strconv.FormatInt(full.Unix(), 10))
+	return ok
+}
+
+// apiError is Hetzner's error body: {"error": {"code", "message",
+// "details"}}.
+type apiError struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Details any    `json:"details"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string, details any) {
+	var e apiError
+	e.Error.Code, e.Error.Message, e.Error.Details = code, msg, details
+	writeJSON(w, status, e)
+}
+
+// invalidInput is the invalid_input error naming a field.
+func invalidInput(w http.ResponseWriter, field, msg string) {
+	details := map[string]any{"fields": []map[string]any{{"name": field, "messages": []string{msg}}}}
+	writeError(w, http.StatusBadRequest, "invalid_input", "invalid input in field '"+field+"'", details)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// faultAnswer writes an injected fault's answer.
+func faultAnswer(w http.ResponseWriter, f *fault) {
+	code := f.code
+	if code == "" {
+		code = "server_error"
+	}
+	writeError(w, f.status, code, "injected fault", nil)
+}
+
+// listParams are the query parameters of GET /servers this endpoint
+// serves.
+var listParams = map[string]bool{"page": true, "per_page": true, "label_selector": true, "sort": true, "name": true, "status": true}
+
+func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	page := 1
+	if s := q.Get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			c.count("list", 0)
+			invalidInput(w, "page", "must be a positive integer")
+			return
+		}
+		page = n
+	}
+	if f := c.count("list", page); f != nil {
+		faultAnswer(w, f)
+		return
+	}
+	for k := range q {
+		if !listParams[k] {
+			invalidInput(w, k, "unknown parameter (not modelled by hetznertest)")
+			return
+		}
+	}
+	perPage := DefaultPerPage
+	if s := q.Get("per_page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPerPage {
+			invalidInput(w, "per_page", fmt.Sprintf("must be between 1 and %d", MaxPerPage))
+			return
+		}
+		perPage = n
+	}
+	perPage = min(perPage, c.opts.PageLimit)
+	sel, err := parseSelector(q.Get("label_selector"))
+	if err != nil {
+		invalidInput(w, "label_selector", err.Error())
+		return
+	}
+	less, err := sorter(q["sort"])
+	if err != nil {
+		invalidInput(w, "sort", err.Error())
+		return
+	}
+	c.mu.Lock()
+	onList := c.onList
+	c.mu.Unlock()
+	if onList != nil {
+		onList(page)
+	}
+	c.mu.Lock()
+	all := c.sortedLocked()
+	noMeta := c.noMeta
+	c.mu.Unlock()
+	var match []Server
+	for _, s := range all {
+		if sel.matches(s.Labels) && (q.Get("name") == "" || s.Name == q.Get("name")) && statusIn(s.Status, q["status"]) {
+			match = append(match, s)
+		}
+	}
+	sort.SliceStable(match, func(i, j int) bool { return less(match[i], match[j]) })
+	total := len(match)
+	last := max(1, (total+perPage-1)/perPage)
+	servers := []wireServer{}
+	for i := (page - 1) * perPage; i < total && i < page*perPage; i++ {
+		servers = append(servers, wire(match[i]))
+	}
+	body := map[string]any{"servers": servers}
+	if !noMeta {
+		p := pagination{Page: page, PerPage: perPage, LastPage: &last, TotalEntries: &total}
+		if page > 1 {
+			prev := min(page-1, last)
+			p.PreviousPage = &prev
+		}
+		if page < last {
+			next := page + 1
+			p.NextPage = &next
+		}
+		body["meta"] = map[string]any{"pagination": p}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// pagination is meta.pagination; the page numbers and total are null when
+// there is none.
+type pagination struct {
+	Page         int  `json:"page"`
+	PerPage      int  `json:"per_page"`
+	PreviousPage *int `json:"previous_page"`
+	NextPage     *int `json:"next_page"`
+	LastPage     *int `json:"last_page"`
+	TotalEntries *int `json:"total_entries"`
+}
+
+func statusIn(status string, want []string) bool {
+	if len(want) == 0 {
+		return true
+	}
+	for _, s := range want {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}
+
+// sorter reads sort parameters (id, name, created, each with :asc or
+// :desc); none sorts by id.
+func sorter(keys []string) (func(a, b Server) bool, error) {
+	type cmp func(a, b Server) int
+	var cmps []cmp
+	for _, k := range keys {
+		field, dir, _ := strings.Cut(k, ":")
+		var f cmp
+		switch field {
+		case "id":
+			f = func(a, b Server) int { return compare(a.ID, b.ID) }
+		case "name":
+			f = func(a, b Server) int { return strings.Compare(a.Name, b.Name) }
+		case "created":
+			f = func(a, b Server) int { return a.Created.Compare(b.Created) }
+		default:
+			return nil, fmt.Errorf("unknown sort field %q", field)
+		}
+		switch dir {
+		case "", "asc":
+			cmps = append(cmps, f)
+		case "desc":
+			cmps = append(cmps, func(a, b Server) int { return -f(a, b) })
+		default:
+			return nil, fmt.Errorf("unknown sort direction %q", dir)
+		}
+	}
+	cmps = append(cmps, func(a, b Server) int { return compare(a.ID, b.ID) })
+	return func(a, b Server) bool {
+		for _, f := range cmps {
+			if d := f(a, b); d != 0 {
+				return d < 0
+			}
+		}
+		return false
+	}, nil
+}
+
+func compare(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// selector is a parsed label selector: terms joined by commas, all of
+// which must hold.
+type selector []term
+
+type term struct {
+	key, value string
+	op         string // "==", "!=", "exists", "!exists"
+}
+
+// labelPart is what a label key (with its optional prefix) or value may
+// hold.
+var labelPart = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?$`)
+
+// parseSelector reads k==v, k=v, k!=v, k and !k terms; the set forms
+// (k in (...), k notin (...)) are not modelled.
+func parseSelector(s string) (selector, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	if strings.ContainsAny(s, "()") {
+		return nil, fmt.Errorf("set-based selectors are not modelled by hetznertest: %q", s)
+	}
+	var sel selector
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		var t term
+		switch {
+		case strings.Contains(part, "!="):
+			t.key, t.value, _ = strings.Cut(part, "!=")
+			t.op = "!="
+		case strings.Contains(part, "=="):
+			t.key, t.value, _ = strings.Cut(part, "==")
+			t.op = "=="
+		case strings.Contains(part, "="):
+			t.key, t.value, _ = strings.Cut(part, "=")
+			t.op = "=="
+		case strings.HasPrefix(part, "!"):
+			t.key, t.op = part[1:], "!exists"
+		default:
+			t.key, t.op = part, "exists"
+		}
+		t.key, t.value = strings.TrimSpace(t.key), strings.TrimSpace(t.value)
+		if !labelPart.MatchString(t.key) || (t.value != "" && !labelPart.MatchString(t.value)) {
+			return nil, fmt.Errorf("invalid label selector term %q", part)
+		}
+		sel = append(sel, t)
+	}
+	return sel, nil
+}
+
+func (sel selector) matches(labels map[string]string) bool {
+	for _, t := range sel {
+		v, ok := labels[t.key]
+		switch t.op {
+		case "==":
+			if !ok || v != t.value {
+				return false
+			}
+		case "!=":
+			if ok && v == t.value {
+				return false
+			}
+		case "exists":
+			if !ok {
+				return false
+			}
+		case "!exists":
+			if ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (c *Cloud) serveGet(w http.ResponseWriter, id int64) {
+	if f := c.count("get", 0); f != nil {
+		faultAnswer(w, f)
+		return
+	}
+	s, ok := c.Get(id)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("server with ID '%d' not found", id), nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"server": wire(s)})
+}

@@ -1,0 +1,54 @@
+// Package hetznertest is a Hetzner Cloud-compatible endpoint for tests,
+// reached by the real client library, hcloud-go v2 (hcloud.WithEndpoint set
+// to Cloud.Endpoint(), and the metadata client's WithEndpoint, or the
+// agent's metadataURL, set to Cloud.MetadataURL of one server). Everything
+// listens on 127.0.0.1 and every server address is a loopback address.
+//
+// Modelled, after Hetzner's documented Cloud API:
+//   - authentication: every call needs Authorization: Bearer <token>
+//     (Options.Token); others answer 401 unauthorized;
+//   - the error body {"error": {"code", "message", "details"}}, with the
+//     API's codes (unauthorized, not_found, invalid_input with
+//     details.fields, rate_limit_exceeded, and what Fail injects);
+//   - rate limiting: a budget of Options.RateLimit requests per hour (3600
+//     by default), refilled evenly (one a second at 3600), the headers
+//     RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (when the
+//     budget is full again, Unix seconds) on every answer, and 429
+//     rate_limit_exceeded when it is spent;
+//   - GET /v1/servers with label_selector (terms k==v, k=v, k!=v, k and !k,
+//     joined by commas), name, status, sort (id, name, created, each :asc
+//     or :desc; by id without one), page (from 1) and per_page (1-50,
+//     default 25; Options.PageLimit lowers the largest page served, as the
+//     answer's per_page says); the answer {"servers": [...], "meta":
+//     {"pagination": {page, per_page, previous_page, next_page, last_page,
+//     total_entries}}}, previous_page and next_page null at the ends; a
+//     page past the last is empty. Unknown parameters, per_page out of
+//     range and unsupported selectors are 400 invalid_input;
+//   - GET /v1/servers/{id}, 404 not_found for an unknown id;
+//   - the server object: id, name, status, created (2016-01-30T23:55:00+00:00
+//     form), public_net (ipv4 and ipv6 objects or null; the IPv6 is the
+//     server's /64), private_net (network id, ip, alias_ips, mac_address),
+//     server_type, location (name, network_zone, ...), labels and the
+//     other documented fields with fixed values;
+//   - the server metadata service, one listener per server, without
+//     authentication as Hetzner's: /hetzner/v1/metadata (the YAML
+//     document), and below it hostname, instance-id, public-ipv4, region
+//     (the network zone), availability-zone (the location's datacenter
+//     name) and private-networks (YAML: ip, alias_ips, interface_num,
+//     mac_address, network_id, network_name, network, subnet, gateway);
+//     /hetzner/v1/userdata. A server that is not running answers nothing
+//     (connections close);
+//   - servers a test adds (Put) with a status and a creation time,
+//     SetStatus, Delete; OnList runs before each page is served, so a test
+//     can change servers between pages as other API clients would;
+//   - counters (Calls: list, get, metadata, unauthorized) and faults:
+//     Fail and FailPage (the next n calls, or of one page, answer a status
+//     and error code), SetDown (an outage: connections close unanswered),
+//     OmitPagination (answers without meta.pagination).
+//
+// Not modelled: every other resource and action, the Link header,
+// set-based label selectors (k in (...), k notin (...)), the rate limit's
+// burst rules beyond the even refill, floating and primary IPs, firewalls,
+// placement groups, Robot servers, several IPv6 addresses, and metadata
+// other than the paths above.
+package hetznertest

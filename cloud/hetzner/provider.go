@@ -1,0 +1,200 @@
+package hetzner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/version"
+)
+
+// ProviderName is the backend's name, for --cloud-provider and the node
+// agent's cloud setting.
+const ProviderName = "hetzner"
+
+// maxRetries is how often the client library retries a call the API
+// answered with a retryable error (rate limit, conflict, gateway timeout)
+// within RequestTimeout; the view backs off between failed Lists itself.
+const maxRetries = 2
+
+// Factory builds the provider from its cloud-config; backend.go registers
+// it with mooring's backends.
+func Factory(r io.Reader) (cloudprovider.Interface, error) {
+	cfg, err := ParseConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// Cloud is Hetzner Cloud as Kubernetes and mooring see it: InstancesV2 and
+// Zones over the shared view of the cluster's servers, and the approver's
+// Attester. Hetzner signs no instance identity, so it has no evidence
+// verifier: its servers join with join tickets, whose verifier the
+// approver adds itself (--ticket-keys-file). It has no load balancers, no
+// routes and no clusters.
+type Cloud struct {
+	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+	cloud.ViewZones
+	cloud.InstancesOnly // no load balancers, routes or clusters (docs/hetzner.md)
+
+	cfg    Config
+	client *hcloud.Client
+	view   *view.View
+}
+
+var (
+	_ cloudprovider.Interface   = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
+	_ cloudprovider.Zones       = (*Cloud)(nil)
+	_ cloud.Attester            = (*Cloud)(nil)
+	_ cloud.InstanceFinder      = (*Cloud)(nil)
+)
+
+// New reads the API token and builds the provider with the hcloud-go
+// client: the configured endpoint, the token as bearer, a bounded number
+// of retries. opts are added last. It makes no call.
+func New(cfg Config, opts ...hcloud.ClientOption) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	token, err := cfg.Token()
+	if err != nil {
+		return nil, err
+	}
+	all := []hcloud.ClientOption{
+		hcloud.WithEndpoint(cfg.Endpoint),
+		hcloud.WithToken(token),
+		hcloud.WithApplication("mooring", version.Get().Version),
+		hcloud.WithHTTPClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}),
+		hcloud.WithRetryOpts(hcloud.RetryOpts{
+			BackoffFunc: hcloud.ExponentialBackoffWithOpts(hcloud.ExponentialBackoffOpts{
+				Base: time.Second, Multiplier: 2, Cap: 10 * time.Second, Jitter: true,
+			}),
+			MaxRetries: maxRetries,
+		}),
+	}
+	return NewWithClient(cfg, hcloud.NewClient(append(all, opts...)...))
+}
+
+// NewWithClient builds the provider over an hcloud-go client. It makes no
+// call.
+func NewWithClient(cfg Config, client *hcloud.Client) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if client == nil {
+		return nil, errors.New("hetzner: an hcloud client is required")
+	}
+	klog.InfoS("Hetzner Cloud provider configured", "endpoint", cfg.Endpoint, "clusterLabel", cfg.ClusterLabel,
+		"clusterID", cfg.ClusterID, "network", cfg.Network, "addressFamily", cfg.AddressFamily)
+	c := &Cloud{cfg: cfg, client: client}
+	c.view = view.New(c.source(), view.Options{
+		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
+	})
+	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }}
+	return c, nil
+}
+
+func (c *Cloud) source() Source {
+	return Source{Servers: &c.client.Server, ClusterLabel: c.cfg.ClusterLabel, ClusterID: c.cfg.ClusterID,
+		Network: c.cfg.Network, AddressFamily: c.cfg.AddressFamily, RequestTimeout: c.cfg.RequestTimeout.Duration}
+}
+
+// EvidenceVerifiers is empty: Hetzner signs no instance identity. The
+// approver accepts join tickets when it is given their keys.
+func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier { return nil }
+
+// InstanceView is the shared view of the cluster's servers.
+func (c *Cloud) InstanceView() *view.View { return c.view }
+
+// ClusterTag is the cluster id: the cluster's servers carry the label
+// <clusterLabel>=<id>, view.Instance.Cluster holds it, and join tickets
+// name it as their audience.
+func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
+
+// Config is the provider's effective configuration.
+func (c *Cloud) Config() Config { return c.cfg }
+
+// InstancesV2 is implemented.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+
+// Zones is implemented over the view.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
+
+// ProviderName is "hetzner".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// FindInstance finds a Node's server in the shared view: by its providerID
+// when it has one, else by its name (the server's name, lower-cased). An
+// outage is an error, never "not found".
+func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
+	if node.Spec.ProviderID == "" {
+		return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
+	}
+	if _, err := ParseProviderID(node.Spec.ProviderID); err != nil {
+		return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	return c.view.ByProviderID(ctx, node.Spec.ProviderID, c.cfg.InstanceMaxAge.Duration)
+}
+
+// ConfirmInstance asks the API for the server of a providerID itself
+// (GET /servers/{id}), after FindInstance missed it in the cluster's list:
+// a *cloud.AbsentError when the project has no such server (not_found), a
+// *cloud.ForeignError when the server lacks the cluster label.
+func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
+	id, err := ParseProviderID(providerID)
+	if err != nil {
+		return view.Instance{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
+	defer cancel()
+	srv, resp, err := c.client.Server.GetByID(ctx, id)
+	noteRateLimit(resp)
+	if err != nil {
+		return view.Instance{}, fmt.Errorf("hetzner servers get %d: %w", id, err)
+	}
+	if srv == nil {
+		// The library turns the API's not_found into a nil server.
+		return view.Instance{}, &cloud.AbsentError{ID: providerID}
+	}
+	if srv.ID != id {
+		return view.Instance{}, fmt.Errorf("hetzner servers get %d: the API answered with server %d", id, srv.ID)
+	}
+	if vi, ok := c.source().toView(srv); ok {
+		return vi, nil
+	}
+	return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID)}
+}
+
+// ProvidedByLabel is the Node label hcloud-cloud-controller-manager sets to
+// "cloud" on Cloud servers' Nodes (and "robot" on Robot servers'); mooring
+// sets it too, so that what selects on it keeps working.
+const ProvidedByLabel = "instance.hetzner.cloud/provided-by"
+
+// metadata is Hetzner's record of a server as the Node's metadata: zone,
+// region and labels as hcloud-cloud-controller-manager sets them.
+func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
+	return &cloudprovider.InstanceMetadata{
+		ProviderID:       in.ProviderID,
+		InstanceType:     in.InstanceType,
+		NodeAddresses:    in.Addresses,
+		Zone:             in.Zone,
+		Region:           in.Region,
+		AdditionalLabels: map[string]string{ProvidedByLabel: "cloud"},
+	}
+}
