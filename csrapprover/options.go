@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/internal/ticket"
@@ -55,6 +56,12 @@ func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerF
 			return nil, err
 		}
 		verifiers = append(verifiers, NewTicketVerifier(keys, a.ClusterTag()))
+	}
+	if len(verifiers) == 0 {
+		// A cloud that signs no identity (DigitalOcean, say) joins with
+		// tickets only; without their keys a join can only be denied.
+		klog.InfoS("No evidence is accepted: the cloud signs no instance identity and no ticket keys file is set, so every join is denied (renewals and serving certificates are still decided)",
+			"cluster", a.ClusterTag())
 	}
 	csrs, nodes := factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes()
 	for _, inf := range []cache.SharedIndexInformer{csrs.Informer(), nodes.Informer()} {
