@@ -3,6 +3,8 @@ package deploy
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -91,6 +93,54 @@ func decode[T any](t *testing.T, r *resource.Resource) *T {
 // The overlays users apply; base and the pieces are not applicable alone.
 var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/approver-only"}
 
+// composed are overlays with a component added, as an operator adds it
+// (components: [...] in a kustomization of their own), by overlay and
+// component.
+var composed = [][2]string{
+	{"overlays/approver-only", "components/join-tickets"},
+	{"overlays/aws", "components/join-tickets"},
+}
+
+// renderComposed renders overlay with components added, from a
+// kustomization in a directory of its own that names them (kustomize takes
+// other roots by relative paths only).
+func renderComposed(t *testing.T, overlay string, components ...string) resmap.ResMap {
+	t.Helper()
+	dir := t.TempDir()
+	rel := func(path string) string {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := filepath.Rel(dir, abs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	k := "resources:\n- " + rel(overlay) + "\ncomponents:\n"
+	for _, c := range components {
+		k += "- " + rel(c) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return render(t, dir)
+}
+
+// renderings are every overlay and every composed overlay, by name.
+func renderings(t *testing.T) map[string]resmap.ResMap {
+	t.Helper()
+	out := map[string]resmap.ResMap{}
+	for _, dir := range overlays {
+		out[dir] = render(t, dir)
+	}
+	for _, c := range composed {
+		out[c[0]+" + "+c[1]] = renderComposed(t, c[0], c[1])
+	}
+	return out
+}
+
 func TestKustomizationsRender(t *testing.T) {
 	base := render(t, "base")
 	want := []string{
@@ -176,8 +226,7 @@ func TestKustomizationsRender(t *testing.T) {
 // 0), a PodDisruptionBudget bounds evictions, probes use declared ports, and
 // the container runs confined.
 func TestDeploymentsSurviveARealControlPlane(t *testing.T) {
-	for _, dir := range overlays {
-		m := render(t, dir)
+	for dir, m := range renderings(t) {
 		n := 0
 		for _, r := range m.Resources() {
 			if r.GetKind() != "Deployment" {
@@ -269,6 +318,16 @@ func checkDeployment(t *testing.T, dir string, d *appsv1.Deployment) {
 			if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return strconv.Itoa(int(p.ContainerPort)) == v }) {
 				t.Errorf("%s: %s binds a port it does not declare", where, a)
 			}
+		}
+	}
+	// Every mount names a volume of the pod (the apiserver refuses the
+	// Deployment otherwise), and Secrets are mounted read-only.
+	for _, vm := range c.VolumeMounts {
+		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if i < 0 {
+			t.Errorf("%s: volume mount %s names no volume of the pod", where, vm.Name)
+		} else if pod.Volumes[i].Secret != nil && !vm.ReadOnly {
+			t.Errorf("%s: Secret volume %s mounted writable", where, vm.Name)
 		}
 	}
 	for name, probe := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
