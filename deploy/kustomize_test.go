@@ -2,6 +2,8 @@
 package deploy
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,7 +22,15 @@ import (
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/cloud/digitalocean"
+	"github.com/mooring-dev/mooring/cloud/hetzner"
 )
+
+// cloudConfigDir is where the Deployments mount the Secret
+// mooring-cloud-config.
+const cloudConfigDir = "/etc/mooring/cloud"
 
 // render builds a kustomization as `kubectl kustomize` (1.36 uses kustomize
 // api v0.21.1) does.
@@ -91,7 +101,12 @@ func decode[T any](t *testing.T, r *resource.Resource) *T {
 }
 
 // The overlays users apply; base and the pieces are not applicable alone.
-var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/approver-only"}
+var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/approver-only"}
+
+// ticketOnly are the overlays of clouds that sign no instance identity:
+// their nodes join with join tickets only, so they include
+// components/join-tickets.
+var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner"}
 
 // composed are overlays with a component added, as an operator adds it
 // (components: [...] in a kustomization of their own), by overlay and
@@ -172,7 +187,8 @@ func TestKustomizationsRender(t *testing.T) {
 	withCloud := append(slices.Clone(want), "ConfigMap/mooring-cloud", "Secret/mooring-cloud-config")
 	slices.Sort(withCloud)
 
-	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure"} {
+	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure",
+		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner"} {
 		m := render(t, dir)
 		if got := ids(m); !slices.Equal(got, withCloud) {
 			t.Fatalf("%s renders %v", dir, got)
@@ -191,16 +207,43 @@ func TestKustomizationsRender(t *testing.T) {
 			t.Errorf("%s: the Deployment reads %s and %s, the overlay makes %s and %s", dir, pod.Volumes[0].Secret.SecretName,
 				pod.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name, secret.GetName(), cm.GetName())
 		}
-		if _, ok := secret.GetDataMap()["cloud.yaml"]; !ok {
+		config, ok := decode[corev1.Secret](t, secret).Data["cloud.yaml"]
+		if !ok {
 			t.Errorf("%s: the Secret has no cloud.yaml", dir)
+		}
+		// A token file the config names in the Secret's mount is in the
+		// Secret.
+		var c struct {
+			TokenFile string `json:"tokenFile"`
+		}
+		if err := yaml.Unmarshal(config, &c); err != nil {
+			t.Errorf("%s: cloud.yaml: %v", dir, err)
+		}
+		if name, ok := strings.CutPrefix(c.TokenFile, cloudConfigDir+"/"); ok {
+			if _, ok := secret.GetDataMap()[name]; !ok {
+				t.Errorf("%s: cloud.yaml's tokenFile is %s, and the Secret has no %s", dir, c.TokenFile, name)
+			}
 		}
 	}
 	local := render(t, "overlays/local")
 	if replicas := decode[appsv1.Deployment](t, find(t, local, "Deployment", "mooring-ccm")).Spec.Replicas; replicas == nil || *replicas != 1 {
 		t.Fatalf("overlays/local replicas %v", replicas)
 	}
-	if _, ok := find(t, local, "Secret", "mooring-cloud-config").GetDataMap()["token"]; !ok {
-		t.Errorf("overlays/local: the Secret has no token")
+	// The backends' own strict parsers take the configs of the overlays
+	// of ticket-only clouds as they are (their placeholders are valid
+	// values), and both read the token from the Secret.
+	for dir, parse := range map[string]func(io.Reader) error{
+		"overlays/digitalocean": func(r io.Reader) error { _, err := digitalocean.ParseConfig(r); return err },
+		"overlays/hetzner":      func(r io.Reader) error { _, err := hetzner.ParseConfig(r); return err },
+	} {
+		m := render(t, dir)
+		secret := decode[corev1.Secret](t, find(t, m, "Secret", "mooring-cloud-config"))
+		if err := parse(bytes.NewReader(secret.Data["cloud.yaml"])); err != nil {
+			t.Errorf("%s: cloud.yaml: %v", dir, err)
+		}
+		if !bytes.Contains(secret.Data["cloud.yaml"], []byte("tokenFile: "+cloudConfigDir+"/token")) || len(bytes.TrimSpace(secret.Data["token"])) == 0 {
+			t.Errorf("%s: the token is not the Secret's file token", dir)
+		}
 	}
 
 	only := render(t, "overlays/approver-only")

@@ -137,6 +137,8 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 		{"overlays/aws", nil, "cloud-controller-manager", ccm},
 		{"overlays/gce", nil, "cloud-controller-manager", ccm},
 		{"overlays/azure", nil, "cloud-controller-manager", ccm},
+		{"overlays/digitalocean", nil, "cloud-controller-manager", ccm},
+		{"overlays/hetzner", nil, "cloud-controller-manager", ccm},
 		{"overlays/approver-only", nil, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
 		{"ccm", nil, "cloud-controller-manager", ccmNeeds},
 		// The ticket keys are mounted: no read of Secrets is granted.

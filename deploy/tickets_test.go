@@ -55,7 +55,7 @@ func TestTicketFlagsExist(t *testing.T) {
 
 // wantsTickets: the renderings whose approver accepts join tickets.
 func wantsTickets(name string) bool {
-	return strings.Contains(name, "components/join-tickets")
+	return strings.Contains(name, "components/join-tickets") || slices.Contains(ticketOnly, name)
 }
 
 // TestJoinTickets: where components/join-tickets is, each Deployment mounts
