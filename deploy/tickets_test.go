@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/kustomize/api/resmap"
 
 	"github.com/mooring-dev/mooring/csrapprover"
 	"github.com/mooring-dev/mooring/internal/ticket"
@@ -65,17 +64,19 @@ func wantsTickets(name string) bool {
 // appears.
 func TestJoinTickets(t *testing.T) {
 	for name, m := range renderings(t) {
-		checkTickets(t, name, m, wantsTickets(name))
+		var ds []*appsv1.Deployment
+		for _, r := range m.Resources() {
+			if r.GetKind() == "Deployment" {
+				ds = append(ds, decode[appsv1.Deployment](t, r))
+			}
+		}
+		checkTickets(t, name, ds, wantsTickets(name))
 	}
 }
 
-func checkTickets(t *testing.T, where string, m resmap.ResMap, want bool) {
+func checkTickets(t *testing.T, where string, deployments []*appsv1.Deployment, want bool) {
 	t.Helper()
-	for _, r := range m.Resources() {
-		if r.GetKind() != "Deployment" {
-			continue
-		}
-		d := decode[appsv1.Deployment](t, r)
+	for _, d := range deployments {
 		pod := d.Spec.Template.Spec
 		c := pod.Containers[0]
 		flag, ok := ticketFlags[d.Name]
