@@ -1,6 +1,7 @@
 package csrapprover
 
 import (
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -37,7 +38,7 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names no serving certificate may carry besides the built-in cluster names (kubernetes, kubernetes.default..., *.svc...): the apiserver's own names.")
 	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
-	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The key set (keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. Empty: tickets are not accepted.")
+	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The public keys (public-keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. keys.json works too, but gives the approver the private keys. Empty: tickets are not accepted.")
 	fs.DurationVar(&f.MaxExpiration, prefix+"max-expiration", 8760*time.Hour, "Longest spec.expirationSeconds a kubelet CSR may ask for; longer ones are denied (ExpirationTooLong). 0: no limit beyond the signer's --cluster-signing-duration.")
 }
 
@@ -54,6 +55,10 @@ func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerF
 		keys := &ticket.KeyFile{Path: f.TicketKeysFile}
 		if _, err := keys.Keys(); err != nil {
 			return nil, err
+		}
+		if data, err := os.ReadFile(f.TicketKeysFile); err == nil && ticket.HoldsPrivateKeys(data) {
+			klog.InfoS("The ticket keys file holds private keys, which the approver does not need: mount the Secret's "+ticket.PublicKeysFile+" instead (docs/tickets.md)",
+				"file", f.TicketKeysFile)
 		}
 		verifiers = append(verifiers, NewTicketVerifier(keys, a.ClusterTag()))
 	}

@@ -58,7 +58,7 @@ func wantsTickets(name string) bool {
 }
 
 // TestJoinTickets: where components/join-tickets is, each Deployment mounts
-// the keys Secret's keys.json read-only, not optional, and names it with its
+// the keys Secret's public-keys.json read-only, not optional, and names it with its
 // approver's flag, once; a key set as the ticket CLI writes it, projected
 // as the kubelet would, reads at that path. Elsewhere nothing of it
 // appears.
@@ -157,8 +157,8 @@ func readProjected(t *testing.T, where string, volume *corev1.SecretVolumeSource
 		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(it.Path)), content, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if it.Key != ticket.KeysFile {
-			t.Errorf("%s: the volume projects %s, which the approver does not read", where, it.Key)
+		if it.Key != ticket.PublicKeysFile {
+			t.Errorf("%s: the volume projects %s; the approver needs only %s (least privilege: no private keys)", where, it.Key, ticket.PublicKeysFile)
 		}
 	}
 	got, err := (&ticket.KeyFile{Path: filepath.Join(root, filepath.FromSlash(file))}).Keys()
