@@ -31,7 +31,7 @@ type Flags struct {
 
 // AddFlags registers the flags under prefix.
 func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
-	fs.IntVar(&f.Workers, prefix+"workers", 16, "CSRs decided in parallel.")
+	fs.IntVar(&f.Workers, prefix+"workers", 64, "CSRs decided in parallel; each waits on its one write to the apiserver, so more workers keep the decisions up with a burst (docs/scale.md).")
 	fs.BoolVar(&f.DryRun, prefix+"dry-run", false, "Log and record (Event DryRun) what would be decided; approve and deny nothing.")
 	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", 10, "Kubelet CSRs of one requester decided at once, counting those waiting to retry after a cloud or API error; further ones wait their turn (none is denied for being many).")
 	fs.IntVar(&f.MaxPending, prefix+"max-pending", 1000, "Kubelet CSRs decided at once in all, counting those waiting to retry; further ones wait their turn.")

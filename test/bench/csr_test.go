@@ -24,8 +24,8 @@ import (
 // mooring's approver inside mooring-ccm decides them. It reports the time
 // until all are decided, per-CSR latency, wrong decisions and cloud calls.
 // With MOORING_BENCH_CCM_BASELINE naming another mooring-ccm binary (an
-// earlier commit's, say), each run measures that one first and then the
-// current one, side by side.
+// earlier commit's, say), the benchmark measures that one and then this
+// tree's, side by side in one run (go test -count repeats each in turn).
 func BenchmarkCSRApproval(b *testing.B) {
 	n := nodeCount(b)
 	baseline := os.Getenv("MOORING_BENCH_CCM_BASELINE")
