@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/ticket"
@@ -63,8 +63,8 @@ const (
 // credentials. Every step can be interrupted and resumed.
 type Agent struct {
 	Config Config
-	// Identity is the machine's cloud (a backend's, cloud.NewNodeIdentity).
-	Identity cloud.NodeIdentity
+	// Identity is the machine's cloud (a backend's, nodeid.New).
+	Identity nodeid.Identity
 	Notifier systemd.Notifier
 	// Units starts the kubelet; nil: the agent does not start it.
 	Units Starter
@@ -146,7 +146,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.defaults()
 	cfg := a.Config
 	a.status("reading the instance metadata")
-	var inst cloud.NodeInstance
+	var inst nodeid.Instance
 	if err := a.retry(ctx, "instance metadata", func() (err error) { inst, err = a.Identity.Instance(ctx); return err }); err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // joinUntilDecided joins; after a denial that is not final (the evidence
 // expired while the approver was down, the cloud still said pending, ...)
 // it drops the key and joins again with a fresh one, after a backoff.
-func (a *Agent) joinUntilDecided(ctx context.Context, inst cloud.NodeInstance, nodeName string, ca []byte) error {
+func (a *Agent) joinUntilDecided(ctx context.Context, inst nodeid.Instance, nodeName string, ca []byte) error {
 	b := a.DenialBackoff
 	for {
 		err := a.join(ctx, inst, nodeName, ca)
@@ -223,7 +223,7 @@ func (a *Agent) joinUntilDecided(ctx context.Context, inst cloud.NodeInstance, n
 }
 
 // join gets an approved client certificate through the CSR API.
-func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName string, ca []byte) error {
+func (a *Agent) join(ctx context.Context, inst nodeid.Instance, nodeName string, ca []byte) error {
 	cfg := a.Config
 	keyPath := filepath.Join(cfg.CertDir, keyTmp)
 	var (
@@ -332,7 +332,7 @@ func JoinRequest(ctx context.Context, identity Evidencer, nodeName string, key c
 }
 
 // Evidencer gives evidence bound to a binding value (the CSR key's,
-// internal/evidence.Binding): a cloud.NodeIdentity does.
+// internal/evidence.Binding): a nodeid.Identity does.
 type Evidencer interface {
 	Evidence(ctx context.Context, binding string) (evidence.Block, error)
 }
@@ -453,7 +453,7 @@ func (a *Agent) evidence(ctx context.Context, binding string) (evidence.Block, e
 	}
 	a.status("asking the metadata service for evidence bound to the CSR key")
 	block, err := a.Identity.Evidence(ctx, binding)
-	if errors.Is(err, cloud.ErrNoEvidence) {
+	if errors.Is(err, nodeid.ErrNoEvidence) {
 		return block, &permanentError{fmt.Errorf("%w: give the agent a join ticket (joinTicketFile, docs/tickets.md)", err)}
 	}
 	return block, err

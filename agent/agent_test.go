@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/pki"
@@ -46,18 +46,18 @@ type fakeIdentity struct {
 	unsigned bool
 }
 
-func (f *fakeIdentity) Instance(context.Context) (cloud.NodeInstance, error) {
+func (f *fakeIdentity) Instance(context.Context) (nodeid.Instance, error) {
 	if f.down.Load() > 0 {
 		f.down.Add(-1)
-		return cloud.NodeInstance{}, errors.New("metadata service unreachable")
+		return nodeid.Instance{}, errors.New("metadata service unreachable")
 	}
-	return cloud.NodeInstance{ID: "i-1", Name: "node-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
+	return nodeid.Instance{ID: "i-1", Name: "node-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
 }
 
 func (f *fakeIdentity) Evidence(_ context.Context, binding string) (evidence.Block, error) {
 	f.evidences.Add(1)
 	if f.unsigned {
-		return evidence.Block{}, cloud.ErrNoEvidence
+		return evidence.Block{}, nodeid.ErrNoEvidence
 	}
 	return evidence.Block{Type: "MOORING LOCAL IDENTITY TOKEN", Data: []byte("token-for-" + binding)}, nil
 }

@@ -27,7 +27,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // fakeCRI is a container runtime on a unix socket that answers Version and
@@ -442,7 +442,7 @@ func TestKubeletConfigDiscoveredCAFile(t *testing.T) {
 // name, and --node-ip stays only for a local address.
 func TestKubeletEnvNamesTheNode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kubelet.env")
-	inst := cloud.NodeInstance{ID: "i-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}
+	inst := nodeid.Instance{ID: "i-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}
 	for local, want := range map[bool]string{
 		true:  `KUBELET_MOORING_ARGS="--provider-id=local://i-1 --hostname-override=node-1 --node-ip=127.0.0.1"`,
 		false: `KUBELET_MOORING_ARGS="--provider-id=local://i-1 --hostname-override=node-1"`,

@@ -19,7 +19,7 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -49,19 +49,19 @@ type NodeIdentity struct {
 	now         func() time.Time
 }
 
-var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+var _ nodeid.Identity = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the aws backend:
 // cfg.MetadataURL ("" is the instance metadata service's own address),
 // cfg.NodeNamePolicy (see ParseNamePolicy) and the settings stsEndpoint and
 // region, both optional. It calls nothing.
-func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	return newNodeIdentity(cfg)
 }
 
 // newNodeIdentity is NewNodeIdentity, the metadata client's options
 // changed by imdsOpts (tests make it retry less).
-func newNodeIdentity(cfg cloud.NodeConfig, imdsOpts ...func(*imds.Options)) (*NodeIdentity, error) {
+func newNodeIdentity(cfg nodeid.Config, imdsOpts ...func(*imds.Options)) (*NodeIdentity, error) {
 	policy, err := ParseNamePolicy(cfg.NodeNamePolicy)
 	if err != nil {
 		return nil, fmt.Errorf("aws: %w", err)
@@ -97,22 +97,22 @@ func newNodeIdentity(cfg cloud.NodeConfig, imdsOpts ...func(*imds.Options)) (*No
 // Instance reads the instance's id, zone, address, private DNS name and
 // tags from instance metadata. Name is the Name tag when metadata serves
 // tags, else the id.
-func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	id, err := n.metadata(ctx, "instance-id", true)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	zone, err := n.metadata(ctx, "placement/availability-zone", true)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	ip, err := n.metadata(ctx, "local-ipv4", false)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	hostname, err := n.metadata(ctx, "local-hostname", false)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	if f := strings.Fields(hostname); len(f) > 0 {
 		hostname = f[0] // with several DHCP domains, the first name
@@ -125,13 +125,13 @@ func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error)
 	for _, k := range keys {
 		v, err := n.metadata(ctx, "tags/instance/"+k, false)
 		if err != nil {
-			return cloud.NodeInstance{}, err
+			return nodeid.Instance{}, err
 		}
 		if v != "" {
 			tags[k] = v
 		}
 	}
-	out := cloud.NodeInstance{
+	out := nodeid.Instance{
 		ID:         id,
 		Name:       id,
 		NodeName:   n.policy.NodeName(id, hostname, tags),

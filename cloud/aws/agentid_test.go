@@ -17,6 +17,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // TestNewNodeIdentityMakesNoCall: the agent validates its config by
@@ -25,7 +26,7 @@ func TestNewNodeIdentityMakesNoCall(t *testing.T) {
 	var hits atomic.Int32
 	md := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	defer md.Close()
-	for _, cfg := range []cloud.NodeConfig{
+	for _, cfg := range []nodeid.Config{
 		{},
 		{MetadataURL: md.URL},
 		{MetadataURL: md.URL, NodeNamePolicy: "Tag:k8s-name", Settings: map[string]string{SettingSTSEndpoint: md.URL, SettingRegion: "eu-west-1"}},
@@ -40,7 +41,7 @@ func TestNewNodeIdentityMakesNoCall(t *testing.T) {
 }
 
 func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	for name, cfg := range map[string]cloud.NodeConfig{
+	for name, cfg := range map[string]nodeid.Config{
 		"unknown setting":       {Settings: map[string]string{"stsendpoint": "https://sts.example"}},
 		"another unknown":       {Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}},
 		"endpoint with a path":  {Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}},
@@ -66,13 +67,13 @@ func TestInstanceNamePolicies(t *testing.T) {
 	untagged := c.Put(awstest.Instance{PrivateIP: "127.0.0.21", Role: testRole, Zone: "us-east-1c",
 		Tags: map[string]string{"Name": "hidden", "k8s-name": "node-21"}})
 	ctx := context.Background()
-	instance := func(in awstest.Instance, policy string) (cloud.NodeInstance, error) {
+	instance := func(in awstest.Instance, policy string) (nodeid.Instance, error) {
 		t.Helper()
 		u, err := c.IMDS(in.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u, NodeNamePolicy: policy})
+		n, err := NewNodeIdentity(nodeid.Config{MetadataURL: u, NodeNamePolicy: policy})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func TestInstanceNamePolicies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s under %q: %v", tc.in.ID, tc.policy, err)
 		}
-		want := cloud.NodeInstance{ID: tc.in.ID, Name: tc.name, NodeName: tc.nodeName, ProviderID: "aws:///" + tc.in.Zone + "/" + tc.in.ID, InternalIP: tc.in.PrivateIP}
+		want := nodeid.Instance{ID: tc.in.ID, Name: tc.name, NodeName: tc.nodeName, ProviderID: "aws:///" + tc.in.Zone + "/" + tc.in.ID, InternalIP: tc.in.PrivateIP}
 		if got != want {
 			t.Errorf("under %q: %+v, want %+v", tc.policy, got, want)
 		}
@@ -159,7 +160,7 @@ func TestIMDSv2Only(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy, log := recordingProxy(t, u)
-	n, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: proxy, Settings: map[string]string{SettingSTSEndpoint: w.cloud.Endpoint()}})
+	n, err := NewNodeIdentity(nodeid.Config{MetadataURL: proxy, Settings: map[string]string{SettingSTSEndpoint: w.cloud.Endpoint()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func TestIMDSv2Only(t *testing.T) {
 		_, _ = rw.Write([]byte("i-0123456789abcdef0"))
 	}))
 	defer v1.Close()
-	n, err = NewNodeIdentity(cloud.NodeConfig{MetadataURL: v1.URL})
+	n, err = NewNodeIdentity(nodeid.Config{MetadataURL: v1.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,7 +328,7 @@ func TestEvidenceErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := newNodeIdentity(cloud.NodeConfig{MetadataURL: u}, func(o *imds.Options) { o.Retryer = aws.NopRetryer{} })
+	n, err := newNodeIdentity(nodeid.Config{MetadataURL: u}, func(o *imds.Options) { o.Retryer = aws.NopRetryer{} })
 	if err != nil {
 		t.Fatal(err)
 	}

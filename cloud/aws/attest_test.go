@@ -25,6 +25,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -89,7 +90,7 @@ func (w *world) agentOf(id string, settings map[string]string) *NodeIdentity {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	a, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: url, Settings: settings})
+	a, err := NewNodeIdentity(nodeid.Config{MetadataURL: url, Settings: settings})
 	if err != nil {
 		w.t.Fatal(err)
 	}

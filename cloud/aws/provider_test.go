@@ -20,6 +20,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // clusterTag is the tag of cluster c1, the tests' cluster.
@@ -377,7 +378,7 @@ func TestFactoryThroughRegistry(t *testing.T) {
 	if _, err := Factory(strings.NewReader("region: us-east-1\n")); err == nil {
 		t.Fatal("Factory accepted an incomplete config")
 	}
-	if _, err := cloud.NewNodeIdentity(ProviderName, cloud.NodeConfig{MetadataURL: "http://127.0.0.1:1"}); err != nil {
+	if _, err := nodeid.New(ProviderName, nodeid.Config{MetadataURL: "http://127.0.0.1:1"}); err != nil {
 		t.Fatalf("the backend's node identity: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/azure"
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
@@ -142,7 +143,7 @@ func TestAgentEvidenceVerifies(t *testing.T) {
 	c := start(t)
 	vm := c.Put(azuretest.VM{Name: "Node-1", PrivateIP: "127.0.81.210", Tags: tags()})
 	p := provider(t, c)
-	id, err := cloud.NewNodeIdentity("azure", cloud.NodeConfig{MetadataURL: c.IMDS(vm.VMID)})
+	id, err := nodeid.New("azure", nodeid.Config{MetadataURL: c.IMDS(vm.VMID)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,11 @@
 package azure
 
-import "github.com/mooring-dev/mooring/cloud"
+import (
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
+)
 
 func init() {
-	cloud.Register(cloud.Backend{
-		Name:     ProviderName,
-		Provider: Factory,
-		NodeIdentity: func(cfg cloud.NodeConfig) (cloud.NodeIdentity, error) {
-			id, err := NewNodeIdentity(cfg)
-			if err != nil {
-				return nil, err // not a typed nil in the interface
-			}
-			return id, nil
-		},
-	})
+	cloud.Register(cloud.Backend{Name: ProviderName, Provider: Factory})
+	nodeid.Register(ProviderName, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
 }

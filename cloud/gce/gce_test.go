@@ -23,6 +23,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -66,7 +67,7 @@ func (w *world) identity(t *testing.T, in gcetest.Instance) *NodeIdentity {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u})
+	id, err := NewNodeIdentity(nodeid.Config{MetadataURL: u})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestMetadataHostAndFlavor(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("GCE_METADATA_HOST", host)
-	id, err := NewNodeIdentity(cloud.NodeConfig{})
+	id, err := NewNodeIdentity(nodeid.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestMetadataHostAndFlavor(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("without Metadata-Flavor: HTTP %d", resp.StatusCode)
 	}
-	for _, cfg := range []cloud.NodeConfig{
+	for _, cfg := range []nodeid.Config{
 		{NodeNamePolicy: "InstanceID"}, {Settings: map[string]string{"x": "y"}}, {MetadataURL: "https://169.254.169.254"},
 	} {
 		if _, err := NewNodeIdentity(cfg); err == nil {

@@ -30,7 +30,7 @@
 //     no routes, no clusters;
 //   - agentid.go is the node side: hcloud-go's metadata client
 //     (instance-id, hostname, private-networks); Evidence wraps
-//     cloud.ErrNoEvidence.
+//     nodeid.ErrNoEvidence.
 //
 // Tests run the real hcloud-go client against hetznertest, a Cloud API and
 // metadata service stand-in on loopback.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/hetzner/hetznertest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -360,7 +361,7 @@ func (w *world) identity(t *testing.T, s hetznertest.Server, settings map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u, Settings: settings})
+	id, err := NewNodeIdentity(nodeid.Config{MetadataURL: u, Settings: settings})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +378,7 @@ func TestAgentIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := cloud.NodeInstance{ID: fmt.Sprint(s.ID), Name: "Node-1", ProviderID: fmt.Sprintf("hcloud://%d", s.ID), NodeName: "node-1", InternalIP: "127.0.85.110"}
+	want := nodeid.Instance{ID: fmt.Sprint(s.ID), Name: "Node-1", ProviderID: fmt.Sprintf("hcloud://%d", s.ID), NodeName: "node-1", InternalIP: "127.0.85.110"}
 	if ni != want {
 		t.Fatalf("got %+v, want %+v", ni, want)
 	}
@@ -414,10 +415,10 @@ func TestAgentIdentity(t *testing.T) {
 		t.Fatal("a stopped server's metadata answered")
 	}
 	// No evidence: the node joins with a ticket.
-	if _, err := w.identity(t, s, nil).Evidence(ctx, "binding"); !errors.Is(err, cloud.ErrNoEvidence) {
+	if _, err := w.identity(t, s, nil).Evidence(ctx, "binding"); !errors.Is(err, nodeid.ErrNoEvidence) {
 		t.Fatalf("Evidence: %v", err)
 	}
-	for _, cfg := range []cloud.NodeConfig{
+	for _, cfg := range []nodeid.Config{
 		{NodeNamePolicy: "ServerID"}, {Settings: map[string]string{"x": "y"}}, {Settings: map[string]string{SettingNetwork: "net-1"}},
 		{MetadataURL: "https://169.254.169.254/hetzner/v1/metadata"}, {MetadataURL: "http://169.254.169.254/?x=1"}, {MetadataURL: "http://"},
 	} {
@@ -425,7 +426,7 @@ func TestAgentIdentity(t *testing.T) {
 			t.Errorf("%+v accepted", cfg)
 		}
 	}
-	if _, err := NewNodeIdentity(cloud.NodeConfig{}); err != nil {
+	if _, err := NewNodeIdentity(nodeid.Config{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -514,7 +515,7 @@ func TestRegistered(t *testing.T) {
 	if _, ok := cp.(cloud.Attester); !ok || cp.ProviderName() != ProviderName {
 		t.Fatalf("%T", cp)
 	}
-	if _, err := cloud.NewNodeIdentity(ProviderName, cloud.NodeConfig{}); err != nil {
+	if _, err := nodeid.New(ProviderName, nodeid.Config{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,14 +8,10 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/provider"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 func init() {
-	cloud.Register(cloud.Backend{
-		Name:     provider.Name,
-		Provider: provider.Factory,
-		NodeIdentity: func(cfg cloud.NodeConfig) (cloud.NodeIdentity, error) {
-			return agentid.New(cfg)
-		},
-	})
+	cloud.Register(cloud.Backend{Name: provider.Name, Provider: provider.Factory})
+	nodeid.Register(provider.Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return agentid.New(cfg) })
 }

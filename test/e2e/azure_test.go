@@ -8,9 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/mooring-dev/mooring/cloud"
 	azurecloud "github.com/mooring-dev/mooring/cloud/azure"
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -57,7 +57,7 @@ func TestAzureNodesJoin(t *testing.T) {
 func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *harness.AzureCloud) {
 	t.Helper()
 	mine := az.AddVM(e2eCluster, "attacker")
-	id, err := azurecloud.NewNodeIdentity(cloud.NodeConfig{MetadataURL: az.IMDS(mine.VMID)})
+	id, err := azurecloud.NewNodeIdentity(nodeid.Config{MetadataURL: az.IMDS(mine.VMID)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/agent"
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/version"
 	"github.com/mooring-dev/mooring/systemd"
 
@@ -172,7 +172,7 @@ func join(o joinOptions) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	identity, err := cloud.NewNodeIdentity(cfg.Cloud, cfg.NodeConfig())
+	identity, err := nodeid.New(cfg.Cloud, cfg.NodeConfig())
 	if err != nil {
 		klog.ErrorS(err, "Bad configuration", "field", "cloud")
 		_ = notifier.Status("bad configuration: cloud: %v", err)

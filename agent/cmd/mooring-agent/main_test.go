@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/agent"
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/version"
 )
 
@@ -71,7 +71,7 @@ func TestUserDataPassesCloudInitSchema(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range cloud.Backends() {
+	for _, name := range nodeid.Backends() {
 		extra, ok := backendArgs[name]
 		if !ok {
 			t.Errorf("backend %s has no case in backendArgs", name)
@@ -162,7 +162,7 @@ func TestUserDataRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"user-data"}, "--cloud is required"},
-		{with("--cloud=nimbus"), "--cloud=nimbus: not a known cloud (one of: " + strings.Join(cloud.Backends(), ", ") + ")"},
+		{with("--cloud=nimbus"), "--cloud=nimbus: not a known cloud (one of: " + strings.Join(nodeid.Backends(), ", ") + ")"},
 		{with("--api-server=http://plain"), "--api-server"},
 		{with("--ca-file=/x"), "--ca-cert-hash and --ca-file"},
 		{with("--ca-cert-hash=sha256:00"), "--ca-cert-hash"},
@@ -204,7 +204,7 @@ func TestVersionAndHelp(t *testing.T) {
 		t.Errorf("--help has cobra's boilerplate:\n%s", stdout)
 	}
 	stdout, _, code = runCLI(t, "user-data", "--help")
-	if code != 0 || !strings.Contains(stdout, "one of: "+strings.Join(cloud.Backends(), ", ")) {
+	if code != 0 || !strings.Contains(stdout, "one of: "+strings.Join(nodeid.Backends(), ", ")) {
 		t.Errorf("user-data --help: exit %d, does not list the clouds:\n%s", code, stdout)
 	}
 	// Go's single-dash flags are gone; the harness's --v=2 still works.

@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/local/provider"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -23,12 +23,12 @@ type Identity struct {
 	policy provider.NamePolicy
 }
 
-var _ cloud.NodeIdentity = (*Identity)(nil)
+var _ nodeid.Identity = (*Identity)(nil)
 
 // New talks to the metadata service at cfg.MetadataURL, which is required
 // (the local cloud has no well-known metadata address), and names the Node
 // by cfg.NodeNamePolicy. The local cloud has no settings of its own.
-func New(cfg cloud.NodeConfig) (*Identity, error) {
+func New(cfg nodeid.Config) (*Identity, error) {
 	if cfg.MetadataURL == "" {
 		return nil, errors.New("local cloud: metadataURL is required")
 	}
@@ -43,12 +43,12 @@ func New(cfg cloud.NodeConfig) (*Identity, error) {
 }
 
 // Instance reads the instance's record.
-func (l *Identity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+func (l *Identity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	in, err := l.md.Instance(ctx)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
-	out := cloud.NodeInstance{ID: in.ID, Name: in.Name, NodeName: l.policy.NodeName(in.ID, in.Name), ProviderID: attest.ProviderIDPrefix + in.ID}
+	out := nodeid.Instance{ID: in.ID, Name: in.Name, NodeName: l.policy.NodeName(in.ID, in.Name), ProviderID: attest.ProviderIDPrefix + in.ID}
 	for _, a := range in.Addresses {
 		if a.Type == api.InternalIP {
 			out.InternalIP = a.Address
