@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	awscloud "github.com/mooring-dev/mooring/cloud/aws"
+	awsagentid "github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
@@ -67,7 +67,7 @@ func awsAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, aws *harn
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := awscloud.NewNodeIdentity(nodeid.Config{MetadataURL: md,
+		id, err := awsagentid.NewNodeIdentity(nodeid.Config{MetadataURL: md,
 			Settings: map[string]string{"stsEndpoint": aws.Endpoint()}})
 		if err != nil {
 			t.Fatal(err)
