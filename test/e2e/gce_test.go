@@ -16,7 +16,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	corev1 "k8s.io/api/core/v1"
 
-	gcecloud "github.com/mooring-dev/mooring/cloud/gce"
+	gceagentid "github.com/mooring-dev/mooring/cloud/gce/agentid"
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
@@ -83,7 +83,7 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := gcecloud.NewNodeIdentity(nodeid.Config{MetadataURL: md})
+		id, err := gceagentid.NewNodeIdentity(nodeid.Config{MetadataURL: md})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []evidence.Block{{Type: gcecloud.EvidenceType, Data: []byte(tok)}}
+		return []evidence.Block{{Type: gceagentid.EvidenceType, Data: []byte(tok)}}
 	}
 	// forged re-signs the claims of a real token of mine with a key of the
 	// attacker's, under header options.
@@ -124,7 +124,7 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []evidence.Block{{Type: gcecloud.EvidenceType, Data: []byte(out)}}
+		return []evidence.Block{{Type: gceagentid.EvidenceType, Data: []byte(out)}}
 	}
 	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

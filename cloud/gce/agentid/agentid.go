@@ -1,4 +1,12 @@
-package gce
+// Package agentid is the GCE backend's side of the node agent: the
+// instance's record from the metadata server, and the identity token of
+// its default service account, whose audience is the CSR key's binding, as
+// evidence. It registers the node identity of the backend "gce"
+// (cloud/nodeid), and holds what the approver's verifier and the provider
+// share with it (names.go): the evidence type, providerIDs, the node name
+// policy and the forms of GCE's names. It imports neither (mooring-agent
+// links it without them).
+package agentid
 
 import (
 	"context"
@@ -17,6 +25,13 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the agent config's cloud: gce.
+const Name = "gce"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+}
 
 // identityPath is the metadata path of the default service account's
 // identity token; format=full adds google.compute_engine (instance id,
@@ -87,13 +102,13 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	}
 	id, name, zone, project, ip := vals[0], vals[1], lastSegment(vals[2]), vals[3], vals[4]
 	switch {
-	case !instanceIDPattern.MatchString(id):
+	case !ValidInstanceID(id):
 		return nodeid.Instance{}, fmt.Errorf("gce: metadata instance/id %q is not an instance id", id)
-	case !instanceNamePattern.MatchString(name):
+	case !ValidInstanceName(name):
 		return nodeid.Instance{}, fmt.Errorf("gce: metadata instance/name %q is not an instance name", name)
-	case !zonePattern.MatchString(zone):
+	case !ValidZone(zone):
 		return nodeid.Instance{}, fmt.Errorf("gce: metadata instance/zone %q is not a zone", vals[2])
-	case !projectIDPattern.MatchString(project):
+	case !ValidProjectID(project):
 		return nodeid.Instance{}, fmt.Errorf("gce: metadata project/project-id %q is not a project ID", project)
 	case net.ParseIP(ip) == nil:
 		return nodeid.Instance{}, fmt.Errorf("gce: metadata network-interfaces/0/ip %q is not an IP address", ip)
