@@ -1,4 +1,12 @@
-package azure
+// Package agentid is the Azure backend's side of the node agent: the VM's
+// record from IMDS (header Metadata: true, a pinned api-version), and an
+// attested document whose nonce is derived from the CSR key's binding
+// (evidence.go: Nonce) as evidence. It registers the node identity of the
+// backend "azure" (cloud/nodeid), and holds what the approver's verifier
+// and the provider share with it: the nonce, resource ids and providerIDs,
+// Node names (names.go). It imports neither (mooring-agent links it
+// without them).
+package agentid
 
 import (
 	"context"
@@ -17,6 +25,13 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the agent config's cloud: azure.
+const Name = "azure"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+}
 
 // IMDS facts.
 const (
@@ -98,7 +113,7 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 		return nodeid.Instance{}, err
 	}
 	c := md.Compute
-	if !uuidRE.MatchString(c.VMID) {
+	if !ValidUUID(c.VMID) {
 		return nodeid.Instance{}, fmt.Errorf("azure: IMDS compute.vmId %.60q is not a UUID", c.VMID)
 	}
 	r, err := ParseResourceID(c.ResourceID)
