@@ -2,10 +2,11 @@ package hetzner
 
 import (
 	"github.com/mooring-dev/mooring/cloud"
-	"github.com/mooring-dev/mooring/cloud/nodeid"
+
+	// The node identity, registered by its package.
+	_ "github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 )
 
 func init() {
 	cloud.Register(cloud.Backend{Name: ProviderName, Provider: Factory})
-	nodeid.Register(ProviderName, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
 }

@@ -1,4 +1,12 @@
-package hetzner
+// Package agentid is the Hetzner Cloud backend's side of the node agent:
+// the server's record from its metadata service, read with hcloud-go's
+// metadata client (instance-id, hostname, private-networks). Hetzner signs
+// nothing about a server, so Evidence wraps nodeid.ErrNoEvidence: the node
+// joins with a join ticket. It registers the node identity of the backend
+// "hetzner" (cloud/nodeid), and holds what the provider shares with it
+// (names.go): providerIDs, Node names and the node name policy. It imports
+// no provider (mooring-agent links it without one).
+package agentid
 
 import (
 	"context"
@@ -16,6 +24,13 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the agent config's cloud: hetzner.
+const Name = "hetzner"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+}
 
 // metadataTimeout bounds one metadata call.
 const metadataTimeout = 5 * time.Second
