@@ -31,8 +31,9 @@ import (
 	"github.com/mooring-dev/mooring/internal/version"
 	"github.com/mooring-dev/mooring/systemd"
 
-	// Every cloud backend, registered by name (the config's cloud).
-	_ "github.com/mooring-dev/mooring/cloud/all"
+	// Every cloud backend's node identity, registered by name (the config's
+	// cloud), without the backends' providers.
+	_ "github.com/mooring-dev/mooring/cloud/all/agentid"
 )
 
 // Exit codes (see the package comment).
