@@ -22,9 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 
@@ -68,11 +66,11 @@ type Agent struct {
 	Notifier systemd.Notifier
 	// Units starts the kubelet; nil: the agent does not start it.
 	Units Starter
-	// NewClient makes the bootstrap client; default: client-go.
-	NewClient func(server string, caPEM []byte, token string) (kubernetes.Interface, error)
+	// NewClient makes the bootstrap client; default: NewClientForConfig.
+	NewClient func(server string, caPEM []byte, token string) (Client, error)
 	// NewNodeClient makes a client with the kubelet's credentials (the
-	// kubeconfig the agent wrote); default: client-go.
-	NewNodeClient func(kubeconfig string) (kubernetes.Interface, error)
+	// kubeconfig the agent wrote); default: NewClientForConfig.
+	NewNodeClient func(kubeconfig string) (Client, error)
 	// Backoff paces retries of the metadata service and the apiserver.
 	Backoff wait.Backoff
 	// DenialBackoff paces new joins after a denial that is not final.
@@ -83,8 +81,8 @@ type Agent struct {
 
 func (a *Agent) defaults() {
 	if a.NewClient == nil {
-		a.NewClient = func(server string, caPEM []byte, token string) (kubernetes.Interface, error) {
-			return kubernetes.NewForConfig(&rest.Config{
+		a.NewClient = func(server string, caPEM []byte, token string) (Client, error) {
+			return NewClientForConfig(&rest.Config{
 				Host: server, BearerToken: token, UserAgent: "mooring-agent",
 				TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
 			})
@@ -280,10 +278,10 @@ func (a *Agent) join(ctx context.Context, inst nodeid.Instance, nodeName string,
 // file files the CSR of the key (named by CSRName) with fresh evidence, or
 // finds the one an earlier run filed; it retries until the apiserver
 // answers.
-func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name, nodeName string, key crypto.Signer) (reqName string, reqUID types.UID, err error) {
+func (a *Agent) file(ctx context.Context, client Client, name, nodeName string, key crypto.Signer) (reqName string, reqUID types.UID, err error) {
 	err = a.retry(ctx, "certificate request", func() error {
 		// A CSR of this key filed by an earlier run is found by its name.
-		if existing, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if existing, err := client.CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
 			if d := deniedCondition(existing); d != nil {
 				return &DeniedError{CSR: name, Reason: d.Reason, Message: d.Message}
 			}
@@ -292,8 +290,8 @@ func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name, nod
 		if err != nil {
 			return err
 		}
-		reqName, reqUID, err = csr.RequestCertificateWithContext(ctx, client, request, name,
-			certificatesv1.KubeAPIServerClientKubeletSignerName, nil,
+		reqName, reqUID, err = requestCertificate(ctx, client.CertificateSigningRequests(), request, name,
+			certificatesv1.KubeAPIServerClientKubeletSignerName,
 			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
 		return err
 	})
@@ -354,12 +352,12 @@ var errCSRGone = errors.New("the certificate request is gone")
 // watch) is followed by a look at the CSR and a new watch, so an apiserver
 // outage costs a wait, never the join. A denial is a *DeniedError; a CSR
 // that no longer exists is errCSRGone.
-func (a *Agent) waitIssued(ctx context.Context, client kubernetes.Interface, name string, uid types.UID) ([]byte, error) {
+func (a *Agent) waitIssued(ctx context.Context, client Client, name string, uid types.UID) ([]byte, error) {
 	b := a.Backoff
 	since := a.Now()
 	for {
 		waitCtx, cancel := context.WithTimeout(ctx, a.Config.WaitTimeout.Duration)
-		certPEM, err := csr.WaitForCertificate(waitCtx, client, name, uid)
+		certPEM, err := waitForCertificate(waitCtx, client, name, uid)
 		cancel()
 		if err == nil {
 			return certPEM, nil
@@ -367,7 +365,7 @@ func (a *Agent) waitIssued(ctx context.Context, client kubernetes.Interface, nam
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("certificate request %s: %w (last error: %v)", name, ctx.Err(), err)
 		}
-		got, gerr := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		got, gerr := client.CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(gerr), gerr == nil && got.UID != uid:
 			return nil, errCSRGone

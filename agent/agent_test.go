@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
@@ -230,8 +229,8 @@ func (e *env) agent() *Agent {
 	e.units, e.notifier = systemd.NewFakeConn(), &systemd.FakeNotifier{}
 	return &Agent{
 		Config: e.cfg, Identity: e.identity, Notifier: e.notifier, Units: systemd.NewUnits(e.units),
-		NewClient:     func(string, []byte, string) (kubernetes.Interface, error) { return e.client, nil },
-		NewNodeClient: func(string) (kubernetes.Interface, error) { return e.client, nil },
+		NewClient:     func(string, []byte, string) (Client, error) { return fakeClient{e.client}, nil },
+		NewNodeClient: func(string) (Client, error) { return fakeClient{e.client}, nil },
 		Backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 		DenialBackoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 	}
@@ -509,8 +508,8 @@ func TestMetadataDownRetriesWithStatus(t *testing.T) {
 func TestApiserverUnreachableGivesUpOnlyWithTheContext(t *testing.T) {
 	e := newEnv(t)
 	a := e.agent()
-	a.NewClient = func(string, []byte, string) (kubernetes.Interface, error) {
-		return kubernetes.NewForConfig(&restConfigUnreachable)
+	a.NewClient = func(string, []byte, string) (Client, error) {
+		return NewClientForConfig(&restConfigUnreachable)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()

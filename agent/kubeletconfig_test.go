@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -365,7 +364,7 @@ func TestKubeletConfigReadWithTheNodeCredentials(t *testing.T) {
 	a := e.agent()
 	var asked []string
 	next := a.NewNodeClient
-	a.NewNodeClient = func(kubeconfig string) (kubernetes.Interface, error) {
+	a.NewNodeClient = func(kubeconfig string) (Client, error) {
 		asked = append(asked, kubeconfig)
 		if _, err := os.Stat(filepath.Join(e.cfg.CertDir, "kubelet-client-current.pem")); err != nil {
 			t.Errorf("node client made before the credentials are in place: %v", err)
