@@ -1,12 +1,14 @@
 package csrapprover
 
 import (
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/internal/ticket"
@@ -36,7 +38,7 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names no serving certificate may carry besides the built-in cluster names (kubernetes, kubernetes.default..., *.svc...): the apiserver's own names.")
 	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
-	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The key set (keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. Empty: tickets are not accepted.")
+	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The public keys (public-keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. keys.json works too, but gives the approver the private keys. Empty: tickets are not accepted.")
 	fs.DurationVar(&f.MaxExpiration, prefix+"max-expiration", 8760*time.Hour, "Longest spec.expirationSeconds a kubelet CSR may ask for; longer ones are denied (ExpirationTooLong). 0: no limit beyond the signer's --cluster-signing-duration.")
 }
 
@@ -54,7 +56,17 @@ func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerF
 		if _, err := keys.Keys(); err != nil {
 			return nil, err
 		}
+		if data, err := os.ReadFile(f.TicketKeysFile); err == nil && ticket.HoldsPrivateKeys(data) {
+			klog.InfoS("The ticket keys file holds private keys, which the approver does not need: mount the Secret's "+ticket.PublicKeysFile+" instead (docs/tickets.md)",
+				"file", f.TicketKeysFile)
+		}
 		verifiers = append(verifiers, NewTicketVerifier(keys, a.ClusterTag()))
+	}
+	if len(verifiers) == 0 {
+		// A cloud that signs no identity (DigitalOcean, say) joins with
+		// tickets only; without their keys a join can only be denied.
+		klog.InfoS("No evidence is accepted: the cloud signs no instance identity and no ticket keys file is set, so every join is denied (renewals and serving certificates are still decided)",
+			"cluster", a.ClusterTag())
 	}
 	csrs, nodes := factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes()
 	for _, inf := range []cache.SharedIndexInformer{csrs.Informer(), nodes.Informer()} {

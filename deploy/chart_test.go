@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/resmap"
 )
@@ -32,14 +34,23 @@ func kubeVersion() string {
 }
 
 // chartCases: the chart's values (ci/) that install what an overlay does,
-// with the overlay's own files for the cloud's config.
+// with the overlay's own files for the cloud's config; and, with further
+// values, what the overlay does with components added.
 var chartCases = []struct {
 	overlay, values string
 	files           []string // --set-file
+	components      []string
+	set             []string // --set
 }{
-	{"overlays/local", "ci/local-values.yaml", []string{"cloud.config=overlays/local/cloud.yaml", "cloud.files.token=overlays/local/token"}},
-	{"overlays/aws", "ci/aws-values.yaml", []string{"cloud.config=overlays/aws/cloud.yaml"}},
-	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"}},
+	{"overlays/local", "ci/local-values.yaml", []string{"cloud.config=overlays/local/cloud.yaml", "cloud.files.token=overlays/local/token"}, nil, nil},
+	{"overlays/aws", "ci/aws-values.yaml", []string{"cloud.config=overlays/aws/cloud.yaml"}, nil, nil},
+	{"overlays/digitalocean", "ci/digitalocean-values.yaml", []string{"cloud.config=overlays/digitalocean/cloud.yaml", "cloud.files.token=overlays/digitalocean/token"}, nil, nil},
+	{"overlays/hetzner", "ci/hetzner-values.yaml", []string{"cloud.config=overlays/hetzner/cloud.yaml", "cloud.files.token=overlays/hetzner/token"}, nil, nil},
+	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"}, nil, nil},
+	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"},
+		[]string{"components/join-tickets"}, []string{"tickets.enabled=true"}},
+	{"overlays/aws", "ci/aws-values.yaml", []string{"cloud.config=overlays/aws/cloud.yaml"},
+		[]string{"components/join-tickets"}, []string{"tickets.enabled=true"}},
 }
 
 var (
@@ -213,10 +224,19 @@ func kustomizeObjects(t *testing.T, m resmap.ResMap) ([]map[string]any, map[stri
 // removes.
 func TestChartMatchesOverlays(t *testing.T) {
 	for _, tc := range chartCases {
-		t.Run(strings.TrimPrefix(tc.overlay, "overlays/"), func(t *testing.T) {
-			runHelm(t, "lint", "--strict", chartDir, "--kube-version", kubeVersion(), "--namespace", "kube-system", "--values", filepath.Join(chartDir, tc.values))
-			chart := renderChart(t, tc.values, tc.files)
-			kust, generated := kustomizeObjects(t, render(t, tc.overlay))
+		name := strings.Join(append([]string{strings.TrimPrefix(tc.overlay, "overlays/")}, tc.components...), "+")
+		t.Run(strings.ReplaceAll(name, "/", "-"), func(t *testing.T) {
+			var set []string
+			for _, s := range tc.set {
+				set = append(set, "--set", s)
+			}
+			runHelm(t, append([]string{"lint", "--strict", chartDir, "--kube-version", kubeVersion(), "--namespace", "kube-system", "--values", filepath.Join(chartDir, tc.values)}, set...)...)
+			chart := renderChart(t, tc.values, tc.files, set...)
+			m := render(t, tc.overlay)
+			if len(tc.components) > 0 {
+				m = renderComposed(t, tc.overlay, tc.components...)
+			}
+			kust, generated := kustomizeObjects(t, m)
 			byKey := map[string]map[string]any{}
 			for _, obj := range chart {
 				byKey[key(obj)] = substance(obj, nil)
@@ -282,10 +302,45 @@ func TestChartValues(t *testing.T) {
 		{"--set", "mode=both"},
 		{"--set", "cloud.provider="},
 		{"--set", "cloud.config="},
+		// Ticket keys for no approver, or from no Secret.
+		{"--set", "tickets.enabled=true", "--set", "ccm.controllers={*}"},
+		{"--set", "tickets.enabled=true", "--set", "tickets.keysSecret="},
+		// Clouds whose nodes join with tickets only, without them.
+		{"--set", "cloud.provider=digitalocean"},
+		{"--set", "cloud.provider=hetzner", "--set", "mode=approver-only"},
 	} {
 		args := append([]string{"template", "mooring", chartDir, "--kube-version", kubeVersion(), "--values", filepath.Join(chartDir, "ci/aws-values.yaml")}, bad...)
 		if out, err := exec.Command(helm(t), args...).CombinedOutput(); err == nil {
 			t.Errorf("helm template with %v succeeded:\n%.300s", bad, out)
 		}
 	}
+}
+
+// TestChartTickets: the chart with tickets mounts the Secret named by
+// tickets.keysSecret, in the mode's Deployment, as checkTickets wants; a
+// ticket-only cloud without the approver needs no tickets.
+func TestChartTickets(t *testing.T) {
+	for _, mode := range []string{"ccm", "approver-only"} {
+		var ds []*appsv1.Deployment
+		for _, obj := range renderChart(t, "ci/aws-values.yaml", nil, "--set", "mode="+mode, "--set", "tickets.enabled=true") {
+			if obj["kind"] != "Deployment" {
+				continue
+			}
+			d := new(appsv1.Deployment)
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj, d, true); err != nil {
+				t.Fatal(err)
+			}
+			ds = append(ds, d)
+		}
+		if len(ds) != 1 {
+			t.Fatalf("mode %s renders %d Deployments", mode, len(ds))
+		}
+		checkTickets(t, "chart, mode "+mode, ds, true)
+	}
+	objs := renderChart(t, "ci/aws-values.yaml", nil, "--set", "tickets.enabled=true", "--set", "tickets.keysSecret=other-keys")
+	data, _ := json.Marshal(objs)
+	if !strings.Contains(string(data), `"secretName":"other-keys"`) {
+		t.Errorf("tickets.keysSecret ignored")
+	}
+	renderChart(t, "ci/digitalocean-values.yaml", nil, "--set", "tickets.enabled=false", "--set", "ccm.controllers={*}")
 }

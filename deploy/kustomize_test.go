@@ -2,7 +2,11 @@
 package deploy
 
 import (
+	"bytes"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,7 +22,15 @@ import (
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/resource"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/cloud/digitalocean"
+	"github.com/mooring-dev/mooring/cloud/hetzner"
 )
+
+// cloudConfigDir is where the Deployments mount the Secret
+// mooring-cloud-config.
+const cloudConfigDir = "/etc/mooring/cloud"
 
 // render builds a kustomization as `kubectl kustomize` (1.36 uses kustomize
 // api v0.21.1) does.
@@ -89,7 +101,60 @@ func decode[T any](t *testing.T, r *resource.Resource) *T {
 }
 
 // The overlays users apply; base and the pieces are not applicable alone.
-var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/approver-only"}
+var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/approver-only"}
+
+// ticketOnly are the overlays of clouds that sign no instance identity:
+// their nodes join with join tickets only, so they include
+// components/join-tickets.
+var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner"}
+
+// composed are overlays with a component added, as an operator adds it
+// (components: [...] in a kustomization of their own), by overlay and
+// component.
+var composed = [][2]string{
+	{"overlays/approver-only", "components/join-tickets"},
+	{"overlays/aws", "components/join-tickets"},
+}
+
+// renderComposed renders overlay with components added, from a
+// kustomization in a directory of its own that names them (kustomize takes
+// other roots by relative paths only).
+func renderComposed(t *testing.T, overlay string, components ...string) resmap.ResMap {
+	t.Helper()
+	dir := t.TempDir()
+	rel := func(path string) string {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := filepath.Rel(dir, abs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	k := "resources:\n- " + rel(overlay) + "\ncomponents:\n"
+	for _, c := range components {
+		k += "- " + rel(c) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return render(t, dir)
+}
+
+// renderings are every overlay and every composed overlay, by name.
+func renderings(t *testing.T) map[string]resmap.ResMap {
+	t.Helper()
+	out := map[string]resmap.ResMap{}
+	for _, dir := range overlays {
+		out[dir] = render(t, dir)
+	}
+	for _, c := range composed {
+		out[c[0]+" + "+c[1]] = renderComposed(t, c[0], c[1])
+	}
+	return out
+}
 
 func TestKustomizationsRender(t *testing.T) {
 	base := render(t, "base")
@@ -122,7 +187,8 @@ func TestKustomizationsRender(t *testing.T) {
 	withCloud := append(slices.Clone(want), "ConfigMap/mooring-cloud", "Secret/mooring-cloud-config")
 	slices.Sort(withCloud)
 
-	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure"} {
+	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure",
+		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner"} {
 		m := render(t, dir)
 		if got := ids(m); !slices.Equal(got, withCloud) {
 			t.Fatalf("%s renders %v", dir, got)
@@ -141,16 +207,43 @@ func TestKustomizationsRender(t *testing.T) {
 			t.Errorf("%s: the Deployment reads %s and %s, the overlay makes %s and %s", dir, pod.Volumes[0].Secret.SecretName,
 				pod.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Name, secret.GetName(), cm.GetName())
 		}
-		if _, ok := secret.GetDataMap()["cloud.yaml"]; !ok {
+		config, ok := decode[corev1.Secret](t, secret).Data["cloud.yaml"]
+		if !ok {
 			t.Errorf("%s: the Secret has no cloud.yaml", dir)
+		}
+		// A token file the config names in the Secret's mount is in the
+		// Secret.
+		var c struct {
+			TokenFile string `json:"tokenFile"`
+		}
+		if err := yaml.Unmarshal(config, &c); err != nil {
+			t.Errorf("%s: cloud.yaml: %v", dir, err)
+		}
+		if name, ok := strings.CutPrefix(c.TokenFile, cloudConfigDir+"/"); ok {
+			if _, ok := secret.GetDataMap()[name]; !ok {
+				t.Errorf("%s: cloud.yaml's tokenFile is %s, and the Secret has no %s", dir, c.TokenFile, name)
+			}
 		}
 	}
 	local := render(t, "overlays/local")
 	if replicas := decode[appsv1.Deployment](t, find(t, local, "Deployment", "mooring-ccm")).Spec.Replicas; replicas == nil || *replicas != 1 {
 		t.Fatalf("overlays/local replicas %v", replicas)
 	}
-	if _, ok := find(t, local, "Secret", "mooring-cloud-config").GetDataMap()["token"]; !ok {
-		t.Errorf("overlays/local: the Secret has no token")
+	// The backends' own strict parsers take the configs of the overlays
+	// of ticket-only clouds as they are (their placeholders are valid
+	// values), and both read the token from the Secret.
+	for dir, parse := range map[string]func(io.Reader) error{
+		"overlays/digitalocean": func(r io.Reader) error { _, err := digitalocean.ParseConfig(r); return err },
+		"overlays/hetzner":      func(r io.Reader) error { _, err := hetzner.ParseConfig(r); return err },
+	} {
+		m := render(t, dir)
+		secret := decode[corev1.Secret](t, find(t, m, "Secret", "mooring-cloud-config"))
+		if err := parse(bytes.NewReader(secret.Data["cloud.yaml"])); err != nil {
+			t.Errorf("%s: cloud.yaml: %v", dir, err)
+		}
+		if !bytes.Contains(secret.Data["cloud.yaml"], []byte("tokenFile: "+cloudConfigDir+"/token")) || len(bytes.TrimSpace(secret.Data["token"])) == 0 {
+			t.Errorf("%s: the token is not the Secret's file token", dir)
+		}
 	}
 
 	only := render(t, "overlays/approver-only")
@@ -176,8 +269,7 @@ func TestKustomizationsRender(t *testing.T) {
 // 0), a PodDisruptionBudget bounds evictions, probes use declared ports, and
 // the container runs confined.
 func TestDeploymentsSurviveARealControlPlane(t *testing.T) {
-	for _, dir := range overlays {
-		m := render(t, dir)
+	for dir, m := range renderings(t) {
 		n := 0
 		for _, r := range m.Resources() {
 			if r.GetKind() != "Deployment" {
@@ -269,6 +361,16 @@ func checkDeployment(t *testing.T, dir string, d *appsv1.Deployment) {
 			if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return strconv.Itoa(int(p.ContainerPort)) == v }) {
 				t.Errorf("%s: %s binds a port it does not declare", where, a)
 			}
+		}
+	}
+	// Every mount names a volume of the pod (the apiserver refuses the
+	// Deployment otherwise), and Secrets are mounted read-only.
+	for _, vm := range c.VolumeMounts {
+		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if i < 0 {
+			t.Errorf("%s: volume mount %s names no volume of the pod", where, vm.Name)
+		} else if pod.Volumes[i].Secret != nil && !vm.ReadOnly {
+			t.Errorf("%s: Secret volume %s mounted writable", where, vm.Name)
 		}
 	}
 	for name, probe := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {

@@ -128,19 +128,30 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 	checkCallSites(t, slices.Concat(ccmNeeds, approverNeeds, standaloneNeeds))
 	ccm := slices.Concat(ccmNeeds, approverNeeds)
 	for _, tc := range []struct {
-		dir   string
-		sa    string
-		needs []need
+		dir        string
+		components []string
+		sa         string
+		needs      []need
 	}{
-		{"overlays/local", "cloud-controller-manager", ccm},
-		{"overlays/aws", "cloud-controller-manager", ccm},
-		{"overlays/gce", "cloud-controller-manager", ccm},
-		{"overlays/azure", "cloud-controller-manager", ccm},
-		{"overlays/approver-only", "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
-		{"ccm", "cloud-controller-manager", ccmNeeds},
+		{"overlays/local", nil, "cloud-controller-manager", ccm},
+		{"overlays/aws", nil, "cloud-controller-manager", ccm},
+		{"overlays/gce", nil, "cloud-controller-manager", ccm},
+		{"overlays/azure", nil, "cloud-controller-manager", ccm},
+		{"overlays/digitalocean", nil, "cloud-controller-manager", ccm},
+		{"overlays/hetzner", nil, "cloud-controller-manager", ccm},
+		{"overlays/approver-only", nil, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
+		{"ccm", nil, "cloud-controller-manager", ccmNeeds},
+		// The ticket keys are mounted: no read of Secrets is granted.
+		{"overlays/aws", []string{"components/join-tickets"}, "cloud-controller-manager", ccm},
+		{"overlays/approver-only", []string{"components/join-tickets"}, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
 	} {
-		t.Run(strings.ReplaceAll(tc.dir, "/", "-"), func(t *testing.T) {
-			checkGrants(t, tc.dir, render(t, tc.dir), tc.sa, tc.needs)
+		name := strings.Join(append([]string{tc.dir}, tc.components...), " + ")
+		t.Run(strings.NewReplacer("/", "-", " ", "").Replace(name), func(t *testing.T) {
+			m := render(t, tc.dir)
+			if len(tc.components) > 0 {
+				m = renderComposed(t, tc.dir, tc.components...)
+			}
+			checkGrants(t, name, m, tc.sa, tc.needs)
 		})
 	}
 }
@@ -279,8 +290,7 @@ func checkCallSites(t *testing.T, needs []need) {
 // The metrics reader grants exactly GET /metrics and is bound to nothing
 // (the operator binds it to the scraper).
 func TestMetricsReaderRole(t *testing.T) {
-	for _, dir := range overlays {
-		m := render(t, dir)
+	for dir, m := range renderings(t) {
 		role := decode[rbacv1.ClusterRole](t, find(t, m, "ClusterRole", "mooring:metrics-reader"))
 		got, _ := json.Marshal(role.Rules)
 		if want := `[{"verbs":["get"],"nonResourceURLs":["/metrics"]}]`; string(got) != want {

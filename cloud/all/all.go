@@ -11,6 +11,8 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/aws"
 	// Azure.
 	_ "github.com/mooring-dev/mooring/cloud/azure"
+	// DigitalOcean.
+	_ "github.com/mooring-dev/mooring/cloud/digitalocean"
 	// Google Compute Engine.
 	_ "github.com/mooring-dev/mooring/cloud/gce"
 	// Hetzner Cloud.

@@ -23,6 +23,9 @@ const (
 	// KeysFile is a JSON Web Key Set of the private keys (EC P-256, alg
 	// ES256, use sig, each with its kid).
 	KeysFile = "keys.json"
+	// PublicKeysFile is a JSON Web Key Set of the same keys' public halves:
+	// what the approver mounts, since it only verifies.
+	PublicKeysFile = "public-keys.json"
 	// SigningKeyFile names the kid that signs new tickets.
 	SigningKeyFile = "signing-kid"
 )
@@ -111,7 +114,8 @@ func (s *KeySet) key(kid string) *jose.JSONWebKey {
 
 func (s *KeySet) signingKey() *jose.JSONWebKey { return s.key(s.signing) }
 
-// Data encodes the set as a Secret's data: KeysFile and SigningKeyFile.
+// Data encodes the set as a Secret's data: KeysFile, PublicKeysFile and
+// SigningKeyFile.
 func (s *KeySet) Data() (map[string][]byte, error) {
 	if s.signingKey() == nil {
 		return nil, errors.New("the key set has no signing key")
@@ -120,11 +124,20 @@ func (s *KeySet) Data() (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string][]byte{KeysFile: append(jwks, '\n'), SigningKeyFile: []byte(s.signing + "\n")}, nil
+	public := make([]jose.JSONWebKey, len(s.keys))
+	for i, k := range s.keys {
+		public[i] = k.Public()
+	}
+	pub, err := json.MarshalIndent(jose.JSONWebKeySet{Keys: public}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{KeysFile: append(jwks, '\n'), PublicKeysFile: append(pub, '\n'), SigningKeyFile: []byte(s.signing + "\n")}, nil
 }
 
 // ParseKeySet decodes a Secret's data (or a key directory's files) into the
-// issuer's key set. The signing kid must name one of the keys.
+// issuer's key set. The signing kid must name one of the keys; the public
+// keys are derived again, not read.
 func ParseKeySet(data map[string][]byte) (*KeySet, error) {
 	keys, err := parseKeys(data[KeysFile], true)
 	if err != nil {
@@ -138,7 +151,7 @@ func ParseKeySet(data map[string][]byte) (*KeySet, error) {
 }
 
 // ParsePublicKeys reads the verifying keys out of a key set document
-// (KeysFile), whose keys may be private or public.
+// (PublicKeysFile, or KeysFile: its keys may be private or public).
 func ParsePublicKeys(jwks []byte) (map[string]*ecdsa.PublicKey, error) {
 	keys, err := parseKeys(jwks, false)
 	if err != nil {
@@ -157,17 +170,22 @@ func ParsePublicKeys(jwks []byte) (map[string]*ecdsa.PublicKey, error) {
 }
 
 // parseKeys decodes a JWK set of at least one key, each EC P-256 for ES256
-// signatures with a unique kid; private ones only when wantPrivate.
+// signatures with a unique kid; private ones only when wantPrivate. Its
+// errors name KeysFile when wantPrivate, else the key set in general.
 func parseKeys(jwks []byte, wantPrivate bool) ([]jose.JSONWebKey, error) {
+	name := "key set"
+	if wantPrivate {
+		name = KeysFile
+	}
 	if len(jwks) == 0 {
-		return nil, fmt.Errorf("%s: missing or empty", KeysFile)
+		return nil, fmt.Errorf("%s: missing or empty", name)
 	}
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(jwks, &set); err != nil {
-		return nil, fmt.Errorf("%s: %w", KeysFile, err)
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if len(set.Keys) == 0 {
-		return nil, fmt.Errorf("%s: no keys", KeysFile)
+		return nil, fmt.Errorf("%s: no keys", name)
 	}
 	seen := map[string]bool{}
 	for i, k := range set.Keys {
@@ -177,19 +195,19 @@ func parseKeys(jwks []byte, wantPrivate bool) ([]jose.JSONWebKey, error) {
 			curve = key.Curve
 		case *ecdsa.PublicKey:
 			if wantPrivate {
-				return nil, fmt.Errorf("%s: key %q is public; the issuer needs the private key", KeysFile, k.KeyID)
+				return nil, fmt.Errorf("%s: key %q is public; the issuer needs the private key", name, k.KeyID)
 			}
 			curve = key.Curve
 		default:
-			return nil, fmt.Errorf("%s: key %d is a %T, want an EC P-256 key", KeysFile, i, k.Key)
+			return nil, fmt.Errorf("%s: key %d is a %T, want an EC P-256 key", name, i, k.Key)
 		}
 		switch {
 		case curve != elliptic.P256():
-			return nil, fmt.Errorf("%s: key %q is not on P-256", KeysFile, k.KeyID)
+			return nil, fmt.Errorf("%s: key %q is not on P-256", name, k.KeyID)
 		case k.KeyID == "" || seen[k.KeyID]:
-			return nil, fmt.Errorf("%s: key %d has an empty or repeated kid %q", KeysFile, i, k.KeyID)
+			return nil, fmt.Errorf("%s: key %d has an empty or repeated kid %q", name, i, k.KeyID)
 		case k.Algorithm != string(alg) || k.Use != "sig":
-			return nil, fmt.Errorf("%s: key %q is for alg %q use %q, want %s sig", KeysFile, k.KeyID, k.Algorithm, k.Use, alg)
+			return nil, fmt.Errorf("%s: key %q is for alg %q use %q, want %s sig", name, k.KeyID, k.Algorithm, k.Use, alg)
 		}
 		seen[k.KeyID] = true
 	}
@@ -222,7 +240,7 @@ func (s *KeySet) WriteDir(dir string) error {
 	}
 	// The keys first: a reader between the two never finds a signing kid
 	// that is not among the keys.
-	for _, name := range []string{KeysFile, SigningKeyFile} {
+	for _, name := range []string{KeysFile, PublicKeysFile, SigningKeyFile} {
 		tmp := filepath.Join(dir, "."+name+".tmp")
 		if err := os.WriteFile(tmp, data[name], 0o600); err != nil {
 			return err
@@ -232,4 +250,19 @@ func (s *KeySet) WriteDir(dir string) error {
 		}
 	}
 	return nil
+}
+
+// HoldsPrivateKeys reports whether a key set document holds a private key:
+// the approver warns when it was given KeysFile instead of PublicKeysFile.
+func HoldsPrivateKeys(jwks []byte) bool {
+	var set jose.JSONWebKeySet
+	if err := json.Unmarshal(jwks, &set); err != nil {
+		return false
+	}
+	for _, k := range set.Keys {
+		if !k.IsPublic() {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -22,15 +23,34 @@ import (
 // are created as N different nodes (impersonation), 1% of them invalid;
 // mooring's approver inside mooring-ccm decides them. It reports the time
 // until all are decided, per-CSR latency, wrong decisions and cloud calls.
+// With MOORING_BENCH_CCM_BASELINE naming another mooring-ccm binary (an
+// earlier commit's, say), each run measures that one first and then the
+// current one, side by side.
 func BenchmarkCSRApproval(b *testing.B) {
 	n := nodeCount(b)
-	for range b.N {
-		runCSRApproval(b, n)
+	baseline := os.Getenv("MOORING_BENCH_CCM_BASELINE")
+	if baseline == "" {
+		for range b.N {
+			runCSRApproval(b, n, "", "")
+		}
+		return
 	}
+	b.Run("baseline", func(b *testing.B) {
+		for range b.N {
+			runCSRApproval(b, n, baseline, " (baseline)")
+		}
+	})
+	b.Run("current", func(b *testing.B) {
+		for range b.N {
+			runCSRApproval(b, n, "", " (current)")
+		}
+	})
 }
 
-func runCSRApproval(b *testing.B, n int) {
-	w := newWorld(b, worldOptions{instances: n})
+// runCSRApproval measures one run with the mooring-ccm binary ccmBin (""
+// for the one built from this tree); suffix ends the figures' labels.
+func runCSRApproval(b *testing.B, n int, ccmBin, suffix string) {
+	w := newWorld(b, worldOptions{instances: n, ccmBin: ccmBin})
 	joined := joinNodes(b, w, n, 5*time.Minute+time.Duration(n)*100*time.Millisecond)
 	b.Logf("%d nodes initialized in %v", n, joined)
 	ctx, cancel := withTimeout(20 * time.Minute)
@@ -58,7 +78,7 @@ func runCSRApproval(b *testing.B, n int) {
 				return r.Post(ctx, w.fast)
 			}})
 		}
-		csrRound(ctx, b, w, d, reqs, round.rate, "serving CSR approval, "+round.label, fmt.Sprintf("as %d nodes", len(reqs)))
+		csrRound(ctx, b, w, d, reqs, round.rate, "serving CSR approval, "+round.label+suffix, fmt.Sprintf("as %d nodes", len(reqs)))
 	}
 }
 

@@ -48,6 +48,7 @@ type worldOptions struct {
 	instances   int    // local-cloud instances node-0000 ... made before the clock runs
 	cloudConfig string // provider config lines beyond the endpoint and the rate limit
 	ccmArgs     []string
+	ccmBin      string   // a mooring-ccm binary to run instead of this tree's
 	cloudArgs   []string // flags of mooring-localcloud beyond its address pools
 	// prepare, when set, runs once the instances are made, before the cloud
 	// is rate limited and mooring-ccm starts.
@@ -132,7 +133,11 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	// (the last of a repeated flag wins).
 	args := append([]string{"--controllers=*,csr-approver"}, strings.Fields(os.Getenv("MOORING_BENCH_CCM_ARGS"))...)
 	args = append(args, fmt.Sprintf("--secure-port=%d", ports[0]))
-	ccm := harness.StartCCM(b, c, bins[0], lc, harness.CCMOptions{
+	ccmBin := bins[0]
+	if opts.ccmBin != "" {
+		ccmBin = opts.ccmBin
+	}
+	ccm := harness.StartCCM(b, c, ccmBin, lc, harness.CCMOptions{
 		Cluster: benchCluster,
 		// The provider keeps to the cloud's limit itself.
 		CloudConfig: fmt.Sprintf("apiRateLimit: %d\napiRateBurst: %d\n%s", cloudRateLimit, cloudRateLimit, opts.cloudConfig),

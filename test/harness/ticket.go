@@ -13,7 +13,7 @@ import (
 // keys Secret (docs/tickets.md), for tests whose machines join with
 // tickets.
 type TicketIssuer struct {
-	// Dir holds keys.json and signing-kid.
+	// Dir holds keys.json, public-keys.json and signing-kid.
 	Dir string
 
 	mu   sync.Mutex
@@ -48,8 +48,8 @@ func (ti *TicketIssuer) IssueAt(name, cluster string, iat time.Time, lifetime ti
 	return tok, err
 }
 
-// KeysFile is the key set the approver reads (--ticket-keys-file).
-func (ti *TicketIssuer) KeysFile() string { return filepath.Join(ti.Dir, ticket.KeysFile) }
+// KeysFile is the public keys the approver reads (--ticket-keys-file).
+func (ti *TicketIssuer) KeysFile() string { return filepath.Join(ti.Dir, ticket.PublicKeysFile) }
 
 // ApproverArgs are mooring-csr-approver's flags that accept these tickets.
 func (ti *TicketIssuer) ApproverArgs() []string {

@@ -56,6 +56,8 @@ var backendArgs = map[string][]string{
 	// Hetzner servers join with a join ticket, whose flags are every
 	// backend's.
 	"hetzner": nil,
+	// Droplets too.
+	"digitalocean": nil,
 }
 
 // TestUserDataPassesCloudInitSchema renders user-data for every registered

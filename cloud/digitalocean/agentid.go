@@ -1,0 +1,174 @@
+package digitalocean
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+// DefaultMetadataURL is the droplet metadata service's address.
+const DefaultMetadataURL = "http://169.254.169.254"
+
+// metadataPath is the document with all of a droplet's metadata at once.
+const metadataPath = "/metadata/v1.json"
+
+// metadataTimeout bounds one metadata request; maxMetadataSize its answer
+// (user data, at most 64 KiB, is in it).
+const (
+	metadataTimeout = 10 * time.Second
+	maxMetadataSize = 1 << 20
+)
+
+// Metadata is the part of /metadata/v1.json the agent reads (the documented
+// droplet metadata: droplet_id, hostname, region, interfaces). The
+// document also holds user_data, and with it the join ticket: it is
+// decoded into nothing and never logged.
+type Metadata struct {
+	DropletID  int    `json:"droplet_id"`
+	Hostname   string `json:"hostname"`
+	Region     string `json:"region"`
+	Interfaces struct {
+		Private []MetadataInterface `json:"private"`
+		Public  []MetadataInterface `json:"public"`
+	} `json:"interfaces"`
+}
+
+// MetadataInterface is one network interface of a droplet.
+type MetadataInterface struct {
+	MAC  string `json:"mac"`
+	Type string `json:"type"`
+	IPv4 *struct {
+		IPAddress string `json:"ip_address"`
+		Netmask   string `json:"netmask"`
+		Gateway   string `json:"gateway"`
+	} `json:"ipv4"`
+	IPv6 *struct {
+		IPAddress string `json:"ip_address"`
+		CIDR      int    `json:"cidr"`
+		Gateway   string `json:"gateway"`
+	} `json:"ipv6"`
+}
+
+// NodeIdentity is a droplet as its node agent sees it: the metadata
+// service's JSON document. godo has no metadata client; this is a small
+// typed one. DigitalOcean signs no identity: Evidence always fails with
+// cloud.ErrNoEvidence, and the droplet joins with a join ticket.
+type NodeIdentity struct {
+	url    string
+	client *http.Client
+}
+
+var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+
+// NewNodeIdentity reads the agent's configuration of the digitalocean
+// backend: cfg.MetadataURL ("" is http://169.254.169.254; else
+// http://host[:port]), cfg.NodeNamePolicy ("" or DropletName). The backend
+// has no cloudSettings. It calls nothing.
+func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyDropletName {
+		return nil, fmt.Errorf("%s: node name policy %q: the only policy is %s", ProviderName, cfg.NodeNamePolicy, PolicyDropletName)
+	}
+	for k := range cfg.Settings {
+		return nil, fmt.Errorf("%s: cloudSettings: unknown key %q (the %s backend has none)", ProviderName, k, ProviderName)
+	}
+	base := DefaultMetadataURL
+	if cfg.MetadataURL != "" {
+		u, err := url.Parse(cfg.MetadataURL)
+		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("%s: metadataURL %q: want http://host[:port] (the metadata service speaks plain http)", ProviderName, cfg.MetadataURL)
+		}
+		base = "http://" + u.Host
+	}
+	// No proxy: the metadata service is link-local, and a proxy would
+	// answer for another machine.
+	client := &http.Client{
+		Timeout: metadataTimeout,
+		Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+			ResponseHeaderTimeout: metadataTimeout},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return &NodeIdentity{url: base + metadataPath, client: client}, nil
+}
+
+// Metadata reads the droplet's metadata document.
+func (n *NodeIdentity) Metadata(ctx context.Context) (Metadata, error) {
+	var md Metadata
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url, nil)
+	if err != nil {
+		return md, fmt.Errorf("%s: metadata: %w", ProviderName, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return md, fmt.Errorf("%s: metadata %s: %w", ProviderName, metadataPath, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMetadataSize))
+		return md, fmt.Errorf("%s: metadata %s: HTTP %d", ProviderName, metadataPath, resp.StatusCode)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataSize+1))
+	if err != nil {
+		return md, fmt.Errorf("%s: metadata %s: %w", ProviderName, metadataPath, err)
+	}
+	if len(data) > maxMetadataSize {
+		return md, fmt.Errorf("%s: metadata %s: larger than %d bytes", ProviderName, metadataPath, maxMetadataSize)
+	}
+	if err := json.Unmarshal(data, &md); err != nil {
+		// The error names a type or an offset, never the document's text.
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return md, fmt.Errorf("%s: metadata %s is not JSON (at byte %d)", ProviderName, metadataPath, syn.Offset)
+		}
+		return md, fmt.Errorf("%s: metadata %s: %w", ProviderName, metadataPath, err)
+	}
+	return md, nil
+}
+
+// Instance reads the droplet's id, name and first private IPv4 from the
+// metadata service. The Node name is the droplet name, lower-cased.
+func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+	md, err := n.Metadata(ctx)
+	if err != nil {
+		return cloud.NodeInstance{}, err
+	}
+	switch {
+	case md.DropletID < 1:
+		return cloud.NodeInstance{}, fmt.Errorf("%s: metadata droplet_id %d is not a droplet id", ProviderName, md.DropletID)
+	case md.Hostname == "":
+		return cloud.NodeInstance{}, fmt.Errorf("%s: metadata hostname is empty", ProviderName)
+	}
+	var ip string
+	for _, nic := range md.Interfaces.Private {
+		if nic.IPv4 == nil || nic.IPv4.IPAddress == "" {
+			continue
+		}
+		if net.ParseIP(nic.IPv4.IPAddress) == nil {
+			return cloud.NodeInstance{}, fmt.Errorf("%s: metadata private ipv4 %q is not an IP address", ProviderName, nic.IPv4.IPAddress)
+		}
+		ip = nic.IPv4.IPAddress
+		break
+	}
+	id := strconv.Itoa(md.DropletID)
+	return cloud.NodeInstance{
+		ID: id, Name: md.Hostname, NodeName: NodeName(md.Hostname),
+		ProviderID: ProviderIDPrefix + id,
+		InternalIP: ip,
+	}, nil
+}
+
+// Evidence is never given: DigitalOcean signs no droplet identity. The
+// agent joins with a join ticket instead (joinTicketFile).
+func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
+	return evidence.Block{}, fmt.Errorf("%s: %w: a droplet joins with a join ticket (docs/tickets.md)", ProviderName, cloud.ErrNoEvidence)
+}

@@ -1,0 +1,610 @@
+package digitalocean
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/digitalocean/godo"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/digitalocean/digitaloceantest"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+const (
+	testCluster = "c1"
+	testTag     = "k8s:c1"
+)
+
+type world struct {
+	do        *digitaloceantest.Cloud
+	cloud     *Cloud
+	cfg       Config
+	tokenFile string
+}
+
+// newWorld starts the endpoint and a provider over it whose token is in a
+// file; edit changes the config first.
+func newWorld(t *testing.T, opts digitaloceantest.Options, edit func(*Config)) *world {
+	t.Helper()
+	do := digitaloceantest.NewStarted(t, opts)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(do.Token()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{ClusterID: testCluster, APIEndpoint: do.Endpoint(), TokenFile: tokenFile}
+	cfg.MinRefreshInterval.Duration = time.Millisecond
+	cfg.MaxFailureBackoff.Duration = time.Millisecond
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{do: do, cloud: c, cfg: c.Config(), tokenFile: tokenFile}
+}
+
+// add makes an active droplet of the cluster at 127.0.83.<n> (public
+// 127.0.84.<n>).
+func (w *world) add(name string, n int, tags ...string) digitaloceantest.Droplet {
+	if tags == nil {
+		tags = []string{testTag}
+	}
+	return w.do.Put(digitaloceantest.Droplet{Name: name, PrivateIP: fmt.Sprintf("127.0.83.%d", n),
+		PublicIP: fmt.Sprintf("127.0.84.%d", n), Tags: tags})
+}
+
+func (w *world) source() Source {
+	return Source{Client: w.cloud.client, ClusterTag: w.cfg.ClusterTag, ClusterID: w.cfg.ClusterID, PageSize: w.cfg.PageSize}
+}
+
+func node(name, providerID string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: providerID}}
+}
+
+// Every field of a droplet maps onto the view as DigitalOcean's CCM reads
+// it: providerID digitalocean://<id>, region only, size slug, addresses
+// Hostname, InternalIP (VPC), ExternalIP (v4, then v6), and created_at.
+func TestMapping(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, nil)
+	created := time.Date(2026, 11, 24, 9, 30, 15, 0, time.UTC)
+	d := w.do.Put(digitaloceantest.Droplet{Name: "Web-1", Region: "fra1", Size: "c-4", PrivateIP: "127.0.83.10",
+		PublicIP: "127.0.84.10", PublicIPv6: "::1", Tags: []string{"env:prod", testTag}, Created: created})
+	all, err := w.source().ListInstances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 {
+		t.Fatalf("%d instances", len(all))
+	}
+	got := all[0]
+	id := fmt.Sprint(d.ID)
+	want := view.Instance{
+		ProviderID: "digitalocean://" + id, ID: id, Name: "Web-1", NodeName: "web-1",
+		Region: "fra1", Zone: "", InstanceType: "c-4", Cluster: testCluster, State: view.StateRunning,
+		Addresses: []v1.NodeAddress{
+			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeInternalIP, Address: "127.0.83.10"},
+			{Type: v1.NodeExternalIP, Address: "127.0.84.10"}, {Type: v1.NodeExternalIP, Address: "::1"},
+		},
+		Labels:  map[string]string{"env:prod": "", testTag: ""},
+		Created: created,
+	}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	if !got.Created.Equal(created) {
+		t.Fatalf("created %v, want %v", got.Created, created)
+	}
+}
+
+// Statuses: active runs, off is stopped, new is pending, archive is gone;
+// an unknown status is pending. Names that are no DNS-1123 subdomain give
+// no Node name.
+func TestStatesAndNames(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, nil)
+	for i, c := range []struct{ name, status string }{
+		{"a-active", "active"}, {"b-off", "off"}, {"c-new", "new"}, {"d-archive", "archive"}, {"e-odd", "migrating"},
+	} {
+		d := w.add(c.name, 10+i)
+		if err := w.do.SetStatus(d.ID, c.status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.add("under_score", 20)
+	all, err := w.source().ListInstances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, in := range all {
+		got[in.Name] = string(in.State) + "/" + in.NodeName
+	}
+	want := map[string]string{
+		"a-active": "running/a-active", "b-off": "stopped/b-off", "c-new": "pending/c-new",
+		"d-archive": "terminated/d-archive", "e-odd": "pending/e-odd", "under_score": "running/",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}
+
+// The list follows every page (per_page as configured), keeps only the
+// cluster's droplets (the tag filter, checked again client-side), and
+// sends the token.
+func TestPagination(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = 2 })
+	for i := range 7 {
+		w.add(fmt.Sprintf("node-%d", i), 10+i)
+	}
+	w.add("other", 30, "k8s:c2")
+	w.add("untagged", 31, "web")
+	w.add("prefix", 32, "k8s:c1x")
+	all, err := w.source().ListInstances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 7 {
+		t.Fatalf("%d instances: %+v", len(all), all)
+	}
+	for i, in := range all {
+		if in.Name != fmt.Sprintf("node-%d", i) || in.Cluster != testCluster {
+			t.Fatalf("instance %d: %+v", i, in)
+		}
+	}
+	if n := w.do.Calls(digitaloceantest.MethodList); n != 4 {
+		t.Fatalf("%d list calls for 7 droplets in pages of 2, want 4", n)
+	}
+	// A page of 200 (the default) holds them all: one request.
+	w2 := newWorld(t, digitaloceantest.Options{}, nil)
+	for i := range 7 {
+		w2.add(fmt.Sprintf("node-%d", i), 10+i)
+	}
+	if all, err := w2.source().ListInstances(context.Background()); err != nil || len(all) != 7 {
+		t.Fatalf("%d instances, %v", len(all), err)
+	}
+	if n := w2.do.Calls(digitaloceantest.MethodList); n != 1 {
+		t.Fatalf("%d list calls for 7 droplets in one page of 200", n)
+	}
+}
+
+// The client-side check: a droplet the server returns without the tag is
+// not the cluster's.
+func TestTagCheckedClientSide(t *testing.T) {
+	src := Source{ClusterTag: testTag, ClusterID: testCluster}
+	for _, tags := range [][]string{nil, {"k8s:C1"}, {"k8s:c1 "}, {"k8s:c2"}} {
+		d := digitaloceantest.Droplet{ID: 5, Name: "x", Tags: tags}
+		if _, ok := src.toView(godoDroplet(t, d)); ok {
+			t.Errorf("tags %q: taken as the cluster's", tags)
+		}
+	}
+	if _, ok := src.toView(godoDroplet(t, digitaloceantest.Droplet{ID: 5, Name: "x", Tags: []string{"a", testTag}})); !ok {
+		t.Error("a tagged droplet was left out")
+	}
+}
+
+// A failed page, an incomplete page, an outage, a refused token or a spent
+// rate limit is an error, never a shorter list.
+func TestListFailures(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{HourlyLimit: 40}, func(c *Config) { c.PageSize = 2 })
+	for i := range 5 {
+		w.add(fmt.Sprintf("node-%d", i), 10+i)
+	}
+	ctx := context.Background()
+	check := func(what, want string) {
+		t.Helper()
+		all, err := w.source().ListInstances(ctx)
+		if err == nil || all != nil {
+			t.Fatalf("%s: %d instances, no error", what, len(all))
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: %v, want it to say %q", what, err, want)
+		}
+		if strings.Contains(err.Error(), w.do.Token()) {
+			t.Fatalf("%s: the error holds the token: %v", what, err)
+		}
+	}
+	w.do.FailPage(2, http.StatusInternalServerError)
+	check("page 2 fails", "page 2")
+	w.do.FailPage(2, 0)
+	w.do.ShortPage(1, true)
+	check("page 1 short", "incomplete")
+	w.do.ShortPage(1, false)
+	w.do.SetOutage(true)
+	check("outage", "503")
+	w.do.SetOutage(false)
+	if err := os.WriteFile(w.tokenFile, []byte("dop_v1_wrong"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("wrong token", "401")
+	if err := os.WriteFile(w.tokenFile, []byte(w.do.Token()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if all, err := w.source().ListInstances(ctx); err != nil || len(all) != 5 {
+		t.Fatalf("after the token was fixed (no restart): %d, %v", len(all), err)
+	}
+	if err := os.Remove(w.tokenFile); err != nil {
+		t.Fatal(err)
+	}
+	check("token file gone", "API token")
+	if err := os.WriteFile(w.tokenFile, []byte(w.do.Token()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// 40 requests an hour: the next lists spend them.
+	for range 40 {
+		if _, err := w.source().ListInstances(ctx); err != nil {
+			break
+		}
+	}
+	check("rate limit spent", "429")
+}
+
+// Droplets made or deleted between two pages shift the pages after them:
+// the listing starts over, and gives up after listAttempts.
+func TestListChangesBetweenPages(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = 2 })
+	var ids []int
+	for i := range 5 {
+		ids = append(ids, w.add(fmt.Sprintf("node-%d", i), 10+i).ID)
+	}
+	ctx := context.Background()
+	// node-0 is deleted while page 2 is asked: node-2 would slip to page 1
+	// and be missed. The second listing is whole.
+	deleted := false
+	w.do.BeforePage(func(page int) {
+		if page == 2 && !deleted {
+			deleted = true
+			w.do.Delete(ids[0])
+		}
+	})
+	all, err := w.source().ListInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, in := range all {
+		names = append(names, in.Name)
+	}
+	if strings.Join(names, ",") != "node-1,node-2,node-3,node-4" {
+		t.Fatalf("listed %v", names)
+	}
+	// A droplet made while page 2 is asked, before it in id order, would
+	// repeat one: listed again.
+	made := false
+	w.do.BeforePage(func(page int) {
+		if page == 2 && !made {
+			made = true
+			w.do.Put(digitaloceantest.Droplet{ID: 1, Name: "early", PrivateIP: "127.0.83.40", Tags: []string{testTag}})
+		}
+	})
+	if all, err = w.source().ListInstances(ctx); err != nil || len(all) != 5 {
+		t.Fatalf("%d instances, %v", len(all), err)
+	}
+	// A list that changes every time is an error.
+	n := 0
+	w.do.BeforePage(func(page int) {
+		if page == 2 {
+			n++
+			w.do.Put(digitaloceantest.Droplet{Name: fmt.Sprintf("churn-%d", n), PrivateIP: "127.0.83.41", Tags: []string{testTag}})
+		}
+	})
+	if _, err = w.source().ListInstances(ctx); err == nil || !strings.Contains(err.Error(), "changed") {
+		t.Fatalf("a list changing at every attempt: %v", err)
+	}
+	if n != listAttempts {
+		t.Fatalf("%d attempts, want %d", n, listAttempts)
+	}
+}
+
+// InstancesV2 over the view: metadata by providerID and by Node name,
+// shutdown while off, gone only when the API says so.
+func TestInstancesV2(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, nil)
+	ctx := context.Background()
+	d1 := w.add("node-1", 10)
+	d2 := w.add("node-2", 11)
+	d3 := w.add("node-3", 12)
+	foreign := w.add("foreign", 13, "k8s:c2")
+	pid := func(d digitaloceantest.Droplet) string { return ProviderID(d.ID) }
+
+	md, err := w.cloud.InstanceMetadata(ctx, node("node-1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.ProviderID != pid(d1) || md.Region != "nyc3" || md.Zone != "" || md.InstanceType != digitaloceantest.DefaultSize ||
+		fmt.Sprint(md.NodeAddresses) != "[{Hostname node-1} {InternalIP 127.0.83.10} {ExternalIP 127.0.84.10}]" {
+		t.Fatalf("metadata %+v", md)
+	}
+	if md2, err := w.cloud.InstanceMetadata(ctx, node("node-2", pid(d2))); err != nil || md2.ProviderID != pid(d2) {
+		t.Fatalf("%+v %v", md2, err)
+	}
+	if err := w.do.SetStatus(d2.ID, digitaloceantest.StatusOff); err != nil {
+		t.Fatal(err)
+	}
+	w.cloud.InstanceView().Invalidate()
+	if down, err := w.cloud.InstanceShutdown(ctx, node("node-2", pid(d2))); err != nil || !down {
+		t.Fatalf("off droplet: shutdown %v %v", down, err)
+	}
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-2", pid(d2))); err != nil || !ok {
+		t.Fatalf("off droplet: exists %v %v", ok, err)
+	}
+	// Deleted: the list misses it, GET /v2/droplets/<id> answers 404.
+	w.do.Delete(d3.ID)
+	w.cloud.InstanceView().Invalidate()
+	gets := w.do.Calls(digitaloceantest.MethodGet)
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-3", pid(d3))); err != nil || ok {
+		t.Fatalf("deleted droplet: exists %v %v", ok, err)
+	}
+	if w.do.Calls(digitaloceantest.MethodGet) != gets+1 {
+		t.Fatal("the miss was not confirmed by a GET of the droplet")
+	}
+	if _, err := w.cloud.InstanceMetadata(ctx, node("node-3", pid(d3))); !errors.Is(err, cloudprovider.InstanceNotFound) {
+		t.Fatalf("deleted droplet: metadata %v", err)
+	}
+	// Archived: gone.
+	if err := w.do.SetStatus(d1.ID, digitaloceantest.StatusArchive); err != nil {
+		t.Fatal(err)
+	}
+	w.cloud.InstanceView().Invalidate()
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-1", pid(d1))); err != nil || ok {
+		t.Fatalf("archived droplet: exists %v %v", ok, err)
+	}
+	// Another cluster's droplet is left alone, not deleted.
+	if ok, err := w.cloud.InstanceExists(ctx, node("foreign", pid(foreign))); err != nil || !ok {
+		t.Fatalf("another cluster's droplet: exists %v %v (want left alone)", ok, err)
+	}
+	// Not a DigitalOcean providerID: an error, never "gone".
+	if _, err := w.cloud.InstanceExists(ctx, node("x", "gce://p/z/x")); err == nil {
+		t.Fatal("a foreign providerID answered")
+	}
+	// An outage answers nothing.
+	w.do.SetOutage(true)
+	w.cloud.InstanceView().Invalidate()
+	if _, err := w.cloud.InstanceExists(ctx, node("node-2", pid(d2))); err == nil {
+		t.Fatal("an outage answered InstanceExists")
+	}
+	if _, err := w.cloud.InstanceExists(ctx, node("node-9", ProviderID(999999999))); err == nil {
+		t.Fatal("an outage answered InstanceExists for an unknown droplet")
+	}
+}
+
+// The provider's other faces: no zones, load balancers, routes or
+// clusters; no evidence verifiers (tickets); the cluster id as its tag.
+func TestProviderFaces(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, nil)
+	c := w.cloud
+	if _, ok := c.Zones(); ok {
+		t.Error("Zones implemented")
+	}
+	if _, ok := c.LoadBalancer(); ok {
+		t.Error("LoadBalancer implemented")
+	}
+	if _, ok := c.Routes(); ok {
+		t.Error("Routes implemented")
+	}
+	if _, ok := c.Clusters(); ok {
+		t.Error("Clusters implemented")
+	}
+	if _, ok := c.Instances(); ok {
+		t.Error("legacy Instances implemented")
+	}
+	if _, ok := c.InstancesV2(); !ok {
+		t.Error("InstancesV2 not implemented")
+	}
+	if len(c.EvidenceVerifiers()) != 0 {
+		t.Error("evidence verifiers")
+	}
+	if c.ClusterTag() != testCluster || c.ProviderName() != "digitalocean" || c.InstanceView() == nil || !c.HasClusterID() {
+		t.Errorf("%q %q", c.ClusterTag(), c.ProviderName())
+	}
+}
+
+// Join tickets need the droplet's creation time: the view's Named answer
+// carries created_at, and every instance of a name.
+func TestNamedCarriesCreation(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, nil)
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	w.do.Put(digitaloceantest.Droplet{Name: "web-1", PrivateIP: "127.0.83.10", Tags: []string{testTag}, Created: at})
+	w.do.Put(digitaloceantest.Droplet{Name: "WEB-1", PrivateIP: "127.0.83.11", Tags: []string{testTag}, Created: at.Add(time.Second)})
+	got, err := w.cloud.InstanceView().Named(context.Background(), "web-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got[0].Created.Equal(at) || !got[1].Created.Equal(at.Add(time.Second)) {
+		t.Fatalf("%+v", got)
+	}
+}
+
+// The registry builds the provider from a config file, and the node
+// identity.
+func TestRegistered(t *testing.T) {
+	do := digitaloceantest.NewStarted(t, digitaloceantest.Options{})
+	dir := t.TempDir()
+	t.Setenv("MOORING_TEST_DO_TOKEN", do.Token())
+	path := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(path, []byte("clusterID: c1\ntokenEnv: MOORING_TEST_DO_TOKEN\napiEndpoint: "+do.Endpoint()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cloud.NewProvider(ProviderName, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := cp.(cloud.Attester)
+	if !ok {
+		t.Fatal("not an Attester")
+	}
+	do.Put(digitaloceantest.Droplet{Name: "n", PrivateIP: "127.0.83.10", Tags: []string{"k8s:c1"}})
+	if all, err := a.InstanceView().List(context.Background(), 0); err != nil || len(all) != 1 {
+		t.Fatalf("%d, %v", len(all), err)
+	}
+	if _, err := cloud.NewNodeIdentity(ProviderName, cloud.NodeConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if !cloud.Known(ProviderName) {
+		t.Fatal("not known")
+	}
+}
+
+func TestProviderIDs(t *testing.T) {
+	for _, bad := range []string{"", "digitalocean://", "digitalocean://0", "digitalocean://012", "digitalocean://-5",
+		"digitalocean://+5", "digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999", "do://5", "gce://p/z/n"} {
+		if _, err := ParseProviderID(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if id, err := ParseProviderID("digitalocean://3164444"); err != nil || id != 3164444 || ProviderID(id) != "digitalocean://3164444" {
+		t.Fatal(id, err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	good := "clusterID: c1\ntokenFile: /etc/mooring/do-token\n"
+	c, err := ParseConfig(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClusterTag != "k8s:c1" || c.APIEndpoint != DefaultAPIEndpoint || c.PageSize != 200 || c.TokenEnv != "" ||
+		c.RequestTimeout.Duration != DefaultRequestTimeout || c.InstanceMaxAge.Duration != DefaultInstanceMaxAge ||
+		c.NodeNamePolicy != PolicyDropletName {
+		t.Fatalf("%+v", c)
+	}
+	if c, err := ParseConfig(strings.NewReader("clusterID: c1\n")); err != nil || c.TokenEnv != DefaultTokenEnv {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if c, err := ParseConfig(strings.NewReader("clusterID: c1\nclusterTag: k8s:0b1c-uuid\n")); err != nil || c.ClusterTag != "k8s:0b1c-uuid" {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for _, bad := range []string{
+		"", "tokenFile: /t\n", "clusterID: 'a b'\n", "clusterID: c1\nclusterTag: 'k8s c1'\n", "clusterID: c1\nclusterTag: a&b\n",
+		good + "apiEndpoint: http://10.0.0.1/\n", good + "apiEndpoint: https://u:p@api.digitalocean.com/\n",
+		good + "tokenEnv: DO_TOKEN\n", "clusterID: c1\ntokenEnv: 1BAD\n", good + "pageSize: 201\n", good + "pageSize: -1\n",
+		good + "nodeNamePolicy: DropletID\n", good + "requestTimeout: -1s\n", good + "unknown: 1\n", good + "token: dop_v1_x\n",
+	} {
+		if _, err := ParseConfig(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+	if _, err := ParseConfig(nil); err == nil {
+		t.Error("no config accepted")
+	}
+}
+
+// The token is read from its file or variable, trimmed, and never shown.
+func TestToken(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	secret := "dop_v1_0123456789abcdef"
+	if err := os.WriteFile(file, []byte("  "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{ClusterID: "c1", TokenFile: file}
+	c.defaults()
+	if tok, err := c.token(); err != nil || tok != secret {
+		t.Fatalf("%q %v", tok, err)
+	}
+	if err := os.WriteFile(file, []byte("dop_v1 with spaces "+secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.token(); err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("a token with spaces: %v", err)
+	}
+	t.Setenv("MOORING_TEST_EMPTY", "")
+	e := Config{ClusterID: "c1", TokenEnv: "MOORING_TEST_EMPTY"}
+	if _, err := New(e); err == nil || !strings.Contains(err.Error(), "MOORING_TEST_EMPTY") {
+		t.Fatalf("no token: %v", err)
+	}
+}
+
+// The agent's side: the metadata document gives the droplet's id, name,
+// providerID, Node name and VPC address; Evidence is ErrNoEvidence.
+func TestNodeIdentity(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, nil)
+	ctx := context.Background()
+	d := w.do.Put(digitaloceantest.Droplet{Name: "Node-7", PrivateIP: "127.0.83.17", PublicIP: "127.0.84.17",
+		PublicIPv6: "::1", Tags: []string{testTag}, UserData: "#cloud-config\nwrite_files: [secret ticket]\n"})
+	u, err := w.do.MetadataURL(d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ni, err := id.Instance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := cloud.NodeInstance{ID: fmt.Sprint(d.ID), Name: "Node-7", ProviderID: ProviderID(d.ID), NodeName: "node-7", InternalIP: "127.0.83.17"}
+	if ni != want {
+		t.Fatalf("got %+v\nwant %+v", ni, want)
+	}
+	md, err := id.Metadata(ctx)
+	if err != nil || md.Region != "nyc3" || len(md.Interfaces.Public) != 1 || md.Interfaces.Public[0].IPv4.IPAddress != "127.0.84.17" {
+		t.Fatalf("%+v %v", md, err)
+	}
+	// The agent's node matches the view's.
+	vi, err := w.cloud.InstanceView().ByProviderID(ctx, ni.ProviderID, 0)
+	if err != nil || vi.NodeName != ni.NodeName || vi.ID != ni.ID {
+		t.Fatalf("%+v %v", vi, err)
+	}
+	if _, err := id.Evidence(ctx, "binding"); !errors.Is(err, cloud.ErrNoEvidence) {
+		t.Fatalf("evidence: %v", err)
+	}
+	// A droplet without a VPC address has no InternalIP.
+	d2 := w.do.Put(digitaloceantest.Droplet{Name: "pub", PublicIP: "127.0.84.18", Tags: []string{testTag}})
+	u2, _ := w.do.MetadataURL(d2.ID)
+	id2, _ := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u2 + "/"})
+	if ni, err := id2.Instance(ctx); err != nil || ni.InternalIP != "" || ni.NodeName != "pub" {
+		t.Fatalf("%+v %v", ni, err)
+	}
+	// A droplet that is off answers nothing; a failing service is an error.
+	if err := w.do.SetStatus(d.ID, digitaloceantest.StatusOff); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := id.Instance(ctx); err == nil {
+		t.Fatal("a droplet that is off answered")
+	}
+	w.do.Fail(digitaloceantest.MethodMetadata, 1, http.StatusInternalServerError)
+	if _, err := id2.Instance(ctx); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Fatalf("failing metadata: %v", err)
+	}
+	if n := w.do.Calls(digitaloceantest.MethodMetadata); n < 4 {
+		t.Fatalf("%d metadata calls", n)
+	}
+	for _, cfg := range []cloud.NodeConfig{
+		{NodeNamePolicy: "DropletID"}, {Settings: map[string]string{"x": "y"}}, {MetadataURL: "https://169.254.169.254"},
+		{MetadataURL: "http://169.254.169.254/metadata/v1.json"}, {MetadataURL: "http://u:p@169.254.169.254"},
+	} {
+		if _, err := NewNodeIdentity(cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+	if def, err := NewNodeIdentity(cloud.NodeConfig{}); err != nil || def.url != "http://169.254.169.254/metadata/v1.json" {
+		t.Fatalf("%+v %v", def, err)
+	}
+}
+
+// godoDroplet is d as godo decodes it from the API's JSON.
+func godoDroplet(t *testing.T, d digitaloceantest.Droplet) *godo.Droplet {
+	t.Helper()
+	data, err := digitaloceantest.JSON(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out godo.Droplet
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	return &out
+}

@@ -1,0 +1,361 @@
+package digitaloceantest
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// errorIDs are the error ids DigitalOcean answers with, by status.
+var errorIDs = map[int]string{
+	http.StatusBadRequest:          "bad_request",
+	http.StatusUnauthorized:        "unauthorized",
+	http.StatusForbidden:           "forbidden",
+	http.StatusNotFound:            "not_found",
+	http.StatusMethodNotAllowed:    "method_not_allowed",
+	http.StatusTooManyRequests:     "too_many_requests",
+	http.StatusInternalServerError: "server_error",
+	http.StatusServiceUnavailable:  "service_unavailable",
+}
+
+// apiError is DigitalOcean's error body.
+type apiError struct {
+	ID        string `json:"id"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+func requestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	id := errorIDs[status]
+	if id == "" {
+		id = "server_error"
+	}
+	writeJSON(w, status, apiError{ID: id, Message: msg, RequestID: w.Header().Get("X-Request-Id")})
+}
+
+func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Request-Id", requestID())
+	if !c.rateLimit(w) {
+		writeError(w, http.StatusTooManyRequests, "API Rate limit exceeded.")
+		return
+	}
+	c.mu.Lock()
+	outage := c.outage
+	c.mu.Unlock()
+	if outage {
+		writeError(w, http.StatusServiceUnavailable, "Service Unavailable (injected outage)")
+		return
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(c.opts.Token)) != 1 {
+		writeError(w, http.StatusUnauthorized, "Unable to authenticate you")
+		return
+	}
+	if r.Method != http.MethodGet {
+		writeError(w, http.StatusMethodNotAllowed, "digitaloceantest serves only GET")
+		return
+	}
+	switch p := r.URL.Path; {
+	case p == "/v2/droplets":
+		c.serveList(w, r)
+	case strings.HasPrefix(p, "/v2/droplets/") && !strings.Contains(p[len("/v2/droplets/"):], "/"):
+		c.serveGet(w, p[len("/v2/droplets/"):])
+	default:
+		writeError(w, http.StatusNotFound, "The resource you were accessing could not be found.")
+	}
+}
+
+// rateLimit counts the request against the hourly budget and sets the
+// RateLimit-* headers; false when the budget is spent.
+func (c *Cloud) rateLimit(w http.ResponseWriter) bool {
+	now := c.opts.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cut := 0
+	for cut < len(c.window) && now.Sub(c.window[cut]) >= time.Hour {
+		cut++
+	}
+	c.window = c.window[cut:]
+	allowed := len(c.window) < c.opts.HourlyLimit
+	if allowed {
+		c.window = append(c.window, now)
+	}
+	reset := now.Add(time.Hour)
+	if len(c.window) > 0 {
+		reset = c.window[0].Add(time.Hour)
+	}
+	w.Header().Set("RateLimit-Limit", strconv.Itoa(c.opts.HourlyLimit))
+	w.Header().Set("RateLimit-Remaining", strconv.Itoa(c.opts.HourlyLimit-len(c.window)))
+	w.Header().Set("RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	return allowed
+}
+
+type listAnswer struct {
+	Droplets []wireDroplet `json:"droplets"`
+	Links    wireLinks     `json:"links"`
+	Meta     wireMeta      `json:"meta"`
+}
+
+type wireLinks struct {
+	Pages *wirePages `json:"pages,omitempty"`
+}
+
+type wirePages struct {
+	First string `json:"first,omitempty"`
+	Prev  string `json:"prev,omitempty"`
+	Next  string `json:"next,omitempty"`
+	Last  string `json:"last,omitempty"`
+}
+
+type wireMeta struct {
+	Total int `json:"total"`
+}
+
+func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
+	if st := c.count(MethodList); st != 0 {
+		writeError(w, st, "injected fault")
+		return
+	}
+	q := r.URL.Query()
+	for k := range q {
+		switch k {
+		case "page", "per_page", "tag_name":
+		default:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("digitaloceantest does not model the parameter %q", k))
+			return
+		}
+	}
+	intParam := func(name string, def int) (int, bool) {
+		s := q.Get(name)
+		if s == "" {
+			return def, true
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be an integer of at least 1", name))
+			return 0, false
+		}
+		return n, true
+	}
+	page, ok := intParam("page", 1)
+	if !ok {
+		return
+	}
+	perPage, ok := intParam("per_page", DefaultPerPage)
+	if !ok {
+		return
+	}
+	perPage = min(perPage, MaxPerPage)
+	tag, tagged := q.Get("tag_name"), q.Has("tag_name")
+	if tagged && tag == "" {
+		writeError(w, http.StatusBadRequest, "tag_name must not be empty")
+		return
+	}
+
+	c.mu.Lock()
+	before, failStatus, short := c.before, c.pageFail[page], c.short[page]
+	c.mu.Unlock()
+	if before != nil {
+		before(page)
+	}
+	if failStatus != 0 {
+		writeError(w, failStatus, fmt.Sprintf("injected fault on page %d", page))
+		return
+	}
+	c.mu.Lock()
+	all := c.sortedLocked(tag)
+	base := "http://" + c.apiAddr + "/v2/droplets"
+	c.mu.Unlock()
+
+	total := len(all)
+	last := max(1, (total+perPage-1)/perPage)
+	from, to := min((page-1)*perPage, total), min(page*perPage, total)
+	out := listAnswer{Droplets: []wireDroplet{}, Meta: wireMeta{Total: total}}
+	items := all[from:to]
+	if short && page < last && len(items) > 0 {
+		items = items[:len(items)-1]
+	}
+	for _, d := range items {
+		out.Droplets = append(out.Droplets, wire(d))
+	}
+	link := func(n int) string {
+		v := url.Values{"page": {strconv.Itoa(n)}, "per_page": {strconv.Itoa(perPage)}}
+		if tagged {
+			v.Set("tag_name", tag)
+		}
+		return base + "?" + v.Encode()
+	}
+	if last > 1 {
+		p := &wirePages{}
+		if page > 1 {
+			p.First, p.Prev = link(1), link(min(page-1, last))
+		}
+		if page < last {
+			p.Next, p.Last = link(page+1), link(last)
+		}
+		if *p != (wirePages{}) {
+			out.Links.Pages = p
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (c *Cloud) serveGet(w http.ResponseWriter, idText string) {
+	if st := c.count(MethodGet); st != 0 {
+		writeError(w, st, "injected fault")
+		return
+	}
+	id, err := strconv.Atoi(idText)
+	d, ok := c.Get(id)
+	if err != nil || !ok {
+		writeError(w, http.StatusNotFound, "The resource you were accessing could not be found.")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"droplet": wire(d)})
+}
+
+// The droplet as the API shows it (the documented droplet object).
+type wireDroplet struct {
+	ID               int          `json:"id"`
+	Name             string       `json:"name"`
+	Memory           int          `json:"memory"`
+	Vcpus            int          `json:"vcpus"`
+	Disk             int          `json:"disk"`
+	Locked           bool         `json:"locked"`
+	Status           string       `json:"status"`
+	Kernel           *struct{}    `json:"kernel"`
+	CreatedAt        string       `json:"created_at"`
+	Features         []string     `json:"features"`
+	BackupIDs        []int        `json:"backup_ids"`
+	NextBackupWindow *struct{}    `json:"next_backup_window"`
+	SnapshotIDs      []int        `json:"snapshot_ids"`
+	Image            wireImage    `json:"image"`
+	VolumeIDs        []string     `json:"volume_ids"`
+	Size             wireSize     `json:"size"`
+	SizeSlug         string       `json:"size_slug"`
+	Networks         wireNetworks `json:"networks"`
+	Region           wireRegion   `json:"region"`
+	Tags             []string     `json:"tags"`
+	VPCUUID          string       `json:"vpc_uuid"`
+}
+
+type wireImage struct {
+	ID           int    `json:"id"`
+	Name         string `json:"name"`
+	Distribution string `json:"distribution"`
+	Slug         string `json:"slug"`
+	Public       bool   `json:"public"`
+	Type         string `json:"type"`
+}
+
+type wireSize struct {
+	Slug         string  `json:"slug"`
+	Memory       int     `json:"memory"`
+	Vcpus        int     `json:"vcpus"`
+	Disk         int     `json:"disk"`
+	Transfer     float64 `json:"transfer"`
+	PriceMonthly float64 `json:"price_monthly"`
+	PriceHourly  float64 `json:"price_hourly"`
+	Available    bool    `json:"available"`
+}
+
+type wireNetworks struct {
+	V4 []wireV4 `json:"v4"`
+	V6 []wireV6 `json:"v6"`
+}
+
+type wireV4 struct {
+	IPAddress string `json:"ip_address"`
+	Netmask   string `json:"netmask"`
+	Gateway   string `json:"gateway"`
+	Type      string `json:"type"`
+}
+
+type wireV6 struct {
+	IPAddress string `json:"ip_address"`
+	Netmask   int    `json:"netmask"`
+	Gateway   string `json:"gateway"`
+	Type      string `json:"type"`
+}
+
+type wireRegion struct {
+	Name      string   `json:"name"`
+	Slug      string   `json:"slug"`
+	Features  []string `json:"features"`
+	Available bool     `json:"available"`
+	Sizes     []string `json:"sizes"`
+}
+
+// regionNames are the display names of a few regions; others show their
+// slug.
+var regionNames = map[string]string{
+	"nyc1": "New York 1", "nyc3": "New York 3", "ams3": "Amsterdam 3", "fra1": "Frankfurt 1",
+	"lon1": "London 1", "sfo3": "San Francisco 3", "sgp1": "Singapore 1", "tor1": "Toronto 1",
+}
+
+// wire is a droplet as the API shows it. A droplet that is off keeps its
+// addresses, as on DigitalOcean.
+func wire(d Droplet) wireDroplet {
+	var nets wireNetworks
+	nets.V4 = []wireV4{}
+	nets.V6 = []wireV6{}
+	if d.PrivateIP != "" {
+		nets.V4 = append(nets.V4, wireV4{IPAddress: d.PrivateIP, Netmask: "255.255.0.0", Gateway: "", Type: "private"})
+	}
+	if d.PublicIP != "" {
+		nets.V4 = append(nets.V4, wireV4{IPAddress: d.PublicIP, Netmask: "255.255.240.0", Gateway: "127.0.0.1", Type: "public"})
+	}
+	if d.PublicIPv6 != "" {
+		nets.V6 = append(nets.V6, wireV6{IPAddress: d.PublicIPv6, Netmask: 64, Gateway: "::1", Type: "public"})
+	}
+	features := []string{"monitoring", "droplet_agent", "private_networking"}
+	if d.PublicIPv6 != "" {
+		features = append(features, "ipv6")
+	}
+	name := regionNames[d.Region]
+	if name == "" {
+		name = d.Region
+	}
+	tags := d.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return wireDroplet{
+		ID: d.ID, Name: d.Name, Memory: 4096, Vcpus: 2, Disk: 80, Status: d.Status,
+		CreatedAt:   d.Created.UTC().Format(time.RFC3339),
+		Features:    features,
+		BackupIDs:   []int{},
+		SnapshotIDs: []int{},
+		Image:       wireImage{ID: 191457505, Name: "24.04 (LTS) x64", Distribution: "Ubuntu", Slug: "ubuntu-24-04-x64", Public: true, Type: "base"},
+		VolumeIDs:   []string{},
+		Size:        wireSize{Slug: d.Size, Memory: 4096, Vcpus: 2, Disk: 80, Transfer: 4, PriceMonthly: 24, PriceHourly: 0.0357, Available: true},
+		SizeSlug:    d.Size,
+		Networks:    nets,
+		Region:      wireRegion{Name: name, Slug: d.Region, Features: []string{"backups", "ipv6", "metadata"}, Available: true, Sizes: []string{d.Size}},
+		Tags:        tags,
+		VPCUUID:     "5a4981aa-9653-4bd1-bef5-d6bff52042e4",
+	}
+}
+
+// JSON is a droplet as the API shows it, for tests of a client's decoding.
+func JSON(d Droplet) ([]byte, error) { return json.Marshal(wire(d)) }
