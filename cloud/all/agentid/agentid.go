@@ -9,6 +9,8 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/aws/agentid"
 	// Azure.
 	_ "github.com/mooring-dev/mooring/cloud/azure/agentid"
+	// DigitalOcean.
+	_ "github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
 	// Google Compute Engine.
 	_ "github.com/mooring-dev/mooring/cloud/gce/agentid"
 	// Hetzner Cloud.
