@@ -196,6 +196,16 @@ func TestVersionAndHelp(t *testing.T) {
 	if code != 0 || stdout != "mooring-agent "+version.Get().String()+"\n" {
 		t.Errorf("--version: exit %d, %q", code, stdout)
 	}
+	// As cobra's own --version did: arguments and other flags are ignored,
+	// the config is not read; help wins.
+	for _, args := range [][]string{{"--version", "extra"}, {"--config=/nonexistent", "--version"}} {
+		if stdout, stderr, code := runCLI(t, args...); code != 0 || stdout != "mooring-agent "+version.Get().String()+"\n" {
+			t.Errorf("%v: exit %d, %q\n%s", args, code, stdout, stderr)
+		}
+	}
+	if stdout, _, code := runCLI(t, "--version", "--help"); code != 0 || !strings.Contains(stdout, "Exit codes") {
+		t.Errorf("--version --help: exit %d, %q", code, stdout)
+	}
 	stdout, _, code = runCLI(t, "--help")
 	for _, want := range []string{"joins this machine to a Kubernetes cluster", "Exit codes", "--config", "--systemd-user", "--no-start-kubelet", "-v, --v", "--version", "user-data"} {
 		if code != 0 || !strings.Contains(stdout, want) {
