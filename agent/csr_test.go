@@ -170,3 +170,11 @@ func TestWaitForCertificate(t *testing.T) {
 		t.Fatalf("deleted: %v", err)
 	}
 }
+
+// TestCSRNameRefusesAnUnknownKey: a key x509 cannot marshal gives an error,
+// not a name made of nothing.
+func TestCSRNameRefusesAnUnknownKey(t *testing.T) {
+	if name, err := CSRName("node-1", struct{}{}); err == nil {
+		t.Fatalf("CSRName of an unknown key = %q, want an error", name)
+	}
+}
