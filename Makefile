@@ -17,6 +17,13 @@ export KUBE_VERSION
 LDFLAGS := $(shell hack/ldflags.sh)
 
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
+# mooring-agent is built with grpc's grpcnotrace tag: without it grpc links
+# golang.org/x/net/trace, whose debug pages run templates, which keeps every
+# exported method of every type in the binary (a third of the agent's peak
+# RSS; docs/join.md). No mooring binary turns grpc tracing on. The same tags
+# are in hack/release.sh and test/harness (AgentBuildTags).
+AGENT_PKG = github.com/mooring-dev/mooring/agent/cmd/mooring-agent
+AGENT_TAGS := grpcnotrace
 E2E_PKGS = ./test/e2e/... ./test/chaos/...
 # hack/release is the release's own test (make release-test).
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/test/chaos' -e '/hack/release$$')
@@ -31,7 +38,8 @@ help: ## list the targets
 build: ## build every binary into bin/ (static, -trimpath, version stamped)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath ./...
-	@if [ -n "$(MAIN_PKGS)" ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(MAIN_PKGS); fi
+	@if [ -n "$(MAIN_PKGS)" ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(filter-out $(AGENT_PKG),$(MAIN_PKGS)); fi
+	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(AGENT_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/ $(AGENT_PKG)
 
 release: ## tarballs, SBOMs and SHA256SUMS for linux/amd64 and linux/arm64 into bin/release (docs/release.md)
 	rm -rf $(BIN)/release

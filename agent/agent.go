@@ -22,13 +22,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/certificate/csr"
 	"k8s.io/client-go/util/keyutil"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/ticket"
@@ -63,16 +61,16 @@ const (
 // credentials. Every step can be interrupted and resumed.
 type Agent struct {
 	Config Config
-	// Identity is the machine's cloud (a backend's, cloud.NewNodeIdentity).
-	Identity cloud.NodeIdentity
+	// Identity is the machine's cloud (a backend's, nodeid.New).
+	Identity nodeid.Identity
 	Notifier systemd.Notifier
 	// Units starts the kubelet; nil: the agent does not start it.
 	Units Starter
-	// NewClient makes the bootstrap client; default: client-go.
-	NewClient func(server string, caPEM []byte, token string) (kubernetes.Interface, error)
+	// NewClient makes the bootstrap client; default: NewClientForConfig.
+	NewClient func(server string, caPEM []byte, token string) (Client, error)
 	// NewNodeClient makes a client with the kubelet's credentials (the
-	// kubeconfig the agent wrote); default: client-go.
-	NewNodeClient func(kubeconfig string) (kubernetes.Interface, error)
+	// kubeconfig the agent wrote); default: NewClientForConfig.
+	NewNodeClient func(kubeconfig string) (Client, error)
 	// Backoff paces retries of the metadata service and the apiserver.
 	Backoff wait.Backoff
 	// DenialBackoff paces new joins after a denial that is not final.
@@ -83,8 +81,8 @@ type Agent struct {
 
 func (a *Agent) defaults() {
 	if a.NewClient == nil {
-		a.NewClient = func(server string, caPEM []byte, token string) (kubernetes.Interface, error) {
-			return kubernetes.NewForConfig(&rest.Config{
+		a.NewClient = func(server string, caPEM []byte, token string) (Client, error) {
+			return NewClientForConfig(&rest.Config{
 				Host: server, BearerToken: token, UserAgent: "mooring-agent",
 				TLSClientConfig: rest.TLSClientConfig{CAData: caPEM},
 			})
@@ -146,7 +144,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.defaults()
 	cfg := a.Config
 	a.status("reading the instance metadata")
-	var inst cloud.NodeInstance
+	var inst nodeid.Instance
 	if err := a.retry(ctx, "instance metadata", func() (err error) { inst, err = a.Identity.Instance(ctx); return err }); err != nil {
 		return err
 	}
@@ -194,7 +192,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // joinUntilDecided joins; after a denial that is not final (the evidence
 // expired while the approver was down, the cloud still said pending, ...)
 // it drops the key and joins again with a fresh one, after a backoff.
-func (a *Agent) joinUntilDecided(ctx context.Context, inst cloud.NodeInstance, nodeName string, ca []byte) error {
+func (a *Agent) joinUntilDecided(ctx context.Context, inst nodeid.Instance, nodeName string, ca []byte) error {
 	b := a.DenialBackoff
 	for {
 		err := a.join(ctx, inst, nodeName, ca)
@@ -223,7 +221,7 @@ func (a *Agent) joinUntilDecided(ctx context.Context, inst cloud.NodeInstance, n
 }
 
 // join gets an approved client certificate through the CSR API.
-func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName string, ca []byte) error {
+func (a *Agent) join(ctx context.Context, inst nodeid.Instance, nodeName string, ca []byte) error {
 	cfg := a.Config
 	keyPath := filepath.Join(cfg.CertDir, keyTmp)
 	var (
@@ -280,10 +278,10 @@ func (a *Agent) join(ctx context.Context, inst cloud.NodeInstance, nodeName stri
 // file files the CSR of the key (named by CSRName) with fresh evidence, or
 // finds the one an earlier run filed; it retries until the apiserver
 // answers.
-func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name, nodeName string, key crypto.Signer) (reqName string, reqUID types.UID, err error) {
+func (a *Agent) file(ctx context.Context, client Client, name, nodeName string, key crypto.Signer) (reqName string, reqUID types.UID, err error) {
 	err = a.retry(ctx, "certificate request", func() error {
 		// A CSR of this key filed by an earlier run is found by its name.
-		if existing, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if existing, err := client.CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
 			if d := deniedCondition(existing); d != nil {
 				return &DeniedError{CSR: name, Reason: d.Reason, Message: d.Message}
 			}
@@ -292,8 +290,8 @@ func (a *Agent) file(ctx context.Context, client kubernetes.Interface, name, nod
 		if err != nil {
 			return err
 		}
-		reqName, reqUID, err = csr.RequestCertificateWithContext(ctx, client, request, name,
-			certificatesv1.KubeAPIServerClientKubeletSignerName, nil,
+		reqName, reqUID, err = requestCertificate(ctx, client.CertificateSigningRequests(), request, name,
+			certificatesv1.KubeAPIServerClientKubeletSignerName,
 			[]certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}, key)
 		return err
 	})
@@ -332,7 +330,7 @@ func JoinRequest(ctx context.Context, identity Evidencer, nodeName string, key c
 }
 
 // Evidencer gives evidence bound to a binding value (the CSR key's,
-// internal/evidence.Binding): a cloud.NodeIdentity does.
+// internal/evidence.Binding): a nodeid.Identity does.
 type Evidencer interface {
 	Evidence(ctx context.Context, binding string) (evidence.Block, error)
 }
@@ -354,12 +352,12 @@ var errCSRGone = errors.New("the certificate request is gone")
 // watch) is followed by a look at the CSR and a new watch, so an apiserver
 // outage costs a wait, never the join. A denial is a *DeniedError; a CSR
 // that no longer exists is errCSRGone.
-func (a *Agent) waitIssued(ctx context.Context, client kubernetes.Interface, name string, uid types.UID) ([]byte, error) {
+func (a *Agent) waitIssued(ctx context.Context, client Client, name string, uid types.UID) ([]byte, error) {
 	b := a.Backoff
 	since := a.Now()
 	for {
 		waitCtx, cancel := context.WithTimeout(ctx, a.Config.WaitTimeout.Duration)
-		certPEM, err := csr.WaitForCertificate(waitCtx, client, name, uid)
+		certPEM, err := waitForCertificate(waitCtx, client, name, uid)
 		cancel()
 		if err == nil {
 			return certPEM, nil
@@ -367,7 +365,7 @@ func (a *Agent) waitIssued(ctx context.Context, client kubernetes.Interface, nam
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("certificate request %s: %w (last error: %v)", name, ctx.Err(), err)
 		}
-		got, gerr := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		got, gerr := client.CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(gerr), gerr == nil && got.UID != uid:
 			return nil, errCSRGone
@@ -453,7 +451,7 @@ func (a *Agent) evidence(ctx context.Context, binding string) (evidence.Block, e
 	}
 	a.status("asking the metadata service for evidence bound to the CSR key")
 	block, err := a.Identity.Evidence(ctx, binding)
-	if errors.Is(err, cloud.ErrNoEvidence) {
+	if errors.Is(err, nodeid.ErrNoEvidence) {
 		return block, &permanentError{fmt.Errorf("%w: give the agent a join ticket (joinTicketFile, docs/tickets.md)", err)}
 	}
 	return block, err

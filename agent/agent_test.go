@@ -23,14 +23,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/pki"
@@ -46,18 +45,18 @@ type fakeIdentity struct {
 	unsigned bool
 }
 
-func (f *fakeIdentity) Instance(context.Context) (cloud.NodeInstance, error) {
+func (f *fakeIdentity) Instance(context.Context) (nodeid.Instance, error) {
 	if f.down.Load() > 0 {
 		f.down.Add(-1)
-		return cloud.NodeInstance{}, errors.New("metadata service unreachable")
+		return nodeid.Instance{}, errors.New("metadata service unreachable")
 	}
-	return cloud.NodeInstance{ID: "i-1", Name: "node-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
+	return nodeid.Instance{ID: "i-1", Name: "node-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}, nil
 }
 
 func (f *fakeIdentity) Evidence(_ context.Context, binding string) (evidence.Block, error) {
 	f.evidences.Add(1)
 	if f.unsigned {
-		return evidence.Block{}, cloud.ErrNoEvidence
+		return evidence.Block{}, nodeid.ErrNoEvidence
 	}
 	return evidence.Block{Type: "MOORING LOCAL IDENTITY TOKEN", Data: []byte("token-for-" + binding)}, nil
 }
@@ -230,8 +229,8 @@ func (e *env) agent() *Agent {
 	e.units, e.notifier = systemd.NewFakeConn(), &systemd.FakeNotifier{}
 	return &Agent{
 		Config: e.cfg, Identity: e.identity, Notifier: e.notifier, Units: systemd.NewUnits(e.units),
-		NewClient:     func(string, []byte, string) (kubernetes.Interface, error) { return e.client, nil },
-		NewNodeClient: func(string) (kubernetes.Interface, error) { return e.client, nil },
+		NewClient:     func(string, []byte, string) (Client, error) { return fakeClient{e.client}, nil },
+		NewNodeClient: func(string) (Client, error) { return fakeClient{e.client}, nil },
 		Backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 		DenialBackoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
 	}
@@ -509,8 +508,8 @@ func TestMetadataDownRetriesWithStatus(t *testing.T) {
 func TestApiserverUnreachableGivesUpOnlyWithTheContext(t *testing.T) {
 	e := newEnv(t)
 	a := e.agent()
-	a.NewClient = func(string, []byte, string) (kubernetes.Interface, error) {
-		return kubernetes.NewForConfig(&restConfigUnreachable)
+	a.NewClient = func(string, []byte, string) (Client, error) {
+		return NewClientForConfig(&restConfigUnreachable)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()

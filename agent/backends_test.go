@@ -1,5 +1,5 @@
 package agent
 
-// The agent's config names a backend; the binary registers every backend
-// through cloud/all, the tests the local cloud's.
-import _ "github.com/mooring-dev/mooring/cloud/local"
+// The agent's config names a backend; the binary registers every backend's
+// node identity through cloud/all/agentid, the tests the local cloud's.
+import _ "github.com/mooring-dev/mooring/cloud/local/agentid"

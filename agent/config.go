@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // DefaultConfigPath is where cloud-init writes the agent's config.
@@ -32,7 +32,7 @@ type Config struct {
 	// create CSRs.
 	BootstrapTokenFile string `json:"bootstrapTokenFile"`
 	// Cloud is the backend whose metadata service attests the machine (a
-	// name cloud.Backends lists).
+	// name nodeid.Backends lists).
 	Cloud string `json:"cloud"`
 	// MetadataURL overrides the instance metadata service's address (the
 	// local cloud, which has no well-known one, needs the instance's
@@ -124,8 +124,8 @@ func (c *Config) SetDefaults() {
 }
 
 // NodeConfig is the backend's part of the config.
-func (c *Config) NodeConfig() cloud.NodeConfig {
-	return cloud.NodeConfig{MetadataURL: c.MetadataURL, NodeNamePolicy: c.NodeNamePolicy, Settings: c.CloudSettings}
+func (c *Config) NodeConfig() nodeid.Config {
+	return nodeid.Config{MetadataURL: c.MetadataURL, NodeNamePolicy: c.NodeNamePolicy, Settings: c.CloudSettings}
 }
 
 // Validate reports every problem, each naming its field.
@@ -148,12 +148,12 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("metadataURL: want an http(s) URL, got %q", c.MetadataURL))
 	}
 	switch {
-	case !cloud.Known(c.Cloud):
-		errs = append(errs, fmt.Errorf("cloud: %q is not supported here (known: %v)", c.Cloud, cloud.Backends()))
+	case !nodeid.Known(c.Cloud):
+		errs = append(errs, fmt.Errorf("cloud: %q is not supported here (known: %v)", c.Cloud, nodeid.Backends()))
 	case urlOK:
 		// The backend judges its own part: building its node identity checks
 		// the metadata URL it needs, the node name policy and its settings.
-		if _, err := cloud.NewNodeIdentity(c.Cloud, c.NodeConfig()); err != nil {
+		if _, err := nodeid.New(c.Cloud, c.NodeConfig()); err != nil {
 			errs = append(errs, fmt.Errorf("cloud %s: %w", c.Cloud, err))
 		}
 	}

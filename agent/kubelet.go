@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -32,7 +32,7 @@ const KubeletArgsVar = "KUBELET_MOORING_ARGS"
 // writeKubeletEnv writes --provider-id, --hostname-override (the node name
 // the cloud gives, which need not be the machine's hostname) and, when the
 // instance's internal address is an address of this machine, --node-ip.
-func writeKubeletEnv(path string, inst cloud.NodeInstance, isLocal func(string) bool) error {
+func writeKubeletEnv(path string, inst nodeid.Instance, isLocal func(string) bool) error {
 	args := []string{"--provider-id=" + inst.ProviderID, "--hostname-override=" + inst.NodeName}
 	if inst.InternalIP != "" && isLocal(inst.InternalIP) {
 		args = append(args, "--node-ip="+inst.InternalIP)

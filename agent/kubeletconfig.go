@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criclient "k8s.io/cri-client/pkg"
@@ -168,8 +167,8 @@ func childObject(obj map[string]any, key string) map[string]any {
 // readKubeletConfigMap reads the cluster's kubelet configuration: the
 // "kubelet" key, or nil when the ConfigMap does not exist. Any other error
 // is returned (and retried by the caller), never replaced by defaults.
-func readKubeletConfigMap(ctx context.Context, client kubernetes.Interface) (*string, error) {
-	cm, err := client.CoreV1().ConfigMaps(KubeletConfigMapNamespace).Get(ctx, KubeletConfigMapName, metav1.GetOptions{})
+func readKubeletConfigMap(ctx context.Context, client Client) (*string, error) {
+	cm, err := client.ConfigMaps(KubeletConfigMapNamespace).Get(ctx, KubeletConfigMapName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
@@ -222,14 +221,14 @@ func runtimeCgroupDriver(ctx context.Context, endpoint string) (string, error) {
 
 // newNodeClient is a client with the kubelet's own credentials: the
 // kubeconfig the agent wrote.
-func newNodeClient(kubeconfig string) (kubernetes.Interface, error) {
+func newNodeClient(kubeconfig string) (Client, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	rc.UserAgent = "mooring-agent"
 	rc.Timeout = 30 * time.Second
-	return kubernetes.NewForConfig(rc)
+	return NewClientForConfig(rc)
 }
 
 // clientCAFile returns the cluster CA's file for the kubelet: caFile, or

@@ -20,14 +20,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	k8stesting "k8s.io/client-go/testing"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // fakeCRI is a container runtime on a unix socket that answers Version and
@@ -365,7 +364,7 @@ func TestKubeletConfigReadWithTheNodeCredentials(t *testing.T) {
 	a := e.agent()
 	var asked []string
 	next := a.NewNodeClient
-	a.NewNodeClient = func(kubeconfig string) (kubernetes.Interface, error) {
+	a.NewNodeClient = func(kubeconfig string) (Client, error) {
 		asked = append(asked, kubeconfig)
 		if _, err := os.Stat(filepath.Join(e.cfg.CertDir, "kubelet-client-current.pem")); err != nil {
 			t.Errorf("node client made before the credentials are in place: %v", err)
@@ -442,7 +441,7 @@ func TestKubeletConfigDiscoveredCAFile(t *testing.T) {
 // name, and --node-ip stays only for a local address.
 func TestKubeletEnvNamesTheNode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "kubelet.env")
-	inst := cloud.NodeInstance{ID: "i-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}
+	inst := nodeid.Instance{ID: "i-1", NodeName: "node-1", ProviderID: "local://i-1", InternalIP: "127.0.0.1"}
 	for local, want := range map[bool]string{
 		true:  `KUBELET_MOORING_ARGS="--provider-id=local://i-1 --hostname-override=node-1 --node-ip=127.0.0.1"`,
 		false: `KUBELET_MOORING_ARGS="--provider-id=local://i-1 --hostname-override=node-1"`,

@@ -1,8 +1,6 @@
 package cloud
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,61 +10,25 @@ import (
 
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
-// Backend is everything a cloud gives mooring, registered once under its
-// name (as k8s.io/cloud-provider's RegisterCloudProvider does for
-// providers):
-//   - Provider builds the CCM's cloud provider from its cloud-config (see
-//     NewProvider); when it also implements Attester it backs the CSR
-//     approver;
-//   - NodeIdentity builds what the node agent asks about its own machine.
+// Backend is what a cloud gives mooring's control plane, registered once
+// under its name (as k8s.io/cloud-provider's RegisterCloudProvider does for
+// providers): Provider builds the CCM's cloud provider from its
+// cloud-config (see NewProvider); when it also implements Attester it backs
+// the CSR approver.
 //
-// The binaries select a backend by name and import every backend through
-// cloud/all; no product package imports a backend directly.
+// What the cloud gives the node agent, its node identity, registers apart
+// under the same name (cloud/nodeid), from the backend's node part
+// (cloud/<name>/agentid), so that mooring-agent links no provider. The
+// binaries select a backend by name and import every backend through
+// cloud/all (mooring-agent: cloud/all/agentid); no product package imports
+// a backend directly.
 type Backend struct {
-	Name         string
-	Provider     func(config io.Reader) (cloudprovider.Interface, error)
-	NodeIdentity func(NodeConfig) (NodeIdentity, error)
+	Name     string
+	Provider func(config io.Reader) (cloudprovider.Interface, error)
 }
-
-// NodeConfig is the node agent's configuration of its backend.
-type NodeConfig struct {
-	// MetadataURL overrides the address of the instance metadata service
-	// ("" is the cloud's own).
-	MetadataURL string
-	// NodeNamePolicy names the backend's node name policy ("" is the
-	// backend's default); it must be the one the CCM and the approver use.
-	NodeNamePolicy string
-	// Settings are the backend's own settings (the agent config's
-	// cloudSettings); a backend refuses keys it does not know.
-	Settings map[string]string
-}
-
-// NodeInstance is what a machine's metadata service says about it.
-type NodeInstance struct {
-	ID, Name, ProviderID string
-	// NodeName is the Node name under the node name policy.
-	NodeName string
-	// InternalIP is the instance's first internal address, if any.
-	InternalIP string
-}
-
-// NodeIdentity is a machine's cloud identity as the node agent sees it: its
-// metadata, and evidence the cloud signs for a binding value (the CSR key's,
-// internal/evidence.Binding).
-type NodeIdentity interface {
-	Instance(ctx context.Context) (NodeInstance, error)
-	// Evidence returns an error wrapping ErrNoEvidence when the cloud signs
-	// no instance identity: its machines join with a join ticket.
-	Evidence(ctx context.Context, binding string) (evidence.Block, error)
-}
-
-// ErrNoEvidence: the cloud signs no instance identity (DigitalOcean,
-// Hetzner, OpenStack, bare metal); a node joins there with a join ticket
-// (docs/tickets.md).
-var ErrNoEvidence = errors.New("this cloud signs no instance identity")
 
 var (
 	backendsMu sync.RWMutex
@@ -120,31 +82,19 @@ func NewProvider(name, configFile string) (cloudprovider.Interface, error) {
 	return cp, nil
 }
 
-// Backends lists the registered backends' names, sorted.
+// Backends lists the names of the registered backends, those with a
+// provider and those with a node identity (cloud/nodeid), sorted.
 func Backends() []string {
+	names := nodeid.Backends()
 	backendsMu.RLock()
-	defer backendsMu.RUnlock()
-	names := make([]string, 0, len(backends))
 	for n := range backends {
 		names = append(names, n)
 	}
-	sort.Strings(names)
-	return names
-}
-
-// NewNodeIdentity builds the node identity of the named backend.
-func NewNodeIdentity(name string, cfg NodeConfig) (NodeIdentity, error) {
-	backendsMu.RLock()
-	b, ok := backends[name]
 	backendsMu.RUnlock()
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("cloud %q is not supported here (known: %v)", name, Backends())
-	case b.NodeIdentity == nil:
-		return nil, fmt.Errorf("cloud %q has no node identity: mooring-agent cannot attest its machines", name)
-	}
-	return b.NodeIdentity(cfg)
+	sort.Strings(names)
+	return slices.Compact(names)
 }
 
-// Known reports whether a backend of that name is registered.
+// Known reports whether a backend of that name is registered, with a
+// provider or a node identity.
 func Known(name string) bool { return slices.Contains(Backends(), name) }

@@ -8,14 +8,13 @@ import (
 
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
-type stubIdentity struct{ url string }
+type stubIdentity struct{}
 
-func (s stubIdentity) Instance(context.Context) (NodeInstance, error) {
-	return NodeInstance{ID: "i-1", Name: s.url}, nil
-}
+func (stubIdentity) Instance(context.Context) (nodeid.Instance, error) { return nodeid.Instance{}, nil }
 func (stubIdentity) Evidence(context.Context, string) (evidence.Block, error) {
 	return evidence.Block{}, nil
 }
@@ -23,23 +22,16 @@ func (stubIdentity) Evidence(context.Context, string) (evidence.Block, error) {
 func noProvider(io.Reader) (cloudprovider.Interface, error) { return nil, nil }
 
 func TestRegistry(t *testing.T) {
-	Register(Backend{Name: "test-a", Provider: noProvider, NodeIdentity: func(c NodeConfig) (NodeIdentity, error) { return stubIdentity{c.MetadataURL}, nil }})
+	Register(Backend{Name: "test-a", Provider: noProvider})
+	nodeid.Register("test-a", func(nodeid.Config) (nodeid.Identity, error) { return stubIdentity{}, nil })
 	Register(Backend{Name: "test-b", Provider: noProvider})
-	if !Known("test-a") || Known("test-c") {
+	nodeid.Register("test-node-only", func(nodeid.Config) (nodeid.Identity, error) { return stubIdentity{}, nil })
+	// Both registries, each name once.
+	if got := strings.Join(Backends(), ","); got != "test-a,test-b,test-node-only" {
+		t.Fatalf("Backends() = %s", got)
+	}
+	if !Known("test-a") || !Known("test-b") || !Known("test-node-only") || Known("test-c") {
 		t.Fatalf("Known: %v", Backends())
-	}
-	id, err := NewNodeIdentity("test-a", NodeConfig{MetadataURL: "http://md"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in, _ := id.Instance(context.Background()); in.Name != "http://md" {
-		t.Fatalf("the identity did not get its metadata URL: %+v", in)
-	}
-	if _, err := NewNodeIdentity("test-b", NodeConfig{}); err == nil || !strings.Contains(err.Error(), "no node identity") {
-		t.Fatalf("a backend without node identity: %v", err)
-	}
-	if _, err := NewNodeIdentity("test-c", NodeConfig{}); err == nil || !strings.Contains(err.Error(), "test-a") {
-		t.Fatalf("an unknown backend's error should list the known ones: %v", err)
 	}
 	// mooring's registry is its own: an upstream provider registering the
 	// same name with k8s.io/cloud-provider does not clash with it.

@@ -21,6 +21,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
@@ -37,8 +38,8 @@ type signingIdentity struct {
 	in   view.Instance
 }
 
-func (s signingIdentity) Instance(context.Context) (cloud.NodeInstance, error) {
-	return cloud.NodeInstance{ID: s.in.ID, Name: s.in.Name, NodeName: s.in.NodeName, ProviderID: s.in.ProviderID}, nil
+func (s signingIdentity) Instance(context.Context) (nodeid.Instance, error) {
+	return nodeid.Instance{ID: s.in.ID, Name: s.in.Name, NodeName: s.in.NodeName, ProviderID: s.in.ProviderID}, nil
 }
 
 func (s signingIdentity) Evidence(_ context.Context, binding string) (evidence.Block, error) {

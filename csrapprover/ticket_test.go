@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/localtest"
 	"github.com/mooring-dev/mooring/cloud/local/provider"
@@ -198,7 +199,7 @@ func TestTicketVerifierPeekAndReplayKey(t *testing.T) {
 func TestTicketJoinWithTheLocalCloud(t *testing.T) {
 	lc := localtest.Start(t, nil)
 	ctx := context.Background()
-	v := view.New(provider.Source{Client: lc.Client, Cluster: cluster, NamePolicy: provider.NameFromInstanceName}, view.Options{})
+	v := view.New(provider.Source{Client: lc.Client, Cluster: cluster, NamePolicy: agentid.NameFromInstanceName}, view.Options{})
 	w := newWorld(t)
 	w.decider.instances = v
 	join := func(name string, issued time.Time) Decision {

@@ -8,8 +8,9 @@
 #   SHA256SUMS                                sha256sum's format, over the rest
 #
 # Binaries are static (CGO_ENABLED=0), built with -trimpath and the version
-# from hack/ldflags.sh, and stripped (-s -w). Tarballs are reproducible: the
-# same commit (and SOURCE_DATE_EPOCH, if set) gives the same bytes.
+# from hack/ldflags.sh, and stripped (-s -w); mooring-agent with the build
+# tags of agent_tags (the Makefile's AGENT_TAGS). Tarballs are reproducible:
+# the same commit (and SOURCE_DATE_EPOCH, if set) gives the same bytes.
 #
 # The SBOMs are made by cyclonedx-gomod from the module list Go embeds in each
 # binary; the tool is installed from the Go module proxy once, into the cache
@@ -28,6 +29,8 @@ commands=(
   mooring-agent=./agent/cmd/mooring-agent
   mooring-localcloud=./cloud/local/cmd/mooring-localcloud
 )
+# grpc's grpcnotrace: see AGENT_TAGS in the Makefile.
+agent_tags=grpcnotrace
 
 log() { echo "release: $*" >&2; }
 
@@ -67,10 +70,11 @@ for platform in $platforms; do
   os=${platform%/*}
   arch=${platform#*/}
   pkgs=()
-  for c in "${commands[@]}"; do pkgs+=("${c#*=}"); done
+  for c in "${commands[@]}"; do [ "${c%%=*}" = mooring-agent ] || pkgs+=("${c#*=}"); done
   start=$(date +%s)
   mkdir -p "$work/bin/${os}_$arch"
   CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" "${pkgs[@]}"
+  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -tags "$agent_tags" -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" ./agent/cmd/mooring-agent
   log "built $platform in $(( $(date +%s) - start ))s"
 
   for c in "${commands[@]}"; do

@@ -1,8 +1,12 @@
 // Package all imports every cloud backend mooring ships, for their
-// registration: the one package the binaries import for backends.
+// registration: the one package mooring-ccm and mooring-csr-approver import
+// for backends. mooring-agent imports only their node parts, cloud/all/agentid.
 package all
 
 import (
+	// Every backend's node identity (each backend imports its own too).
+	_ "github.com/mooring-dev/mooring/cloud/all/agentid"
+
 	// AWS.
 	_ "github.com/mooring-dev/mooring/cloud/aws"
 	// Azure.

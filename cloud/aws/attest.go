@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 )
 
 // ReplayKeyPrefix starts the replay key of AWS evidence; the rest is the
@@ -76,11 +76,11 @@ var (
 
 // NewVerifier checks the options and makes a verifier; it calls nothing.
 func NewVerifier(o VerifierOptions) (*Verifier, error) {
-	u, host, err := parseEndpoint(o.STSEndpoint)
+	u, host, err := agentid.ParseEndpoint(o.STSEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("aws verifier: STSEndpoint: %w", err)
 	}
-	if !scopeNameRE.MatchString(o.Region) {
+	if !agentid.ValidRegion(o.Region) {
 		return nil, fmt.Errorf("aws verifier: region %q: want a region name such as us-east-1", o.Region)
 	}
 	if !accountRE.MatchString(o.Account) {
@@ -109,41 +109,16 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	}, nil
 }
 
-// parseEndpoint checks an STS URL: http or https, a host, no user, no path
-// beyond "/", no query or fragment. It returns the URL to send to (path
-// "/") and the Host header SigV4 signs (without a default port).
-func parseEndpoint(s string) (*url.URL, string, error) {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return nil, "", err
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, "", fmt.Errorf("%q: want an http or https URL", s)
-	case u.Host == "" || u.Hostname() == "" || u.User != nil:
-		return nil, "", fmt.Errorf("%q: want a host and no user", s)
-	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
-		return nil, "", fmt.Errorf("%q: want no path, query or fragment", s)
-	}
-	host := u.Host
-	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
-		host = u.Hostname()
-		if strings.Contains(host, ":") {
-			host = "[" + host + "]"
-		}
-	}
-	return &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, host, nil
-}
-
 // Type is the evidence block type this verifier reads.
-func (v *Verifier) Type() string { return EvidenceType }
+func (v *Verifier) Type() string { return agentid.EvidenceType }
 
 // Peek reads the replay key and the binding without verifying anything.
 func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
-	r, err := decodeSTSRequest(data)
+	r, err := agentid.DecodeSTSRequest(data)
 	if err != nil {
 		return "", "", err
 	}
-	auth, err := parseAuthorization(r.Authorization)
+	auth, err := agentid.ParseAuthorization(r.Authorization)
 	if err != nil {
 		return "", "", err
 	}
@@ -172,42 +147,42 @@ func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now 
 		InstanceID: id,
 		ReplayKey:  ReplayKeyPrefix + auth.Signature,
 		IssuedAt:   signedAt,
-		ExpiresAt:  signedAt.Add(SignatureLifetime),
+		ExpiresAt:  signedAt.Add(agentid.SignatureLifetime),
 	}, nil
 }
 
 // check makes every check that needs no call: the form, the credential
 // scope, the signed headers, the binding and the date.
-func (v *Verifier) check(data []byte, binding string, now time.Time) (stsRequest, sigv4Auth, time.Time, error) {
-	var none sigv4Auth
-	r, err := decodeSTSRequest(data)
+func (v *Verifier) check(data []byte, binding string, now time.Time) (agentid.STSRequest, agentid.SigV4Auth, time.Time, error) {
+	var none agentid.SigV4Auth
+	r, err := agentid.DecodeSTSRequest(data)
 	if err != nil {
 		return r, none, time.Time{}, cloud.Reject(cloud.RejectMalformed, err)
 	}
-	auth, err := parseAuthorization(r.Authorization)
+	auth, err := agentid.ParseAuthorization(r.Authorization)
 	if err != nil {
 		return r, none, time.Time{}, cloud.Reject(cloud.RejectMalformed, err)
 	}
-	if auth.Service != stsService {
-		return r, none, time.Time{}, cloud.Reject(cloud.RejectIssuer, fmt.Errorf("signature is scoped to service %q, want %q", auth.Service, stsService))
+	if auth.Service != agentid.STSService {
+		return r, none, time.Time{}, cloud.Reject(cloud.RejectIssuer, fmt.Errorf("signature is scoped to service %q, want %q", auth.Service, agentid.STSService))
 	}
 	if auth.Region != v.region {
 		return r, none, time.Time{}, cloud.Reject(cloud.RejectIssuer, fmt.Errorf("signature is scoped to region %q, want %q", auth.Region, v.region))
 	}
 	if r.Binding != binding {
-		return r, none, time.Time{}, cloud.Reject(cloud.RejectBinding, fmt.Errorf("the signed %s is not the CSR key's binding", BindingHeader))
+		return r, none, time.Time{}, cloud.Reject(cloud.RejectBinding, fmt.Errorf("the signed %s is not the CSR key's binding", agentid.BindingHeader))
 	}
-	signedAt, err := parseAmzDate(r.Date)
+	signedAt, err := agentid.ParseAmzDate(r.Date)
 	if err != nil {
 		return r, none, time.Time{}, cloud.Reject(cloud.RejectMalformed, err)
 	}
 	switch {
-	case auth.ScopeDate != signedAt.Format(scopeDateLayout):
+	case auth.ScopeDate != signedAt.Format(agentid.ScopeDateLayout):
 		return r, none, time.Time{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("credential scope date %s is not the date of x-amz-date %s", auth.ScopeDate, r.Date))
-	case now.Sub(signedAt) > SignatureLifetime:
-		return r, none, time.Time{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("signed at %s, more than %s before %s", r.Date, SignatureLifetime, now.UTC().Format(amzDateLayout)))
-	case signedAt.Sub(now) > MaxFutureSkew:
-		return r, none, time.Time{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("signed at %s, more than %s after %s", r.Date, MaxFutureSkew, now.UTC().Format(amzDateLayout)))
+	case now.Sub(signedAt) > agentid.SignatureLifetime:
+		return r, none, time.Time{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("signed at %s, more than %s before %s", r.Date, agentid.SignatureLifetime, now.UTC().Format(agentid.AmzDateLayout)))
+	case signedAt.Sub(now) > agentid.MaxFutureSkew:
+		return r, none, time.Time{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("signed at %s, more than %s after %s", r.Date, agentid.MaxFutureSkew, now.UTC().Format(agentid.AmzDateLayout)))
 	}
 	return r, auth, signedAt, nil
 }
@@ -238,18 +213,18 @@ func (v *Verifier) instanceOf(arn string) (string, error) {
 
 // callerIdentity rebuilds the request from the evidence's header values,
 // sends it to the configured endpoint, and returns the caller's ARN.
-func (v *Verifier) callerIdentity(ctx context.Context, r stsRequest) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, stsMethod, v.endpoint, strings.NewReader(stsBody))
+func (v *Verifier) callerIdentity(ctx context.Context, r agentid.STSRequest) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, agentid.STSMethod, v.endpoint, strings.NewReader(agentid.STSBody))
 	if err != nil {
 		return "", fmt.Errorf("build the STS request: %w", err)
 	}
 	req.Host = v.host
-	req.Header.Set("Content-Type", stsContentType)
+	req.Header.Set("Content-Type", agentid.STSContentType)
 	req.Header.Set("X-Amz-Date", r.Date)
 	if r.SecurityToken != "" {
 		req.Header.Set("X-Amz-Security-Token", r.SecurityToken)
 	}
-	req.Header.Set(BindingHeader, r.Binding)
+	req.Header.Set(agentid.BindingHeader, r.Binding)
 	req.Header.Set("Authorization", r.Authorization)
 
 	resp, err := v.client.Do(req)

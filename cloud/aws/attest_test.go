@@ -24,7 +24,9 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -55,7 +57,7 @@ type world struct {
 	clk   *clock
 	cloud *awstest.Cloud
 	in    awstest.Instance
-	agent *NodeIdentity
+	agent *agentid.NodeIdentity
 	v     *Verifier
 }
 
@@ -65,7 +67,7 @@ func newWorld(t *testing.T, opts awstest.Options) *world {
 	opts.Now = w.clk.Now
 	w.cloud = awstest.NewStarted(t, opts)
 	w.in = w.cloud.Put(awstest.Instance{PrivateIP: "127.0.0.10", Role: testRole, Tags: map[string]string{"Name": "node-a"}, MetadataTags: true})
-	w.agent = w.agentOf(w.in.ID, map[string]string{SettingSTSEndpoint: w.cloud.Endpoint()})
+	w.agent = w.agentOf(w.in.ID, map[string]string{agentid.SettingSTSEndpoint: w.cloud.Endpoint()})
 	w.v = w.verifier(func(*VerifierOptions) {})
 	return w
 }
@@ -83,28 +85,33 @@ func (w *world) verifier(edit func(*VerifierOptions)) *Verifier {
 }
 
 // agentOf is the node agent of an instance, on the world's clock.
-func (w *world) agentOf(id string, settings map[string]string) *NodeIdentity {
+func (w *world) agentOf(id string, settings map[string]string) *agentid.NodeIdentity {
+	w.t.Helper()
+	return w.agentOn(id, settings, w.clk.Now)
+}
+
+// agentOn is the node agent of an instance, on the clock now.
+func (w *world) agentOn(id string, settings map[string]string, now func() time.Time) *agentid.NodeIdentity {
 	w.t.Helper()
 	url, err := w.cloud.IMDS(id)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	a, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: url, Settings: settings})
+	a, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: url, Settings: settings}, agentid.WithClock(now))
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	a.now = w.clk.Now
 	return a
 }
 
 // evidenceOf is an agent's evidence for binding.
-func (w *world) evidenceOf(a *NodeIdentity, binding string) []byte {
+func (w *world) evidenceOf(a *agentid.NodeIdentity, binding string) []byte {
 	w.t.Helper()
 	b, err := a.Evidence(context.Background(), binding)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if b.Type != EvidenceType {
+	if b.Type != agentid.EvidenceType {
 		w.t.Fatalf("evidence type %q", b.Type)
 	}
 	return b.Data
@@ -122,7 +129,7 @@ func (w *world) stsCalls() (answered, refused int) {
 // verifier rebuilds, for a node role session of the account.
 func (w *world) approvedWithoutChecks(v *Verifier, data []byte) {
 	w.t.Helper()
-	r, err := decodeSTSRequest(data)
+	r, err := agentid.DecodeSTSRequest(data)
 	if err != nil {
 		r = mustDecodeLoose(w.t, data)
 	}
@@ -136,9 +143,9 @@ func (w *world) approvedWithoutChecks(v *Verifier, data []byte) {
 }
 
 // mustDecodeLoose reads evidence that the strict decoder refuses.
-func mustDecodeLoose(t *testing.T, data []byte) stsRequest {
+func mustDecodeLoose(t *testing.T, data []byte) agentid.STSRequest {
 	t.Helper()
-	var r stsRequest
+	var r agentid.STSRequest
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +203,9 @@ func sign(t *testing.T, s signed, binding string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", stsContentType)
+	req.Header.Set("Content-Type", agentid.STSContentType)
 	if s.binding != "" {
-		req.Header.Set(BindingHeader, s.binding)
+		req.Header.Set(agentid.BindingHeader, s.binding)
 	}
 	for k, v := range s.extra {
 		req.Header.Set(k, v)
@@ -207,7 +214,7 @@ func sign(t *testing.T, s signed, binding string) []byte {
 	if err := v4.NewSigner().SignHTTP(context.Background(), s.creds, req, hex.EncodeToString(sum[:]), s.service, s.region, s.at); err != nil {
 		t.Fatal(err)
 	}
-	return raw(t, stsRequest{
+	return raw(t, agentid.STSRequest{
 		Authorization: req.Header.Get("Authorization"),
 		Date:          req.Header.Get("X-Amz-Date"),
 		SecurityToken: req.Header.Get("X-Amz-Security-Token"),
@@ -216,11 +223,11 @@ func sign(t *testing.T, s signed, binding string) []byte {
 }
 
 // raw encodes evidence without checking it.
-func raw(t *testing.T, r stsRequest) []byte {
+func raw(t *testing.T, r agentid.STSRequest) []byte {
 	t.Helper()
 	data, err := json.Marshal(struct {
 		V int `json:"v"`
-		stsRequest
+		agentid.STSRequest
 	}{1, r})
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +242,7 @@ func (w *world) asNode(binding string) signed {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return signed{creds: creds, endpoint: w.cloud.Endpoint(), region: w.cloud.Region(), service: "sts", body: stsBody, binding: binding, at: w.clk.Now()}
+	return signed{creds: creds, endpoint: w.cloud.Endpoint(), region: w.cloud.Region(), service: "sts", body: agentid.STSBody, binding: binding, at: w.clk.Now()}
 }
 
 // TestRoundTrip: the agent's evidence, carried in a CSR, verifies at the
@@ -290,13 +297,13 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for k := range fields {
 		switch k {
-		case keyVersion, keyAuthorization, keyDate, keySecurityToken, keyBinding:
+		case "v", "authorization", "x-amz-date", "x-amz-security-token", "x-mooring-binding":
 		default:
 			t.Errorf("evidence carries %q", k)
 		}
 	}
 	// What the node signed: the headers the approver sends, binding included.
-	auth, err := parseAuthorization(fields[keyAuthorization].(string))
+	auth, err := agentid.ParseAuthorization(fields["authorization"].(string))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +333,7 @@ func TestAttacks(t *testing.T) {
 	t.Run("binding header changed after signing", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
 		signedFor, csrs := newBinding(t), newBinding(t)
-		r, err := decodeSTSRequest(w.evidenceOf(w.agent, signedFor))
+		r, err := agentid.DecodeSTSRequest(w.evidenceOf(w.agent, signedFor))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,8 +357,8 @@ func TestAttacks(t *testing.T) {
 	t.Run("signed 10 minutes in the future", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
 		b := newBinding(t)
-		w.agent.now = func() time.Time { return t0.Add(10 * time.Minute) }
-		data := w.evidenceOf(w.agent, b)
+		ahead := w.agentOn(w.in.ID, map[string]string{agentid.SettingSTSEndpoint: w.cloud.Endpoint()}, func() time.Time { return t0.Add(10 * time.Minute) })
+		data := w.evidenceOf(ahead, b)
 		_, err := w.v.Verify(ctx, data, b, t0)
 		wantReject(t, err, cloud.RejectExpired)
 		w.approvedWithoutChecks(w.v, data) // within STS's 15 minutes
@@ -360,7 +367,7 @@ func TestAttacks(t *testing.T) {
 	t.Run("scope date not x-amz-date's", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
 		b := newBinding(t)
-		r, err := decodeSTSRequest(w.evidenceOf(w.agent, b))
+		r, err := agentid.DecodeSTSRequest(w.evidenceOf(w.agent, b))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,7 +421,7 @@ func TestAttacks(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
 		other := w.cloud.Put(awstest.Instance{PrivateIP: "127.0.0.11", Role: "web-server"})
 		b := newBinding(t)
-		data := w.evidenceOf(w.agentOf(other.ID, map[string]string{SettingSTSEndpoint: w.cloud.Endpoint()}), b)
+		data := w.evidenceOf(w.agentOf(other.ID, map[string]string{agentid.SettingSTSEndpoint: w.cloud.Endpoint()}), b)
 		_, err := w.v.Verify(ctx, data, b, w.clk.Now())
 		wantReject(t, err, cloud.RejectIssuer)
 		v := w.verifier(func(o *VerifierOptions) { o.NodeRoles = append(o.NodeRoles, "web-server") })
@@ -450,7 +457,7 @@ func TestAttacks(t *testing.T) {
 		b := newBinding(t)
 		for _, body := range []string{
 			"Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fadmin&RoleSessionName=i-0123456789abcdef0",
-			stsBody + "&Extra=1",
+			agentid.STSBody + "&Extra=1",
 			"Version=2011-06-15&Action=GetCallerIdentity",
 		} {
 			s := w.asNode(b)
@@ -482,7 +489,7 @@ func TestAttacks(t *testing.T) {
 		}
 		// Signed for the attacker's endpoint: still sent to STS only,
 		// whose host differs from the signed one.
-		a := w.agentOf(w.in.ID, map[string]string{SettingSTSEndpoint: attacker.URL})
+		a := w.agentOf(w.in.ID, map[string]string{agentid.SettingSTSEndpoint: attacker.URL})
 		_, err := w.v.Verify(ctx, w.evidenceOf(a, b), b, w.clk.Now())
 		wantReject(t, err, cloud.RejectSignature)
 		if hits.Load() != 0 {
@@ -505,7 +512,7 @@ func TestAttacks(t *testing.T) {
 	t.Run("signed headers edited", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
 		b := newBinding(t)
-		good, err := decodeSTSRequest(w.evidenceOf(w.agent, b))
+		good, err := agentid.DecodeSTSRequest(w.evidenceOf(w.agent, b))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -569,7 +576,7 @@ func TestMalformedEvidence(t *testing.T) {
 	w := newWorld(t, awstest.Options{})
 	b := newBinding(t)
 	good := w.evidenceOf(w.agent, b)
-	r, err := decodeSTSRequest(good)
+	r, err := agentid.DecodeSTSRequest(good)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,8 +598,8 @@ func TestMalformedEvidence(t *testing.T) {
 		"null value":           "{" + strings.Replace(body, `"x-mooring-binding":"`+b+`"`, `"x-mooring-binding":null`, 1) + "}",
 		"trailing bytes":       string(good) + "x",
 		"second object":        string(good) + "{}",
-		"no binding":           string(raw(t, stsRequest{Authorization: r.Authorization, Date: r.Date, SecurityToken: r.SecurityToken})),
-		"no date":              string(raw(t, stsRequest{Authorization: r.Authorization, SecurityToken: r.SecurityToken, Binding: b})),
+		"no binding":           string(raw(t, agentid.STSRequest{Authorization: r.Authorization, Date: r.Date, SecurityToken: r.SecurityToken})),
+		"no date":              string(raw(t, agentid.STSRequest{Authorization: r.Authorization, SecurityToken: r.SecurityToken, Binding: b})),
 		"empty token":          "{" + strings.Replace(body, r.SecurityToken, "", 1) + "}",
 		"control character":    "{" + strings.Replace(body, b, b[:10]+`\u0000`+b[11:], 1) + "}",
 		"newline in authz":     "{" + strings.Replace(body, "AWS4-HMAC-SHA256 ", `AWS4-HMAC-SHA256\n`, 1) + "}",
@@ -600,9 +607,9 @@ func TestMalformedEvidence(t *testing.T) {
 		"non-ASCII":            "{" + strings.Replace(body, b, b[:10]+"é"+b[11:], 1) + "}",
 		"date of another form": "{" + strings.Replace(body, r.Date, "2026-11-23T10:00:00Z", 1) + "}",
 		"date out of range":    "{" + strings.Replace(body, r.Date, "20261123T250000Z", 1) + "}",
-		"oversized token":      string(raw(t, stsRequest{Authorization: r.Authorization, Date: r.Date, SecurityToken: strings.Repeat("A", 7<<10), Binding: b})),
-		"oversized binding":    string(raw(t, stsRequest{Authorization: r.Authorization, Date: r.Date, SecurityToken: r.SecurityToken, Binding: strings.Repeat("A", 200)})),
-		"oversized evidence":   "{" + body + strings.Repeat(" ", MaxEvidenceSize) + "}",
+		"oversized token":      string(raw(t, agentid.STSRequest{Authorization: r.Authorization, Date: r.Date, SecurityToken: strings.Repeat("A", 7<<10), Binding: b})),
+		"oversized binding":    string(raw(t, agentid.STSRequest{Authorization: r.Authorization, Date: r.Date, SecurityToken: r.SecurityToken, Binding: strings.Repeat("A", 200)})),
+		"oversized evidence":   "{" + body + strings.Repeat(" ", agentid.MaxEvidenceSize) + "}",
 	}
 	for name, data := range cases {
 		_, err := w.v.Verify(context.Background(), []byte(data), b, w.clk.Now())
@@ -673,11 +680,11 @@ func fakeSTS(t *testing.T, status int, body string) (*httptest.Server, *atomic.I
 func fakeEvidence(t *testing.T, endpoint, binding string, at time.Time) []byte {
 	t.Helper()
 	creds := aws.Credentials{AccessKeyID: "ASIAEXAMPLEEXAMPLE01", SecretAccessKey: "secret", SessionToken: "token"}
-	r, err := signCallerIdentity(context.Background(), v4.NewSigner(), creds, endpoint, "us-east-1", binding, at)
+	r, err := agentid.SignCallerIdentity(context.Background(), v4.NewSigner(), creds, endpoint, "us-east-1", binding, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := r.encode()
+	data, err := r.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -790,10 +797,10 @@ func TestRebuiltRequest(t *testing.T) {
 	switch {
 	case got.Method != http.MethodPost || got.URL.Path != "/" || got.URL.RawQuery != "" || got.Host != u.Host:
 		t.Errorf("sent %s %s to host %s", got.Method, got.URL, got.Host)
-	case gotBody != stsBody || got.Header.Get("Content-Type") != stsContentType:
+	case gotBody != agentid.STSBody || got.Header.Get("Content-Type") != agentid.STSContentType:
 		t.Errorf("sent body %q of type %q", gotBody, got.Header.Get("Content-Type"))
 	case got.Header.Get("Authorization") != r.Authorization || got.Header.Get("X-Amz-Date") != r.Date ||
-		got.Header.Get("X-Amz-Security-Token") != r.SecurityToken || got.Header.Get(BindingHeader) != b:
+		got.Header.Get("X-Amz-Security-Token") != r.SecurityToken || got.Header.Get(agentid.BindingHeader) != b:
 		t.Errorf("sent headers %v", got.Header)
 	}
 }
@@ -849,7 +856,7 @@ func TestReplayKey(t *testing.T) {
 
 func TestNewVerifierOptions(t *testing.T) {
 	good := VerifierOptions{STSEndpoint: "https://sts.us-east-1.amazonaws.com", Region: "us-east-1", Account: "123456789012", NodeRoles: []string{testRole}}
-	if v, err := NewVerifier(good); err != nil || v.Type() != EvidenceType || v.host != "sts.us-east-1.amazonaws.com" {
+	if v, err := NewVerifier(good); err != nil || v.Type() != agentid.EvidenceType || v.host != "sts.us-east-1.amazonaws.com" {
 		t.Fatalf("NewVerifier = %+v, %v", v, err)
 	}
 	if v, err := NewVerifier(VerifierOptions{STSEndpoint: "https://sts.us-east-1.amazonaws.com:443/", Region: "us-east-1", Account: "123456789012", NodeRoles: []string{testRole}}); err != nil || v.host != "sts.us-east-1.amazonaws.com" {
@@ -878,35 +885,4 @@ func TestNewVerifierOptions(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-}
-
-// FuzzDecodeEvidence: the decoder never panics, and what it accepts
-// encodes back to evidence it reads the same.
-func FuzzDecodeEvidence(f *testing.F) {
-	creds := aws.Credentials{AccessKeyID: "ASIAEXAMPLEEXAMPLE01", SecretAccessKey: "secret", SessionToken: "token"}
-	r, err := signCallerIdentity(context.Background(), v4.NewSigner(), creds, "https://sts.us-east-1.amazonaws.com", "us-east-1", "b1nd1ng", t0)
-	if err != nil {
-		f.Fatal(err)
-	}
-	good, err := r.encode()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(good)
-	f.Add([]byte(`{"v":1}`))
-	f.Add([]byte(`{"v":1,"v":1}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		r, err := decodeSTSRequest(data)
-		if err != nil {
-			return
-		}
-		again, err := r.encode()
-		if err != nil {
-			t.Fatalf("accepted %q but cannot encode it: %v", data, err)
-		}
-		r2, err := decodeSTSRequest(again)
-		if err != nil || r2 != r {
-			t.Fatalf("re-encoded %q reads %+v, %v; want %+v", again, r2, err, r)
-		}
-	})
 }

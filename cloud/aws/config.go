@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mooring-dev/mooring/cloud"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 )
 
 // Config is the AWS backend's cloud config file (the CCM's and the CSR
@@ -25,7 +27,7 @@ type Config struct {
 	// Required.
 	ClusterID string `json:"clusterID"`
 	// NodeNamePolicy maps instances to Node names: PrivateDNSName (the
-	// default), InstanceID or Tag:<key> (see ParseNamePolicy). The node
+	// default), InstanceID or Tag:<key> (see agentid.ParseNamePolicy). The node
 	// agent must use the same policy.
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
 	// EC2Endpoint overrides the EC2 API's URL; "" is the SDK's regional
@@ -33,7 +35,7 @@ type Config struct {
 	EC2Endpoint string `json:"ec2Endpoint,omitempty"`
 	// STSEndpoint is where the approver sends the GetCallerIdentity
 	// requests that nodes signed; "" is https://sts.<region>.amazonaws.com
-	// (DefaultSTSEndpoint).
+	// (agentid.DefaultSTSEndpoint).
 	STSEndpoint string `json:"stsEndpoint,omitempty"`
 	// Account is the 12-digit AWS account the cluster's instances, and the
 	// roles of their instance profiles, belong to. Required.
@@ -113,20 +115,12 @@ func ParseConfig(r io.Reader) (Config, error) {
 // ClusterTagKey is the tag key the cluster's instances carry.
 func (c *Config) ClusterTagKey() string { return ClusterTagPrefix + c.ClusterID }
 
-// DefaultSTSEndpoint is the regional STS endpoint of a region.
-func DefaultSTSEndpoint(region string) string {
-	if strings.HasPrefix(region, "cn-") {
-		return "https://sts." + region + ".amazonaws.com.cn"
-	}
-	return "https://sts." + region + ".amazonaws.com"
-}
-
 // EffectiveSTSEndpoint is STSEndpoint, or the region's default.
 func (c *Config) EffectiveSTSEndpoint() string {
 	if c.STSEndpoint != "" {
 		return c.STSEndpoint
 	}
-	return DefaultSTSEndpoint(c.Region)
+	return agentid.DefaultSTSEndpoint(c.Region)
 }
 
 func (c *Config) defaults() {
@@ -158,7 +152,7 @@ func (c *Config) validate() error {
 	case !clusterIDPattern.MatchString(c.ClusterID):
 		errs = append(errs, fmt.Errorf("clusterID %q: want 1-106 letters, digits or ._:=+@- (it ends the tag key %s<clusterID>)", c.ClusterID, ClusterTagPrefix))
 	}
-	if _, err := ParseNamePolicy(c.NodeNamePolicy); err != nil {
+	if _, err := agentid.ParseNamePolicy(c.NodeNamePolicy); err != nil {
 		errs = append(errs, fmt.Errorf("nodeNamePolicy: %w", err))
 	}
 	if err := cloud.CheckEndpoint(c.EC2Endpoint, true); c.EC2Endpoint != "" && err != nil {

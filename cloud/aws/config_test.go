@@ -43,18 +43,6 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 }
 
-func TestDefaultSTSEndpoint(t *testing.T) {
-	for region, want := range map[string]string{
-		"us-east-1":     "https://sts.us-east-1.amazonaws.com",
-		"us-gov-west-1": "https://sts.us-gov-west-1.amazonaws.com",
-		"cn-north-1":    "https://sts.cn-north-1.amazonaws.com.cn",
-	} {
-		if got := DefaultSTSEndpoint(region); got != want {
-			t.Errorf("%s: %s, want %s", region, got, want)
-		}
-	}
-}
-
 func TestParseConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ name, text, want string }{
 		{"unknown field", minimalConfig + "bogus: 1\n", "bogus"},

@@ -1,10 +1,12 @@
-// Package aws is mooring's AWS backend, registered as "aws" (backend.go).
-// A node proves which EC2 instance it is without any secret of mooring's:
+// Package aws is mooring's AWS backend, registered as "aws" (backend.go;
+// the node identity registers from its own package, agentid). A node
+// proves which EC2 instance it is without any secret of mooring's:
 //
-//   - on the node, agentid.go reads the instance's metadata over IMDSv2 and
-//     signs, with its instance profile's credentials, an STS
-//     GetCallerIdentity request whose signed headers carry the CSR key's
-//     binding (the evidence; its wire form is evidence.go);
+//   - on the node, agentid (cloud/aws/agentid, all mooring-agent links of
+//     the backend) reads the instance's metadata over IMDSv2 and signs,
+//     with its instance profile's credentials, an STS GetCallerIdentity
+//     request whose signed headers carry the CSR key's binding (the
+//     evidence; its wire form is agentid's evidence.go);
 //   - in the approver, attest.go's Verifier replays that request to STS and
 //     accepts the answer only for a session of a configured node role in the
 //     cluster's account, whose session name is the instance id;
@@ -12,7 +14,7 @@
 //     kubernetes.io/cluster/<clusterID> = owned or shared) with paginated
 //     DescribeInstances calls into mooring's shared instance view, with the
 //     upstream AWS CCM's providerIDs (aws:///<zone>/<id>) and address order,
-//     and Node names under the node name policy of names.go;
+//     and Node names under the node name policy of agentid's names.go;
 //   - provider.go and instances.go are the CCM's k8s.io/cloud-provider
 //     provider (InstancesV2 over that view, and cloud.Attester), configured
 //     by config.go's cloud-config;

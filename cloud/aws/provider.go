@@ -15,12 +15,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // ProviderName is the backend's name, for --cloud-provider and the node
 // agent's cloud setting.
-const ProviderName = "aws"
+const ProviderName = agentid.Name
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it with mooring's backends (cloud.Register, built by cloud.NewProvider).
@@ -40,7 +41,7 @@ type Cloud struct {
 	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
 
 	cfg      Config
-	policy   NamePolicy
+	policy   agentid.NamePolicy
 	ec2      EC2API
 	view     *view.View
 	verifier *Verifier
@@ -100,7 +101,7 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 	if ec2Client == nil {
 		return nil, errors.New("aws: an EC2 client is required")
 	}
-	policy, err := ParseNamePolicy(cfg.NodeNamePolicy)
+	policy, err := agentid.ParseNamePolicy(cfg.NodeNamePolicy)
 	if err != nil {
 		return nil, err // validate has seen it already
 	}

@@ -19,7 +19,9 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // clusterTag is the tag of cluster c1, the tests' cluster.
@@ -153,7 +155,7 @@ func TestInstanceStates(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.InstanceView().Invalidate()
-		n := node("n", ProviderID(in.Zone, in.ID))
+		n := node("n", agentid.ProviderID(in.Zone, in.ID))
 		exists, err := p.InstanceExists(ctx, n)
 		if err != nil || exists != tc.exists {
 			t.Errorf("%s: exists %v, %v; want %v", tc.state, exists, err, tc.exists)
@@ -193,7 +195,7 @@ func TestInstanceDeleted(t *testing.T) {
 	p := e.provider(t, time.Nanosecond)
 	in := e.running(t, "127.0.0.8")
 	ctx := context.Background()
-	n := node("n", ProviderID(in.Zone, in.ID))
+	n := node("n", agentid.ProviderID(in.Zone, in.ID))
 	if exists, err := p.InstanceExists(ctx, n); err != nil || !exists {
 		t.Fatalf("before the deletion: %v, %v", exists, err)
 	}
@@ -229,7 +231,7 @@ func TestViewMissConfirmedByID(t *testing.T) {
 		t.Fatal(err)
 	}
 	late := e.running(t, "127.0.0.2")
-	n := node("n", ProviderID(late.Zone, late.ID))
+	n := node("n", agentid.ProviderID(late.Zone, late.ID))
 	before := e.aws.Calls("DescribeInstances")
 	if exists, err := p.InstanceExists(ctx, n); err != nil || !exists {
 		t.Fatalf("an instance newer than the snapshot: exists %v, %v; want true", exists, err)
@@ -243,7 +245,7 @@ func TestViewMissConfirmedByID(t *testing.T) {
 	}
 	// An instance of another cluster is not gone, nor this cluster's.
 	foreign := e.put(t, awstest.Instance{PrivateIP: "127.0.0.3", Tags: map[string]string{"kubernetes.io/cluster/c2": "owned"}})
-	fn := node("f", ProviderID(foreign.Zone, foreign.ID))
+	fn := node("f", agentid.ProviderID(foreign.Zone, foreign.ID))
 	if exists, err := p.InstanceExists(ctx, fn); err != nil || !exists {
 		t.Fatalf("another cluster's instance: exists %v, %v; want true (leave the Node alone)", exists, err)
 	}
@@ -258,7 +260,7 @@ func TestOutageIsNeverGone(t *testing.T) {
 	e := newEnv(t)
 	in := e.running(t, "127.0.0.4")
 	ctx := context.Background()
-	byID := node("n", ProviderID(in.Zone, in.ID))
+	byID := node("n", agentid.ProviderID(in.Zone, in.ID))
 	byName := node(in.PrivateDNSName, "")
 
 	p := e.provider(t, 0)
@@ -293,7 +295,7 @@ func TestOutageIsNeverGone(t *testing.T) {
 	}
 	late := e.running(t, "127.0.0.6")
 	e.aws.Fail("DescribeInstances", 1, 503, "Unavailable")
-	if exists, err := p.InstanceExists(ctx, node("late", ProviderID(late.Zone, late.ID))); err == nil {
+	if exists, err := p.InstanceExists(ctx, node("late", agentid.ProviderID(late.Zone, late.ID))); err == nil {
 		t.Fatalf("lookup by id failing: exists %v and no error", exists)
 	}
 	// An id EC2 calls malformed (InvalidInstanceID.Malformed) is an error
@@ -339,7 +341,7 @@ func TestProviderInterfaces(t *testing.T) {
 		t.Error("Clusters implemented")
 	}
 	vs := p.EvidenceVerifiers()
-	if len(vs) != 1 || vs[0].Type() != EvidenceType {
+	if len(vs) != 1 || vs[0].Type() != agentid.EvidenceType {
 		t.Fatalf("verifiers: %v", vs)
 	}
 	var _ cloud.Attester = p
@@ -377,7 +379,7 @@ func TestFactoryThroughRegistry(t *testing.T) {
 	if _, err := Factory(strings.NewReader("region: us-east-1\n")); err == nil {
 		t.Fatal("Factory accepted an incomplete config")
 	}
-	if _, err := cloud.NewNodeIdentity(ProviderName, cloud.NodeConfig{MetadataURL: "http://127.0.0.1:1"}); err != nil {
+	if _, err := nodeid.New(ProviderName, nodeid.Config{MetadataURL: "http://127.0.0.1:1"}); err != nil {
 		t.Fatalf("the backend's node identity: %v", err)
 	}
 }
@@ -399,7 +401,7 @@ func TestNewWithDefaultChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	md, err := p.InstanceMetadata(context.Background(), node(in.PrivateDNSName, ""))
-	if err != nil || md.ProviderID != ProviderID(in.Zone, in.ID) {
+	if err != nil || md.ProviderID != agentid.ProviderID(in.Zone, in.ID) {
 		t.Fatalf("metadata through the SDK's default chain: %+v, %v", md, err)
 	}
 	// Without credentials anywhere the call fails: an error, not "gone".
@@ -409,7 +411,7 @@ func TestNewWithDefaultChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exists, err := p.InstanceExists(context.Background(), node("n", ProviderID(in.Zone, in.ID))); err == nil {
+	if exists, err := p.InstanceExists(context.Background(), node("n", agentid.ProviderID(in.Zone, in.ID))); err == nil {
 		t.Fatalf("without credentials: exists %v and no error", exists)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	awsv1 "k8s.io/cloud-provider-aws/pkg/providers/v1"
 	awsv1config "k8s.io/cloud-provider-aws/pkg/providers/v1/config"
 
+	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 )
 
@@ -144,7 +145,7 @@ func TestUpstreamLoadBalancersAndRoutes(t *testing.T) {
 
 	// Instances are still this backend's, from EC2 through the view.
 	md, err := p.InstanceMetadata(ctx, node(in.PrivateDNSName, ""))
-	if err != nil || md.ProviderID != ProviderID(in.Zone, in.ID) {
+	if err != nil || md.ProviderID != agentid.ProviderID(in.Zone, in.ID) {
 		t.Fatalf("InstanceMetadata beside the upstream: %+v, %v", md, err)
 	}
 }

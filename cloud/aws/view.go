@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -26,10 +27,6 @@ type EC2API interface {
 // pageSize is DescribeInstances' MaxResults: EC2's largest page.
 const pageSize = 1000
 
-// ProviderIDPrefix starts the providerID of an EC2 instance's Node,
-// aws:///<zone>/<instance-id>, as the upstream AWS CCM writes it.
-const ProviderIDPrefix = "aws:///"
-
 // Source lists a cluster's EC2 instances for the shared instance view: one
 // paginated DescribeInstances filtered by the cluster tag's key, keeping the
 // instances whose tag value is owned or shared.
@@ -41,7 +38,7 @@ type Source struct {
 	// ClusterID is the cluster's id (Config.ClusterID).
 	ClusterID string
 	// NamePolicy derives each instance's Node name.
-	NamePolicy NamePolicy
+	NamePolicy agentid.NamePolicy
 	// RequestTimeout bounds each page's call; 0 leaves it to the context.
 	RequestTimeout time.Duration
 }
@@ -112,7 +109,7 @@ func (s Source) toView(in *ec2types.Instance) (view.Instance, bool) {
 		klog.V(2).InfoS("EC2 describes no attachment time of the instance's primary network interface; its creation time is unknown (a join ticket cannot name it)", "instance", id)
 	}
 	return view.Instance{
-		ProviderID:   ProviderID(zone, id),
+		ProviderID:   agentid.ProviderID(zone, id),
 		ID:           id,
 		Name:         tags["Name"],
 		NodeName:     s.NamePolicy.NodeName(id, aws.ToString(in.PrivateDnsName), tags),
@@ -247,23 +244,19 @@ func inUseInterfaces(all []ec2types.InstanceNetworkInterface) []ec2types.Instanc
 	return out
 }
 
-// ProviderID is the providerID of the instance id in zone:
-// aws:///<zone>/<instance-id>.
-func ProviderID(zone, id string) string { return ProviderIDPrefix + zone + "/" + id }
-
 // ParseProviderID reads the providerID of an EC2 instance's Node in the
 // forms the upstream AWS CCM accepts: aws:///<zone>/<instance-id> (the one it
 // and this backend write), aws:////<instance-id> (no zone), and a bare
 // instance id. Instance ids start with "i-". Anything else is an error.
 func ParseProviderID(providerID string) (zone, id string, err error) {
-	rest, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	rest, ok := strings.CutPrefix(providerID, agentid.ProviderIDPrefix)
 	switch {
 	case !ok && !strings.Contains(providerID, "/") && !strings.Contains(providerID, ":"):
 		id = providerID // a bare instance id
 	case ok && strings.Count(rest, "/") == 1:
 		zone, id, _ = strings.Cut(rest, "/")
 	default:
-		return "", "", fmt.Errorf("providerID %q: want %s<zone>/<instance-id>, %s/<instance-id> or a bare instance id", providerID, ProviderIDPrefix, ProviderIDPrefix)
+		return "", "", fmt.Errorf("providerID %q: want %s<zone>/<instance-id>, %s/<instance-id> or a bare instance id", providerID, agentid.ProviderIDPrefix, agentid.ProviderIDPrefix)
 	}
 	if !validInstanceID(id) {
 		return "", "", fmt.Errorf("providerID %q: %q is not an EC2 instance id (i-...)", providerID, id)

@@ -13,6 +13,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -40,7 +41,7 @@ func TestParseProviderID(t *testing.T) {
 		}
 	}
 	// What the view writes, it reads.
-	if zone, id, err := ParseProviderID(ProviderID("us-east-1b", "i-0aaaaaaaaaaaaaaaa")); err != nil || zone != "us-east-1b" || id != "i-0aaaaaaaaaaaaaaaa" {
+	if zone, id, err := ParseProviderID(agentid.ProviderID("us-east-1b", "i-0aaaaaaaaaaaaaaaa")); err != nil || zone != "us-east-1b" || id != "i-0aaaaaaaaaaaaaaaa" {
 		t.Fatalf("round trip: %q %q %v", zone, id, err)
 	}
 }
@@ -257,7 +258,7 @@ func TestNodeNamePolicies(t *testing.T) {
 		"Tag:k8s-node":   "worker-9",
 	} {
 		t.Run("policy "+policy, func(t *testing.T) {
-			p, err := ParseNamePolicy(policy)
+			p, err := agentid.ParseNamePolicy(policy)
 			if err != nil {
 				t.Fatal(err)
 			}

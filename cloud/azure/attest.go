@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 )
 
 // ReplayKeyPrefix starts the replay key of Azure evidence; the rest is the
@@ -75,7 +76,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	v := &Verifier{roots: o.Roots, intermediates: slices.Clone(o.Intermediates),
 		maxAge: o.MaxDocumentAge, skew: o.MaxClockSkew}
 	for _, s := range o.Subscriptions {
-		if !uuidRE.MatchString(s) {
+		if !agentid.ValidUUID(s) {
 			return nil, fmt.Errorf("azure verifier: subscription %q is not a subscription id (a UUID)", s)
 		}
 		v.subscriptions = append(v.subscriptions, strings.ToLower(s))
@@ -101,7 +102,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 }
 
 // Type is the evidence block type this verifier reads.
-func (v *Verifier) Type() string { return EvidenceType }
+func (v *Verifier) Type() string { return agentid.EvidenceType }
 
 // Peek reads the replay key without verifying anything. The nonce is a
 // one-way function of the binding, so no binding is claimed.
@@ -165,7 +166,7 @@ func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now ti
 	if err != nil {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, err)
 	}
-	want, err := Nonce(binding)
+	want, err := agentid.Nonce(binding)
 	if err != nil {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectBinding, err)
 	}

@@ -11,7 +11,9 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/azure"
+	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
@@ -142,7 +144,7 @@ func TestAgentEvidenceVerifies(t *testing.T) {
 	c := start(t)
 	vm := c.Put(azuretest.VM{Name: "Node-1", PrivateIP: "127.0.81.210", Tags: tags()})
 	p := provider(t, c)
-	id, err := cloud.NewNodeIdentity("azure", cloud.NodeConfig{MetadataURL: c.IMDS(vm.VMID)})
+	id, err := nodeid.New("azure", nodeid.Config{MetadataURL: c.IMDS(vm.VMID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestVerifierRejects(t *testing.T) {
 	p := provider(t, c)
 	v := p.EvidenceVerifiers()[0]
 	bnd := binding(t)
-	nonce, err := azure.Nonce(bnd)
+	nonce, err := agentid.Nonce(bnd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +223,7 @@ func TestVerifierRejects(t *testing.T) {
 	substituted := sign(c.Signer, good)
 	other := strings.Replace(string(good), vm.VMID, "00000000-0000-4000-8000-000000000000", 1)
 	substituted = []byte(strings.Replace(string(substituted), string(good), other, 1))
-	otherNonce, _ := azure.Nonce(binding(t))
+	otherNonce, _ := agentid.Nonce(binding(t))
 	cases := []struct {
 		name string
 		data []byte
@@ -252,38 +254,6 @@ func TestVerifierRejects(t *testing.T) {
 	}
 }
 
-// TestNonce: 32 hex digits of the binding's digest; non-bindings fail.
-func TestNonce(t *testing.T) {
-	n, err := azure.Nonce("47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU")
-	if err != nil || n != "e3b0c44298fc1c149afbf4c8996fb924" {
-		t.Fatalf("%q %v", n, err)
-	}
-	for _, bad := range []string{"", "short", strings.Repeat("A", 44)} {
-		if _, err := azure.Nonce(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-}
-
-// TestProviderIDs: both forms round-trip; others are refused.
-func TestProviderIDs(t *testing.T) {
-	for _, s := range []string{
-		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/Vm1",
-		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines/3",
-	} {
-		r, err := azure.ParseProviderID(s)
-		if err != nil || r.ProviderID() != s {
-			t.Errorf("%s: %+v %v", s, r, err)
-		}
-	}
-	for _, s := range []string{"aws:///z/i-1", "azure://", "azure:///subscriptions/x/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/a",
-		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Network/virtualMachines/a"} {
-		if _, err := azure.ParseProviderID(s); err == nil {
-			t.Errorf("%s: accepted", s)
-		}
-	}
-}
-
 // TestVerifierSurvivesMangledDocuments: truncations and bit flips of a
 // good document are rejected with a verdict and never panic.
 func TestVerifierSurvivesMangledDocuments(t *testing.T) {
@@ -291,7 +261,7 @@ func TestVerifierSurvivesMangledDocuments(t *testing.T) {
 	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.81.213", Tags: tags()})
 	v := provider(t, c).EvidenceVerifiers()[0]
 	bnd := binding(t)
-	nonce, _ := azure.Nonce(bnd)
+	nonce, _ := agentid.Nonce(bnd)
 	good, err := c.Signer.Sign(c.Document(vm, nonce, time.Now()))
 	if err != nil {
 		t.Fatal(err)

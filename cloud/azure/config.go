@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -135,7 +136,7 @@ func (c *Config) defaults() {
 
 func (c *Config) validate() error {
 	var errs []error
-	if !uuidRE.MatchString(c.SubscriptionID) {
+	if !agentid.ValidUUID(c.SubscriptionID) {
 		errs = append(errs, fmt.Errorf("subscriptionID %q: want the subscription id (a UUID)", c.SubscriptionID))
 	}
 	if !resourceGroupRE.MatchString(c.ResourceGroup) {
@@ -153,7 +154,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("credential %q: want %s or %s", c.Credential, CredentialManagedIdentity, CredentialDefault))
 	}
 	for _, s := range c.AllowedSubscriptions {
-		if !uuidRE.MatchString(s) {
+		if !agentid.ValidUUID(s) {
 			errs = append(errs, fmt.Errorf("allowedSubscriptions: %q is not a subscription id", s))
 		}
 	}

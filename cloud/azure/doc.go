@@ -1,10 +1,11 @@
 // Package azure is mooring's Azure backend, registered as "azure"
-// (backend.go). A node proves which VM it is without any secret:
+// (backend.go; the node identity registers from its own package,
+// agentid). A node proves which VM it is without any secret:
 //
-//   - on the node, agentid.go reads the VM's record from IMDS (header
-//     Metadata: true, a pinned api-version) and asks IMDS for an attested
-//     document whose nonce is derived from the CSR key's binding
-//     (evidence.go: Nonce);
+//   - on the node, agentid (cloud/azure/agentid, all mooring-agent links of
+//     the backend) reads the VM's record from IMDS (header Metadata: true,
+//     a pinned api-version) and asks IMDS for an attested document whose
+//     nonce is derived from the CSR key's binding (agentid.Nonce);
 //   - in the approver, attest.go's Verifier checks the document's PKCS#7
 //     signature (github.com/smallstep/pkcs7) over the embedded content,
 //     chains its one signer to the configured roots, requires the signer's
@@ -13,7 +14,7 @@
 //   - view.go lists the cluster's VMs and scale-set VMs (tag
 //     kubernetes.io_cluster_<clusterID> = owned or shared) with the Azure
 //     SDK's paginated ARM lists, with their NIC addresses, into the shared
-//     instance view, with the Azure CCM's providerIDs (names.go);
+//     instance view, with the Azure CCM's providerIDs (agentid's names.go);
 //   - provider.go and instances.go are the CCM's provider: InstancesV2 and
 //     Zones over that view, cloud.Attester; no load balancers or routes.
 //

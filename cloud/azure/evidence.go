@@ -2,40 +2,19 @@ package azure
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 )
-
-// EvidenceType is the PEM block type of Azure evidence: the DER PKCS#7
-// SignedData of an IMDS attested document (/metadata/attested/document)
-// asked for with the nonce of the CSR key's binding (Nonce).
-const EvidenceType = "AZURE ATTESTED DOCUMENT"
-
-// NonceLength is the length of the nonce derived from a binding: IMDS
-// takes at most 32 alphanumerics.
-const NonceLength = 32
 
 // TimeLayout is the layout of the attested document's timeStamp values,
 // such as "11/28/18 00:16:17 -0000".
 const TimeLayout = "01/02/06 15:04:05 -0700"
-
-// Nonce is the attested document's nonce for a binding value
-// (internal/evidence.Binding: base64url of a SHA-256): the first 32 hex
-// digits of the decoded digest, 128 bits of it. It fails on anything that
-// is not a binding.
-func Nonce(binding string) (string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(binding)
-	if err != nil || len(raw) != 32 {
-		return "", fmt.Errorf("binding %.60q is not the base64url of a SHA-256", binding)
-	}
-	return hex.EncodeToString(raw)[:NonceLength], nil
-}
 
 // Document is the signed content of an attested document, the fields
 // mooring reads (Azure adds others: plan, licenseType, sku).
@@ -52,11 +31,8 @@ type TimeStamp struct {
 	ExpiresOn string `json:"expiresOn"`
 }
 
-var (
-	// uuidRE: vmId and subscriptionId are UUIDs.
-	uuidRE  = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	nonceRE = regexp.MustCompile(`^[0-9A-Za-z]{1,32}$`)
-)
+// nonceRE: a nonce IMDS signs, at most 32 alphanumerics.
+var nonceRE = regexp.MustCompile(`^[0-9A-Za-z]{1,32}$`)
 
 // maxDocument bounds the signed content.
 const maxDocument = 8 << 10
@@ -78,9 +54,9 @@ func parseDocument(content []byte) (Document, time.Time, time.Time, error) {
 	switch {
 	case !nonceRE.MatchString(d.Nonce):
 		return d, time.Time{}, time.Time{}, errors.New("signed content: nonce missing or not 1-32 alphanumerics")
-	case !uuidRE.MatchString(d.VMID):
+	case !agentid.ValidUUID(d.VMID):
 		return d, time.Time{}, time.Time{}, errors.New("signed content: vmId missing or not a UUID")
-	case !uuidRE.MatchString(d.SubscriptionID):
+	case !agentid.ValidUUID(d.SubscriptionID):
 		return d, time.Time{}, time.Time{}, errors.New("signed content: subscriptionId missing or not a UUID")
 	}
 	created, err := time.Parse(TimeLayout, d.TimeStamp.CreatedOn)

@@ -14,6 +14,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -24,7 +25,7 @@ func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance,
 	if node.Spec.ProviderID == "" {
 		return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
 	}
-	r, err := ParseProviderID(node.Spec.ProviderID)
+	r, err := agentid.ParseProviderID(node.Spec.ProviderID)
 	if err != nil {
 		return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
 	}
@@ -36,7 +37,7 @@ func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance,
 // (another subscription or resource group, or without the cluster tag),
 // or the VM with its power state.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
-	r, err := ParseProviderID(providerID)
+	r, err := agentid.ParseProviderID(providerID)
 	if err != nil {
 		return view.Instance{}, err
 	}
@@ -82,13 +83,13 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	return view.Instance{}, fmt.Errorf("azure: ARM's answer for %s is not a scale-set VM's", r.ID())
 }
 
-func (c *Cloud) untagged(r Resource) error {
+func (c *Cloud) untagged(r agentid.Resource) error {
 	return &cloud.ForeignError{ID: r.ID(), Why: fmt.Sprintf("does not carry tag %s=%s|%s", c.cfg.ClusterTagKey(), ClusterTagOwned, ClusterTagShared)}
 }
 
 // armError: HTTP 404 is ARM's answer that the VM (or its scale set) does
 // not exist; anything else is an error.
-func (c *Cloud) armError(r Resource, err error) error {
+func (c *Cloud) armError(r agentid.Resource, err error) error {
 	var re *azcore.ResponseError
 	if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
 		return &cloud.AbsentError{ID: r.ID()}

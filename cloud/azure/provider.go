@@ -16,12 +16,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // ProviderName is the backend's name, for --cloud-provider and the node
 // agent's cloud setting.
-const ProviderName = "azure"
+const ProviderName = agentid.Name
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it.
@@ -132,7 +133,7 @@ func NewWithCredential(cfg Config, cred azcore.TokenCredential) (*Cloud, error) 
 	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
 	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ProviderID: func(id string) (string, error) {
-			r, err := ParseProviderID(id)
+			r, err := agentid.ParseProviderID(id)
 			if err != nil {
 				return "", err
 			}

@@ -16,6 +16,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -216,7 +217,7 @@ func (s Source) vmToView(vm *armcompute.VirtualMachine, power map[string]view.St
 	if vm.ID == nil || vm.Properties == nil || vm.Properties.VMID == nil {
 		return view.Instance{}, false
 	}
-	r, err := ParseResourceID(*vm.ID)
+	r, err := agentid.ParseResourceID(*vm.ID)
 	if err != nil || r.ScaleSet != "" {
 		klog.V(2).InfoS("Leaving out a VM whose id is not a VM's", "id", *vm.ID, "err", err)
 		return view.Instance{}, false
@@ -232,7 +233,7 @@ func (s Source) vmToView(vm *armcompute.VirtualMachine, power map[string]view.St
 		ProviderID: r.ProviderID(),
 		ID:         strings.ToLower(*vm.Properties.VMID),
 		Name:       r.Name,
-		NodeName:   NodeName(r, ""),
+		NodeName:   agentid.NodeName(r, ""),
 		Region:     str(vm.Location),
 		Cluster:    s.ClusterID,
 		State:      state,
@@ -250,7 +251,7 @@ func (s Source) scaleSetVMToView(set *armcompute.VirtualMachineScaleSet, m *armc
 	if m == nil || m.ID == nil || m.Properties == nil || m.Properties.VMID == nil {
 		return view.Instance{}, false
 	}
-	r, err := ParseResourceID(*m.ID)
+	r, err := agentid.ParseResourceID(*m.ID)
 	if err != nil || r.ScaleSet == "" {
 		klog.V(2).InfoS("Leaving out a scale-set VM whose id is not one", "id", *m.ID, "err", err)
 		return view.Instance{}, false
@@ -267,7 +268,7 @@ func (s Source) scaleSetVMToView(set *armcompute.VirtualMachineScaleSet, m *armc
 		ProviderID: r.ProviderID(),
 		ID:         strings.ToLower(*m.Properties.VMID),
 		Name:       str(m.Name),
-		NodeName:   NodeName(r, computer),
+		NodeName:   agentid.NodeName(r, computer),
 		Region:     str(m.Location),
 		Cluster:    s.ClusterID,
 		State:      state,

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
 )
 
 // Config is the DigitalOcean backend's cloud config file (the CCM's and the
@@ -70,9 +71,6 @@ const (
 	MaxPageSize = 200
 )
 
-// PolicyDropletName is the one node name policy: the droplet's name.
-const PolicyDropletName = "DropletName"
-
 var (
 	// tagPattern: DigitalOcean tag names are letters, digits, colons,
 	// dashes and underscores, at most 255 characters. It also keeps the
@@ -109,7 +107,7 @@ func (c *Config) defaults() {
 		c.TokenEnv = DefaultTokenEnv
 	}
 	if c.NodeNamePolicy == "" {
-		c.NodeNamePolicy = PolicyDropletName
+		c.NodeNamePolicy = agentid.PolicyDropletName
 	}
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
@@ -147,8 +145,8 @@ func (c *Config) validate() error {
 	case c.TokenEnv != "" && !envPattern.MatchString(c.TokenEnv):
 		errs = append(errs, fmt.Errorf("tokenEnv %q is not an environment variable name", c.TokenEnv))
 	}
-	if c.NodeNamePolicy != PolicyDropletName {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, PolicyDropletName))
+	if c.NodeNamePolicy != agentid.PolicyDropletName {
+		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyDropletName))
 	}
 	if c.PageSize < 1 || c.PageSize > MaxPageSize {
 		errs = append(errs, fmt.Errorf("pageSize %d: want 1-%d", c.PageSize, MaxPageSize))

@@ -18,7 +18,9 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
 	"github.com/mooring-dev/mooring/cloud/digitalocean/digitaloceantest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -316,7 +318,7 @@ func TestInstancesV2(t *testing.T) {
 	d2 := w.add("node-2", 11)
 	d3 := w.add("node-3", 12)
 	foreign := w.add("foreign", 13, "k8s:c2")
-	pid := func(d digitaloceantest.Droplet) string { return ProviderID(d.ID) }
+	pid := func(d digitaloceantest.Droplet) string { return agentid.ProviderID(d.ID) }
 
 	md, err := w.cloud.InstanceMetadata(ctx, node("node-1", ""))
 	if err != nil {
@@ -374,7 +376,7 @@ func TestInstancesV2(t *testing.T) {
 	if _, err := w.cloud.InstanceExists(ctx, node("node-2", pid(d2))); err == nil {
 		t.Fatal("an outage answered InstanceExists")
 	}
-	if _, err := w.cloud.InstanceExists(ctx, node("node-9", ProviderID(999999999))); err == nil {
+	if _, err := w.cloud.InstanceExists(ctx, node("node-9", agentid.ProviderID(999999999))); err == nil {
 		t.Fatal("an outage answered InstanceExists for an unknown droplet")
 	}
 }
@@ -448,7 +450,7 @@ func TestRegistered(t *testing.T) {
 	if all, err := a.InstanceView().List(context.Background(), 0); err != nil || len(all) != 1 {
 		t.Fatalf("%d, %v", len(all), err)
 	}
-	if _, err := cloud.NewNodeIdentity(ProviderName, cloud.NodeConfig{}); err != nil {
+	if _, err := nodeid.New(ProviderName, nodeid.Config{}); err != nil {
 		t.Fatal(err)
 	}
 	if !cloud.Known(ProviderName) {
@@ -463,7 +465,7 @@ func TestProviderIDs(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if id, err := ParseProviderID("digitalocean://3164444"); err != nil || id != 3164444 || ProviderID(id) != "digitalocean://3164444" {
+	if id, err := ParseProviderID("digitalocean://3164444"); err != nil || id != 3164444 || agentid.ProviderID(id) != "digitalocean://3164444" {
 		t.Fatal(id, err)
 	}
 }
@@ -476,7 +478,7 @@ func TestConfig(t *testing.T) {
 	}
 	if c.ClusterTag != "k8s:c1" || c.APIEndpoint != DefaultAPIEndpoint || c.PageSize != 200 || c.TokenEnv != "" ||
 		c.RequestTimeout.Duration != DefaultRequestTimeout || c.InstanceMaxAge.Duration != DefaultInstanceMaxAge ||
-		c.NodeNamePolicy != PolicyDropletName {
+		c.NodeNamePolicy != agentid.PolicyDropletName {
 		t.Fatalf("%+v", c)
 	}
 	if c, err := ParseConfig(strings.NewReader("clusterID: c1\n")); err != nil || c.TokenEnv != DefaultTokenEnv {
@@ -537,7 +539,7 @@ func TestNodeIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u})
+	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -545,7 +547,7 @@ func TestNodeIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := cloud.NodeInstance{ID: fmt.Sprint(d.ID), Name: "Node-7", ProviderID: ProviderID(d.ID), NodeName: "node-7", InternalIP: "127.0.83.17"}
+	want := nodeid.Instance{ID: fmt.Sprint(d.ID), Name: "Node-7", ProviderID: agentid.ProviderID(d.ID), NodeName: "node-7", InternalIP: "127.0.83.17"}
 	if ni != want {
 		t.Fatalf("got %+v\nwant %+v", ni, want)
 	}
@@ -558,13 +560,13 @@ func TestNodeIdentity(t *testing.T) {
 	if err != nil || vi.NodeName != ni.NodeName || vi.ID != ni.ID {
 		t.Fatalf("%+v %v", vi, err)
 	}
-	if _, err := id.Evidence(ctx, "binding"); !errors.Is(err, cloud.ErrNoEvidence) {
+	if _, err := id.Evidence(ctx, "binding"); !errors.Is(err, nodeid.ErrNoEvidence) {
 		t.Fatalf("evidence: %v", err)
 	}
 	// A droplet without a VPC address has no InternalIP.
 	d2 := w.do.Put(digitaloceantest.Droplet{Name: "pub", PublicIP: "127.0.84.18", Tags: []string{testTag}})
 	u2, _ := w.do.MetadataURL(d2.ID)
-	id2, _ := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u2 + "/"})
+	id2, _ := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u2 + "/"})
 	if ni, err := id2.Instance(ctx); err != nil || ni.InternalIP != "" || ni.NodeName != "pub" {
 		t.Fatalf("%+v %v", ni, err)
 	}
@@ -582,16 +584,13 @@ func TestNodeIdentity(t *testing.T) {
 	if n := w.do.Calls(digitaloceantest.MethodMetadata); n < 4 {
 		t.Fatalf("%d metadata calls", n)
 	}
-	for _, cfg := range []cloud.NodeConfig{
+	for _, cfg := range []nodeid.Config{
 		{NodeNamePolicy: "DropletID"}, {Settings: map[string]string{"x": "y"}}, {MetadataURL: "https://169.254.169.254"},
 		{MetadataURL: "http://169.254.169.254/metadata/v1.json"}, {MetadataURL: "http://u:p@169.254.169.254"},
 	} {
-		if _, err := NewNodeIdentity(cfg); err == nil {
+		if _, err := agentid.NewNodeIdentity(cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
-	}
-	if def, err := NewNodeIdentity(cloud.NodeConfig{}); err != nil || def.url != "http://169.254.169.254/metadata/v1.json" {
-		t.Fatalf("%+v %v", def, err)
 	}
 }
 

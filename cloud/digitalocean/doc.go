@@ -1,8 +1,9 @@
 // Package digitalocean is mooring's DigitalOcean backend, registered as
-// "digitalocean" (backend.go). DigitalOcean signs no droplet identity, so
-// a droplet joins with a join ticket (docs/tickets.md) that the admin's
-// provisioning writes into its user data; the approver verifies the ticket
-// itself and this backend gives it the cloud's record to check it against:
+// "digitalocean" (backend.go; the node identity registers from its own
+// package, agentid). DigitalOcean signs no droplet identity, so a droplet
+// joins with a join ticket (docs/tickets.md) that the admin's provisioning
+// writes into its user data; the approver verifies the ticket itself and
+// this backend gives it the cloud's record to check it against:
 //
 //   - view.go lists the cluster's droplets (tag clusterTag, k8s:<clusterID>
 //     by default) with GET /v2/droplets?tag_name=...&page=N&per_page=200
@@ -14,9 +15,12 @@
 //     over that view; GET /v2/droplets/<id> only to confirm that a droplet
 //     the list misses is gone) and the approver's cloud.Attester, with no
 //     evidence verifiers of its own;
-//   - agentid.go is the node agent's side: the droplet metadata service's
-//     /metadata/v1.json (godo has no metadata client) for the droplet's id,
-//     name and VPC address; Evidence fails with cloud.ErrNoEvidence;
+//   - agentid (cloud/digitalocean/agentid, registered from its own package,
+//     all mooring-agent links of the backend) is the node agent's side: the
+//     droplet metadata service's /metadata/v1.json (godo has no metadata
+//     client) for the droplet's id, name and VPC address; Evidence fails
+//     with nodeid.ErrNoEvidence. Its names.go holds the providerID, the
+//     Node name and the node name policy, which the view uses too;
 //   - config.go is the cloud-config of the CCM and the approver.
 //
 // What DigitalOcean's own CCM (github.com/digitalocean/

@@ -14,12 +14,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // ProviderName is the backend's name, for --cloud-provider and the node
 // agent's cloud setting (the name DigitalOcean's CCM registers too).
-const ProviderName = "digitalocean"
+const ProviderName = agentid.Name
 
 // userAgent goes before godo's own.
 const userAgent = "mooring"

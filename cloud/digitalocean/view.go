@@ -13,15 +13,11 @@ import (
 
 	"github.com/digitalocean/godo"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
-
-// ProviderIDPrefix starts the providerID of a droplet's Node,
-// digitalocean://<droplet id>, as DigitalOcean's CCM writes it.
-const ProviderIDPrefix = "digitalocean://"
 
 // maxPages bounds one listing (200 × 500 = 100,000 droplets).
 const maxPages = 500
@@ -173,10 +169,10 @@ func (s Source) toView(d *godo.Droplet) (view.Instance, bool) {
 	}
 	id := strconv.Itoa(d.ID)
 	vi := view.Instance{
-		ProviderID:   ProviderIDPrefix + id,
+		ProviderID:   agentid.ProviderIDPrefix + id,
 		ID:           id,
 		Name:         d.Name,
-		NodeName:     NodeName(d.Name),
+		NodeName:     agentid.NodeName(d.Name),
 		InstanceType: d.SizeSlug,
 		Cluster:      s.ClusterID,
 		State:        viewState(id, d.Status),
@@ -192,16 +188,6 @@ func (s Source) toView(d *godo.Droplet) (view.Instance, bool) {
 		vi.Region = d.Region.Slug
 	}
 	return vi, true
-}
-
-// NodeName is the Node name of a droplet: its name, lower-cased as Node
-// names are, or "" when that is not a DNS-1123 subdomain.
-func NodeName(dropletName string) string {
-	n := strings.ToLower(dropletName)
-	if len(validation.IsDNS1123Subdomain(n)) > 0 {
-		return ""
-	}
-	return n
 }
 
 // viewState maps the droplet statuses (new, active, off, archive) onto the
@@ -282,9 +268,9 @@ var errProviderID = errors.New("not a DigitalOcean providerID")
 // ParseProviderID reads digitalocean://<droplet id>: a decimal id above 0,
 // without sign or leading zeros.
 func ParseProviderID(providerID string) (int, error) {
-	rest, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	rest, ok := strings.CutPrefix(providerID, agentid.ProviderIDPrefix)
 	if !ok || rest == "" || rest[0] == '0' || strings.TrimLeft(rest, "0123456789") != "" {
-		return 0, fmt.Errorf("%w: %q: want %s<droplet id>", errProviderID, providerID, ProviderIDPrefix)
+		return 0, fmt.Errorf("%w: %q: want %s<droplet id>", errProviderID, providerID, agentid.ProviderIDPrefix)
 	}
 	id, err := strconv.Atoi(rest)
 	if err != nil {
@@ -292,6 +278,3 @@ func ParseProviderID(providerID string) (int, error) {
 	}
 	return id, nil
 }
-
-// ProviderID is the providerID of a droplet.
-func ProviderID(id int) string { return ProviderIDPrefix + strconv.Itoa(id) }

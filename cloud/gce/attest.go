@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -22,11 +21,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/gce/agentid"
 )
-
-// EvidenceType is the PEM block type of GCE evidence: the instance
-// identity token (format=full) whose audience is the CSR key's binding.
-const EvidenceType = "GCE IDENTITY TOKEN"
 
 // ReplayKeyPrefix starts the replay key of GCE evidence; the rest is the
 // SHA-256 (hex) of the token's signed part, header.payload. GCE tokens
@@ -36,8 +32,6 @@ const ReplayKeyPrefix = "gce-token:"
 
 // Token limits.
 const (
-	// MaxTokenSize bounds the token.
-	MaxTokenSize = 8 << 10
 	// MaxTokenLifetime is the longest exp - iat accepted: Google's
 	// identity tokens live one hour.
 	MaxTokenLifetime = time.Hour
@@ -92,7 +86,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 		return nil, errors.New("gce verifier: at least one project is required")
 	}
 	for _, p := range o.Projects {
-		if !projectIDPattern.MatchString(p) {
+		if !agentid.ValidProjectID(p) {
 			return nil, fmt.Errorf("gce verifier: project %q is not a project ID", p)
 		}
 	}
@@ -130,7 +124,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 }
 
 // Type is the evidence block type this verifier reads.
-func (v *Verifier) Type() string { return EvidenceType }
+func (v *Verifier) Type() string { return agentid.EvidenceType }
 
 // Claims are the claims of a GCE identity token (format=full) that
 // mooring reads.
@@ -149,9 +143,6 @@ type ComputeEngine struct {
 	Zone         string `json:"zone"`
 }
 
-// instanceIDPattern: GCE instance ids are unsigned 64-bit decimals.
-var instanceIDPattern = regexp.MustCompile(`^[1-9][0-9]{0,19}$`)
-
 // parsed is a token read but not verified.
 type parsed struct {
 	tok       *jwt.JSONWebToken
@@ -165,8 +156,8 @@ type parsed struct {
 // naming a key or a place to get one (jwk, jku, x5u, x5c) and no crit.
 func parse(data []byte) (parsed, error) {
 	var p parsed
-	if len(data) > MaxTokenSize {
-		return p, fmt.Errorf("token is %d bytes, limit %d", len(data), MaxTokenSize)
+	if len(data) > agentid.MaxTokenSize {
+		return p, fmt.Errorf("token is %d bytes, limit %d", len(data), agentid.MaxTokenSize)
 	}
 	s := string(data)
 	parts := strings.Split(s, ".")
@@ -296,15 +287,15 @@ func (v *Verifier) checkClaims(c Claims, binding string, now time.Time) (cloud.A
 	switch {
 	case ce.ProjectID == "" && ce.InstanceID == "":
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, errors.New("token names no instance: request it with format=full"))
-	case !instanceIDPattern.MatchString(ce.InstanceID) || !instanceNamePattern.MatchString(ce.InstanceName) ||
-		!zonePattern.MatchString(ce.Zone) || !projectIDPattern.MatchString(ce.ProjectID):
+	case !agentid.ValidInstanceID(ce.InstanceID) || !agentid.ValidInstanceName(ce.InstanceName) ||
+		!agentid.ValidZone(ce.Zone) || !agentid.ValidProjectID(ce.ProjectID):
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, errors.New("token's instance id, name, zone or project is malformed"))
 	case !slices.Contains(v.projects, ce.ProjectID):
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectIssuer, fmt.Errorf("token is of an instance of project %q, not one of %v", ce.ProjectID, v.projects))
 	}
 	return cloud.Attestation{
 		InstanceID: ce.InstanceID,
-		ProviderID: ProviderID(ce.ProjectID, ce.Zone, ce.InstanceName),
+		ProviderID: agentid.ProviderID(ce.ProjectID, ce.Zone, ce.InstanceName),
 		IssuedAt:   iat,
 		ExpiresAt:  exp,
 	}, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/gce/agentid"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -72,14 +73,7 @@ const (
 	DefaultRequestTimeout     = 30 * time.Second
 )
 
-// PolicyInstanceName is the one node name policy: the instance's name.
-const PolicyInstanceName = "InstanceName"
-
 var (
-	// projectIDPattern: 6-30 lower-case letters, digits and hyphens,
-	// starting with a letter, not ending with a hyphen. Domain-scoped
-	// projects (example.com:proj) are not supported.
-	projectIDPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{4,28}[a-z0-9]$`)
 	// labelKeyPattern and labelValuePattern: GCE label keys and values
 	// (lower-case letters, digits, '_' and '-'; keys start with a letter;
 	// at most 63 characters; values here not empty).
@@ -103,7 +97,7 @@ func (c *Config) defaults() {
 		c.ClusterLabel = DefaultClusterLabel
 	}
 	if c.NodeNamePolicy == "" {
-		c.NodeNamePolicy = PolicyInstanceName
+		c.NodeNamePolicy = agentid.PolicyInstanceName
 	}
 	if c.ComputeEndpoint == "" {
 		c.ComputeEndpoint = DefaultComputeEndpoint
@@ -135,7 +129,7 @@ func (c *Config) validate() error {
 	seen := map[string]bool{}
 	for _, p := range c.Projects {
 		switch {
-		case !projectIDPattern.MatchString(p):
+		case !agentid.ValidProjectID(p):
 			errs = append(errs, fmt.Errorf("projects: %q is not a project ID (6-30 lower-case letters, digits and hyphens)", p))
 		case seen[p]:
 			errs = append(errs, fmt.Errorf("projects: %q is named twice", p))
@@ -151,8 +145,8 @@ func (c *Config) validate() error {
 	if !labelKeyPattern.MatchString(c.ClusterLabel) {
 		errs = append(errs, fmt.Errorf("clusterLabel %q: want a GCE label key (a lower-case letter, then up to 62 lower-case letters, digits, _ or -)", c.ClusterLabel))
 	}
-	if c.NodeNamePolicy != PolicyInstanceName {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, PolicyInstanceName))
+	if c.NodeNamePolicy != agentid.PolicyInstanceName {
+		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyInstanceName))
 	}
 	if err := cloud.CheckEndpoint(c.ComputeEndpoint, true); err != nil {
 		errs = append(errs, fmt.Errorf("computeEndpoint: %w", err))

@@ -1,12 +1,15 @@
 // Package gce is mooring's Google Compute Engine backend, registered as
-// "gce" (backend.go). A node proves which GCE instance it is with a token
-// Google signs, bound to its CSR key:
+// "gce" (backend.go; the node identity registers from its own package,
+// agentid). A node proves which GCE instance it is with a token Google
+// signs, bound to its CSR key:
 //
-//   - on the node, agentid.go reads the instance record from the metadata
-//     server (cloud.google.com/go/compute/metadata) and asks it for the
-//     default service account's identity token with audience = the CSR
-//     key's binding and format=full (the evidence, PEM type GCE IDENTITY
-//     TOKEN);
+//   - on the node, agentid (cloud/gce/agentid, all mooring-agent links of
+//     the backend) reads the instance record from the metadata server
+//     (cloud.google.com/go/compute/metadata) and asks it for the default
+//     service account's identity token with audience = the CSR key's
+//     binding and format=full (the evidence, PEM type GCE IDENTITY TOKEN);
+//     its names.go holds what both sides share: providerIDs, the node name
+//     policy, the forms of project, zone and instance names;
 //   - in the approver, attest.go's Verifier checks the token with go-jose:
 //     RS256 only, a key of Google's published set (keys.go: JWK or PEM
 //     certificates, refetched on an unknown key id at a bounded rate),

@@ -22,7 +22,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/gce/agentid"
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -60,13 +62,13 @@ func (w *world) add(name, ip string, labels map[string]string) gcetest.Instance 
 	return w.gc.Put(gcetest.Instance{Name: name, InternalIP: ip, ExternalIP: strings.Replace(ip, "127.0.79.", "127.0.80.", 1), Labels: labels})
 }
 
-func (w *world) identity(t *testing.T, in gcetest.Instance) *NodeIdentity {
+func (w *world) identity(t *testing.T, in gcetest.Instance) *agentid.NodeIdentity {
 	t.Helper()
 	u, err := w.gc.MetadataURL(in.Project, in.Zone, in.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u})
+	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +94,7 @@ func TestJoinPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Type != EvidenceType {
+	if ev.Type != agentid.EvidenceType {
 		t.Fatal(ev.Type)
 	}
 	v := w.cloud.EvidenceVerifiers()[0]
@@ -121,41 +123,6 @@ func TestJoinPath(t *testing.T) {
 	}
 	if fmt.Sprint(vi.Addresses) != fmt.Sprint(want) || vi.Zone != "us-central1-a" || vi.Region != "us-central1" || vi.InstanceType != "e2-standard-2" {
 		t.Fatalf("view %+v", vi)
-	}
-}
-
-// The metadata library reaches the server named by GCE_METADATA_HOST, and
-// the server refuses requests without Metadata-Flavor: Google.
-func TestMetadataHostAndFlavor(t *testing.T) {
-	w := newWorld(t, gcetest.Options{}, nil)
-	in := w.add("node-2", "127.0.79.11", nil)
-	host, err := w.gc.MetadataHost(in.Project, in.Zone, in.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("GCE_METADATA_HOST", host)
-	id, err := NewNodeIdentity(cloud.NodeConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ni, err := id.Instance(context.Background())
-	if err != nil || ni.NodeName != "node-2" {
-		t.Fatalf("%+v %v", ni, err)
-	}
-	resp, err := http.Get("http://" + host + "/computeMetadata/v1/instance/id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("without Metadata-Flavor: HTTP %d", resp.StatusCode)
-	}
-	for _, cfg := range []cloud.NodeConfig{
-		{NodeNamePolicy: "InstanceID"}, {Settings: map[string]string{"x": "y"}}, {MetadataURL: "https://169.254.169.254"},
-	} {
-		if _, err := NewNodeIdentity(cfg); err == nil {
-			t.Errorf("%+v accepted", cfg)
-		}
 	}
 }
 
@@ -252,7 +219,7 @@ func TestVerifierAttacks(t *testing.T) {
 			mustB64(t, parts[1]), `"node-1"`, `"node-9"`, 1))) + "." + parts[2], cloud.RejectSignature},
 		{"non-canonical base64 (a second replay key)", nonCanonical(parts[0]) + "." + parts[1] + "." + parts[2], cloud.RejectMalformed},
 		{"not a JWS", "garbage", cloud.RejectMalformed},
-		{"oversized", strings.Repeat("a", MaxTokenSize+1), cloud.RejectMalformed},
+		{"oversized", strings.Repeat("a", agentid.MaxTokenSize+1), cloud.RejectMalformed},
 	}
 	for _, tc := range cases {
 		_, err := v.Verify(context.Background(), []byte(tc.token), binding, now)

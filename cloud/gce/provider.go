@@ -16,12 +16,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/gce/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // ProviderName is the backend's name, for --cloud-provider and the node
 // agent's cloud setting.
-const ProviderName = "gce"
+const ProviderName = agentid.Name
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it with mooring's backends.

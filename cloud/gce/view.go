@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/gce/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -22,10 +23,6 @@ const pageSize = 500
 
 // maxPages bounds one listing of a project (500 × 1,000 instances).
 const maxPages = 1000
-
-// ProviderIDPrefix starts the providerID of a GCE instance's Node,
-// gce://<project>/<zone>/<instance-name>, as the upstream GCE CCM writes it.
-const ProviderIDPrefix = "gce://"
 
 // Source lists a cluster's GCE instances for the shared instance view: one
 // paginated instances.aggregatedList per project, filtered by the cluster
@@ -109,7 +106,7 @@ func (s Source) toView(project string, in *compute.Instance) (view.Instance, boo
 		return view.Instance{}, false
 	}
 	zone := lastSegment(in.Zone)
-	if !instanceNamePattern.MatchString(in.Name) || !zonePattern.MatchString(zone) || in.Id == 0 {
+	if !agentid.ValidInstanceName(in.Name) || !agentid.ValidZone(zone) || in.Id == 0 {
 		klog.V(2).InfoS("Leaving out a GCE instance without a usable name, zone or id", "project", project, "name", in.Name, "zone", in.Zone)
 		return view.Instance{}, false
 	}
@@ -125,7 +122,7 @@ func (s Source) toView(project string, in *compute.Instance) (view.Instance, boo
 		created = time.Time{}
 	}
 	return view.Instance{
-		ProviderID:   ProviderID(project, zone, in.Name),
+		ProviderID:   agentid.ProviderID(project, zone, in.Name),
 		ID:           id,
 		Name:         in.Name,
 		NodeName:     strings.ToLower(in.Name),
@@ -202,14 +199,8 @@ func InternalDNSName(project, zone, name string) string {
 	return name + "." + zone + ".c." + project + ".internal"
 }
 
-var (
-	// instanceNamePattern: GCE resource names (RFC 1035 labels, 1-63).
-	instanceNamePattern = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	// zonePattern: us-central1-a, europe-west4-b.
-	zonePattern = regexp.MustCompile(`^[a-z]+(-[a-z]+)*[0-9]+-[a-z]$`)
-	// hostnamePattern: a custom hostname, a lower-case FQDN.
-	hostnamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$`)
-)
+// hostnamePattern: a custom hostname, a lower-case FQDN.
+var hostnamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)+$`)
 
 // lastSegment is the last path segment of a resource URL (a zone or
 // machine type URL), or s itself.
@@ -223,23 +214,18 @@ func regionOf(zone string) string {
 	return ""
 }
 
-// ProviderID is the providerID of an instance: gce://<project>/<zone>/<name>.
-func ProviderID(project, zone, name string) string {
-	return ProviderIDPrefix + project + "/" + zone + "/" + name
-}
-
 // errProviderID is wrapped by ParseProviderID's errors.
 var errProviderID = errors.New("not a GCE providerID")
 
 // ParseProviderID reads gce://<project>/<zone>/<name>, each part checked.
 func ParseProviderID(providerID string) (project, zone, name string, err error) {
-	rest, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	rest, ok := strings.CutPrefix(providerID, agentid.ProviderIDPrefix)
 	parts := strings.Split(rest, "/")
 	if !ok || len(parts) != 3 {
-		return "", "", "", fmt.Errorf("%w: %q: want %s<project>/<zone>/<instance-name>", errProviderID, providerID, ProviderIDPrefix)
+		return "", "", "", fmt.Errorf("%w: %q: want %s<project>/<zone>/<instance-name>", errProviderID, providerID, agentid.ProviderIDPrefix)
 	}
 	project, zone, name = parts[0], parts[1], parts[2]
-	if !projectIDPattern.MatchString(project) || !zonePattern.MatchString(zone) || !instanceNamePattern.MatchString(name) {
+	if !agentid.ValidProjectID(project) || !agentid.ValidZone(zone) || !agentid.ValidInstanceName(name) {
 		return "", "", "", fmt.Errorf("%w: %q: malformed project, zone or instance name", errProviderID, providerID)
 	}
 	return project, zone, name, nil

@@ -1,17 +1,12 @@
 package hetzner
 
-import "github.com/mooring-dev/mooring/cloud"
+import (
+	"github.com/mooring-dev/mooring/cloud"
+
+	// The node identity, registered by its package.
+	_ "github.com/mooring-dev/mooring/cloud/hetzner/agentid"
+)
 
 func init() {
-	cloud.Register(cloud.Backend{
-		Name:     ProviderName,
-		Provider: Factory,
-		NodeIdentity: func(cfg cloud.NodeConfig) (cloud.NodeIdentity, error) {
-			id, err := NewNodeIdentity(cfg)
-			if err != nil {
-				return nil, err // not a typed nil in the interface
-			}
-			return id, nil
-		},
-	})
+	cloud.Register(cloud.Backend{Name: ProviderName, Provider: Factory})
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 )
 
 // Config is the Hetzner backend's cloud config file (the CCM's and the CSR
@@ -80,9 +81,6 @@ const (
 	AddressFamilyDualStack = "dualstack"
 )
 
-// PolicyServerName is the one node name policy: the server's name.
-const PolicyServerName = "ServerName"
-
 // maxTokenFileSize bounds the token file (a Hetzner token is 64
 // characters).
 const maxTokenFileSize = 4096
@@ -119,7 +117,7 @@ func (c *Config) defaults() {
 		c.AddressFamily = AddressFamilyDualStack
 	}
 	if c.NodeNamePolicy == "" {
-		c.NodeNamePolicy = PolicyServerName
+		c.NodeNamePolicy = agentid.PolicyServerName
 	}
 	for _, d := range []struct {
 		v   *metav1.Duration
@@ -167,8 +165,8 @@ func (c *Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("addressFamily %q: want %s, %s or %s", c.AddressFamily, AddressFamilyIPv4, AddressFamilyIPv6, AddressFamilyDualStack))
 	}
-	if c.NodeNamePolicy != PolicyServerName {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, PolicyServerName))
+	if c.NodeNamePolicy != agentid.PolicyServerName {
+		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyServerName))
 	}
 	for _, d := range []struct {
 		name string

@@ -28,9 +28,11 @@
 //     and Zones over that view) and cloud.Attester with no evidence
 //     verifier, configured by config.go's cloud-config. No load balancers,
 //     no routes, no clusters;
-//   - agentid.go is the node side: hcloud-go's metadata client
-//     (instance-id, hostname, private-networks); Evidence wraps
-//     cloud.ErrNoEvidence.
+//   - agentid (cloud/hetzner/agentid, registered from its own package,
+//     all mooring-agent links of the backend) is the node side: hcloud-go's
+//     metadata client (instance-id, hostname, private-networks); Evidence
+//     wraps nodeid.ErrNoEvidence. Its names.go holds the providerID, the
+//     Node name and the node name policy, which the view uses too.
 //
 // Tests run the real hcloud-go client against hetznertest, a Cloud API and
 // metadata service stand-in on loopback.

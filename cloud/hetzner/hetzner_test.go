@@ -18,7 +18,9 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	"github.com/mooring-dev/mooring/cloud/hetzner/hetznertest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -194,12 +196,12 @@ func TestStates(t *testing.T) {
 	}
 	ctx := context.Background()
 	for status, down := range map[string]bool{"off": true, "stopping": true, "running": false, "starting": false} {
-		got, err := w.cloud.InstanceShutdown(ctx, node("s-"+status, ProviderID(ids[status])))
+		got, err := w.cloud.InstanceShutdown(ctx, node("s-"+status, agentid.ProviderID(ids[status])))
 		if err != nil || got != down {
 			t.Errorf("%s: shutdown %v %v, want %v", status, got, err, down)
 		}
 	}
-	if ok, err := w.cloud.InstanceExists(ctx, node("s-deleting", ProviderID(ids["deleting"]))); err != nil || ok {
+	if ok, err := w.cloud.InstanceExists(ctx, node("s-deleting", agentid.ProviderID(ids["deleting"]))); err != nil || ok {
 		t.Errorf("a deleting server exists: %v %v", ok, err)
 	}
 }
@@ -246,7 +248,7 @@ func TestListingFailuresAreErrors(t *testing.T) {
 	// Through the view: the outage is an error to every lookup, not "gone".
 	w.hz.SetDown(true)
 	w.cloud.InstanceView().Invalidate()
-	if _, err := w.cloud.InstanceExists(ctx, node("node-1", ProviderID(servers[1].ID))); err == nil {
+	if _, err := w.cloud.InstanceExists(ctx, node("node-1", agentid.ProviderID(servers[1].ID))); err == nil {
 		t.Fatal("an outage answered InstanceExists")
 	}
 	if _, err := w.cloud.InstanceView().Named(ctx, "node-1", 0); err == nil || errors.Is(err, view.ErrNotFound) {
@@ -349,18 +351,18 @@ func TestProviderID(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	if id, err := ParseProviderID("hcloud://10000001"); err != nil || id != 10000001 || ProviderID(id) != "hcloud://10000001" {
+	if id, err := ParseProviderID("hcloud://10000001"); err != nil || id != 10000001 || agentid.ProviderID(id) != "hcloud://10000001" {
 		t.Fatal(id, err)
 	}
 }
 
-func (w *world) identity(t *testing.T, s hetznertest.Server, settings map[string]string) *NodeIdentity {
+func (w *world) identity(t *testing.T, s hetznertest.Server, settings map[string]string) *agentid.NodeIdentity {
 	t.Helper()
 	u, err := w.hz.MetadataURL(s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := NewNodeIdentity(cloud.NodeConfig{MetadataURL: u, Settings: settings})
+	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u, Settings: settings})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +379,7 @@ func TestAgentIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := cloud.NodeInstance{ID: fmt.Sprint(s.ID), Name: "Node-1", ProviderID: fmt.Sprintf("hcloud://%d", s.ID), NodeName: "node-1", InternalIP: "127.0.85.110"}
+	want := nodeid.Instance{ID: fmt.Sprint(s.ID), Name: "Node-1", ProviderID: fmt.Sprintf("hcloud://%d", s.ID), NodeName: "node-1", InternalIP: "127.0.85.110"}
 	if ni != want {
 		t.Fatalf("got %+v, want %+v", ni, want)
 	}
@@ -385,11 +387,11 @@ func TestAgentIdentity(t *testing.T) {
 	if err != nil || vi.ProviderID != ni.ProviderID || vi.ID != ni.ID {
 		t.Fatalf("view %+v %v", vi, err)
 	}
-	ni, err = w.identity(t, s, map[string]string{SettingNetwork: fmt.Sprint(hetznertest.DefaultNetworkID)}).Instance(ctx)
+	ni, err = w.identity(t, s, map[string]string{agentid.SettingNetwork: fmt.Sprint(hetznertest.DefaultNetworkID)}).Instance(ctx)
 	if err != nil || ni.InternalIP != "127.0.85.10" {
 		t.Fatalf("network setting: %+v %v", ni, err)
 	}
-	if _, err := w.identity(t, s, map[string]string{SettingNetwork: "5"}).Instance(ctx); err == nil {
+	if _, err := w.identity(t, s, map[string]string{agentid.SettingNetwork: "5"}).Instance(ctx); err == nil {
 		t.Fatal("a network the server is not attached to gave an address")
 	}
 	// No private network: no internal IP, not an error.
@@ -414,18 +416,18 @@ func TestAgentIdentity(t *testing.T) {
 		t.Fatal("a stopped server's metadata answered")
 	}
 	// No evidence: the node joins with a ticket.
-	if _, err := w.identity(t, s, nil).Evidence(ctx, "binding"); !errors.Is(err, cloud.ErrNoEvidence) {
+	if _, err := w.identity(t, s, nil).Evidence(ctx, "binding"); !errors.Is(err, nodeid.ErrNoEvidence) {
 		t.Fatalf("Evidence: %v", err)
 	}
-	for _, cfg := range []cloud.NodeConfig{
-		{NodeNamePolicy: "ServerID"}, {Settings: map[string]string{"x": "y"}}, {Settings: map[string]string{SettingNetwork: "net-1"}},
+	for _, cfg := range []nodeid.Config{
+		{NodeNamePolicy: "ServerID"}, {Settings: map[string]string{"x": "y"}}, {Settings: map[string]string{agentid.SettingNetwork: "net-1"}},
 		{MetadataURL: "https://169.254.169.254/hetzner/v1/metadata"}, {MetadataURL: "http://169.254.169.254/?x=1"}, {MetadataURL: "http://"},
 	} {
-		if _, err := NewNodeIdentity(cfg); err == nil {
+		if _, err := agentid.NewNodeIdentity(cfg); err == nil {
 			t.Errorf("%+v accepted", cfg)
 		}
 	}
-	if _, err := NewNodeIdentity(cloud.NodeConfig{}); err != nil {
+	if _, err := agentid.NewNodeIdentity(nodeid.Config{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -444,30 +446,30 @@ func TestInstancesV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if md.ProviderID != ProviderID(servers[1].ID) || md.InstanceType != hetznertest.DefaultServerType || md.Zone != "fsn1-dc14" ||
+	if md.ProviderID != agentid.ProviderID(servers[1].ID) || md.InstanceType != hetznertest.DefaultServerType || md.Zone != "fsn1-dc14" ||
 		md.Region != "fsn1" || md.AdditionalLabels[ProvidedByLabel] != "cloud" || len(md.NodeAddresses) != 3 {
 		t.Fatalf("%+v", md)
 	}
-	z, err := w.cloud.GetZoneByProviderID(ctx, ProviderID(servers[2].ID))
+	z, err := w.cloud.GetZoneByProviderID(ctx, agentid.ProviderID(servers[2].ID))
 	if err != nil || z.FailureDomain != "fsn1-dc14" || z.Region != "fsn1" {
 		t.Fatalf("%+v %v", z, err)
 	}
 	if z, err := w.cloud.GetZoneByNodeName(ctx, types.NodeName("node-3")); err != nil || z.Region != "fsn1" {
 		t.Fatalf("%+v %v", z, err)
 	}
-	if ok, err := w.cloud.InstanceExists(ctx, node("node-0", ProviderID(servers[0].ID))); err != nil || !ok {
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-0", agentid.ProviderID(servers[0].ID))); err != nil || !ok {
 		t.Fatalf("exists %v %v", ok, err)
 	}
 	before := w.hz.Calls("get")
 	w.hz.Delete(servers[3].ID)
 	w.cloud.InstanceView().Invalidate()
-	if ok, err := w.cloud.InstanceExists(ctx, node("node-3", ProviderID(servers[3].ID))); err != nil || ok {
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-3", agentid.ProviderID(servers[3].ID))); err != nil || ok {
 		t.Fatalf("deleted server: exists %v %v", ok, err)
 	}
 	if w.hz.Calls("get") != before+1 {
 		t.Fatal("a server missing from the list was not asked of the API before it was believed gone")
 	}
-	if ok, err := w.cloud.InstanceExists(ctx, node("foreign", ProviderID(foreign.ID))); err != nil || !ok {
+	if ok, err := w.cloud.InstanceExists(ctx, node("foreign", agentid.ProviderID(foreign.ID))); err != nil || !ok {
 		t.Fatalf("another cluster's server: exists %v %v (want left alone)", ok, err)
 	}
 	if _, err := w.cloud.InstanceExists(ctx, node("robot", "hrobot://42")); err == nil {
@@ -481,7 +483,7 @@ func TestInstancesV2(t *testing.T) {
 	w.hz.Delete(servers[2].ID)
 	w.hz.Fail("get", 1, http.StatusInternalServerError, "server_error")
 	w.cloud.InstanceView().Invalidate()
-	if _, err := w.cloud.InstanceExists(ctx, node("node-2", ProviderID(servers[2].ID))); err == nil {
+	if _, err := w.cloud.InstanceExists(ctx, node("node-2", agentid.ProviderID(servers[2].ID))); err == nil {
 		t.Fatal("a failing get answered InstanceExists")
 	}
 	// The Attester: no evidence verifier, the cluster id as the tag.
@@ -514,7 +516,7 @@ func TestRegistered(t *testing.T) {
 	if _, ok := cp.(cloud.Attester); !ok || cp.ProviderName() != ProviderName {
 		t.Fatalf("%T", cp)
 	}
-	if _, err := cloud.NewNodeIdentity(ProviderName, cloud.NodeConfig{}); err != nil {
+	if _, err := nodeid.New(ProviderName, nodeid.Config{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,13 +14,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/version"
 )
 
 // ProviderName is the backend's name, for --cloud-provider and the node
 // agent's cloud setting.
-const ProviderName = "hetzner"
+const ProviderName = agentid.Name
 
 // maxRetries is how often the client library retries a call the API
 // answered with a retryable error (rate limit, conflict, gateway timeout)

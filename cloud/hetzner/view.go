@@ -12,9 +12,9 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -36,10 +36,6 @@ const maxPages = 400
 // listing of more than one page; the CCM asks the API for the id itself
 // before it believes a server gone.)
 const listSort = "id:asc"
-
-// ProviderIDPrefix starts the providerID of a Hetzner Cloud server's Node,
-// hcloud://<server id>, as hcloud-cloud-controller-manager writes it.
-const ProviderIDPrefix = "hcloud://"
 
 // Source lists a cluster's Hetzner Cloud servers for the shared instance
 // view: one paginated GET /servers filtered by the cluster label, whose
@@ -174,10 +170,10 @@ func (s Source) toView(srv *hcloud.Server) (view.Instance, bool) {
 	}
 	id := strconv.FormatInt(srv.ID, 10)
 	in := view.Instance{
-		ProviderID: ProviderID(srv.ID),
+		ProviderID: agentid.ProviderID(srv.ID),
 		ID:         id,
 		Name:       srv.Name,
-		NodeName:   NodeName(srv.Name),
+		NodeName:   agentid.NodeName(srv.Name),
 		Cluster:    s.ClusterID,
 		State:      viewState(id, srv.Status),
 		Addresses:  s.addresses(srv),
@@ -195,17 +191,6 @@ func (s Source) toView(srv *hcloud.Server) (view.Instance, bool) {
 		klog.V(2).InfoS("The API gives a server no creation time; a join ticket for it will be refused", "server", id, "name", srv.Name)
 	}
 	return in, true
-}
-
-// NodeName is the Node name of a server under the ServerName policy: its
-// name, lower-cased, when that is a DNS-1123 subdomain; else "" (the
-// server cannot join).
-func NodeName(serverName string) string {
-	n := strings.ToLower(serverName)
-	if len(validation.IsDNS1123Subdomain(n)) > 0 {
-		return ""
-	}
-	return n
 }
 
 // viewState maps a server's status onto the view's: running is running;
@@ -295,11 +280,6 @@ func ZoneOf(location string) string {
 	return location
 }
 
-// ProviderID is the providerID of a server: hcloud://<id>.
-func ProviderID(id int64) string {
-	return ProviderIDPrefix + strconv.FormatInt(id, 10)
-}
-
 // errProviderID is wrapped by ParseProviderID's errors.
 var errProviderID = errors.New("not a Hetzner Cloud providerID")
 
@@ -307,9 +287,9 @@ var errProviderID = errors.New("not a Hetzner Cloud providerID")
 // form. Robot servers' providerIDs (hrobot://N, and the legacy
 // hcloud://bm-N) are not this backend's.
 func ParseProviderID(providerID string) (int64, error) {
-	rest, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	rest, ok := strings.CutPrefix(providerID, agentid.ProviderIDPrefix)
 	if !ok {
-		return 0, fmt.Errorf("%w: %q: want %s<server id>", errProviderID, providerID, ProviderIDPrefix)
+		return 0, fmt.Errorf("%w: %q: want %s<server id>", errProviderID, providerID, agentid.ProviderIDPrefix)
 	}
 	id, err := strconv.ParseInt(rest, 10, 64)
 	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != rest {

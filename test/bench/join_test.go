@@ -12,11 +12,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mooring-dev/mooring/agent"
-	"github.com/mooring-dev/mooring/cloud"
 	_ "github.com/mooring-dev/mooring/cloud/local" // the "local" backend's node identity
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/local/server"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/test/harness"
@@ -97,7 +97,7 @@ func flawsAt(n int) map[int]int {
 // mintedEvidence is evidence taken from a metadata service earlier and
 // presented now, whatever the binding asked.
 type mintedEvidence struct {
-	cloud.NodeIdentity
+	nodeid.Identity
 	block evidence.Block
 }
 
@@ -108,18 +108,18 @@ func (m mintedEvidence) Evidence(context.Context, string) (evidence.Block, error
 // boundElsewhere asks the metadata service for evidence bound to another
 // binding than the one asked.
 type boundElsewhere struct {
-	cloud.NodeIdentity
+	nodeid.Identity
 	binding string
 }
 
 func (e boundElsewhere) Evidence(ctx context.Context, _ string) (evidence.Block, error) {
-	return e.NodeIdentity.Evidence(ctx, e.binding)
+	return e.Identity.Evidence(ctx, e.binding)
 }
 
 func newKey() (*ecdsa.PrivateKey, error) { return ecdsa.GenerateKey(elliptic.P256(), rand.Reader) }
 
-func identityOf(in api.Instance) (cloud.NodeIdentity, error) {
-	return cloud.NewNodeIdentity("local", cloud.NodeConfig{MetadataURL: in.MetadataURL})
+func identityOf(in api.Instance) (nodeid.Identity, error) {
+	return nodeid.New("local", nodeid.Config{MetadataURL: in.MetadataURL})
 }
 
 func otherName(i int) string { return fmt.Sprintf("other-%04d", i) }
@@ -243,7 +243,7 @@ func makeJoin(w *world, cs kubernetes.Interface, i int, flaws map[int]int, expir
 	}
 	// identity is the machine's as its agent would see it, possibly
 	// altered by the flaw.
-	identity := func() (cloud.NodeIdentity, error) { return identityOf(in) }
+	identity := func() (nodeid.Identity, error) { return identityOf(in) }
 	var f *filedJoin
 	switch {
 	case !invalid:
@@ -277,14 +277,14 @@ func makeJoin(w *world, cs kubernetes.Interface, i int, flaws map[int]int, expir
 		if err != nil {
 			return r, err
 		}
-		identity = func() (cloud.NodeIdentity, error) {
+		identity = func() (nodeid.Identity, error) {
 			id, err := identityOf(in)
 			return boundElsewhere{id, binding}, err
 		}
 	case flaw == expired:
 		e := expiredAt[i]
 		key = e.key
-		identity = func() (cloud.NodeIdentity, error) {
+		identity = func() (nodeid.Identity, error) {
 			id, err := identityOf(in)
 			return mintedEvidence{id, e.block}, err
 		}
@@ -320,7 +320,7 @@ func makeJoin(w *world, cs kubernetes.Interface, i int, flaws map[int]int, expir
 // joinRequest builds a join's request as the agent does: it asks the
 // metadata service for its node name, then has agent.JoinRequest make the
 // CSR and fetch the evidence; the CSR must be named want.
-func joinRequest(ctx context.Context, identity func() (cloud.NodeIdentity, error), key *ecdsa.PrivateKey, want string) ([]byte, error) {
+func joinRequest(ctx context.Context, identity func() (nodeid.Identity, error), key *ecdsa.PrivateKey, want string) ([]byte, error) {
 	id, err := identity()
 	if err != nil {
 		return nil, err

@@ -9,9 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/mooring-dev/mooring/cloud"
-	awscloud "github.com/mooring-dev/mooring/cloud/aws"
+	awsagentid "github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -62,12 +62,12 @@ func awsAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, aws *harn
 	mine := aws.AddNode(e2eCluster, "attacker")
 	other := aws.Put(awstest.Instance{PrivateIP: "127.0.78.10", Role: "not-a-node-role",
 		Tags: map[string]string{harness.ClusterTag(e2eCluster): "owned"}})
-	identity := func(in awstest.Instance) cloud.NodeIdentity {
+	identity := func(in awstest.Instance) nodeid.Identity {
 		md, err := aws.IMDS(in.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := awscloud.NewNodeIdentity(cloud.NodeConfig{MetadataURL: md,
+		id, err := awsagentid.NewNodeIdentity(nodeid.Config{MetadataURL: md,
 			Settings: map[string]string{"stsEndpoint": aws.Endpoint()}})
 		if err != nil {
 			t.Fatal(err)

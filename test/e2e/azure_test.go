@@ -8,9 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/mooring-dev/mooring/cloud"
-	azurecloud "github.com/mooring-dev/mooring/cloud/azure"
+	azureagentid "github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -57,7 +57,7 @@ func TestAzureNodesJoin(t *testing.T) {
 func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *harness.AzureCloud) {
 	t.Helper()
 	mine := az.AddVM(e2eCluster, "attacker")
-	id, err := azurecloud.NewNodeIdentity(cloud.NodeConfig{MetadataURL: az.IMDS(mine.VMID)})
+	id, err := azureagentid.NewNodeIdentity(nodeid.Config{MetadataURL: az.IMDS(mine.VMID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *har
 		return []evidence.Block{b}
 	}
 	nonce := func(binding string) string {
-		n, err := azurecloud.Nonce(binding)
+		n, err := azureagentid.Nonce(binding)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +80,7 @@ func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *har
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []evidence.Block{{Type: azurecloud.EvidenceType, Data: der}}
+		return []evidence.Block{{Type: azureagentid.EvidenceType, Data: der}}
 	}
 	foreignRoot, err := azuretest.NewRootCA("a CA that is not Azure's")
 	if err != nil {

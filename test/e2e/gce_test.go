@@ -16,9 +16,9 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/mooring-dev/mooring/cloud"
-	gcecloud "github.com/mooring-dev/mooring/cloud/gce"
+	gceagentid "github.com/mooring-dev/mooring/cloud/gce/agentid"
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -78,12 +78,12 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 	otherCluster := gce.AddInstance("other-cluster-node", map[string]string{harness.GCELabel: "another-cluster"})
 	otherProject := gce.Put(gcetest.Instance{Project: "another-project", Name: "intruder", InternalIP: "127.0.79.250",
 		Labels: map[string]string{harness.GCELabel: e2eCluster}})
-	identity := func(in gcetest.Instance) cloud.NodeIdentity {
+	identity := func(in gcetest.Instance) nodeid.Identity {
 		md, err := gce.MetadataURL(in.Project, in.Zone, in.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := gcecloud.NewNodeIdentity(cloud.NodeConfig{MetadataURL: md})
+		id, err := gceagentid.NewNodeIdentity(nodeid.Config{MetadataURL: md})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []evidence.Block{{Type: gcecloud.EvidenceType, Data: []byte(tok)}}
+		return []evidence.Block{{Type: gceagentid.EvidenceType, Data: []byte(tok)}}
 	}
 	// forged re-signs the claims of a real token of mine with a key of the
 	// attacker's, under header options.
@@ -124,7 +124,7 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []evidence.Block{{Type: gcecloud.EvidenceType, Data: []byte(out)}}
+		return []evidence.Block{{Type: gceagentid.EvidenceType, Data: []byte(out)}}
 	}
 	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

@@ -32,17 +32,31 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// AgentPkg is mooring-agent's package, relative to the checkout, and
+// AgentBuildTags the tags it ships with (the Makefile's AGENT_TAGS,
+// hack/release.sh's agent_tags): the tests run the agent as it ships.
+const (
+	AgentPkg       = "agent/cmd/mooring-agent"
+	AgentBuildTags = "grpcnotrace"
+)
+
 // Build builds one of mooring's commands (a package path relative to the
 // checkout) into dir.
 func Build(pkg, dir string) (string, error) { return BuildTagged(pkg, dir, "") }
 
 // BuildTagged is Build with build tags (go build -tags); the binary's
 // name carries them, so a tagged and a plain build share a directory.
+// mooring-agent gets its AgentBuildTags too.
 func BuildTagged(pkg, dir, tags string) (string, error) {
 	out := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o"}
 	if tags != "" {
 		out += "-" + strings.ReplaceAll(tags, ",", "-")
+	}
+	if pkg == AgentPkg {
+		tags = strings.Trim(tags+","+AgentBuildTags, ",")
+	}
+	if tags != "" {
 		args = []string{"build", "-tags", tags, "-o"}
 	}
 	cmd := exec.Command("go", append(args, out, "./"+pkg)...)

@@ -27,12 +27,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/agent"
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/version"
 	"github.com/mooring-dev/mooring/systemd"
 
-	// Every cloud backend, registered by name (the config's cloud).
-	_ "github.com/mooring-dev/mooring/cloud/all"
+	// Every cloud backend's node identity, registered by name (the config's
+	// cloud), without the backends' providers.
+	_ "github.com/mooring-dev/mooring/cloud/all/agentid"
 )
 
 // Exit codes (see the package comment).
@@ -98,6 +99,16 @@ type joinOptions struct {
 	noStart    bool
 }
 
+// versionAsked reports whether --version was given. The command prints its
+// version itself rather than through cobra's Version field: cobra prints
+// any format but its own with a text/template, and a template that can run
+// keeps every exported method of every type in the binary (the linker
+// cannot tell which one it calls), some 8 MB of the agent's.
+func versionAsked(cmd *cobra.Command) bool {
+	v, err := cmd.Flags().GetBool("version")
+	return err == nil && v
+}
+
 // newCommand builds mooring-agent: the join, and the user-data subcommand.
 func newCommand() *cobra.Command {
 	o := joinOptions{}
@@ -118,15 +129,21 @@ Exit codes: 0 joined (or already joined), 1 failed (systemd retries),
 
 "mooring-agent user-data" renders the cloud-init user-data that installs and
 configures the agent on a new machine. See docs/join.md.`,
-		Version:      version.Get().String(), // stamped by hack/ldflags.sh
 		SilenceUsage: true,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if versionAsked(cmd) {
+				return nil // --version takes any arguments, as cobra's own flag does
+			}
 			if len(args) > 0 {
 				return usageError(cmd, fmt.Errorf("unexpected argument %q (the only subcommand is user-data)", args[0]))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if versionAsked(cmd) {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "mooring-agent %s\n", version.Get()) // stamped by hack/ldflags.sh
+				return err
+			}
 			if err := logsapi.ValidateAndApply(logOpts, nil); err != nil {
 				return usageError(cmd, err)
 			}
@@ -137,7 +154,6 @@ configures the agent on a new machine. See docs/join.md.`,
 		},
 	}
 	cmd.CompletionOptions.DisableDefaultCmd = true
-	cmd.SetVersionTemplate("mooring-agent {{.Version}}\n")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError(c, err) })
 	fs := cmd.Flags()
 	fs.StringVar(&o.configPath, "config", agent.DefaultConfigPath, "the agent's config file (docs/join.md lists its fields)")
@@ -172,7 +188,7 @@ func join(o joinOptions) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	identity, err := cloud.NewNodeIdentity(cfg.Cloud, cfg.NodeConfig())
+	identity, err := nodeid.New(cfg.Cloud, cfg.NodeConfig())
 	if err != nil {
 		klog.ErrorS(err, "Bad configuration", "field", "cloud")
 		_ = notifier.Status("bad configuration: cloud: %v", err)

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/agent"
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/version"
 )
 
@@ -73,7 +73,7 @@ func TestUserDataPassesCloudInitSchema(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range cloud.Backends() {
+	for _, name := range nodeid.Backends() {
 		extra, ok := backendArgs[name]
 		if !ok {
 			t.Errorf("backend %s has no case in backendArgs", name)
@@ -164,7 +164,7 @@ func TestUserDataRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"user-data"}, "--cloud is required"},
-		{with("--cloud=nimbus"), "--cloud=nimbus: not a known cloud (one of: " + strings.Join(cloud.Backends(), ", ") + ")"},
+		{with("--cloud=nimbus"), "--cloud=nimbus: not a known cloud (one of: " + strings.Join(nodeid.Backends(), ", ") + ")"},
 		{with("--api-server=http://plain"), "--api-server"},
 		{with("--ca-file=/x"), "--ca-cert-hash and --ca-file"},
 		{with("--ca-cert-hash=sha256:00"), "--ca-cert-hash"},
@@ -196,6 +196,16 @@ func TestVersionAndHelp(t *testing.T) {
 	if code != 0 || stdout != "mooring-agent "+version.Get().String()+"\n" {
 		t.Errorf("--version: exit %d, %q", code, stdout)
 	}
+	// As cobra's own --version did: arguments and other flags are ignored,
+	// the config is not read; help wins.
+	for _, args := range [][]string{{"--version", "extra"}, {"--config=/nonexistent", "--version"}} {
+		if stdout, stderr, code := runCLI(t, args...); code != 0 || stdout != "mooring-agent "+version.Get().String()+"\n" {
+			t.Errorf("%v: exit %d, %q\n%s", args, code, stdout, stderr)
+		}
+	}
+	if stdout, _, code := runCLI(t, "--version", "--help"); code != 0 || !strings.Contains(stdout, "Exit codes") {
+		t.Errorf("--version --help: exit %d, %q", code, stdout)
+	}
 	stdout, _, code = runCLI(t, "--help")
 	for _, want := range []string{"joins this machine to a Kubernetes cluster", "Exit codes", "--config", "--systemd-user", "--no-start-kubelet", "-v, --v", "--version", "user-data"} {
 		if code != 0 || !strings.Contains(stdout, want) {
@@ -206,7 +216,7 @@ func TestVersionAndHelp(t *testing.T) {
 		t.Errorf("--help has cobra's boilerplate:\n%s", stdout)
 	}
 	stdout, _, code = runCLI(t, "user-data", "--help")
-	if code != 0 || !strings.Contains(stdout, "one of: "+strings.Join(cloud.Backends(), ", ")) {
+	if code != 0 || !strings.Contains(stdout, "one of: "+strings.Join(nodeid.Backends(), ", ")) {
 		t.Errorf("user-data --help: exit %d, does not list the clouds:\n%s", code, stdout)
 	}
 	// Go's single-dash flags are gone; the harness's --v=2 still works.

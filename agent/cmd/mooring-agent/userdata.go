@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mooring-dev/mooring/agent"
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/deploy/cloudinit"
 	"github.com/mooring-dev/mooring/internal/ticket"
 )
@@ -47,7 +47,7 @@ var (
 
 func newUserDataCommand() *cobra.Command {
 	o := userDataOptions{}
-	backends := strings.Join(cloud.Backends(), ", ")
+	backends := strings.Join(nodeid.Backends(), ", ")
 	cmd := &cobra.Command{
 		Use:   "user-data --cloud=NAME --api-server=URL (--ca-cert-hash=HASH | --ca-file=FILE) (--bootstrap-token=TOKEN | --bootstrap-token-file=FILE) --agent-url=URL --agent-sha256=HEX [flags]",
 		Short: "Render the cloud-init user-data that installs mooring-agent and joins a machine",
@@ -137,9 +137,9 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 
 	switch {
 	case o.cloud == "":
-		bad("--cloud is required (one of: %s)", strings.Join(cloud.Backends(), ", "))
-	case !cloud.Known(o.cloud):
-		bad("--cloud=%s: not a known cloud (one of: %s)", o.cloud, strings.Join(cloud.Backends(), ", "))
+		bad("--cloud is required (one of: %s)", strings.Join(nodeid.Backends(), ", "))
+	case !nodeid.Known(o.cloud):
+		bad("--cloud=%s: not a known cloud (one of: %s)", o.cloud, strings.Join(nodeid.Backends(), ", "))
 	}
 	if !strings.HasPrefix(o.apiServer, "https://") || len(o.apiServer) == len("https://") {
 		bad("--api-server: want an https:// URL, got %q", o.apiServer)
@@ -219,10 +219,10 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 			bad("--install-packages: %q is not a package name (name or name=version)", pkg)
 		}
 	}
-	if len(errs) == 0 && cloud.Known(o.cloud) {
+	if len(errs) == 0 && nodeid.Known(o.cloud) {
 		// The backend judges its own part; blame the flag it objects to.
 		nc := p.Agent.NodeConfig()
-		if _, err := cloud.NewNodeIdentity(o.cloud, nc); err != nil {
+		if _, err := nodeid.New(o.cloud, nc); err != nil {
 			bad("%s: %v", backendFlag(o.cloud, nc), err)
 		}
 	}
@@ -231,9 +231,9 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 
 // backendFlag names the flag whose value the backend refuses: the first
 // one that, changed, makes the backend accept the rest.
-func backendFlag(name string, nc cloud.NodeConfig) string {
-	accepts := func(c cloud.NodeConfig) bool {
-		_, err := cloud.NewNodeIdentity(name, c)
+func backendFlag(name string, nc nodeid.Config) string {
+	accepts := func(c nodeid.Config) bool {
+		_, err := nodeid.New(name, c)
 		return err == nil
 	}
 	alt := nc

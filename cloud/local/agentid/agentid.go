@@ -1,5 +1,9 @@
 // Package agentid is the local cloud's side of the node agent: the
-// instance's metadata service, and identity tokens as evidence.
+// instance's metadata service, and identity tokens as evidence. It
+// registers the node identity of the backend "local" (cloud/nodeid), and
+// holds what the provider and the verifier share with it: the node name
+// policy, the providerID's form and the evidence's type. It imports
+// neither of them (mooring-agent links it without them).
 package agentid
 
 import (
@@ -9,33 +13,46 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/api"
-	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/client"
-	"github.com/mooring-dev/mooring/cloud/local/provider"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the config's cloud: local.
+const Name = "local"
+
+// EvidenceType is the evidence block type of a local cloud identity token.
+const EvidenceType = "MOORING LOCAL IDENTITY TOKEN"
+
+// ProviderIDPrefix starts every Node providerID of a local cloud instance
+// (the backend's name, then "://"). It is the one definition: the cloud
+// provider and the verifier use it too.
+const ProviderIDPrefix = Name + "://"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return New(cfg) })
+}
 
 // Identity is the local cloud's instance metadata service.
 type Identity struct {
 	md     *client.Metadata
-	policy provider.NamePolicy
+	policy NamePolicy
 }
 
-var _ cloud.NodeIdentity = (*Identity)(nil)
+var _ nodeid.Identity = (*Identity)(nil)
 
 // New talks to the metadata service at cfg.MetadataURL, which is required
 // (the local cloud has no well-known metadata address), and names the Node
 // by cfg.NodeNamePolicy. The local cloud has no settings of its own.
-func New(cfg cloud.NodeConfig) (*Identity, error) {
+func New(cfg nodeid.Config) (*Identity, error) {
 	if cfg.MetadataURL == "" {
 		return nil, errors.New("local cloud: metadataURL is required")
 	}
 	if len(cfg.Settings) > 0 {
 		return nil, fmt.Errorf("local cloud: cloudSettings: the local cloud has no settings (got %d)", len(cfg.Settings))
 	}
-	policy, err := provider.ParseNamePolicy(cfg.NodeNamePolicy)
+	policy, err := ParseNamePolicy(cfg.NodeNamePolicy)
 	if err != nil {
 		return nil, err
 	}
@@ -43,12 +60,12 @@ func New(cfg cloud.NodeConfig) (*Identity, error) {
 }
 
 // Instance reads the instance's record.
-func (l *Identity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+func (l *Identity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	in, err := l.md.Instance(ctx)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
-	out := cloud.NodeInstance{ID: in.ID, Name: in.Name, NodeName: l.policy.NodeName(in.ID, in.Name), ProviderID: attest.ProviderIDPrefix + in.ID}
+	out := nodeid.Instance{ID: in.ID, Name: in.Name, NodeName: l.policy.NodeName(in.ID, in.Name), ProviderID: ProviderIDPrefix + in.ID}
 	for _, a := range in.Addresses {
 		if a.Type == api.InternalIP {
 			out.InternalIP = a.Address
@@ -64,5 +81,5 @@ func (l *Identity) Evidence(ctx context.Context, binding string) (evidence.Block
 	if err != nil {
 		return evidence.Block{}, err
 	}
-	return evidence.Block{Type: attest.Type, Data: []byte(tok)}, nil
+	return evidence.Block{Type: EvidenceType, Data: []byte(tok)}, nil
 }

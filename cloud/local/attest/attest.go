@@ -16,16 +16,13 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 )
 
-// Type is the evidence block type of a local cloud identity token.
-const Type = "MOORING LOCAL IDENTITY TOKEN"
-
-// ProviderIDPrefix starts every Node providerID of a local cloud instance
-// ("local", the cloud provider's name, then "://"). It is the one
-// definition: the cloud provider and the node agent use it too.
-const ProviderIDPrefix = "local://"
+// Type is the evidence block type of a local cloud identity token, the
+// one the node agent writes (agentid.EvidenceType).
+const Type = agentid.EvidenceType
 
 // KeySource fetches the cloud's published keys (a JWKS document); the
 // local cloud client's JWKS method is one.
@@ -148,7 +145,7 @@ func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now 
 	}
 	return cloud.Attestation{
 		InstanceID: claims.Instance.ID,
-		ProviderID: ProviderIDPrefix + claims.Instance.ID,
+		ProviderID: agentid.ProviderIDPrefix + claims.Instance.ID,
 		ReplayKey:  "local/" + claims.ID,
 		IssuedAt:   time.Unix(claims.IssuedAt, 0),
 		ExpiresAt:  time.Unix(claims.Expiry, 0),

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 )
 
@@ -26,7 +27,7 @@ type Config struct {
 	// carrying it are this cluster's.
 	Cluster string `json:"cluster"`
 	// NodeNamePolicy maps instances to Node names (InstanceName, InstanceID).
-	NodeNamePolicy NamePolicy `json:"nodeNamePolicy,omitempty"`
+	NodeNamePolicy agentid.NamePolicy `json:"nodeNamePolicy,omitempty"`
 	// InstanceMaxAge is how old an instance answer may be for node
 	// initialization, the address sweep and lifecycle checks. Default 30s.
 	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
@@ -85,7 +86,7 @@ func ParseConfig(r io.Reader) (Config, error) {
 
 func (c *Config) defaults() {
 	if c.NodeNamePolicy == "" {
-		c.NodeNamePolicy = NameFromInstanceName
+		c.NodeNamePolicy = agentid.NameFromInstanceName
 	}
 	if c.InstanceMaxAge.Duration == 0 {
 		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
@@ -116,7 +117,7 @@ func (c *Config) validate() error {
 	if c.Cluster == "" {
 		errs = append(errs, errors.New("cluster is required: without a cluster tag every instance of the cloud would be this cluster's"))
 	}
-	if _, err := ParseNamePolicy(string(c.NodeNamePolicy)); err != nil {
+	if _, err := agentid.ParseNamePolicy(string(c.NodeNamePolicy)); err != nil {
 		errs = append(errs, err)
 	}
 	for name, d := range map[string]time.Duration{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -47,7 +48,7 @@ func (l viewLookup) byNodeName(ctx context.Context, nodeName string) (view.Insta
 type directLookup struct {
 	client  *client.Client
 	cluster string
-	policy  NamePolicy
+	policy  agentid.NamePolicy
 }
 
 func (l directLookup) byProviderID(ctx context.Context, providerID string) (view.Instance, error) {
@@ -59,7 +60,7 @@ func (l directLookup) byProviderID(ctx context.Context, providerID string) (view
 }
 
 func (l directLookup) byNodeName(ctx context.Context, nodeName string) (view.Instance, error) {
-	if l.policy == NameFromInstanceID {
+	if l.policy == agentid.NameFromInstanceID {
 		in, err := instanceByID(ctx, l.client, l.cluster, l.policy, nodeName)
 		if errors.Is(err, view.ErrNotFound) {
 			// Like a view miss: a name is not an id the Node was tied to.
@@ -85,7 +86,7 @@ func (l directLookup) byNodeName(ctx context.Context, nodeName string) (view.Ins
 }
 
 // instanceByID asks the cloud for one instance of the cluster.
-func instanceByID(ctx context.Context, c *client.Client, cluster string, policy NamePolicy, id string) (view.Instance, error) {
+func instanceByID(ctx context.Context, c *client.Client, cluster string, policy agentid.NamePolicy, id string) (view.Instance, error) {
 	got, err := c.GetInstance(ctx, id)
 	switch {
 	case client.IsNotFound(err):

@@ -15,14 +15,15 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
-// Name is the provider's name, for --cloud-provider.
-const Name = "local"
+// Name is the provider's name, for --cloud-provider: the backend's.
+const Name = agentid.Name
 
 // ClusterLabel carries the instance's cluster tag on its Node.
 const ClusterLabel = "mooring.dev/cluster"
@@ -153,7 +154,7 @@ func (c *Cloud) HasClusterID() bool { return true }
 type Source struct {
 	Client     *client.Client
 	Cluster    string
-	NamePolicy NamePolicy
+	NamePolicy agentid.NamePolicy
 }
 
 // ListInstances follows every page of the cluster's instances.
@@ -172,9 +173,9 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 // ToView converts a local cloud instance into the shared view's form, its
 // Node name under the policy, with addresses in a stable order: InternalIP,
 // ExternalIP, InternalDNS, Hostname.
-func ToView(in *api.Instance, policy NamePolicy) view.Instance {
+func ToView(in *api.Instance, policy agentid.NamePolicy) view.Instance {
 	out := view.Instance{
-		ProviderID: attest.ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, NodeName: policy.NodeName(in.ID, in.Name), Zone: in.Zone, Region: in.Region,
+		ProviderID: agentid.ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, NodeName: policy.NodeName(in.ID, in.Name), Zone: in.Zone, Region: in.Region,
 		InstanceType: in.InstanceType, Cluster: in.Cluster, State: view.State(in.State), Labels: in.Labels, Created: in.CreatedAt,
 	}
 	for _, t := range []api.AddressType{api.InternalIP, api.ExternalIP, api.InternalDNS, api.Hostname} {
@@ -189,9 +190,9 @@ func ToView(in *api.Instance, policy NamePolicy) view.Instance {
 
 // InstanceID parses a local cloud providerID.
 func InstanceID(providerID string) (string, error) {
-	id, ok := strings.CutPrefix(providerID, attest.ProviderIDPrefix)
+	id, ok := strings.CutPrefix(providerID, agentid.ProviderIDPrefix)
 	if !ok || id == "" || strings.Contains(id, "/") {
-		return "", fmt.Errorf("providerID %q is not %s<instance-id>", providerID, attest.ProviderIDPrefix)
+		return "", fmt.Errorf("providerID %q is not %s<instance-id>", providerID, agentid.ProviderIDPrefix)
 	}
 	return id, nil
 }

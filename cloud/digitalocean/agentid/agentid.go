@@ -1,4 +1,12 @@
-package digitalocean
+// Package agentid is the DigitalOcean backend's side of the node agent: a
+// droplet's record from its metadata service (/metadata/v1.json). DigitalOcean
+// signs nothing about a droplet, so Evidence wraps nodeid.ErrNoEvidence:
+// the droplet joins with a join ticket. It registers the node identity of
+// the backend "digitalocean" (cloud/nodeid), and holds what the provider
+// shares with it (names.go): providerIDs, Node names and the node name
+// policy. It imports no provider and no godo (mooring-agent links it
+// without them).
+package agentid
 
 import (
 	"context"
@@ -12,9 +20,16 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the agent config's cloud: digitalocean.
+const Name = "digitalocean"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+}
 
 // DefaultMetadataURL is the droplet metadata service's address.
 const DefaultMetadataURL = "http://169.254.169.254"
@@ -62,30 +77,30 @@ type MetadataInterface struct {
 // NodeIdentity is a droplet as its node agent sees it: the metadata
 // service's JSON document. godo has no metadata client; this is a small
 // typed one. DigitalOcean signs no identity: Evidence always fails with
-// cloud.ErrNoEvidence, and the droplet joins with a join ticket.
+// nodeid.ErrNoEvidence, and the droplet joins with a join ticket.
 type NodeIdentity struct {
 	url    string
 	client *http.Client
 }
 
-var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+var _ nodeid.Identity = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the digitalocean
 // backend: cfg.MetadataURL ("" is http://169.254.169.254; else
 // http://host[:port]), cfg.NodeNamePolicy ("" or DropletName). The backend
 // has no cloudSettings. It calls nothing.
-func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyDropletName {
-		return nil, fmt.Errorf("%s: node name policy %q: the only policy is %s", ProviderName, cfg.NodeNamePolicy, PolicyDropletName)
+		return nil, fmt.Errorf("%s: node name policy %q: the only policy is %s", Name, cfg.NodeNamePolicy, PolicyDropletName)
 	}
 	for k := range cfg.Settings {
-		return nil, fmt.Errorf("%s: cloudSettings: unknown key %q (the %s backend has none)", ProviderName, k, ProviderName)
+		return nil, fmt.Errorf("%s: cloudSettings: unknown key %q (the %s backend has none)", Name, k, Name)
 	}
 	base := DefaultMetadataURL
 	if cfg.MetadataURL != "" {
 		u, err := url.Parse(cfg.MetadataURL)
 		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("%s: metadataURL %q: want http://host[:port] (the metadata service speaks plain http)", ProviderName, cfg.MetadataURL)
+			return nil, fmt.Errorf("%s: metadataURL %q: want http://host[:port] (the metadata service speaks plain http)", Name, cfg.MetadataURL)
 		}
 		base = "http://" + u.Host
 	}
@@ -105,48 +120,48 @@ func (n *NodeIdentity) Metadata(ctx context.Context) (Metadata, error) {
 	var md Metadata
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url, nil)
 	if err != nil {
-		return md, fmt.Errorf("%s: metadata: %w", ProviderName, err)
+		return md, fmt.Errorf("%s: metadata: %w", Name, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := n.client.Do(req)
 	if err != nil {
-		return md, fmt.Errorf("%s: metadata %s: %w", ProviderName, metadataPath, err)
+		return md, fmt.Errorf("%s: metadata %s: %w", Name, metadataPath, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMetadataSize))
-		return md, fmt.Errorf("%s: metadata %s: HTTP %d", ProviderName, metadataPath, resp.StatusCode)
+		return md, fmt.Errorf("%s: metadata %s: HTTP %d", Name, metadataPath, resp.StatusCode)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataSize+1))
 	if err != nil {
-		return md, fmt.Errorf("%s: metadata %s: %w", ProviderName, metadataPath, err)
+		return md, fmt.Errorf("%s: metadata %s: %w", Name, metadataPath, err)
 	}
 	if len(data) > maxMetadataSize {
-		return md, fmt.Errorf("%s: metadata %s: larger than %d bytes", ProviderName, metadataPath, maxMetadataSize)
+		return md, fmt.Errorf("%s: metadata %s: larger than %d bytes", Name, metadataPath, maxMetadataSize)
 	}
 	if err := json.Unmarshal(data, &md); err != nil {
 		// The error names a type or an offset, never the document's text.
 		var syn *json.SyntaxError
 		if errors.As(err, &syn) {
-			return md, fmt.Errorf("%s: metadata %s is not JSON (at byte %d)", ProviderName, metadataPath, syn.Offset)
+			return md, fmt.Errorf("%s: metadata %s is not JSON (at byte %d)", Name, metadataPath, syn.Offset)
 		}
-		return md, fmt.Errorf("%s: metadata %s: %w", ProviderName, metadataPath, err)
+		return md, fmt.Errorf("%s: metadata %s: %w", Name, metadataPath, err)
 	}
 	return md, nil
 }
 
 // Instance reads the droplet's id, name and first private IPv4 from the
 // metadata service. The Node name is the droplet name, lower-cased.
-func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	md, err := n.Metadata(ctx)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	switch {
 	case md.DropletID < 1:
-		return cloud.NodeInstance{}, fmt.Errorf("%s: metadata droplet_id %d is not a droplet id", ProviderName, md.DropletID)
+		return nodeid.Instance{}, fmt.Errorf("%s: metadata droplet_id %d is not a droplet id", Name, md.DropletID)
 	case md.Hostname == "":
-		return cloud.NodeInstance{}, fmt.Errorf("%s: metadata hostname is empty", ProviderName)
+		return nodeid.Instance{}, fmt.Errorf("%s: metadata hostname is empty", Name)
 	}
 	var ip string
 	for _, nic := range md.Interfaces.Private {
@@ -154,13 +169,13 @@ func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error)
 			continue
 		}
 		if net.ParseIP(nic.IPv4.IPAddress) == nil {
-			return cloud.NodeInstance{}, fmt.Errorf("%s: metadata private ipv4 %q is not an IP address", ProviderName, nic.IPv4.IPAddress)
+			return nodeid.Instance{}, fmt.Errorf("%s: metadata private ipv4 %q is not an IP address", Name, nic.IPv4.IPAddress)
 		}
 		ip = nic.IPv4.IPAddress
 		break
 	}
 	id := strconv.Itoa(md.DropletID)
-	return cloud.NodeInstance{
+	return nodeid.Instance{
 		ID: id, Name: md.Hostname, NodeName: NodeName(md.Hostname),
 		ProviderID: ProviderIDPrefix + id,
 		InternalIP: ip,
@@ -170,5 +185,5 @@ func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error)
 // Evidence is never given: DigitalOcean signs no droplet identity. The
 // agent joins with a join ticket instead (joinTicketFile).
 func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
-	return evidence.Block{}, fmt.Errorf("%s: %w: a droplet joins with a join ticket (docs/tickets.md)", ProviderName, cloud.ErrNoEvidence)
+	return evidence.Block{}, fmt.Errorf("%s: %w: a droplet joins with a join ticket (docs/tickets.md)", Name, nodeid.ErrNoEvidence)
 }

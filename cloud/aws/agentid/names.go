@@ -1,9 +1,17 @@
-package aws
+package agentid
 
 import (
 	"fmt"
 	"strings"
 )
+
+// ProviderIDPrefix starts the providerID of an EC2 instance's Node,
+// aws:///<zone>/<instance-id>, as the upstream AWS CCM writes it.
+const ProviderIDPrefix = "aws:///"
+
+// ProviderID is the providerID of the instance id in zone:
+// aws:///<zone>/<instance-id>.
+func ProviderID(zone, id string) string { return ProviderIDPrefix + zone + "/" + id }
 
 // NamePolicy says which Node name an EC2 instance's kubelet registers with.
 // The CCM's cloud-config (nodeNamePolicy) and the agent's config must name

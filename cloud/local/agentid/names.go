@@ -1,4 +1,4 @@
-package provider
+package agentid
 
 import (
 	"fmt"
@@ -6,7 +6,8 @@ import (
 )
 
 // NamePolicy says which Node name a local cloud instance's kubelet
-// registers with (Config.NodeNamePolicy, and the agent's nodeNamePolicy).
+// registers with: the agent's nodeNamePolicy, and the provider's
+// (cloud/local/provider Config.NodeNamePolicy), which must be the same.
 type NamePolicy string
 
 // Node name policies.

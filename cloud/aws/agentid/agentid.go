@@ -1,4 +1,13 @@
-package aws
+// Package agentid is the AWS backend's side of the node agent: it reads the
+// instance's metadata over IMDSv2 and signs, with the instance profile's
+// credentials, an STS GetCallerIdentity request whose signed headers carry
+// the CSR key's binding (the evidence; its wire form is evidence.go). It
+// registers the node identity of the backend "aws" (cloud/nodeid), and
+// holds what the approver's verifier and the provider share with it: the
+// evidence's form, the node name policy (names.go), providerIDs and the
+// default STS endpoint. It imports neither (mooring-agent links it
+// without them).
+package agentid
 
 import (
 	"context"
@@ -19,9 +28,16 @@ import (
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the agent config's cloud: aws.
+const Name = "aws"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+}
 
 // The agent's cloudSettings keys.
 const (
@@ -32,6 +48,15 @@ const (
 	// SettingRegion overrides the region read from instance metadata.
 	SettingRegion = "region"
 )
+
+// DefaultSTSEndpoint is the regional STS endpoint of a region: the one the
+// node signs for, and the approver's default.
+func DefaultSTSEndpoint(region string) string {
+	if strings.HasPrefix(region, "cn-") {
+		return "https://sts." + region + ".amazonaws.com.cn"
+	}
+	return "https://sts." + region + ".amazonaws.com"
+}
 
 // maxMetadataValue bounds one instance metadata answer the agent reads.
 const maxMetadataValue = 4 << 10
@@ -49,33 +74,49 @@ type NodeIdentity struct {
 	now         func() time.Time
 }
 
-var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+var _ nodeid.Identity = (*NodeIdentity)(nil)
+
+// Option changes what NewNodeIdentity makes.
+type Option func(*options)
+
+type options struct {
+	now      func() time.Time
+	imdsOpts []func(*imds.Options)
+}
+
+// WithClock dates the signatures by now instead of time.Now (tests whose
+// STS stand-in keeps its own clock).
+func WithClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
+
+// withIMDSOptions changes the metadata client's options (tests make it
+// retry less).
+func withIMDSOptions(f ...func(*imds.Options)) Option {
+	return func(o *options) { o.imdsOpts = append(o.imdsOpts, f...) }
+}
 
 // NewNodeIdentity reads the agent's configuration of the aws backend:
 // cfg.MetadataURL ("" is the instance metadata service's own address),
 // cfg.NodeNamePolicy (see ParseNamePolicy) and the settings stsEndpoint and
 // region, both optional. It calls nothing.
-func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
-	return newNodeIdentity(cfg)
-}
-
-// newNodeIdentity is NewNodeIdentity, the metadata client's options
-// changed by imdsOpts (tests make it retry less).
-func newNodeIdentity(cfg cloud.NodeConfig, imdsOpts ...func(*imds.Options)) (*NodeIdentity, error) {
+func NewNodeIdentity(cfg nodeid.Config, opts ...Option) (*NodeIdentity, error) {
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	policy, err := ParseNamePolicy(cfg.NodeNamePolicy)
 	if err != nil {
 		return nil, fmt.Errorf("aws: %w", err)
 	}
-	n := &NodeIdentity{policy: policy, signer: v4.NewSigner(), now: time.Now}
+	n := &NodeIdentity{policy: policy, signer: v4.NewSigner(), now: o.now}
 	for k, val := range cfg.Settings {
 		switch k {
 		case SettingSTSEndpoint:
-			if _, _, err := parseEndpoint(val); err != nil {
+			if _, _, err := ParseEndpoint(val); err != nil {
 				return nil, fmt.Errorf("aws: cloudSettings.%s: %w", k, err)
 			}
 			n.stsEndpoint = val
 		case SettingRegion:
-			if !scopeNameRE.MatchString(val) {
+			if !ValidRegion(val) {
 				return nil, fmt.Errorf("aws: cloudSettings.%s %q: want a region name such as us-east-1", k, val)
 			}
 			n.region = val
@@ -84,12 +125,12 @@ func newNodeIdentity(cfg cloud.NodeConfig, imdsOpts ...func(*imds.Options)) (*No
 		}
 	}
 	if cfg.MetadataURL != "" {
-		if _, _, err := parseEndpoint(cfg.MetadataURL); err != nil {
+		if _, _, err := ParseEndpoint(cfg.MetadataURL); err != nil {
 			return nil, fmt.Errorf("aws: metadataURL: %w", err)
 		}
 	}
 	// IMDSv2 only: no fallback to unauthenticated IMDSv1 requests.
-	n.imds = imds.New(imds.Options{Endpoint: cfg.MetadataURL, EnableFallback: aws.FalseTernary}, imdsOpts...)
+	n.imds = imds.New(imds.Options{Endpoint: cfg.MetadataURL, EnableFallback: aws.FalseTernary}, o.imdsOpts...)
 	n.creds = ec2rolecreds.New(func(o *ec2rolecreds.Options) { o.Client = n.imds })
 	return n, nil
 }
@@ -97,22 +138,22 @@ func newNodeIdentity(cfg cloud.NodeConfig, imdsOpts ...func(*imds.Options)) (*No
 // Instance reads the instance's id, zone, address, private DNS name and
 // tags from instance metadata. Name is the Name tag when metadata serves
 // tags, else the id.
-func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	id, err := n.metadata(ctx, "instance-id", true)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	zone, err := n.metadata(ctx, "placement/availability-zone", true)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	ip, err := n.metadata(ctx, "local-ipv4", false)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	hostname, err := n.metadata(ctx, "local-hostname", false)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	if f := strings.Fields(hostname); len(f) > 0 {
 		hostname = f[0] // with several DHCP domains, the first name
@@ -125,17 +166,17 @@ func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error)
 	for _, k := range keys {
 		v, err := n.metadata(ctx, "tags/instance/"+k, false)
 		if err != nil {
-			return cloud.NodeInstance{}, err
+			return nodeid.Instance{}, err
 		}
 		if v != "" {
 			tags[k] = v
 		}
 	}
-	out := cloud.NodeInstance{
+	out := nodeid.Instance{
 		ID:         id,
 		Name:       id,
 		NodeName:   n.policy.NodeName(id, hostname, tags),
-		ProviderID: ProviderIDPrefix + zone + "/" + id,
+		ProviderID: ProviderID(zone, id),
 		InternalIP: ip,
 	}
 	if name := tags["Name"]; name != "" {
@@ -165,17 +206,17 @@ func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.B
 	}
 	endpoint := n.stsEndpoint
 	if endpoint == "" {
-		endpoint = DefaultSTSEndpoint(region) // config.go, shared with the approver's default
+		endpoint = DefaultSTSEndpoint(region) // shared with the approver's default
 	}
 	creds, err := n.creds.Retrieve(ctx)
 	if err != nil {
 		return evidence.Block{}, fmt.Errorf("aws: the instance profile's credentials from instance metadata: %w", err)
 	}
-	r, err := signCallerIdentity(ctx, n.signer, creds, endpoint, region, binding, n.now())
+	r, err := SignCallerIdentity(ctx, n.signer, creds, endpoint, region, binding, n.now())
 	if err != nil {
 		return evidence.Block{}, err
 	}
-	data, err := r.encode()
+	data, err := r.Encode()
 	if err != nil {
 		return evidence.Block{}, fmt.Errorf("aws: the signed request: %w", err)
 	}
@@ -185,27 +226,27 @@ func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.B
 
 // bodyHash is the SigV4 payload hash of the GetCallerIdentity body.
 var bodyHash = func() string {
-	sum := sha256.Sum256([]byte(stsBody))
+	sum := sha256.Sum256([]byte(STSBody))
 	return hex.EncodeToString(sum[:])
 }()
 
-// signCallerIdentity signs POST <endpoint>/ with the GetCallerIdentity body
+// SignCallerIdentity signs POST <endpoint>/ with the GetCallerIdentity body
 // and the binding header, and returns the signed header values.
-func signCallerIdentity(ctx context.Context, signer *v4.Signer, creds aws.Credentials, endpoint, region, binding string, at time.Time) (stsRequest, error) {
-	u, _, err := parseEndpoint(endpoint)
+func SignCallerIdentity(ctx context.Context, signer *v4.Signer, creds aws.Credentials, endpoint, region, binding string, at time.Time) (STSRequest, error) {
+	u, _, err := ParseEndpoint(endpoint)
 	if err != nil {
-		return stsRequest{}, fmt.Errorf("aws: STS endpoint: %w", err)
+		return STSRequest{}, fmt.Errorf("aws: STS endpoint: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, stsMethod, u.String(), strings.NewReader(stsBody))
+	req, err := http.NewRequestWithContext(ctx, STSMethod, u.String(), strings.NewReader(STSBody))
 	if err != nil {
-		return stsRequest{}, err
+		return STSRequest{}, err
 	}
-	req.Header.Set("Content-Type", stsContentType)
+	req.Header.Set("Content-Type", STSContentType)
 	req.Header.Set(BindingHeader, binding)
-	if err := signer.SignHTTP(ctx, creds, req, bodyHash, stsService, region, at); err != nil {
-		return stsRequest{}, fmt.Errorf("aws: sign GetCallerIdentity: %w", err)
+	if err := signer.SignHTTP(ctx, creds, req, bodyHash, STSService, region, at); err != nil {
+		return STSRequest{}, fmt.Errorf("aws: sign GetCallerIdentity: %w", err)
 	}
-	return stsRequest{
+	return STSRequest{
 		Authorization: req.Header.Get("Authorization"),
 		Date:          req.Header.Get("X-Amz-Date"),
 		SecurityToken: req.Header.Get("X-Amz-Security-Token"),

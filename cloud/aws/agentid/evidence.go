@@ -1,4 +1,4 @@
-package aws
+package agentid
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,10 +22,10 @@ const EvidenceType = "MOORING AWS STS REQUEST"
 // The one request the evidence may stand for. The approver builds it
 // itself; only the signed header values come from the evidence.
 const (
-	stsMethod      = "POST"
-	stsBody        = "Action=GetCallerIdentity&Version=2011-06-15"
-	stsContentType = "application/x-www-form-urlencoded; charset=utf-8"
-	stsService     = "sts"
+	STSMethod      = "POST"
+	STSBody        = "Action=GetCallerIdentity&Version=2011-06-15"
+	STSContentType = "application/x-www-form-urlencoded; charset=utf-8"
+	STSService     = "sts"
 	// BindingHeader carries the CSR key's binding (evidence.Binding) in
 	// the signed request.
 	BindingHeader = "X-Mooring-Binding"
@@ -35,8 +36,8 @@ const (
 const (
 	sigv4Algorithm  = "AWS4-HMAC-SHA256"
 	sigv4Terminator = "aws4_request"
-	amzDateLayout   = "20060102T150405Z"
-	scopeDateLayout = "20060102"
+	AmzDateLayout   = "20060102T150405Z"
+	ScopeDateLayout = "20060102"
 	// SignatureLifetime is how long after its X-Amz-Date a signed request
 	// is accepted.
 	SignatureLifetime = 15 * time.Minute
@@ -76,7 +77,7 @@ const (
 // approver sends when it rebuilds the request.
 var signableHeaders = []string{headerContentLen, headerContentType, headerHost, headerDate, headerToken, headerBinding}
 
-// stsRequest is the evidence: the values of the signed headers of one
+// STSRequest is the evidence: the values of the signed headers of one
 // GetCallerIdentity request, nothing the approver makes itself (method,
 // URL, host, body).
 //
@@ -89,21 +90,22 @@ var signableHeaders = []string{headerContentLen, headerContentType, headerHost, 
 // x-amz-security-token is absent for long-term credentials; every other key
 // is required, and no other key, no duplicate and no nested value is
 // accepted.
-type stsRequest struct {
+type STSRequest struct {
 	Authorization string `json:"authorization"`
 	Date          string `json:"x-amz-date"`
 	SecurityToken string `json:"x-amz-security-token,omitempty"`
 	Binding       string `json:"x-mooring-binding"`
 }
 
-// encode writes the evidence, after checking it is what decode accepts.
-func (r stsRequest) encode() ([]byte, error) {
+// Encode writes the evidence, after checking it is what DecodeSTSRequest
+// accepts.
+func (r STSRequest) Encode() ([]byte, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
 	}
 	data, err := json.Marshal(struct {
 		V json.Number `json:"v"`
-		stsRequest
+		STSRequest
 	}{json.Number(evidenceVersion), r})
 	if err != nil {
 		return nil, err
@@ -114,11 +116,11 @@ func (r stsRequest) encode() ([]byte, error) {
 	return data, nil
 }
 
-// decodeSTSRequest reads evidence strictly: one JSON object, version 1,
+// DecodeSTSRequest reads evidence strictly: one JSON object, version 1,
 // only the known keys, each at most once, string values of printable
 // ASCII within their bounds, nothing after the object.
-func decodeSTSRequest(data []byte) (stsRequest, error) {
-	var r stsRequest
+func DecodeSTSRequest(data []byte) (STSRequest, error) {
+	var r STSRequest
 	if len(data) > MaxEvidenceSize {
 		return r, fmt.Errorf("evidence is %d bytes, limit %d", len(data), MaxEvidenceSize)
 	}
@@ -185,14 +187,14 @@ func decodeSTSRequest(data []byte) (stsRequest, error) {
 }
 
 // validate bounds each value and checks the Authorization header's form.
-func (r stsRequest) validate() error {
+func (r STSRequest) validate() error {
 	for _, f := range []struct {
 		name, value string
 		max         int
 		required    bool
 	}{
 		{keyAuthorization, r.Authorization, maxAuthorization, true},
-		{keyDate, r.Date, len(amzDateLayout), true},
+		{keyDate, r.Date, len(AmzDateLayout), true},
 		{keySecurityToken, r.SecurityToken, maxSecurityToken, false},
 		{keyBinding, r.Binding, maxBinding, true},
 	} {
@@ -205,10 +207,10 @@ func (r stsRequest) validate() error {
 			return fmt.Errorf("evidence %s holds characters other than printable ASCII", f.name)
 		}
 	}
-	if _, err := parseAmzDate(r.Date); err != nil {
+	if _, err := ParseAmzDate(r.Date); err != nil {
 		return err
 	}
-	auth, err := parseAuthorization(r.Authorization)
+	auth, err := ParseAuthorization(r.Authorization)
 	if err != nil {
 		return err
 	}
@@ -227,8 +229,8 @@ func printable(s string, spaces bool) bool {
 	return true
 }
 
-// sigv4Auth is a parsed SigV4 Authorization header.
-type sigv4Auth struct {
+// SigV4Auth is a parsed SigV4 Authorization header.
+type SigV4Auth struct {
 	AccessKeyID string
 	// ScopeDate (yyyymmdd), Region and Service are the credential scope.
 	ScopeDate, Region, Service string
@@ -246,12 +248,12 @@ var (
 	signatureRE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-// parseAuthorization reads a header of exactly the form the SDK's signer
+// ParseAuthorization reads a header of exactly the form the SDK's signer
 // writes:
 //
 //	AWS4-HMAC-SHA256 Credential=AKID/yyyymmdd/region/service/aws4_request, SignedHeaders=a;b;c, Signature=<64 hex>
-func parseAuthorization(h string) (sigv4Auth, error) {
-	var a sigv4Auth
+func ParseAuthorization(h string) (SigV4Auth, error) {
+	var a SigV4Auth
 	rest, ok := strings.CutPrefix(h, sigv4Algorithm+" ")
 	if !ok {
 		return a, fmt.Errorf("authorization: want algorithm %s", sigv4Algorithm)
@@ -320,11 +322,40 @@ func checkSignedHeaders(signed []string, token bool) error {
 	return nil
 }
 
-// parseAmzDate reads an X-Amz-Date value (basic ISO 8601, UTC).
-func parseAmzDate(s string) (time.Time, error) {
-	t, err := time.Parse(amzDateLayout, s)
-	if err != nil || t.Format(amzDateLayout) != s {
+// ParseAmzDate reads an X-Amz-Date value (basic ISO 8601, UTC).
+func ParseAmzDate(s string) (time.Time, error) {
+	t, err := time.Parse(AmzDateLayout, s)
+	if err != nil || t.Format(AmzDateLayout) != s {
 		return time.Time{}, fmt.Errorf("x-amz-date %q: want yyyymmddThhmmssZ", s)
 	}
 	return t, nil
 }
+
+// ParseEndpoint checks an STS URL: http or https, a host, no user, no
+// path beyond "/", no query or fragment. It returns the URL to send to (path
+// "/") and the Host header SigV4 signs (without a default port).
+func ParseEndpoint(s string) (*url.URL, string, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, "", err
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, "", fmt.Errorf("%q: want an http or https URL", s)
+	case u.Host == "" || u.Hostname() == "" || u.User != nil:
+		return nil, "", fmt.Errorf("%q: want a host and no user", s)
+	case (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "":
+		return nil, "", fmt.Errorf("%q: want no path, query or fragment", s)
+	}
+	host := u.Host
+	if p := u.Port(); (u.Scheme == "https" && p == "443") || (u.Scheme == "http" && p == "80") {
+		host = u.Hostname()
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+	}
+	return &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/"}, host, nil
+}
+
+// ValidRegion reports whether region can be the region of a credential
+// scope, such as us-east-1.
+func ValidRegion(region string) bool { return scopeNameRE.MatchString(region) }

@@ -1,4 +1,12 @@
-package azure
+// Package agentid is the Azure backend's side of the node agent: the VM's
+// record from IMDS (header Metadata: true, a pinned api-version), and an
+// attested document whose nonce is derived from the CSR key's binding
+// (evidence.go: Nonce) as evidence. It registers the node identity of the
+// backend "azure" (cloud/nodeid), and holds what the approver's verifier
+// and the provider share with it: the nonce, resource ids and providerIDs,
+// Node names (names.go). It imports neither (mooring-agent links it
+// without them).
+package agentid
 
 import (
 	"context"
@@ -14,9 +22,16 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the agent config's cloud: azure.
+const Name = "azure"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+}
 
 // IMDS facts.
 const (
@@ -41,12 +56,12 @@ type NodeIdentity struct {
 	client *http.Client
 }
 
-var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+var _ nodeid.Identity = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the azure backend:
 // cfg.MetadataURL ("" is IMDS's own address), cfg.NodeNamePolicy ("" or
 // VMName); no cloudSettings. It calls nothing.
-func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != NodeNamePolicyVMName {
 		return nil, fmt.Errorf("azure: node name policy %q: the only one is %s", cfg.NodeNamePolicy, NodeNamePolicyVMName)
 	}
@@ -92,20 +107,20 @@ type imdsInstance struct {
 }
 
 // Instance reads the VM's record from IMDS.
-func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	var md imdsInstance
 	if err := n.get(ctx, "/metadata/instance", nil, &md); err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
 	c := md.Compute
-	if !uuidRE.MatchString(c.VMID) {
-		return cloud.NodeInstance{}, fmt.Errorf("azure: IMDS compute.vmId %.60q is not a UUID", c.VMID)
+	if !ValidUUID(c.VMID) {
+		return nodeid.Instance{}, fmt.Errorf("azure: IMDS compute.vmId %.60q is not a UUID", c.VMID)
 	}
 	r, err := ParseResourceID(c.ResourceID)
 	if err != nil {
-		return cloud.NodeInstance{}, fmt.Errorf("azure: IMDS compute.resourceId: %w", err)
+		return nodeid.Instance{}, fmt.Errorf("azure: IMDS compute.resourceId: %w", err)
 	}
-	out := cloud.NodeInstance{
+	out := nodeid.Instance{
 		ID:         strings.ToLower(c.VMID),
 		Name:       c.Name,
 		ProviderID: r.ProviderID(),

@@ -1,4 +1,12 @@
-package gce
+// Package agentid is the GCE backend's side of the node agent: the
+// instance's record from the metadata server, and the identity token of
+// its default service account, whose audience is the CSR key's binding, as
+// evidence. It registers the node identity of the backend "gce"
+// (cloud/nodeid), and holds what the approver's verifier and the provider
+// share with it (names.go): the evidence type, providerIDs, the node name
+// policy and the forms of GCE's names. It imports neither (mooring-agent
+// links it without them).
+package agentid
 
 import (
 	"context"
@@ -14,9 +22,16 @@ import (
 	gcemetadata "cloud.google.com/go/compute/metadata"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the agent config's cloud: gce.
+const Name = "gce"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+}
 
 // identityPath is the metadata path of the default service account's
 // identity token; format=full adds google.compute_engine (instance id,
@@ -34,14 +49,14 @@ type NodeIdentity struct {
 	md *gcemetadata.Client
 }
 
-var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+var _ nodeid.Identity = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the gce backend:
 // cfg.MetadataURL ("" is the metadata server's own address, or
 // GCE_METADATA_HOST; else an http URL whose host the requests go to),
 // cfg.NodeNamePolicy ("" or InstanceName). The backend has no
 // cloudSettings. It calls nothing.
-func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyInstanceName {
 		return nil, fmt.Errorf("gce: node name policy %q: the only policy is %s", cfg.NodeNamePolicy, PolicyInstanceName)
 	}
@@ -74,31 +89,31 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // Instance reads the instance's id, name, zone, project and first internal
 // IP from the metadata server. The Node name is the instance name.
-func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	// The library's InstanceID and ProjectID cache their first answer for
 	// the process; read the paths themselves.
 	var vals [5]string
 	for i, path := range []string{"instance/id", "instance/name", "instance/zone", "project/project-id", "instance/network-interfaces/0/ip"} {
 		v, err := n.get(ctx, path)
 		if err != nil {
-			return cloud.NodeInstance{}, err
+			return nodeid.Instance{}, err
 		}
 		vals[i] = v
 	}
 	id, name, zone, project, ip := vals[0], vals[1], lastSegment(vals[2]), vals[3], vals[4]
 	switch {
-	case !instanceIDPattern.MatchString(id):
-		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata instance/id %q is not an instance id", id)
-	case !instanceNamePattern.MatchString(name):
-		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata instance/name %q is not an instance name", name)
-	case !zonePattern.MatchString(zone):
-		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata instance/zone %q is not a zone", vals[2])
-	case !projectIDPattern.MatchString(project):
-		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata project/project-id %q is not a project ID", project)
+	case !ValidInstanceID(id):
+		return nodeid.Instance{}, fmt.Errorf("gce: metadata instance/id %q is not an instance id", id)
+	case !ValidInstanceName(name):
+		return nodeid.Instance{}, fmt.Errorf("gce: metadata instance/name %q is not an instance name", name)
+	case !ValidZone(zone):
+		return nodeid.Instance{}, fmt.Errorf("gce: metadata instance/zone %q is not a zone", vals[2])
+	case !ValidProjectID(project):
+		return nodeid.Instance{}, fmt.Errorf("gce: metadata project/project-id %q is not a project ID", project)
 	case net.ParseIP(ip) == nil:
-		return cloud.NodeInstance{}, fmt.Errorf("gce: metadata network-interfaces/0/ip %q is not an IP address", ip)
+		return nodeid.Instance{}, fmt.Errorf("gce: metadata network-interfaces/0/ip %q is not an IP address", ip)
 	}
-	return cloud.NodeInstance{
+	return nodeid.Instance{
 		ID: id, Name: name, NodeName: strings.ToLower(name),
 		ProviderID: ProviderID(project, zone, name),
 		InternalIP: ip,

@@ -1,4 +1,12 @@
-package hetzner
+// Package agentid is the Hetzner Cloud backend's side of the node agent:
+// the server's record from its metadata service, read with hcloud-go's
+// metadata client (instance-id, hostname, private-networks). Hetzner signs
+// nothing about a server, so Evidence wraps nodeid.ErrNoEvidence: the node
+// joins with a join ticket. It registers the node identity of the backend
+// "hetzner" (cloud/nodeid), and holds what the provider shares with it
+// (names.go): providerIDs, Node names and the node name policy. It imports
+// no provider (mooring-agent links it without one).
+package agentid
 
 import (
 	"context"
@@ -13,9 +21,16 @@ import (
 	hcmetadata "github.com/hetznercloud/hcloud-go/v2/hcloud/metadata"
 	"sigs.k8s.io/yaml"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// Name is the backend's name, the agent config's cloud: hetzner.
+const Name = "hetzner"
+
+func init() {
+	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+}
 
 // metadataTimeout bounds one metadata call.
 const metadataTimeout = 5 * time.Second
@@ -34,14 +49,14 @@ type NodeIdentity struct {
 	network int64
 }
 
-var _ cloud.NodeIdentity = (*NodeIdentity)(nil)
+var _ nodeid.Identity = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the hetzner backend:
 // cfg.MetadataURL ("" is the metadata service's own address; else the
 // http URL of its base, .../hetzner/v1/metadata), cfg.NodeNamePolicy (""
 // or ServerName), and the one cloudSetting network (a private network's
 // ID). It calls nothing.
-func NewNodeIdentity(cfg cloud.NodeConfig) (*NodeIdentity, error) {
+func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyServerName {
 		return nil, fmt.Errorf("hetzner: node name policy %q: the only policy is %s", cfg.NodeNamePolicy, PolicyServerName)
 	}
@@ -83,33 +98,33 @@ type privateNetwork struct {
 // metadata service. The Node name is the server name, lower-cased; the
 // internal IP is the address in the configured network, else in the
 // private network of the lowest interface number, else none.
-func (n *NodeIdentity) Instance(ctx context.Context) (cloud.NodeInstance, error) {
+func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*metadataTimeout)
 	defer cancel()
 	id, err := n.md.InstanceIDWithContext(ctx)
 	if err != nil {
-		return cloud.NodeInstance{}, fmt.Errorf("hetzner: metadata instance-id: %w", err)
+		return nodeid.Instance{}, fmt.Errorf("hetzner: metadata instance-id: %w", err)
 	}
 	if id <= 0 {
-		return cloud.NodeInstance{}, fmt.Errorf("hetzner: metadata instance-id %d is not a server id", id)
+		return nodeid.Instance{}, fmt.Errorf("hetzner: metadata instance-id %d is not a server id", id)
 	}
 	name, err := n.md.HostnameWithContext(ctx)
 	if err != nil {
-		return cloud.NodeInstance{}, fmt.Errorf("hetzner: metadata hostname: %w", err)
+		return nodeid.Instance{}, fmt.Errorf("hetzner: metadata hostname: %w", err)
 	}
 	nodeName := NodeName(name)
 	if nodeName == "" {
-		return cloud.NodeInstance{}, fmt.Errorf("hetzner: server name %.80q (metadata hostname) is not a valid Node name (a DNS-1123 subdomain)", name)
+		return nodeid.Instance{}, fmt.Errorf("hetzner: server name %.80q (metadata hostname) is not a valid Node name (a DNS-1123 subdomain)", name)
 	}
 	doc, err := n.md.PrivateNetworksWithContext(ctx)
 	if err != nil {
-		return cloud.NodeInstance{}, fmt.Errorf("hetzner: metadata private-networks: %w", err)
+		return nodeid.Instance{}, fmt.Errorf("hetzner: metadata private-networks: %w", err)
 	}
 	ip, err := n.internalIP(doc)
 	if err != nil {
-		return cloud.NodeInstance{}, err
+		return nodeid.Instance{}, err
 	}
-	return cloud.NodeInstance{
+	return nodeid.Instance{
 		ID: strconv.FormatInt(id, 10), Name: name, NodeName: nodeName,
 		ProviderID: ProviderID(id), InternalIP: ip,
 	}, nil
@@ -137,8 +152,8 @@ func (n *NodeIdentity) internalIP(doc string) (string, error) {
 	return "", nil
 }
 
-// Evidence is an error wrapping cloud.ErrNoEvidence: Hetzner Cloud signs
+// Evidence is an error wrapping nodeid.ErrNoEvidence: Hetzner Cloud signs
 // no instance identity; the node joins with a join ticket.
 func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
-	return evidence.Block{}, fmt.Errorf("hetzner: %w: a Hetzner Cloud server joins with a join ticket", cloud.ErrNoEvidence)
+	return evidence.Block{}, fmt.Errorf("hetzner: %w: a Hetzner Cloud server joins with a join ticket", nodeid.ErrNoEvidence)
 }

@@ -1,0 +1,20 @@
+// Package agentid imports the node part (cloud/<name>/agentid) of every
+// cloud backend mooring ships, for their registration with cloud/nodeid:
+// the one package mooring-agent imports for backends. It links no CCM
+// provider, approver verifier or cloud API SDK; cloud/all imports it too.
+package agentid
+
+import (
+	// AWS.
+	_ "github.com/mooring-dev/mooring/cloud/aws/agentid"
+	// Azure.
+	_ "github.com/mooring-dev/mooring/cloud/azure/agentid"
+	// DigitalOcean.
+	_ "github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
+	// Google Compute Engine.
+	_ "github.com/mooring-dev/mooring/cloud/gce/agentid"
+	// Hetzner Cloud.
+	_ "github.com/mooring-dev/mooring/cloud/hetzner/agentid"
+	// The local cloud.
+	_ "github.com/mooring-dev/mooring/cloud/local/agentid"
+)

@@ -1,0 +1,154 @@
+package agentid
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
+
+	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
+)
+
+// TestNewNodeIdentityMakesNoCall: the agent validates its config by
+// building the identity, which must not touch the network.
+func TestNewNodeIdentityMakesNoCall(t *testing.T) {
+	var hits atomic.Int32
+	md := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer md.Close()
+	for _, cfg := range []nodeid.Config{
+		{},
+		{MetadataURL: md.URL},
+		{MetadataURL: md.URL, NodeNamePolicy: "Tag:k8s-name", Settings: map[string]string{SettingSTSEndpoint: md.URL, SettingRegion: "eu-west-1"}},
+	} {
+		if _, err := NewNodeIdentity(cfg); err != nil {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("construction made %d calls", hits.Load())
+	}
+}
+
+func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
+	for name, cfg := range map[string]nodeid.Config{
+		"unknown setting":       {Settings: map[string]string{"stsendpoint": "https://sts.example"}},
+		"another unknown":       {Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}},
+		"endpoint with a path":  {Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}},
+		"endpoint not http":     {Settings: map[string]string{SettingSTSEndpoint: "sts.us-east-1.amazonaws.com"}},
+		"bad region":            {Settings: map[string]string{SettingRegion: "us east 1"}},
+		"empty region":          {Settings: map[string]string{SettingRegion: ""}},
+		"bad policy":            {NodeNamePolicy: "Hostname"},
+		"bad tag policy":        {NodeNamePolicy: "Tag:aws:name"},
+		"metadata URL not http": {MetadataURL: "169.254.169.254"},
+		"metadata URL query":    {MetadataURL: "http://169.254.169.254/?x=1"},
+	} {
+		if _, err := NewNodeIdentity(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestInstanceNamePolicies: each policy names the Node from metadata.
+func TestInstanceNamePolicies(t *testing.T) {
+	c := awstest.NewStarted(t, awstest.Options{})
+	tagged := c.Put(awstest.Instance{PrivateIP: "127.0.0.20", PrivateDNSName: "IP-10-0-0-20.EC2.Internal", Role: testRole,
+		Tags: map[string]string{"Name": "web one", "k8s-name": "Node-20"}, MetadataTags: true})
+	untagged := c.Put(awstest.Instance{PrivateIP: "127.0.0.21", Role: testRole, Zone: "us-east-1c",
+		Tags: map[string]string{"Name": "hidden", "k8s-name": "node-21"}})
+	ctx := context.Background()
+	instance := func(in awstest.Instance, policy string) (nodeid.Instance, error) {
+		t.Helper()
+		u, err := c.IMDS(in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := NewNodeIdentity(nodeid.Config{MetadataURL: u, NodeNamePolicy: policy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n.Instance(ctx)
+	}
+	for _, tc := range []struct {
+		in       awstest.Instance
+		policy   string
+		nodeName string
+		name     string
+	}{
+		{tagged, "", "ip-10-0-0-20.ec2.internal", "web one"},
+		{tagged, PolicyPrivateDNSName, "ip-10-0-0-20.ec2.internal", "web one"},
+		{tagged, PolicyInstanceID, tagged.ID, "web one"},
+		{tagged, "Tag:k8s-name", "node-20", "web one"},
+		{tagged, "Tag:Name", "web one", "web one"},
+		{untagged, "", "ip-127-0-0-21.ec2.internal", untagged.ID},
+		{untagged, PolicyInstanceID, untagged.ID, untagged.ID},
+	} {
+		got, err := instance(tc.in, tc.policy)
+		if err != nil {
+			t.Fatalf("%s under %q: %v", tc.in.ID, tc.policy, err)
+		}
+		want := nodeid.Instance{ID: tc.in.ID, Name: tc.name, NodeName: tc.nodeName, ProviderID: "aws:///" + tc.in.Zone + "/" + tc.in.ID, InternalIP: tc.in.PrivateIP}
+		if got != want {
+			t.Errorf("under %q: %+v, want %+v", tc.policy, got, want)
+		}
+	}
+	// A tag policy needs the tag, readable in metadata.
+	for _, in := range []awstest.Instance{untagged, tagged} {
+		if got, err := instance(in, "Tag:missing"); err == nil || !strings.Contains(err.Error(), "no node name") {
+			t.Errorf("%s under Tag:missing: %+v, %v; want an error", in.ID, got, err)
+		}
+	}
+	if _, err := instance(untagged, "Tag:k8s-name"); err == nil {
+		t.Error("a tag policy without metadata tags: no error")
+	}
+}
+
+// TestEvidenceRegionSetting: the region setting overrides metadata's.
+func TestEvidenceRegionSetting(t *testing.T) {
+	w := newWorld(t, awstest.Options{})
+	n := w.agentOf(w.in.ID, map[string]string{SettingRegion: "eu-west-1", SettingSTSEndpoint: w.cloud.Endpoint()})
+	r, err := DecodeSTSRequest(w.evidenceOf(n, newBinding(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := ParseAuthorization(r.Authorization)
+	if err != nil || auth.Region != "eu-west-1" || auth.Service != "sts" {
+		t.Fatalf("scope %+v, %v", auth, err)
+	}
+}
+
+func TestEvidenceErrors(t *testing.T) {
+	w := newWorld(t, awstest.Options{})
+	ctx := context.Background()
+	for _, b := range []string{"", strings.Repeat("A", maxBinding+1), "with space", "new\nline"} {
+		if _, err := w.agent.Evidence(ctx, b); err == nil {
+			t.Errorf("binding %q: no error", b)
+		}
+	}
+	noRole := w.cloud.Put(awstest.Instance{PrivateIP: "127.0.0.30"})
+	if _, err := w.agentOf(noRole.ID, nil).Evidence(ctx, newBinding(t)); err == nil {
+		t.Error("an instance without an instance profile: no error")
+	}
+	if err := w.cloud.SetState(w.in.ID, "stopped"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := w.cloud.IMDS(w.in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewNodeIdentity(nodeid.Config{MetadataURL: u}, withIMDSOptions(func(o *imds.Options) { o.Retryer = aws.NopRetryer{} }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Evidence(ctx, newBinding(t)); err == nil {
+		t.Error("a stopped instance's metadata: no error")
+	}
+	if _, err := n.Instance(ctx); err == nil {
+		t.Error("a stopped instance's metadata: no error")
+	}
+}

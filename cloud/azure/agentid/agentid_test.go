@@ -1,0 +1,66 @@
+package agentid
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/nodeid"
+)
+
+func TestRegistered(t *testing.T) {
+	if _, err := nodeid.New(Name, nodeid.Config{}); err != nil {
+		t.Fatalf("%s: %v (registered: %v)", Name, err, nodeid.Backends())
+	}
+}
+
+// TestNewNodeIdentityRefusesBadConfig: the policy, settings and metadata
+// URL are checked when the identity is built.
+func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
+	for name, cfg := range map[string]nodeid.Config{
+		"another policy":       {NodeNamePolicy: "ComputerName"},
+		"a setting":            {Settings: map[string]string{"region": "westeurope"}},
+		"metadata URL not URL": {MetadataURL: "169.254.169.254"},
+		"metadata URL query":   {MetadataURL: "http://169.254.169.254/?x=1"},
+	} {
+		if _, err := NewNodeIdentity(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for _, cfg := range []nodeid.Config{{}, {NodeNamePolicy: NodeNamePolicyVMName}, {MetadataURL: "http://127.0.0.1:1"}} {
+		if _, err := NewNodeIdentity(cfg); err != nil {
+			t.Errorf("%+v: %v", cfg, err)
+		}
+	}
+}
+
+// TestNonce: 32 hex digits of the binding's digest; non-bindings fail.
+func TestNonce(t *testing.T) {
+	n, err := Nonce("47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU")
+	if err != nil || n != "e3b0c44298fc1c149afbf4c8996fb924" {
+		t.Fatalf("%q %v", n, err)
+	}
+	for _, bad := range []string{"", "short", strings.Repeat("A", 44)} {
+		if _, err := Nonce(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// TestProviderIDs: both forms round-trip; others are refused.
+func TestProviderIDs(t *testing.T) {
+	for _, s := range []string{
+		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/Vm1",
+		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines/3",
+	} {
+		r, err := ParseProviderID(s)
+		if err != nil || r.ProviderID() != s {
+			t.Errorf("%s: %+v %v", s, r, err)
+		}
+	}
+	for _, s := range []string{"aws:///z/i-1", "azure://", "azure:///subscriptions/x/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/a",
+		"azure:///subscriptions/3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234/resourceGroups/rg/providers/Microsoft.Network/virtualMachines/a"} {
+		if _, err := ParseProviderID(s); err == nil {
+			t.Errorf("%s: accepted", s)
+		}
+	}
+}
