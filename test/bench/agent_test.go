@@ -62,10 +62,12 @@ func BenchmarkAgentJoin(b *testing.B) {
 		slices.Sort(rss)
 		slices.Sort(toKubelet)
 		worstRSS, worstTime := rss[len(rss)-1], toKubelet[len(toKubelet)-1]
-		record(bench, fmt.Sprintf("mooring-agent peak RSS, min/median/max of %d machines", len(rss)),
-			fmt.Sprintf("%.1f / %.1f / %.1f MiB", rss[0], rss[len(rss)/2], worstRSS), "< 30 MiB", worstRSS < 30)
-		record(bench, fmt.Sprintf("client CSR approved to kubelet started, min/median/max of %d machines", len(rss)),
-			fmt.Sprintf("%s / %s / %s", ms(toKubelet[0]), ms(toKubelet[len(toKubelet)/2]), ms(worstTime)), "< 1 s", worstTime < time.Second)
+		// One number per figure and run, so that repeated runs fold into
+		// min/median/max.
+		record(bench, fmt.Sprintf("mooring-agent peak RSS, largest of %d machines", len(rss)), fmt.Sprintf("%.1f MiB", worstRSS), "< 30 MiB", worstRSS < 30)
+		record(bench, fmt.Sprintf("mooring-agent peak RSS, median of %d machines", len(rss)), fmt.Sprintf("%.1f MiB", rss[len(rss)/2]), "", false)
+		record(bench, fmt.Sprintf("client CSR approved to kubelet started, slowest of %d machines", len(rss)), ms(worstTime), "< 1 s", worstTime < time.Second)
+		record(bench, fmt.Sprintf("client CSR approved to kubelet started, median of %d machines", len(rss)), ms(toKubelet[len(toKubelet)/2]), "", false)
 	}
 }
 
