@@ -153,13 +153,10 @@ func (c *Cloud) ProviderName() string { return ProviderName }
 // providerID when it has one, else by its name (the droplet's name). An
 // outage is an error, never "not found".
 func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
-	if node.Spec.ProviderID == "" {
-		return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
-	}
-	if _, err := ParseProviderID(node.Spec.ProviderID); err != nil {
-		return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	return c.view.ByProviderID(ctx, node.Spec.ProviderID, c.cfg.InstanceMaxAge.Duration)
+	return cloud.FindInView(ctx, c.view, node, c.cfg.InstanceMaxAge.Duration, func(id string) error {
+		_, err := ParseProviderID(id)
+		return err
+	})
 }
 
 // ConfirmInstance asks the API for the droplet of a providerID itself (GET
