@@ -30,7 +30,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/test/chaos' -
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build release release-test test unit adversarial fuzz e2e chaos bench lint demo clean deps kube-bins docs chart helm-bin images push
+.PHONY: help build release release-test test unit adversarial fuzz e2e chaos bench bench-tuning lint demo clean deps kube-bins docs chart helm-bin images push
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -132,6 +132,12 @@ BENCH ?= .
 bench: deps kube-bins ## benchmarks with figures; scale ones at BENCH_NODES (default 1000) nodes, BENCH_RUNS times (default 3; min/median/max), those matching BENCH; table in bin/bench-results.md
 	@if [ -n "$(BENCH_PKGS)" ]; then $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCH_PKGS); fi
 	MOORING_BENCH_NODES=$(BENCH_NODES) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=1x -count=$(BENCH_RUNS) -timeout 300m ./test/bench/...
+
+# The tuning matrix of docs/scale.md: node init and the serving-CSR burst at
+# several --kube-api-qps/--concurrent-node-syncs/--csr-approver-workers
+# settings, BENCH_RUNS times each (about an hour on 2 cores).
+bench-tuning: deps kube-bins ## the tuning matrix (QPS x workers) of docs/scale.md; table in bin/bench-tuning.md
+	BENCH_RUNS=$(BENCH_RUNS) OUT=$(abspath $(BIN))/bench-tuning.md hack/bench-tuning.sh
 
 lint: ## gofmt, one k8s.io library version in what is built, go vet and staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -62,10 +62,7 @@ func runCSRApproval(b *testing.B, n int, ccmBin, suffix string) {
 	d := watchDecisions(b, w)
 	// First every node at once, as fast as 32 clients can create them; then
 	// a second certificate for each at a steady 100 per second.
-	for _, round := range []struct {
-		label string
-		rate  float64
-	}{{"burst", 0}, {"100/s", 100}} {
+	for _, round := range rounds() {
 		reqs := make([]roundCSR, 0, n)
 		for i := range nodes.Items {
 			r, err := harness.MakeServingCSR(&nodes.Items[i], &nodes.Items[(i+1)%len(nodes.Items)], i)
@@ -80,6 +77,26 @@ func runCSRApproval(b *testing.B, n int, ccmBin, suffix string) {
 		}
 		csrRound(ctx, b, w, d, reqs, round.rate, "serving CSR approval, "+round.label+suffix, fmt.Sprintf("as %d nodes", len(reqs)))
 	}
+}
+
+// round is one round of CSRs: rate per second, or 0 for as fast as 32
+// clients can create them.
+type round struct {
+	label string
+	rate  float64
+}
+
+// rounds are the rounds of BenchmarkCSRApproval and BenchmarkAttestedJoin:
+// first every node or machine at once, then every one again (a second
+// certificate, or a join with a fresh key) at a steady 100 per second.
+// MOORING_BENCH_PACED=0 leaves out the paced round (the tuning matrix,
+// hack/bench-tuning.sh, compares bursts only).
+func rounds() []round {
+	all := []round{{"burst", 0}, {"100/s", 100}}
+	if os.Getenv("MOORING_BENCH_PACED") == "0" {
+		return all[:1]
+	}
+	return all
 }
 
 // roundCSR is one CSR of a round and the decision it should get.

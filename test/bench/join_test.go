@@ -54,14 +54,6 @@ const (
 	verifierSkew = 30 * time.Second
 )
 
-// attestedRounds are the two rounds: first every machine at once, as fast
-// as 32 clients can file, then every machine again, with fresh keys, at a
-// steady 100 per second.
-var attestedRounds = []struct {
-	label string
-	rate  float64
-}{{"burst", 0}, {"100/s", 100}}
-
 // BenchmarkAttestedJoin: N machines of the local cloud join: each files its
 // kubelet client CSR with the bootstrap token, carrying evidence its own
 // metadata service signed for the CSR's key, built by the agent's own code
@@ -141,7 +133,8 @@ func runAttestedJoin(b *testing.B, n int) {
 	// (its keys are in its state) before mooring-ccm starts. Every other
 	// token lives the default 5 minutes. The expired ones are filed once
 	// their expiry is past the verifier's tolerance.
-	expiredAt := make([]map[int]expiredJoin, len(attestedRounds))
+	rs := rounds()
+	expiredAt := make([]map[int]expiredJoin, len(rs))
 	var expiredBy time.Time
 	prepare := func(ctx context.Context, lc *harness.LocalCloud) error {
 		var names []string
@@ -203,7 +196,7 @@ func runAttestedJoin(b *testing.B, n int) {
 		time.Sleep(d)
 	}
 	d := watchDecisions(b, w)
-	for r, round := range attestedRounds {
+	for r, round := range rs {
 		reqs := make([]roundCSR, n)
 		filed := make([]*filedJoin, n)
 		for i := range n {

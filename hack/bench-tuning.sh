@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench-tuning.sh: the tuning matrix of docs/scale.md ("Tuning"). Each cell
+# is `make bench` of one benchmark at one node count with mooring-ccm flags
+# (MOORING_BENCH_CCM_ARGS), BENCH_RUNS times on fresh beds; the cells'
+# tables go into one file, each under a heading naming its flags.
+#
+#   hack/bench-tuning.sh [nodeinit|csr]...   (default: both)
+#
+# OUT (default bin/bench-tuning.md) is the file; BENCH_RUNS (default 3).
+# Node init runs without the 5 minutes of steady state; the CSR cells
+# measure the burst only (MOORING_BENCH_PACED=0). Expect about an hour on
+# 2 cores for both.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+out=${OUT:-bin/bench-tuning.md}
+runs=${BENCH_RUNS:-3}
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(nodeinit csr)
+
+# Cells: nodes, then mooring-ccm's flags. The last flags of each group are
+# mooring-ccm's defaults (ccm/app: 500/1000 and 50 node workers; 64
+# approver workers).
+nodeinit_cells=(
+	"1000 --kube-api-qps=20 --kube-api-burst=30 --concurrent-node-syncs=1"
+	"1000 --kube-api-qps=100 --kube-api-burst=200 --concurrent-node-syncs=10"
+	"1000 --kube-api-qps=300 --kube-api-burst=500 --concurrent-node-syncs=20"
+	"1000 --kube-api-qps=500 --kube-api-burst=1000 --concurrent-node-syncs=50"
+	"5000 --kube-api-qps=200 --kube-api-burst=400 --concurrent-node-syncs=30"
+	"5000 --kube-api-qps=300 --kube-api-burst=500 --concurrent-node-syncs=20"
+	"5000 --kube-api-qps=500 --kube-api-burst=1000 --concurrent-node-syncs=50"
+)
+csr_cells=(
+	"5000 --csr-approver-workers=16 --kube-api-qps=500 --kube-api-burst=1000"
+	"5000 --csr-approver-workers=128 --kube-api-qps=500 --kube-api-burst=1000"
+	"5000 --csr-approver-workers=64 --kube-api-qps=200 --kube-api-burst=400"
+	"5000 --csr-approver-workers=64 --kube-api-qps=1000 --kube-api-burst=2000"
+	"5000 --csr-approver-workers=64 --kube-api-qps=500 --kube-api-burst=1000"
+)
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$(dirname "$out")"
+{
+	echo "# mooring tuning matrix, $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD)"
+	echo
+	echo "hack/bench-tuning.sh ${parts[*]}: every cell $runs runs on fresh beds, local cloud API limited to 10 calls/s."
+} >"$out"
+
+run_cell() { # benchmark pattern (go test -bench), env assignment, nodes, flags...
+	local bench=$1 extra=$2 nodes=$3
+	shift 3
+	local f="$tmp/cell.md"
+	# make expands what it is given: a $ of the pattern is written $$.
+	echo "== $bench at $nodes nodes: $*" >&2
+	rm -f "$f"
+	env "$extra" MOORING_BENCH_CCM_ARGS="$*" MOORING_BENCH_OUT="$f" \
+		make --no-print-directory bench BENCH="${bench//\$/\$\$}" BENCH_NODES="$nodes" BENCH_RUNS="$runs" >&2
+	{
+		echo
+		echo "## ${bench//[\^\$]/}, $nodes nodes: \`$*\`"
+		echo
+		# The table without its own title line (the date and rate limit).
+		tail -n +3 "$f"
+	} >>"$out"
+}
+
+for part in "${parts[@]}"; do
+	case $part in
+	nodeinit)
+		for cell in "${nodeinit_cells[@]}"; do
+			# shellcheck disable=SC2086 # the cell is words on purpose
+			run_cell '^BenchmarkNodeInit$/^mooring$' MOORING_BENCH_STEADY=0 $cell
+		done
+		;;
+	csr)
+		for cell in "${csr_cells[@]}"; do
+			# shellcheck disable=SC2086
+			run_cell '^BenchmarkCSRApproval$' MOORING_BENCH_PACED=0 $cell
+		done
+		;;
+	*)
+		echo "unknown part $part (nodeinit, csr)" >&2
+		exit 2
+		;;
+	esac
+done
+echo "tuning matrix written to $out" >&2
