@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -314,7 +315,16 @@ func (c *Controller) worker(ctx context.Context) {
 			return
 		}
 		err := c.sync(ctx, name)
-		if err != nil {
+		if retryIn, ok := view.RetryAfter(err); ok {
+			// The CSR's instance is not in the cloud view's last List,
+			// which began before the question; the view lists again for
+			// it in retryIn. Nothing failed, so no error backoff: that
+			// doubled up to minutes while a burst kept the view's Lists
+			// young.
+			unconfirmed.Inc()
+			klog.FromContext(ctx).V(2).Info("Instance not in the cloud's last list; asking again when the view lists again", "csr", name, "in", retryIn, "err", err)
+			c.queue.AddAfter(name, retryIn)
+		} else if err != nil {
 			errorsTotal.Inc()
 			klog.FromContext(ctx).Error(err, "Could not decide CSR; retrying, nothing approved", "csr", name, "retries", c.queue.NumRequeues(name))
 			c.queue.AddRateLimited(name)

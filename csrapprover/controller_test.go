@@ -432,6 +432,51 @@ func TestRecoveryWakesRetryingCSRs(t *testing.T) {
 	}
 }
 
+// unconfirmedInstances answers its first n lookups as the shared view
+// answers a miss on a List younger than its refresh interval: not yet,
+// ask again in retryAfter.
+type unconfirmedInstances struct {
+	Instances
+	n          int32
+	retryAfter time.Duration
+	calls      atomic.Int32
+}
+
+func (u *unconfirmedInstances) ByID(ctx context.Context, id string, maxAge time.Duration) (view.Instance, error) {
+	if u.calls.Add(1) <= u.n {
+		return view.Instance{}, fmt.Errorf("instance of the evidence: %w", &view.UnconfirmedError{By: "id", Key: id, RetryAfter: u.retryAfter})
+	}
+	return u.Instances.ByID(ctx, id, maxAge)
+}
+
+// A CSR whose instance is not in the view's last List waits for the next
+// List the view allows, not for an error backoff: six such answers used
+// to cost 12.6 s of doubling retries (0.2 s to 6.4 s); asked again when
+// the view lists, the CSR is decided after about six intervals.
+func TestUnconfirmedInstanceIsAskedWhenTheViewListsAgain(t *testing.T) {
+	w := newWorld(t)
+	cloudAPI := &unconfirmedInstances{Instances: w.instances, n: 6, retryAfter: 300 * time.Millisecond}
+	before, _ := testutil.GetCounterMetricValue(errorsTotal)
+	start := time.Now()
+	r := startControllerWith(t, w, controllerSetup{instances: cloudAPI}, named(w.csr(t, w.joinSpec(t)), "join", time.Now()))
+	time.Sleep(time.Second)
+	if got := r.reason(t, "join"); got != "" {
+		t.Fatalf("decided before the view could answer: %s", got)
+	}
+	if got := r.waitReasonFor(t, "join", 4*time.Second); got != "Approved/"+ReasonApproved {
+		t.Fatalf("join: %s", got)
+	}
+	if n := cloudAPI.calls.Load(); n != 7 {
+		t.Fatalf("%d lookups, want 7 (6 unconfirmed, then the answer)", n)
+	}
+	if d := time.Since(start); d < 6*cloudAPI.retryAfter {
+		t.Fatalf("decided after %v: sooner than the view allows", d)
+	}
+	if after, _ := testutil.GetCounterMetricValue(errorsTotal); after != before {
+		t.Fatalf("errors_total rose by %v: waiting for the view is no error", after-before)
+	}
+}
+
 func TestGateIsExact(t *testing.T) {
 	g := newGate(10, 25)
 	var admitted int

@@ -25,6 +25,10 @@ var (
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "errors_total",
 		Help: "CSR syncs that failed (cloud or API errors) and were requeued; nothing is approved on an error.",
 	})
+	unconfirmed = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "unconfirmed_total",
+		Help: "Times a CSR was asked again once the cloud view could list anew, because its instance was not in the view's last List, which began before the CSR was looked at.",
+	})
 	delayed = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "delayed_total",
 		Help: "Times a CSR waited its turn because too many were being decided at once, by the limit that held it (requester or total).",
@@ -42,6 +46,6 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, delayed, competingApprovers, foreignApprovals)
+		legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, unconfirmed, delayed, competingApprovers, foreignApprovals)
 	})
 }

@@ -74,6 +74,35 @@ var ErrNotFound = errors.New("instance not found")
 // again later, or ask the cloud for the instance itself.
 var ErrUnconfirmed = errors.New("instance not in the last list, which began before the lookup")
 
+// UnconfirmedError is an ErrUnconfirmed answer, with how long until the
+// view lists again for a miss: a lookup asked again after RetryAfter gets
+// an answer from a List that began after it (RetryAfter says when to ask,
+// not how long to back off).
+type UnconfirmedError struct {
+	By, Key string
+	// Age is how long ago the last List began; RetryAfter is what remains
+	// of MinRefreshInterval.
+	Age, RetryAfter time.Duration
+}
+
+func (e *UnconfirmedError) Error() string {
+	return fmt.Sprintf("%v: %s %q (the list began %v ago; the next may begin in %v)",
+		ErrUnconfirmed, e.By, e.Key, e.Age.Round(time.Millisecond), e.RetryAfter.Round(time.Millisecond))
+}
+
+// Is makes an UnconfirmedError an ErrUnconfirmed.
+func (e *UnconfirmedError) Is(target error) bool { return target == ErrUnconfirmed }
+
+// RetryAfter is when to ask again after err, if err is an ErrUnconfirmed
+// answer of a View: then, not sooner, a lookup is answered by a new List.
+func RetryAfter(err error) (time.Duration, bool) {
+	var u *UnconfirmedError
+	if !errors.As(err, &u) {
+		return 0, false
+	}
+	return u.RetryAfter, true
+}
+
 // Options tune a View.
 type Options struct {
 	// MinRefreshInterval bounds how often misses refresh the snapshot: a
@@ -266,10 +295,9 @@ func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Dur
 	// so young that a miss storm would turn into a List storm; then the
 	// caller asks again later.
 	if s.at.Before(asked) {
-		if v.opts.Clock.Since(s.at) < v.opts.MinRefreshInterval {
+		if age := v.opts.Clock.Since(s.at); age < v.opts.MinRefreshInterval {
 			lookups.WithLabelValues(by, "deferred").Inc()
-			return none, fmt.Errorf("%w: %s %q (the list began %v ago; lists are refreshed at most every %v)",
-				ErrUnconfirmed, by, key, v.opts.Clock.Since(s.at).Round(time.Millisecond), v.opts.MinRefreshInterval)
+			return none, &UnconfirmedError{By: by, Key: key, Age: age, RetryAfter: v.opts.MinRefreshInterval - age}
 		}
 		if s, err = v.snapshotSince(ctx, asked); err != nil {
 			lookups.WithLabelValues(by, "error").Inc()

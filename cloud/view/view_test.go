@@ -470,6 +470,18 @@ func TestYoungMissIsUnconfirmed(t *testing.T) {
 	if !errors.Is(err, ErrUnconfirmed) || errors.Is(err, ErrNotFound) {
 		t.Fatalf("young miss: %v, want ErrUnconfirmed", err)
 	}
+	// Asked again when it says, a new List answers.
+	retry, ok := RetryAfter(fmt.Errorf("wrapped: %w", err))
+	if !ok || retry != 500*time.Millisecond {
+		t.Fatalf("RetryAfter = %v, %v; want 500ms: what remains of the 1s interval", retry, ok)
+	}
+	clk.Step(retry)
+	if _, err := v.ByID(ctx, "i-new", time.Hour); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("asked again after %v: %v, want ErrNotFound from a new List", retry, err)
+	}
+	if _, ok := RetryAfter(errors.New("cloud outage")); ok {
+		t.Fatal("RetryAfter of another error")
+	}
 }
 
 // TestNamed: every instance of a name, case-insensitively and terminated

@@ -25,24 +25,33 @@ import (
 // until all are decided, per-CSR latency, wrong decisions and cloud calls.
 // With MOORING_BENCH_CCM_BASELINE naming another mooring-ccm binary (an
 // earlier commit's, say), the benchmark measures that one and then this
-// tree's, side by side in one run (go test -count repeats each in turn).
+// tree's, side by side in one run (go test -count repeats each in turn;
+// see sideBySide).
 func BenchmarkCSRApproval(b *testing.B) {
 	n := nodeCount(b)
+	sideBySide(b, func(b *testing.B, ccmBin, suffix string) { runCSRApproval(b, n, ccmBin, suffix) })
+}
+
+// sideBySide calls run b.N times with the mooring-ccm built from this tree
+// (ccmBin ""). With MOORING_BENCH_CCM_BASELINE naming another mooring-ccm
+// binary it runs sub-benchmarks: "baseline" with that binary, then
+// "current" with this tree's; suffix ends their figures' labels.
+func sideBySide(b *testing.B, run func(b *testing.B, ccmBin, suffix string)) {
 	baseline := os.Getenv("MOORING_BENCH_CCM_BASELINE")
 	if baseline == "" {
 		for range b.N {
-			runCSRApproval(b, n, "", "")
+			run(b, "", "")
 		}
 		return
 	}
 	b.Run("baseline", func(b *testing.B) {
 		for range b.N {
-			runCSRApproval(b, n, baseline, " (baseline)")
+			run(b, baseline, " (baseline)")
 		}
 	})
 	b.Run("current", func(b *testing.B) {
 		for range b.N {
-			runCSRApproval(b, n, "", " (current)")
+			run(b, "", " (current)")
 		}
 	})
 }

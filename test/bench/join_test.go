@@ -64,15 +64,14 @@ const (
 // be denied for its reason, the others approved. Evidence is single use, so
 // the second round joins the same machines with fresh keys. It reports what
 // BenchmarkCSRApproval reports, the flaws' verdicts, and the machines'
-// metadata calls apart from the cloud API calls.
+// metadata calls apart from the cloud API calls. MOORING_BENCH_CCM_BASELINE
+// compares two mooring-ccm binaries as in BenchmarkCSRApproval.
 func BenchmarkAttestedJoin(b *testing.B) {
 	n := nodeCount(b)
 	if n < 2*len(joinFlaws) {
 		b.Fatalf("BenchmarkAttestedJoin needs at least %d nodes (MOORING_BENCH_NODES=%d)", 2*len(joinFlaws), n)
 	}
-	for range b.N {
-		runAttestedJoin(b, n)
-	}
+	sideBySide(b, func(b *testing.B, ccmBin, suffix string) { runAttestedJoin(b, n, ccmBin, suffix) })
 }
 
 // flawsAt places max(4, n/100) invalid joins evenly among n, the flaws in
@@ -123,7 +122,9 @@ type expiredJoin struct {
 	block evidence.Block
 }
 
-func runAttestedJoin(b *testing.B, n int) {
+// runAttestedJoin measures one run with the mooring-ccm binary ccmBin (""
+// for the one built from this tree); suffix ends the figures' labels.
+func runAttestedJoin(b *testing.B, n int, ccmBin, suffix string) {
 	flaws := flawsAt(n)
 	// Expired evidence, honestly: the local cloud signs identity tokens
 	// with one lifetime for all (--token-ttl) and has no other way to get
@@ -184,7 +185,7 @@ func runAttestedJoin(b *testing.B, n int) {
 		expiredBy = time.Now().Add(time.Second + verifierSkew + time.Second)
 		return lc.RestartWith("--token-ttl=" + server.DefaultTokenTTL.String())
 	}
-	w := newWorld(b, worldOptions{instances: n, cloudArgs: []string{"--token-ttl=1s"}, prepare: prepare})
+	w := newWorld(b, worldOptions{instances: n, ccmBin: ccmBin, cloudArgs: []string{"--token-ttl=1s"}, prepare: prepare})
 	cs, err := harness.FastBootstrapClient(w.c)
 	if err != nil {
 		b.Fatal(err)
@@ -206,7 +207,7 @@ func runAttestedJoin(b *testing.B, n int) {
 			}
 			reqs[i] = j
 		}
-		csrRound(ctx, b, w, d, reqs, round.rate, "attested join, "+round.label, "with the bootstrap token")
+		csrRound(ctx, b, w, d, reqs, round.rate, "attested join, "+round.label+suffix, "with the bootstrap token")
 	}
 }
 
