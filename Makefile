@@ -133,9 +133,11 @@ bench: deps kube-bins ## benchmarks with figures; scale ones at BENCH_NODES (def
 	@if [ -n "$(BENCH_PKGS)" ]; then $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem $(BENCH_PKGS); fi
 	MOORING_BENCH_NODES=$(BENCH_NODES) $(GO) test -run '^$$' -bench '$(BENCH)' -benchtime=1x -count=$(BENCH_RUNS) -timeout 300m ./test/bench/...
 
-# The tuning matrix of docs/scale.md: node init and the serving-CSR burst at
-# several --kube-api-qps/--concurrent-node-syncs/--csr-approver-workers
-# settings, BENCH_RUNS times each (about an hour on 2 cores).
+# The tuning matrix of docs/scale.md: node init, the serving-CSR burst and
+# the attested-join burst at several settings of --kube-api-qps,
+# --concurrent-node-syncs, --csr-approver-workers and
+# --csr-approver-max-pending-per-requester, BENCH_RUNS times each (about 45
+# minutes on 2 cores).
 bench-tuning: deps kube-bins ## the tuning matrix (QPS x workers) of docs/scale.md; table in bin/bench-tuning.md
 	BENCH_RUNS=$(BENCH_RUNS) OUT=$(abspath $(BIN))/bench-tuning.md hack/bench-tuning.sh
 

@@ -4,19 +4,19 @@
 # (MOORING_BENCH_CCM_ARGS), BENCH_RUNS times on fresh beds; the cells'
 # tables go into one file, each under a heading naming its flags.
 #
-#   hack/bench-tuning.sh [nodeinit|csr]...   (default: both)
+#   hack/bench-tuning.sh [nodeinit|csr|join]...   (default: all three)
 #
 # OUT (default bin/bench-tuning.md) is the file; BENCH_RUNS (default 3).
 # Node init runs without the 5 minutes of steady state; the CSR cells
-# measure the burst only (MOORING_BENCH_PACED=0). Expect about an hour on
-# 2 cores for both.
+# and the attested-join cells measure the burst only (MOORING_BENCH_PACED=0).
+# Expect about 45 minutes on 2 cores for all three.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 out=${OUT:-bin/bench-tuning.md}
 runs=${BENCH_RUNS:-3}
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(nodeinit csr)
+[ ${#parts[@]} -gt 0 ] || parts=(nodeinit csr join)
 
 # Cells: nodes, then mooring-ccm's flags. The last flags of each group are
 # mooring-ccm's defaults (ccm/app: 500/1000 and 50 node workers; 64
@@ -36,6 +36,13 @@ csr_cells=(
 	"5000 --csr-approver-workers=64 --kube-api-qps=200 --kube-api-burst=400"
 	"5000 --csr-approver-workers=64 --kube-api-qps=1000 --kube-api-burst=2000"
 	"5000 --csr-approver-workers=64 --kube-api-qps=500 --kube-api-burst=1000"
+)
+# Attested joins share one bootstrap token, one requester: the gate decides
+# at most --csr-approver-max-pending-per-requester of them at once.
+join_cells=(
+	"5000 --csr-approver-max-pending-per-requester=10"
+	"5000 --csr-approver-max-pending-per-requester=32"
+	"5000 --csr-approver-max-pending-per-requester=64"
 )
 
 tmp=$(mktemp -d)
@@ -79,8 +86,14 @@ for part in "${parts[@]}"; do
 			run_cell '^BenchmarkCSRApproval$' MOORING_BENCH_PACED=0 $cell
 		done
 		;;
+	join)
+		for cell in "${join_cells[@]}"; do
+			# shellcheck disable=SC2086
+			run_cell '^BenchmarkAttestedJoin$' MOORING_BENCH_PACED=0 $cell
+		done
+		;;
 	*)
-		echo "unknown part $part (nodeinit, csr)" >&2
+		echo "unknown part $part (nodeinit, csr, join)" >&2
 		exit 2
 		;;
 	esac
