@@ -18,7 +18,7 @@ var numberRE = regexp.MustCompile(`(^|[^A-Za-z0-9_.,\-])(\d{1,3}(?:,\d{3})+|\d+)
 // figure once per run) into one row per benchmark and metric, in the order
 // figures first appeared. Where every run's value has the same words
 // around its numbers, each number becomes min/median/max of the runs;
-// otherwise the values are listed in run order. A target counts as met
+// otherwise the values are listed in run order ("run 1: ...; run 2: ..."). A target counts as met
 // only if every run met it. runs is the most runs of any figure.
 func summarize(rows []row) (out []row, runs int) {
 	type key struct{ bench, metric string }
@@ -64,7 +64,13 @@ func foldValues(values []string) string {
 	nums := make([][]string, len(values))
 	for i, v := range values {
 		if template(v) != t {
-			return strings.Join(values, " | ")
+			// Not one shape: every run's value, in order (no "|": the
+			// value is a cell of a Markdown table).
+			out := make([]string, len(values))
+			for j, v := range values {
+				out[j] = fmt.Sprintf("run %d: %s", j+1, v)
+			}
+			return strings.Join(out, "; ")
 		}
 		for _, m := range numberRE.FindAllStringSubmatch(v, -1) {
 			nums[i] = append(nums[i], strings.ReplaceAll(m[2], ",", "")+m[3])
@@ -120,7 +126,7 @@ func TestSummarize(t *testing.T) {
 	got, runs := summarize(rows)
 	want := []row{
 		{"csr, burst", "per CSR (min/median/max of 3)", "p50 300.0/359.0/410.5 ms, p99 430/500/2100 ms", "p99 < 2 s", "MISSED in 1 of 3"},
-		{"csr, burst", "calls (min/median/max of 3)", "1 (ListInstances 1) | 2 (ListInstances 1, GetInstance 1) | 1 (ListInstances 1)", "", ""},
+		{"csr, burst", "calls (min/median/max of 3)", "run 1: 1 (ListInstances 1); run 2: 2 (ListInstances 1, GetInstance 1); run 3: 1 (ListInstances 1)", "", ""},
 		{"init", "nodes", "node-0001 4.7 s", "", ""},
 		{"init", "RSS (min/median/max of 2)", "81/83/85 MB; 16.2/16.6/17.0 MB per 1000 nodes", "", ""},
 	}
