@@ -31,10 +31,10 @@ type Flags struct {
 
 // AddFlags registers the flags under prefix.
 func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
-	fs.IntVar(&f.Workers, prefix+"workers", 64, "CSRs decided in parallel; each waits on its one write to the apiserver, so more workers keep the decisions up with a burst (docs/scale.md).")
+	fs.IntVar(&f.Workers, prefix+"workers", DefaultWorkers, "CSRs decided in parallel; each waits on its one write to the apiserver, so more workers keep the decisions up with a burst (docs/scale.md).")
 	fs.BoolVar(&f.DryRun, prefix+"dry-run", false, "Log and record (Event DryRun) what would be decided; approve and deny nothing.")
-	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", 10, "Kubelet CSRs of one requester decided at once, counting those waiting to retry after a cloud or API error; further ones wait their turn (none is denied for being many).")
-	fs.IntVar(&f.MaxPending, prefix+"max-pending", 1000, "Kubelet CSRs decided at once in all, counting those waiting to retry; further ones wait their turn.")
+	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", DefaultMaxPendingPerRequester, "Kubelet CSRs of one requester decided at once, counting those waiting to retry after a cloud or API error; further ones wait their turn (none is denied for being many). A boot wave's joins share one requester, its bootstrap token (docs/scale.md).")
+	fs.IntVar(&f.MaxPending, prefix+"max-pending", DefaultMaxPending, "Kubelet CSRs decided at once in all, counting those waiting to retry; further ones wait their turn.")
 	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names no serving certificate may carry besides the built-in cluster names (kubernetes, kubernetes.default..., *.svc...): the apiserver's own names.")
 	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
