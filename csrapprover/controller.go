@@ -48,7 +48,7 @@ const Name = "csr-approver"
 
 // Options of the controller.
 type Options struct {
-	// Workers decide CSRs in parallel. Default 16.
+	// Workers decide CSRs in parallel. Default DefaultWorkers.
 	Workers int
 	// DryRun logs and records what would be decided, and decides nothing.
 	DryRun bool

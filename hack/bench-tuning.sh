@@ -18,9 +18,9 @@ runs=${BENCH_RUNS:-3}
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(nodeinit csr join)
 
-# Cells: nodes, then mooring-ccm's flags. The last flags of each group are
-# mooring-ccm's defaults (ccm/app: 500/1000 and 50 node workers; 64
-# approver workers).
+# Cells: nodes, then mooring-ccm's flags. mooring-ccm's defaults are the
+# last node-init and CSR cells (ccm/app: 500/1000 and 50 node workers;
+# csrapprover: 64 workers) and the middle join cell (32 per requester).
 nodeinit_cells=(
 	"1000 --kube-api-qps=20 --kube-api-burst=30 --concurrent-node-syncs=1"
 	"1000 --kube-api-qps=100 --kube-api-burst=200 --concurrent-node-syncs=10"

@@ -18,8 +18,9 @@ var numberRE = regexp.MustCompile(`(^|[^A-Za-z0-9_.,\-])(\d{1,3}(?:,\d{3})+|\d+)
 // figure once per run) into one row per benchmark and metric, in the order
 // figures first appeared. Where every run's value has the same words
 // around its numbers, each number becomes min/median/max of the runs;
-// otherwise the values are listed in run order ("run 1: ...; run 2: ..."). A target counts as met
-// only if every run met it. runs is the most runs of any figure.
+// otherwise the values are listed in run order ("run 1: ...; run 2: ...").
+// A target counts as met only if every run met it. runs is the most runs
+// of any figure.
 func summarize(rows []row) (out []row, runs int) {
 	type key struct{ bench, metric string }
 	var order []key
