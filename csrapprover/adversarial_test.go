@@ -34,6 +34,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/ticket"
 )
@@ -63,6 +64,10 @@ type attack struct {
 	// earlier are CSRs filed before the attack's (for replay attacks), made
 	// from the attack's own spec and key where keyed is set.
 	earlier func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest
+	// deleted are CSRs filed and approved before the attack's, then
+	// deleted (as kube-controller-manager's CSR cleaner deletes decided
+	// CSRs after an hour): the replay index no longer holds them.
+	deleted func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest
 	// want is the outcome: a deny reason or one of the outcomes above.
 	want string
 	// apiserver says when the kube-apiserver already refuses the request
@@ -469,6 +474,13 @@ func attacks() []attack {
 				s.evidenceT = func(*world, *testing.T, string) []evidence.Block { return blocks }
 				return []*certificatesv1.CertificateSigningRequest{named(w.csr(t, s), "first-use", mine.CreationTimestamp.Add(-time.Second))}
 			}, want: ReasonEvidenceReplayed},
+		{name: "ticket/reused under another key after the CSR that spent it was deleted", base: "ticket",
+			deleted: func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest {
+				_, blocks, _ := evidence.Decode(mine.Spec.Request)
+				s := w.ticketJoinSpec(t)
+				s.evidenceT = func(*world, *testing.T, string) []evidence.Block { return blocks }
+				return []*certificatesv1.CertificateSigningRequest{named(w.csr(t, s), "first-use", mine.CreationTimestamp.Add(-2*time.Hour))}
+			}, want: ReasonTicketSpent},
 		{name: "ticket/copied by a CSR watcher in the owner's second under a name that sorts first", base: "ticket",
 			earlier: func(w *world, t *testing.T, mine *certificatesv1.CertificateSigningRequest) []*certificatesv1.CertificateSigningRequest {
 				_, blocks, _ := evidence.Decode(mine.Spec.Request)
@@ -564,6 +576,14 @@ func runAttack(t *testing.T, a attack) string {
 	if a.earlier != nil {
 		d = replayDecider(t, w, a.earlier(w, t, csr)...)
 	}
+	if a.deleted != nil {
+		d = replayDecider(t, w)
+		for _, c := range a.deleted(w, t, csr) {
+			if dec, err := d.Decide(context.Background(), c); err != nil || !dec.Approve {
+				t.Fatalf("the earlier CSR %s was not approved: %+v, %v", c.Name, dec, err)
+			}
+		}
+	}
 	dec, err := d.Decide(context.Background(), csr)
 	switch {
 	case err != nil:
@@ -582,7 +602,7 @@ func replayDecider(t *testing.T, w *world, earlier ...*certificatesv1.Certificat
 	factory := informers.NewSharedInformerFactory(client, 0)
 	verifiers := slices.Collect(maps.Values(w.decider.verifiers))
 	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(),
-		w.decider.cfg, verifiers, w.instances, Options{})
+		w.decider.cfg, verifiers, w.instances, Options{SpentTickets: spent.New(client.CoreV1(), "kube-system", TicketClockSkew)})
 	if err != nil {
 		t.Fatal(err)
 	}

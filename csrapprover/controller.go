@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -63,7 +65,21 @@ type Options struct {
 	// and then periodically: kubeadm re-creates its grants on upgrade).
 	// Default 5m; negative: never.
 	CompetitorCheckPeriod time.Duration
+	// SpentTickets keeps join tickets spent after the CSRs that spent
+	// them are deleted. Required to approve ticket joins: without it they
+	// are retried, never approved.
+	SpentTickets *spent.Store
+	// FailuresBeforeRelease is how many attempts in a row a CSR may fail
+	// (a cloud or API error) before it gives its place in the gate back
+	// and waits in line again: evidence that keeps failing must not hold
+	// the places of its requester's other joins. Default
+	// DefaultFailuresBeforeRelease.
+	FailuresBeforeRelease int
 }
+
+// DefaultFailuresBeforeRelease: three failures in a row (about 1.4 s of
+// error backoff) and a CSR gives its place in the gate back.
+const DefaultFailuresBeforeRelease = 3
 
 // Controller approves or denies kubelet client and serving CSRs.
 type Controller struct {
@@ -102,6 +118,9 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 	}
 	if opts.CompetitorCheckPeriod == 0 {
 		opts.CompetitorCheckPeriod = 5 * time.Minute
+	}
+	if opts.FailuresBeforeRelease <= 0 {
+		opts.FailuresBeforeRelease = DefaultFailuresBeforeRelease
 	}
 	registerMetrics()
 	c := &Controller{
@@ -262,6 +281,34 @@ func (c *Controller) EarlierHolder(ctx context.Context, key string, csr *certifi
 	return "", nil
 }
 
+// SpentBy implements Replays from the spent-ticket record.
+func (c *Controller) SpentBy(ctx context.Context, key string, csr *certificatesv1.CertificateSigningRequest) (string, error) {
+	if c.opts.SpentTickets == nil {
+		return "", nil // Spend refuses
+	}
+	by, ok, err := c.opts.SpentTickets.Spent(ctx, key, spent.Spender{Name: csr.Name, UID: csr.UID})
+	if err != nil || !ok {
+		return "", err
+	}
+	return by.Name, nil
+}
+
+// Spend implements Replays: it records the ticket as spent before the
+// approval is written. A dry run records nothing; it only reads.
+func (c *Controller) Spend(ctx context.Context, key string, expiry time.Time, csr *certificatesv1.CertificateSigningRequest) (string, error) {
+	if c.opts.SpentTickets == nil {
+		return "", errors.New("join tickets are accepted but no spent-ticket record is set (Options.SpentTickets): a ticket that cannot be recorded as spent is not approved")
+	}
+	if c.opts.DryRun {
+		return c.SpentBy(ctx, key, csr)
+	}
+	by, ok, err := c.opts.SpentTickets.Spend(ctx, key, expiry, spent.Spender{Name: csr.Name, UID: csr.UID})
+	if err != nil || !ok {
+		return "", err
+	}
+	return by.Name, nil
+}
+
 // holds reports whether csr's evidence verifies, as of its creation and
 // bound to its own key, with replay key key.
 func (c *Controller) holds(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, blocks []evidence.Block, key string) (bool, error) {
@@ -339,7 +386,19 @@ func (c *Controller) worker(ctx context.Context) {
 			c.queue.AddAfter(name, retryIn)
 		} else if err != nil {
 			errorsTotal.Inc()
-			klog.FromContext(ctx).Error(err, "Could not decide CSR; retrying, nothing approved", "csr", name, "retries", c.queue.NumRequeues(name))
+			failures := c.queue.NumRequeues(name) + 1
+			klog.FromContext(ctx).Error(err, "Could not decide CSR; retrying, nothing approved", "csr", name, "retries", failures-1)
+			if failures >= c.opts.FailuresBeforeRelease {
+				// It waits in line again when it is retried, behind the
+				// CSRs its place now lets in.
+				if next, ok := c.gate.yield(name); ok {
+					yielded.Inc()
+					klog.FromContext(ctx).V(2).Info("CSR keeps failing; its place in the gate goes to the next in line", "csr", name, "failures", failures)
+					if next != "" {
+						c.queue.Add(next)
+					}
+				}
+			}
 			c.queue.AddRateLimited(name)
 		} else {
 			c.queue.Forget(name)
@@ -389,7 +448,8 @@ type recoveries interface {
 }
 
 // wakeHolders queues every CSR that holds a place in the gate (those being
-// decided or waiting to retry) at once.
+// decided or waiting to retry), and those that gave theirs back after
+// failing, at once.
 func (c *Controller) wakeHolders() {
 	for _, name := range c.gate.names() {
 		c.queue.Add(name)
@@ -415,12 +475,15 @@ type gate struct {
 	byRequester  map[string]int
 	line         []waiter
 	inLine       map[string]bool
+	// yielded are CSRs that gave their place back after failing again
+	// and again; they wait to retry and are woken with the holders.
+	yielded map[string]bool
 }
 
 type waiter struct{ name, requester string }
 
 func newGate(perRequester, total int) *gate {
-	return &gate{perRequester: perRequester, total: total, holders: map[string]string{}, byRequester: map[string]int{}, inLine: map[string]bool{}}
+	return &gate{perRequester: perRequester, total: total, holders: map[string]string{}, byRequester: map[string]int{}, inLine: map[string]bool{}, yielded: map[string]bool{}}
 }
 
 // enter takes a place for CSR name of requester, or keeps the one it has.
@@ -432,6 +495,7 @@ func (g *gate) enter(name, requester string) string {
 	if _, ok := g.holders[name]; ok {
 		return ""
 	}
+	delete(g.yielded, name)
 	scope := g.full(requester)
 	if scope == "" {
 		g.holders[name] = requester
@@ -460,9 +524,31 @@ func (g *gate) leave(name string) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.dropFromLine(name)
+	delete(g.yielded, name)
+	next, _ := g.free(name)
+	return next
+}
+
+// yield gives up the place of CSR name, which failed again and again but
+// is not done: it is retried later and then waits in line like a new CSR.
+// ok is false when it held no place. next is the waiting CSR the freed
+// place now fits, or "".
+func (g *gate) yield(name string) (next string, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	next, ok = g.free(name)
+	if ok {
+		g.yielded[name] = true
+	}
+	return next, ok
+}
+
+// free drops name's place, if it holds one, and finds the first waiting
+// CSR the freed place fits. g.mu is held.
+func (g *gate) free(name string) (string, bool) {
 	r, ok := g.holders[name]
 	if !ok {
-		return ""
+		return "", false
 	}
 	delete(g.holders, name)
 	if g.byRequester[r]--; g.byRequester[r] == 0 {
@@ -470,10 +556,10 @@ func (g *gate) leave(name string) string {
 	}
 	for _, w := range g.line {
 		if g.full(w.requester) == "" {
-			return w.name
+			return w.name, true
 		}
 	}
-	return ""
+	return "", true
 }
 
 func (g *gate) dropFromLine(name string) {
@@ -523,12 +609,16 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 	return nil
 }
 
-// names lists the CSRs holding a place.
+// names lists the CSRs holding a place, and those that gave theirs back
+// after failing and wait to retry.
 func (g *gate) names() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make([]string, 0, len(g.holders))
+	out := make([]string, 0, len(g.holders)+len(g.yielded))
 	for n := range g.holders {
+		out = append(out, n)
+	}
+	for n := range g.yielded {
 		out = append(out, n)
 	}
 	return out

@@ -28,6 +28,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -43,6 +44,11 @@ type controllerSetup struct {
 	verifier  cloud.EvidenceVerifier
 	// nodes replaces the factory's Node informer.
 	nodes coreinformers.NodeInformer
+	// client replaces a new fake clientset (to start a second controller
+	// on the same apiserver).
+	client *fake.Clientset
+	// spentTickets records spent tickets in the client's ConfigMaps.
+	spentTickets bool
 }
 
 func startController(t *testing.T, w *world, opts Options, csrs ...*certificatesv1.CertificateSigningRequest) *running {
@@ -51,7 +57,13 @@ func startController(t *testing.T, w *world, opts Options, csrs ...*certificates
 
 func startControllerWith(t *testing.T, w *world, s controllerSetup, csrs ...*certificatesv1.CertificateSigningRequest) *running {
 	t.Helper()
-	client := fake.NewClientset()
+	client := s.client
+	if client == nil {
+		client = fake.NewClientset()
+	}
+	if s.spentTickets {
+		s.opts.SpentTickets = spent.New(client.CoreV1(), "kube-system", TicketClockSkew)
+	}
 	ctx := context.Background()
 	for _, c := range csrs {
 		if _, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, c, metav1.CreateOptions{}); err != nil {

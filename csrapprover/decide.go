@@ -51,12 +51,23 @@ type Nodes interface {
 	Get(name string) (*v1.Node, error)
 }
 
-// Replays tells whether evidence was presented on an earlier CSR.
+// Replays tells whether evidence was presented on an earlier CSR, and
+// keeps join tickets spent after the CSRs that spent them are deleted.
 type Replays interface {
 	// EarlierHolder names a CSR created before csr whose evidence verifies
 	// and carries the same replay key, or "". An error means the answer is
 	// unknown: the CSR is retried, never approved.
 	EarlierHolder(ctx context.Context, replayKey string, csr *certificatesv1.CertificateSigningRequest) (string, error)
+	// SpentBy names the CSR, other than csr, recorded as having spent the
+	// join ticket of replayKey, or "". It may miss a record another
+	// approver just wrote: Spend is what decides. An error means unknown.
+	SpentBy(ctx context.Context, replayKey string, csr *certificatesv1.CertificateSigningRequest) (string, error)
+	// Spend records the join ticket of replayKey, valid until expiry, as
+	// spent by csr, unless another CSR spent it first: then it names that
+	// CSR. Once it returns "" and no error the ticket is recorded for csr
+	// (a retry of csr finds its own record). An error means it is not
+	// recorded, and the ticket must not be approved.
+	Spend(ctx context.Context, replayKey string, expiry time.Time, csr *certificatesv1.CertificateSigningRequest) (string, error)
 }
 
 // Config is what the checks need to know of the cluster and the cloud.
@@ -284,8 +295,18 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 		return deny("replay", ReasonEvidenceReplayed, "this evidence was already presented on CSR %s", holder), nil
 	}
 	find, attested := d.signedInstance, "attested by the cloud; evidence bound to the CSR key"
-	if att.InstanceName != "" {
+	ticketJoin := att.InstanceName != ""
+	if ticketJoin {
 		find, attested = d.ticketInstance, "holds a join ticket for its name (tickets are not bound to a key)"
+		// The CSR that spent the ticket may be gone (the CSR cleaner
+		// deletes decided CSRs after an hour; a ticket lives up to a day).
+		holder, err := d.replays.SpentBy(ctx, att.ReplayKey, csr)
+		if err != nil {
+			return Decision{}, fmt.Errorf("spent-ticket check: %w", err)
+		}
+		if holder != "" {
+			return deny("replay", ReasonTicketSpent, "this join ticket was spent by CSR %s (tickets stay spent until they expire, also after that CSR is deleted)", holder), nil
+		}
 	}
 	in, dd, err := find(ctx, att)
 	if dd != nil || err != nil {
@@ -306,6 +327,17 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 		return deny("takeover", ReasonNodeNameTaken, "node %s belongs to %s, not to instance %s", name, node.Spec.ProviderID, in.ID), nil
 	case nodeReady(node):
 		return deny("takeover", ReasonNodeAlreadyJoined, "node %s is Ready; a running node renews, it does not join again", name), nil
+	}
+	if ticketJoin {
+		// Last, so that only an approval spends the ticket; a ticket that
+		// cannot be recorded is not approved.
+		holder, err := d.replays.Spend(ctx, att.ReplayKey, att.ExpiresAt, csr)
+		if err != nil {
+			return Decision{}, fmt.Errorf("record the join ticket as spent: %w", err)
+		}
+		if holder != "" {
+			return deny("replay", ReasonTicketSpent, "this join ticket was spent by CSR %s", holder), nil
+		}
 	}
 	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
 		Message: fmt.Sprintf("instance %s (%s) %s", in.ID, in.Name, attested)}, nil

@@ -87,6 +87,24 @@ func (f fakeReplays) EarlierHolder(_ context.Context, key string, _ *certificate
 	return f[key], nil
 }
 
+// spentKey is where fakeReplays records a spent ticket.
+func spentKey(replayKey string) string { return "spent:" + replayKey }
+
+func (f fakeReplays) SpentBy(_ context.Context, key string, csr *certificatesv1.CertificateSigningRequest) (string, error) {
+	if by := f[spentKey(key)]; by != csr.Name {
+		return by, nil
+	}
+	return "", nil
+}
+
+func (f fakeReplays) Spend(ctx context.Context, key string, _ time.Time, csr *certificatesv1.CertificateSigningRequest) (string, error) {
+	if by, _ := f.SpentBy(ctx, key, csr); by != "" {
+		return by, nil
+	}
+	f[spentKey(key)] = csr.Name
+	return "", nil
+}
+
 type world struct {
 	keys      *identity.KeySet
 	otherKeys *identity.KeySet
@@ -388,6 +406,14 @@ type replayAll struct{ m fakeReplays }
 
 func (r replayAll) EarlierHolder(context.Context, string, *certificatesv1.CertificateSigningRequest) (string, error) {
 	return r.m["*"], nil
+}
+
+func (r replayAll) SpentBy(ctx context.Context, key string, csr *certificatesv1.CertificateSigningRequest) (string, error) {
+	return r.m.SpentBy(ctx, key, csr)
+}
+
+func (r replayAll) Spend(ctx context.Context, key string, expiry time.Time, csr *certificatesv1.CertificateSigningRequest) (string, error) {
+	return r.m.Spend(ctx, key, expiry, csr)
 }
 
 func TestBadServingRequestsAreDenied(t *testing.T) {

@@ -33,6 +33,10 @@ var (
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "delayed_total",
 		Help: "Times a CSR waited its turn because too many were being decided at once, by the limit that held it (requester or total).",
 	}, []string{"scope"})
+	yielded = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "gate_yields_total",
+		Help: "Times a CSR that failed several attempts in a row (cloud, API or key-fetch errors) gave its place in the gate back, so that its requester's other CSRs are decided meanwhile.",
+	})
 	competingApprovers = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "competing_approvers",
 		Help: "1 when kube-controller-manager may approve kubelet client CSRs of this kind (join, renewal) without mooring's checks, 0 when not, -1 when the check failed.",
@@ -46,6 +50,6 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, unconfirmed, delayed, competingApprovers, foreignApprovals)
+		legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, unconfirmed, delayed, yielded, competingApprovers, foreignApprovals)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/internal/ticket"
 	"github.com/mooring-dev/mooring/internal/trim"
 )
@@ -27,6 +28,7 @@ type Flags struct {
 	MaxSANs                int
 	MaxExpiration          time.Duration
 	TicketKeysFile         string
+	SpentTicketsNamespace  string
 }
 
 // AddFlags registers the flags under prefix.
@@ -39,8 +41,13 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
 	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The public keys (public-keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. keys.json works too, but gives the approver the private keys. Empty: tickets are not accepted.")
+	fs.StringVar(&f.SpentTicketsNamespace, prefix+"spent-tickets-namespace", DefaultSpentTicketsNamespace, "Namespace of the ConfigMaps "+spent.NamePrefix+"0 to -f, where the approver records each join ticket it approves as spent until the ticket expires (so it stays spent after kube-controller-manager deletes the CSR); used with --"+prefix+"ticket-keys-file. The approver needs create, and get and update on those names, there (docs/tickets.md).")
 	fs.DurationVar(&f.MaxExpiration, prefix+"max-expiration", 8760*time.Hour, "Longest spec.expirationSeconds a kubelet CSR may ask for; longer ones are denied (ExpirationTooLong). 0: no limit beyond the signer's --cluster-signing-duration.")
 }
+
+// DefaultSpentTicketsNamespace is where the spent join tickets are
+// recorded unless the flag says otherwise: where the approver runs.
+const DefaultSpentTicketsNamespace = "kube-system"
 
 // NewFromCloud builds the controller over a cloud backend, with a CSR and a
 // Node informer from factory (call before the factory starts), which store
@@ -51,7 +58,13 @@ func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerF
 		MaxSANs: f.MaxSANs, ReservedNames: f.ReservedNames, MaxExpiration: f.MaxExpiration,
 	}
 	verifiers := a.EvidenceVerifiers()
+	var spentTickets *spent.Store
 	if f.TicketKeysFile != "" {
+		ns := f.SpentTicketsNamespace
+		if ns == "" {
+			ns = DefaultSpentTicketsNamespace
+		}
+		spentTickets = spent.New(client.CoreV1(), ns, TicketClockSkew)
 		keys := &ticket.KeyFile{Path: f.TicketKeysFile}
 		if _, err := keys.Keys(); err != nil {
 			return nil, err
@@ -75,5 +88,6 @@ func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerF
 		}
 	}
 	return New(client, csrs, nodes, cfg, verifiers, a.InstanceView(),
-		Options{Workers: f.Workers, DryRun: f.DryRun, MaxPendingPerRequester: f.MaxPendingPerRequester, MaxPending: f.MaxPending})
+		Options{Workers: f.Workers, DryRun: f.DryRun, MaxPendingPerRequester: f.MaxPendingPerRequester, MaxPending: f.MaxPending,
+			SpentTickets: spentTickets})
 }

@@ -36,6 +36,7 @@ const (
 
 	ReasonInstanceNameAmbiguous        = csrreason.InstanceNameAmbiguous
 	ReasonInstanceCreatedOutsideTicket = csrreason.InstanceCreatedOutsideTicket
+	ReasonTicketSpent                  = csrreason.TicketSpent
 
 	// Evidence verdicts come from the verifier.
 	ReasonEvidenceMalformed = csrreason.EvidenceMalformed

@@ -40,6 +40,9 @@ const (
 	// created while the ticket was valid.
 	InstanceNameAmbiguous        = "InstanceNameAmbiguous"
 	InstanceCreatedOutsideTicket = "InstanceCreatedOutsideTicket"
+	// TicketSpent: the join ticket was recorded as spent by another CSR,
+	// which may have been deleted since (tickets stay spent until expiry).
+	TicketSpent = "TicketSpent"
 	// TooManyPending was the flood guard's denial before it delayed
 	// instead; older approvers may still give it.
 	TooManyPending = "TooManyPendingRequests"

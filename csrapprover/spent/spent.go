@@ -1,0 +1,314 @@
+// Package spent records join tickets as spent, in the apiserver, until
+// they expire.
+//
+// A join ticket is not bound to a key, so whoever reads it can present it
+// again under a new key. The CSRs the apiserver holds show earlier uses only
+// while they exist, and kube-controller-manager's CSR cleaner deletes decided
+// ones after about an hour, while a ticket may live a day. So the approver
+// writes each ticket it approves into one of Shards ConfigMaps in its
+// namespace before it approves, and a ticket found there under another CSR
+// is spent. The state survives CSR deletion, approver restarts and leader
+// changes; writes are compare-and-swap on the ConfigMap's resourceVersion,
+// so two approvers (a leader change) cannot both record one ticket.
+//
+// Why a few sharded ConfigMaps and not one object per ticket
+// (docs/tickets.md): the approver needs only get and update on Shards named
+// objects, plus create (which cannot overwrite), in its namespace, where one
+// object per ticket would need list and delete on every ConfigMap there
+// (kube-system's included); expired entries are pruned on each write, so no
+// collector runs; and the size is bounded: a shard that is full refuses to
+// record, and a ticket that cannot be recorded is not approved.
+package spent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/klog/v2"
+)
+
+const (
+	// Shards is how many ConfigMaps hold the spent tickets.
+	Shards = 16
+	// NamePrefix names the ConfigMaps: NamePrefix + a hex digit.
+	NamePrefix = "mooring-spent-tickets-"
+	// MaxPerShard bounds the live entries of one ConfigMap (each about
+	// 120 bytes, so a shard stays well under the 1 MiB a ConfigMap may
+	// hold): Shards*MaxPerShard tickets can be spent and unexpired at once.
+	MaxPerShard = 6000
+	// keyHexLen is the length of an entry's key: the first 128 bits of
+	// the SHA-256 of the ticket id, in hex.
+	keyHexLen = 32
+	// writeTimeout bounds one read or write of a shard.
+	writeTimeout = 10 * time.Second
+)
+
+// ShardNames are the names of the ConfigMaps (for RBAC's resourceNames).
+func ShardNames() []string {
+	out := make([]string, Shards)
+	for i := range out {
+		out[i] = NamePrefix + strconv.FormatInt(int64(i), 16)
+	}
+	return out
+}
+
+// Spender is who spends a ticket: a CSR.
+type Spender struct {
+	Name string
+	UID  types.UID
+}
+
+// ErrFull: the shard the ticket falls in holds MaxPerShard unexpired
+// entries; the ticket is not recorded (and so not approved) until some
+// expire.
+var ErrFull = errors.New("the spent-ticket record is full")
+
+// Store keeps spent tickets in ConfigMaps of one namespace.
+type Store struct {
+	client    typedcorev1.ConfigMapsGetter
+	namespace string
+	// Grace keeps an entry past the ticket's expiry (the clock skew the
+	// approver allows on a ticket's exp).
+	grace time.Duration
+	now   func() time.Time
+
+	shards [Shards]shard
+}
+
+// shard serialises this process's writes to one ConfigMap and keeps the
+// last copy it read or wrote.
+type shard struct {
+	mu   sync.Mutex
+	last *v1.ConfigMap // nil: not read yet, or must be read again
+}
+
+// New is a Store over the ConfigMaps of namespace. An entry is kept until
+// its ticket's expiry plus grace.
+func New(client typedcorev1.ConfigMapsGetter, namespace string, grace time.Duration) *Store {
+	registerMetrics()
+	return &Store{client: client, namespace: namespace, grace: grace, now: time.Now}
+}
+
+// Namespace is where the ConfigMaps are.
+func (s *Store) Namespace() string { return s.namespace }
+
+// entry is one spent ticket: until when it is kept, and by whom it was
+// spent.
+type entry struct {
+	until time.Time
+	by    Spender
+}
+
+// The value of an entry: "UNTIL UID NAME" (Unix seconds, the CSR's UID and
+// name; none of them holds a space).
+func (e entry) String() string {
+	return fmt.Sprintf("%d %s %s", e.until.Unix(), e.by.UID, e.by.Name)
+}
+
+func parseEntry(s string) (entry, error) {
+	f := strings.Fields(s)
+	if len(f) != 3 {
+		return entry{}, fmt.Errorf("entry %q: want UNTIL UID NAME", s)
+	}
+	sec, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		return entry{}, fmt.Errorf("entry %q: %w", s, err)
+	}
+	return entry{until: time.Unix(sec, 0), by: Spender{UID: types.UID(f[1]), Name: f[2]}}, nil
+}
+
+// key is the entry key of a ticket's replay key, and the shard it is in.
+func key(replayKey string) (string, int) {
+	sum := sha256.Sum256([]byte(replayKey))
+	h := hex.EncodeToString(sum[:])[:keyHexLen]
+	n, _ := strconv.ParseInt(h[:1], 16, 64)
+	return h, int(n)
+}
+
+// holder reads who spent k in cm: "" when nobody did (or the entry has
+// expired). An entry it cannot read counts as spent by somebody unknown:
+// the record is never read as "free" on doubt.
+func (s *Store) holder(cm *v1.ConfigMap, k string, now time.Time) (Spender, bool) {
+	if cm == nil {
+		return Spender{}, false
+	}
+	raw, ok := cm.Data[k]
+	if !ok {
+		return Spender{}, false
+	}
+	e, err := parseEntry(raw)
+	if err != nil {
+		return Spender{Name: "(unreadable entry)"}, true
+	}
+	if now.After(e.until) {
+		return Spender{}, false
+	}
+	return e.by, true
+}
+
+// Spent tells who spent the ticket of replayKey, if anybody but csr did.
+// It reads the shard's newest copy this process has, or the apiserver's
+// when it has none; Spend is what decides, atomically. An error means the
+// answer is unknown.
+func (s *Store) Spent(ctx context.Context, replayKey string, csr Spender) (Spender, bool, error) {
+	k, i := key(replayKey)
+	sh := &s.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.last == nil {
+		if err := s.read(ctx, sh, i); err != nil {
+			return Spender{}, false, err
+		}
+	}
+	by, ok := s.holder(sh.last, k, s.now())
+	if ok && by.UID == csr.UID {
+		return Spender{}, false, nil
+	}
+	return by, ok, nil
+}
+
+// Spend records the ticket of replayKey, valid until expiry, as spent by
+// csr. It returns (the other CSR, true) when another CSR spent it first,
+// (zero, false) with a nil error once it is recorded for csr (now or by an
+// earlier attempt of csr). Any error means it is not recorded: the ticket
+// must not be approved.
+func (s *Store) Spend(ctx context.Context, replayKey string, expiry time.Time, csr Spender) (by Spender, spent bool, err error) {
+	k, i := key(replayKey)
+	sh := &s.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	defer func() {
+		result := "recorded"
+		switch {
+		case err != nil:
+			result = "error"
+		case spent:
+			result = "spent"
+		}
+		spends.WithLabelValues(result).Inc()
+	}()
+	// A conflict means another writer (another approver, during a leader
+	// change) wrote the shard since it was read: read it again and
+	// decide anew, after a short random pause so two writers fall out of
+	// step. Writers are one or two; if it still fails, the CSR is retried.
+	for round := range conflictRounds {
+		if round > 0 {
+			if err := pause(ctx, round); err != nil {
+				return Spender{}, false, err
+			}
+		}
+		if sh.last == nil {
+			if err := s.read(ctx, sh, i); err != nil {
+				return Spender{}, false, err
+			}
+		}
+		now := s.now()
+		if by, ok := s.holder(sh.last, k, now); ok {
+			if by.UID == csr.UID {
+				return Spender{}, false, nil
+			}
+			return by, true, nil
+		}
+		next := s.pruned(sh.last, now)
+		if len(next.Data) >= MaxPerShard {
+			return Spender{}, false, fmt.Errorf("%w: ConfigMap %s/%s holds %d unexpired tickets (limit %d)", ErrFull, s.namespace, next.Name, len(next.Data), MaxPerShard)
+		}
+		next.Data[k] = entry{until: expiry.Add(s.grace), by: csr}.String()
+		err := s.write(ctx, sh, next)
+		switch {
+		case err == nil:
+			return Spender{}, false, nil
+		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
+			klog.FromContext(ctx).V(2).Info("Spent-ticket record changed meanwhile; reading it again", "configMap", next.Name)
+			sh.last = nil
+		default:
+			sh.last = nil
+			return Spender{}, false, fmt.Errorf("record the ticket as spent in ConfigMap %s/%s: %w", s.namespace, next.Name, err)
+		}
+	}
+	return Spender{}, false, fmt.Errorf("record the ticket as spent: ConfigMap %s/%s kept changing", s.namespace, NamePrefix+strconv.FormatInt(int64(i), 16))
+}
+
+// conflictRounds bounds the writes of one Spend.
+const conflictRounds = 10
+
+// pause waits up to round*10 ms, at random.
+func pause(ctx context.Context, round int) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(round) * int64(10*time.Millisecond))))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// read fetches shard i; a ConfigMap not yet created reads as empty.
+func (s *Store) read(ctx context.Context, sh *shard, i int) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	name := NamePrefix + strconv.FormatInt(int64(i), 16)
+	cm, err := s.client.ConfigMaps(s.namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.namespace}}
+	case err != nil:
+		return fmt.Errorf("read the spent tickets (ConfigMap %s/%s): %w", s.namespace, name, err)
+	}
+	sh.last = cm
+	return nil
+}
+
+// pruned is a copy of cm without the entries kept past their time.
+// Unreadable entries are kept.
+func (s *Store) pruned(cm *v1.ConfigMap, now time.Time) *v1.ConfigMap {
+	next := cm.DeepCopy()
+	next.Data = make(map[string]string, len(cm.Data)+1)
+	for k, raw := range cm.Data {
+		if e, err := parseEntry(raw); err == nil && now.After(e.until) {
+			continue
+		}
+		next.Data[k] = raw
+	}
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	next.Labels["app.kubernetes.io/managed-by"] = "mooring-csr-approver"
+	return next
+}
+
+// write creates or updates the shard at the resourceVersion it was read.
+func (s *Store) write(ctx context.Context, sh *shard, next *v1.ConfigMap) error {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	cms := s.client.ConfigMaps(s.namespace)
+	var (
+		out *v1.ConfigMap
+		err error
+	)
+	if next.ResourceVersion == "" {
+		out, err = cms.Create(ctx, next, metav1.CreateOptions{})
+	} else {
+		out, err = cms.Update(ctx, next, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	sh.last = out
+	entries.WithLabelValues(out.Name).Set(float64(len(out.Data)))
+	return nil
+}

@@ -1,0 +1,166 @@
+package csrapprover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/local/attest"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+// TestTicketStaysSpentAfterItsCSRIsDeleted: kube-controller-manager's CSR
+// cleaner deletes a decided CSR after an hour, and a ticket may live a day.
+// Whoever read the ticket (from user-data) presents it again under a new key
+// once the first CSR is gone, while the Node is not Ready: the ticket is
+// spent, across a restart of the approver too. Before the spent-ticket
+// record, the second join was approved.
+func TestTicketStaysSpentAfterItsCSRIsDeleted(t *testing.T) {
+	w := newWorld(t)
+	tok := w.ticketOf(t, "node-1")
+	s := w.ticketJoinSpec(t)
+	s.evidenceT = func(*world, *testing.T, string) []evidence.Block { return ticketEvidence(tok) }
+	tv := NewTicketVerifier(staticTicketKeys(w.tickets.PublicKeys()), cluster)
+	client := fake.NewClientset()
+	ctx := context.Background()
+
+	first := named(w.csr(t, s), "mooring-node-1-first", time.Now().Add(-2*time.Hour))
+	r := startControllerWith(t, w, controllerSetup{client: client, verifier: tv, spentTickets: true}, first)
+	if got := r.waitReason(t, first.Name); got != "Approved/"+ReasonApproved {
+		t.Fatalf("first use: %s", got)
+	}
+	// The cleaner deletes it.
+	if err := client.CertificatesV1().CertificateSigningRequests().Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	again := named(w.csr(t, s), "mooring-node-1-again", time.Now()) // a new key
+	if _, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, again, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.waitReason(t, again.Name); got != "Denied/"+ReasonTicketSpent {
+		t.Fatalf("the ticket again after its CSR was deleted: %s", got)
+	}
+
+	// A new approver (a restart, a new leader) on the same apiserver, once
+	// the cleaner deleted the denied CSR too.
+	if err := client.CertificatesV1().CertificateSigningRequests().Delete(ctx, again.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	restarted := startControllerWith(t, w, controllerSetup{client: client, verifier: tv, spentTickets: true})
+	third := named(w.csr(t, s), "mooring-node-1-third", time.Now())
+	if _, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, third, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := restarted.waitReason(t, third.Name); got != "Denied/"+ReasonTicketSpent {
+		t.Fatalf("after a restart: %s", got)
+	}
+}
+
+// TestTicketNotRecordedIsNotApproved: a ticket the approver cannot record as
+// spent (the apiserver refuses the write, or no record is set) is not
+// approved; it is approved once the record can be written.
+func TestTicketNotRecordedIsNotApproved(t *testing.T) {
+	w := newWorld(t)
+	tv := NewTicketVerifier(staticTicketKeys(w.tickets.PublicKeys()), cluster)
+	client := fake.NewClientset()
+	var refuse atomic.Bool
+	refuse.Store(true)
+	refused := make(chan struct{}, 100)
+	client.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if refuse.Load() {
+			refused <- struct{}{}
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
+	csr := named(w.csr(t, w.ticketJoinSpec(t)), "mooring-node-1-a", time.Now())
+	r := startControllerWith(t, w, controllerSetup{client: client, verifier: tv, spentTickets: true}, csr)
+	<-refused
+	time.Sleep(300 * time.Millisecond)
+	if got := r.reason(t, csr.Name); got != "" {
+		t.Fatalf("decided while the ticket could not be recorded: %s", got)
+	}
+	refuse.Store(false)
+	if got := r.waitReasonFor(t, csr.Name, 10*time.Second); got != "Approved/"+ReasonApproved {
+		t.Fatalf("once recorded: %s", got)
+	}
+
+	// No record at all: never approved.
+	w2 := newWorld(t)
+	csr2 := named(w2.csr(t, w2.ticketJoinSpec(t)), "mooring-node-1-b", time.Now())
+	r2 := startControllerWith(t, w2, controllerSetup{verifier: NewTicketVerifier(staticTicketKeys(w2.tickets.PublicKeys()), cluster)}, csr2)
+	time.Sleep(500 * time.Millisecond)
+	if got := r2.reason(t, csr2.Name); got != "" {
+		t.Fatalf("decided without a spent-ticket record: %s", got)
+	}
+}
+
+// stuckVerifier fails, as a transient error, the evidence of every CSR
+// key but good's: evidence that can never verify, retried.
+type stuckVerifier struct {
+	cloud.EvidenceVerifier
+	good string
+}
+
+func (s *stuckVerifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
+	if binding != s.good {
+		return cloud.Attestation{}, errors.New("the keys of the cloud cannot be fetched")
+	}
+	return s.EvidenceVerifier.Verify(ctx, data, binding, now)
+}
+
+// TestFailingCSRsGiveTheirPlaceBack: CSRs whose evidence fails again and
+// again (retried, never approved) fill their requester's places in the
+// gate; they give them back, so a good join of the same bootstrap token
+// behind them is decided. Before, it waited for ever.
+func TestFailingCSRsGiveTheirPlaceBack(t *testing.T) {
+	w := newWorld(t)
+	goodSpec := w.joinSpec(t)
+	good := named(w.csr(t, goodSpec), "z-good", time.Now())
+	req, _, err := evidence.Decode(good.Spec.Request)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binding, err := evidence.Binding(req.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stuck []string
+	var csrs []*certificatesv1.CertificateSigningRequest
+	for i := range 4 {
+		c := named(w.csr(t, w.joinSpec(t)), fmt.Sprintf("a-stuck-%d", i), time.Now())
+		csrs = append(csrs, c)
+		stuck = append(stuck, c.Name)
+	}
+	sv := &stuckVerifier{EvidenceVerifier: w.decider.verifiers[attest.Type], good: binding}
+	r := startControllerWith(t, w, controllerSetup{verifier: sv, opts: Options{MaxPendingPerRequester: 2}}, csrs...)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.ctrl.gate.held() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := r.client.CertificatesV1().CertificateSigningRequests().Create(context.Background(), good, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.waitReasonFor(t, good.Name, 20*time.Second); got != "Approved/"+ReasonApproved {
+		t.Fatalf("the good join behind failing ones: %s", got)
+	}
+	for _, n := range stuck {
+		if got := r.reason(t, n); got != "" {
+			t.Errorf("%s, whose evidence never verifies, was decided: %s", n, got)
+		}
+	}
+	if names := strings.Join(r.ctrl.gate.names(), ","); !strings.Contains(names, "a-stuck-") {
+		t.Errorf("the failing CSRs are not woken on recovery (gate names %q)", names)
+	}
+}
