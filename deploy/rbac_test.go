@@ -12,6 +12,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/kustomize/api/resmap"
+
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 )
 
 // grant is one verb on one resource (with a subresource, as RBAC writes
@@ -112,6 +114,20 @@ var standaloneNeeds = []need{
 	{grant{"coordination.k8s.io", "leases", "update", "kube-system", "mooring-csr-approver"}, "csrapprover/cmd/mooring-csr-approver/main.go", `"leader-elect-resource-name", "mooring-csr-approver"`},
 }
 
+// ticketNeeds: the approver's record of spent join tickets
+// (csrapprover/spent), where join tickets are accepted: create on
+// ConfigMaps and get and update on the shards, in kube-system.
+var ticketNeeds = func() []need {
+	var out []need
+	out = append(out, need{grant{"", "configmaps", "create", "kube-system", ""}, "csrapprover/spent/spent.go", "cms.Create(ctx, next"})
+	for _, n := range spent.ShardNames() {
+		out = append(out,
+			need{grant{"", "configmaps", "get", "kube-system", n}, "csrapprover/spent/spent.go", "ConfigMaps(s.namespace).Get(ctx, name"},
+			need{grant{"", "configmaps", "update", "kube-system", n}, "csrapprover/spent/spent.go", "cms.Update(ctx, next"})
+	}
+	return out
+}()
+
 // Roles of the cluster's own that the secure ports' delegated
 // authentication and authorization need (TokenReview, SubjectAccessReview,
 // the apiserver's client CA in kube-system/extension-apiserver-authentication);
@@ -125,8 +141,9 @@ var delegation = []rbacv1.RoleRef{
 // exactly the verbs the code uses (every grant used, every use granted), on
 // the listed call sites, plus bindings of the delegation roles.
 func TestRBACIsWhatTheCodeUses(t *testing.T) {
-	checkCallSites(t, slices.Concat(ccmNeeds, approverNeeds, standaloneNeeds))
+	checkCallSites(t, slices.Concat(ccmNeeds, approverNeeds, standaloneNeeds, ticketNeeds))
 	ccm := slices.Concat(ccmNeeds, approverNeeds)
+	ccmTickets := slices.Concat(ccm, ticketNeeds)
 	for _, tc := range []struct {
 		dir        string
 		components []string
@@ -137,13 +154,14 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 		{"overlays/aws", nil, "cloud-controller-manager", ccm},
 		{"overlays/gce", nil, "cloud-controller-manager", ccm},
 		{"overlays/azure", nil, "cloud-controller-manager", ccm},
-		{"overlays/digitalocean", nil, "cloud-controller-manager", ccm},
-		{"overlays/hetzner", nil, "cloud-controller-manager", ccm},
+		{"overlays/digitalocean", nil, "cloud-controller-manager", ccmTickets},
+		{"overlays/hetzner", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/approver-only", nil, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
 		{"ccm", nil, "cloud-controller-manager", ccmNeeds},
-		// The ticket keys are mounted: no read of Secrets is granted.
-		{"overlays/aws", []string{"components/join-tickets"}, "cloud-controller-manager", ccm},
-		{"overlays/approver-only", []string{"components/join-tickets"}, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
+		// The ticket keys are mounted: no read of Secrets is granted; the
+		// spent tickets are recorded in ConfigMaps.
+		{"overlays/aws", []string{"components/join-tickets"}, "cloud-controller-manager", ccmTickets},
+		{"overlays/approver-only", []string{"components/join-tickets"}, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds, ticketNeeds)},
 	} {
 		name := strings.Join(append([]string{tc.dir}, tc.components...), " + ")
 		t.Run(strings.NewReplacer("/", "-", " ", "").Replace(name), func(t *testing.T) {
