@@ -128,6 +128,41 @@ func TestTicketJoinOnLocalCloud(t *testing.T) {
 		{"another instance's ticket", "thief", withTicket(victim), csrreason.NodeNameMismatch},
 		{"a good ticket", "good", withTicket(good), ""},
 	})
+
+	// kube-controller-manager's CSR cleaner deletes decided CSRs after an
+	// hour, and a ticket may live a day: with the CSR that spent it gone,
+	// the same ticket under a new key is still spent (the Node "good"
+	// was never made, as when a node is deleted or not yet Ready).
+	deleteCSRsHolding(ctx, t, c, good)
+	runAttacks(ctx, t, c, []attack{
+		{"a ticket used again after the CSR that spent it was deleted", "good", withTicket(good), csrreason.TicketSpent},
+	})
+}
+
+// deleteCSRsHolding deletes every CSR whose evidence is the ticket tok, as
+// the CSR cleaner does an hour after they were decided.
+func deleteCSRsHolding(ctx context.Context, t *testing.T, c *testbed.Cluster, tok string) {
+	t.Helper()
+	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := 0
+	for _, csr := range list.Items {
+		_, blocks, err := evidence.Decode(csr.Spec.Request)
+		if err != nil || len(blocks) != 1 || string(blocks[0].Data) != strings.TrimSpace(tok) {
+			continue
+		}
+		if err := c.Client.CertificatesV1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted++
+	}
+	if deleted == 0 {
+		t.Fatal("no CSR holds the ticket")
+	}
+	// The approver's informer sees the deletions before the next request.
+	time.Sleep(2 * time.Second)
 }
 
 // clientApproval is the message of the approval of the node's client CSR

@@ -310,7 +310,13 @@ func (lc *LocalCloud) ProviderEnv() []string { return nil }
 // (applied here), so a test also proves that RBAC suffices.
 func RunCCM(c *testbed.ControlPlane, bin string, cloud Provider, dir string, opts CCMOptions) (*testbed.Process, error) {
 	ctx := context.Background()
-	if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "ccm", "rbac.yaml")); err != nil {
+	// With join tickets, the RBAC as components/join-tickets makes it
+	// (the approver records spent tickets in ConfigMaps).
+	if acceptsTickets(opts.Args) {
+		if err := ApplyRBACWith(ctx, c, "ccm", "components/join-tickets"); err != nil {
+			return nil, err
+		}
+	} else if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "ccm", "rbac.yaml")); err != nil {
 		return nil, err
 	}
 	kubeconfig, err := c.WriteKubeconfig("ccm", "system:serviceaccount:kube-system:cloud-controller-manager",
@@ -370,6 +376,13 @@ func StartApprover(t testing.TB, c *testbed.Cluster, bin string, cloud Provider,
 			t.Fatal(err)
 		}
 	}
+	// With join tickets, the Role as components/join-tickets patches it
+	// (the approver records spent tickets in ConfigMaps).
+	if acceptsTickets(args) {
+		if err := ApplyRBACWith(context.Background(), c.ControlPlane, "csrapprover", "components/join-tickets"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	kubeconfig, err := c.WriteKubeconfig("csr-approver", "system:serviceaccount:kube-system:mooring-csr-approver",
 		"system:serviceaccounts", "system:serviceaccounts:kube-system")
 	if err != nil {
@@ -403,4 +416,15 @@ func StartApprover(t testing.TB, c *testbed.Cluster, bin string, cloud Provider,
 		}
 	})
 	return a
+}
+
+// acceptsTickets tells whether mooring-ccm's or mooring-csr-approver's
+// arguments make the approver accept join tickets.
+func acceptsTickets(args []string) bool {
+	for _, a := range args {
+		if strings.HasPrefix(a, "--ticket-keys-file=") || strings.HasPrefix(a, "--csr-approver-ticket-keys-file=") {
+			return true
+		}
+	}
+	return false
 }

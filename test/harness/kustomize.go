@@ -2,9 +2,12 @@ package harness
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -15,8 +18,34 @@ import (
 // Deployments and Secrets are left out (the test bed runs the programs as
 // processes, with configs of its own).
 func ApplyRBAC(ctx context.Context, cp *testbed.ControlPlane, kustomization string) error {
-	dir := filepath.Join(RepoRoot(), "deploy", kustomization)
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	return applyRendered(ctx, cp, filepath.Join(RepoRoot(), "deploy", kustomization), krusty.MakeDefaultOptions())
+}
+
+// ApplyRBACWith is ApplyRBAC of a kustomization under deploy/ with
+// components under deploy/ added, as a user composes them (e.g.
+// components/join-tickets, which patches the approver's Role).
+func ApplyRBACWith(ctx context.Context, cp *testbed.ControlPlane, kustomization string, components ...string) error {
+	dir, err := os.MkdirTemp("", "mooring-kustomize-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	deploy := filepath.Join(RepoRoot(), "deploy")
+	var k strings.Builder
+	k.WriteString("resources:\n- " + filepath.Join(deploy, kustomization) + "\ncomponents:\n")
+	for _, c := range components {
+		k.WriteString("- " + filepath.Join(deploy, c) + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k.String()), 0o600); err != nil {
+		return err
+	}
+	opts := krusty.MakeDefaultOptions()
+	opts.LoadRestrictions = types.LoadRestrictionsNone // the kustomization lives outside deploy/
+	return applyRendered(ctx, cp, dir, opts)
+}
+
+func applyRendered(ctx context.Context, cp *testbed.ControlPlane, dir string, opts *krusty.Options) error {
+	m, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		return err
 	}

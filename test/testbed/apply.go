@@ -69,7 +69,16 @@ func (cp *ControlPlane) create(ctx context.Context, obj any) error {
 	case *rbacv1.ClusterRoleBinding:
 		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, v, o)
 	case *rbacv1.Role:
+		// A Role may come again with more rules (a component added to
+		// what was applied before): the newer one replaces it.
 		_, err = c.RbacV1().Roles(v.Namespace).Create(ctx, v, o)
+		if apierrors.IsAlreadyExists(err) {
+			var cur *rbacv1.Role
+			if cur, err = c.RbacV1().Roles(v.Namespace).Get(ctx, v.Name, metav1.GetOptions{}); err == nil {
+				v.ResourceVersion = cur.ResourceVersion
+				_, err = c.RbacV1().Roles(v.Namespace).Update(ctx, v, metav1.UpdateOptions{})
+			}
+		}
 	case *rbacv1.RoleBinding:
 		_, err = c.RbacV1().RoleBindings(v.Namespace).Create(ctx, v, o)
 	default:
