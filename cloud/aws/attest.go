@@ -16,6 +16,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
+	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // ReplayKeyPrefix starts the replay key of AWS evidence; the rest is the
@@ -45,6 +46,11 @@ type VerifierOptions struct {
 	// NodeRoles are the IAM role names of the instance profiles allowed to
 	// join (required).
 	NodeRoles []string
+	// NodeInstanceProfiles are the names of the node roles' instance
+	// profiles: a joining instance must be associated with one of them
+	// when the approver judges it (CheckInstance). Empty: the NodeRoles'
+	// names.
+	NodeInstanceProfiles []string
 	// HTTPClient sends the requests to STS; nil is a client with a 10 s
 	// timeout. Redirects are never followed, whatever the client says.
 	HTTPClient *http.Client
@@ -60,15 +66,21 @@ type Verifier struct {
 	region   string
 	account  string
 	roles    []string
+	profiles []string
 	client   *http.Client
 }
 
-var _ cloud.EvidenceVerifier = (*Verifier)(nil)
+var (
+	_ cloud.EvidenceVerifier = (*Verifier)(nil)
+	_ cloud.InstanceChecker  = (*Verifier)(nil)
+)
 
 var (
 	accountRE = regexp.MustCompile(`^[0-9]{12}$`)
 	// IAM role names: 1-64 of letters, digits and +=,.@_-.
 	roleNameRE = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,64}$`)
+	// IAM instance profile names: 1-128 of the same.
+	profileNameRE = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,128}$`)
 	// EC2 instance ids: i- and 8 or 17 hex digits.
 	instanceIDRE = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
 	partitionRE  = regexp.MustCompile(`^aws(-[a-z]+){0,3}$`)
@@ -94,6 +106,15 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 			return nil, fmt.Errorf("aws verifier: node role %q: want an IAM role name (not an ARN)", r)
 		}
 	}
+	profiles := o.NodeInstanceProfiles
+	if len(profiles) == 0 {
+		profiles = o.NodeRoles
+	}
+	for _, p := range profiles {
+		if !profileNameRE.MatchString(p) {
+			return nil, fmt.Errorf("aws verifier: node instance profile %q: want an IAM instance profile name (not an ARN)", p)
+		}
+	}
 	client := &http.Client{Timeout: defaultSTSTimeout}
 	if o.HTTPClient != nil {
 		c := *o.HTTPClient
@@ -104,8 +125,9 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	return &Verifier{
 		endpoint: u.String(), host: host,
 		region: o.Region, account: o.Account,
-		roles:  slices.Clone(o.NodeRoles),
-		client: client,
+		roles:    slices.Clone(o.NodeRoles),
+		profiles: slices.Clone(profiles),
+		client:   client,
 	}, nil
 }
 
@@ -148,7 +170,44 @@ func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now 
 		ReplayKey:  ReplayKeyPrefix + auth.Signature,
 		IssuedAt:   signedAt,
 		ExpiresAt:  signedAt.Add(agentid.SignatureLifetime),
+		Principal:  arn,
 	}, nil
+}
+
+// CheckInstance requires the instance's current instance profile, as EC2
+// describes it to the view, to be one of the node instance profiles: a
+// node role's credentials stay valid for hours after the instance's
+// profile is swapped to another role's or removed, and STS vouches for
+// them as a node role session all the same. An instance profile ARN that
+// cannot be read is an unknown answer: transient.
+func (v *Verifier) CheckInstance(att cloud.Attestation, in view.Instance) error {
+	if in.Identity == "" {
+		return cloud.Reject(cloud.RejectInstanceIdentity,
+			fmt.Errorf("instance %s has no instance profile now (the evidence was made as %s); want one of %v", in.ID, att.Principal, v.profiles))
+	}
+	account, name, err := parseProfileARN(in.Identity)
+	if err != nil {
+		return fmt.Errorf("EC2's record of instance %s: %w", in.ID, err)
+	}
+	if account != v.account || !slices.Contains(v.profiles, name) {
+		return cloud.Reject(cloud.RejectInstanceIdentity,
+			fmt.Errorf("instance %s's instance profile is now %s (the evidence was made as %s); want one of %v of account %s", in.ID, in.Identity, att.Principal, v.profiles, v.account))
+	}
+	return nil
+}
+
+// parseProfileARN reads arn:<partition>:iam::<account>:instance-profile/[<path>/]<name>.
+func parseProfileARN(arn string) (account, name string, err error) {
+	f := strings.SplitN(arn, ":", 6)
+	if len(f) != 6 || f[0] != "arn" || !partitionRE.MatchString(f[1]) || f[2] != "iam" || f[3] != "" || !accountRE.MatchString(f[4]) {
+		return "", "", fmt.Errorf("instance profile %q is not an IAM ARN", arn)
+	}
+	rest, ok := strings.CutPrefix(f[5], "instance-profile/")
+	name = rest[strings.LastIndexByte(rest, '/')+1:]
+	if !ok || !profileNameRE.MatchString(name) {
+		return "", "", fmt.Errorf("instance profile %q: not an instance profile ARN", arn)
+	}
+	return f[4], name, nil
 }
 
 // check makes every check that needs no call: the form, the credential

@@ -27,6 +27,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -877,6 +878,10 @@ func TestNewVerifierOptions(t *testing.T) {
 		"no roles":          func(o *VerifierOptions) { o.NodeRoles = nil },
 		"role ARN":          func(o *VerifierOptions) { o.NodeRoles = []string{"arn:aws:iam::123456789012:role/x"} },
 		"empty role":        func(o *VerifierOptions) { o.NodeRoles = []string{""} },
+		"profile ARN": func(o *VerifierOptions) {
+			o.NodeInstanceProfiles = []string{"arn:aws:iam::123456789012:instance-profile/x"}
+		},
+		"empty profile": func(o *VerifierOptions) { o.NodeInstanceProfiles = []string{""} },
 	} {
 		o := good
 		o.NodeRoles = append([]string(nil), good.NodeRoles...)
@@ -885,4 +890,55 @@ func TestNewVerifierOptions(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// CheckInstance reads EC2's instance profile ARN: the profile's name (after
+// any path) must be a node instance profile of the account; no profile is a
+// denial, an ARN it cannot read an unknown answer.
+func TestCheckInstance(t *testing.T) {
+	verifier := func(profiles ...string) *Verifier {
+		v, err := NewVerifier(VerifierOptions{STSEndpoint: "https://sts.us-east-1.amazonaws.com", Region: "us-east-1", Account: "123456789012",
+			NodeRoles: []string{"nodes"}, NodeInstanceProfiles: profiles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v := verifier("nodes-profile", "gpu")
+	att := cloud.Attestation{InstanceID: "i-0123456789abcdef0", Principal: "arn:aws:sts::123456789012:assumed-role/nodes/i-0123456789abcdef0"}
+	for _, tc := range []struct {
+		profile string
+		want    string // "" allowed, "transient", or a rejection reason
+	}{
+		{"arn:aws:iam::123456789012:instance-profile/nodes-profile", ""},
+		{"arn:aws:iam::123456789012:instance-profile/team/k8s/gpu", ""},
+		{"arn:aws-cn:iam::123456789012:instance-profile/gpu", ""},
+		{"", cloud.RejectInstanceIdentity},
+		{"arn:aws:iam::123456789012:instance-profile/admin", cloud.RejectInstanceIdentity},
+		{"arn:aws:iam::123456789012:instance-profile/nodes", cloud.RejectInstanceIdentity}, // the role's name is not its profile's here
+		{"arn:aws:iam::210987654321:instance-profile/nodes-profile", cloud.RejectInstanceIdentity},
+		{"arn:aws:iam::123456789012:instance-profile/team/nodes-profile/admin", cloud.RejectInstanceIdentity},
+		{"arn:aws:iam::123456789012:role/nodes-profile", "transient"},
+		{"arn:aws:sts::123456789012:instance-profile/nodes-profile", "transient"},
+		{"arn:aws:iam::123456789012:instance-profile/", "transient"},
+		{"nodes-profile", "transient"},
+	} {
+		err := v.CheckInstance(att, view.Instance{ID: att.InstanceID, Identity: tc.profile})
+		switch tc.want {
+		case "":
+			if err != nil {
+				t.Errorf("%q: %v", tc.profile, err)
+			}
+		case "transient":
+			wantTransient(t, err)
+		default:
+			wantReject(t, err, tc.want)
+		}
+	}
+	// Without NodeInstanceProfiles, the node roles' names.
+	v = verifier()
+	if err := v.CheckInstance(att, view.Instance{Identity: "arn:aws:iam::123456789012:instance-profile/nodes"}); err != nil {
+		t.Fatal(err)
+	}
+	wantReject(t, v.CheckInstance(att, view.Instance{Identity: "arn:aws:iam::123456789012:instance-profile/nodes-profile"}), cloud.RejectInstanceIdentity)
 }

@@ -31,14 +31,15 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	// The same in JSON, with every optional field set.
 	c, err = ParseConfig(strings.NewReader(`{"region":"eu-west-3","clusterID":"prod.example.com","account":"000000000001",
-		"nodeRoles":["a","b"],"nodeNamePolicy":"Tag:NodeName","ec2Endpoint":"https://ec2.example.com/base",
+		"nodeRoles":["a","b"],"nodeInstanceProfiles":["a-profile","b"],"nodeNamePolicy":"Tag:NodeName","ec2Endpoint":"https://ec2.example.com/base",
 		"stsEndpoint":"https://sts.example.com","instanceMaxAge":"1m","minRefreshInterval":"5s","requestTimeout":"3s",
 		"loadBalancers":"none"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.EffectiveSTSEndpoint() != "https://sts.example.com" || c.InstanceMaxAge.Duration != time.Minute ||
-		c.MinRefreshInterval.Duration != 5*time.Second || c.RequestTimeout.Duration != 3*time.Second {
+		c.MinRefreshInterval.Duration != 5*time.Second || c.RequestTimeout.Duration != 3*time.Second ||
+		len(c.NodeInstanceProfiles) != 2 || c.NodeInstanceProfiles[0] != "a-profile" {
 		t.Fatalf("JSON: %+v", c)
 	}
 }
@@ -66,6 +67,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"empty nodeRoles", strings.Replace(minimalConfig, "[node]", "[]", 1), "nodeRoles is required"},
 		{"role ARN", strings.Replace(minimalConfig, "[node]", "[\"arn:aws:iam::123456789012:role/node\"]", 1), "is an ARN"},
 		{"bad role name", strings.Replace(minimalConfig, "[node]", "[\"a b\"]", 1), "not an IAM role name"},
+		{"profile ARN", minimalConfig + "nodeInstanceProfiles: [\"arn:aws:iam::123456789012:instance-profile/node\"]\n", "nodeInstanceProfiles: \"arn:aws:iam::123456789012:instance-profile/node\" is an ARN"},
+		{"bad profile name", minimalConfig + "nodeInstanceProfiles: [\"node/profile\"]\n", "not an IAM instance profile name"},
+		{"profile name too long", minimalConfig + "nodeInstanceProfiles: [" + strings.Repeat("p", 129) + "]\n", "not an IAM instance profile name"},
 		{"negative instanceMaxAge", minimalConfig + "instanceMaxAge: -1s\n", "instanceMaxAge"},
 		{"negative minRefreshInterval", minimalConfig + "minRefreshInterval: -1s\n", "minRefreshInterval"},
 		{"negative requestTimeout", minimalConfig + "requestTimeout: -1s\n", "requestTimeout"},

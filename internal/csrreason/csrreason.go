@@ -40,6 +40,9 @@ const (
 	// created while the ticket was valid.
 	InstanceNameAmbiguous        = "InstanceNameAmbiguous"
 	InstanceCreatedOutsideTicket = "InstanceCreatedOutsideTicket"
+	// The instance's current cloud identity (on AWS, its IAM instance
+	// profile) is not one the configuration gives nodes.
+	InstanceIdentity = "InstanceIdentityNotAllowed"
 	// TooManyPending was the flood guard's denial before it delayed
 	// instead; older approvers may still give it.
 	TooManyPending = "TooManyPendingRequests"
