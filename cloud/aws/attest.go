@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -51,6 +52,10 @@ type VerifierOptions struct {
 	// when the approver judges it (CheckInstance). Empty: the NodeRoles'
 	// names.
 	NodeInstanceProfiles []string
+	// NodeRoleIDs are node roles' unique ids (AROA...), by role name:
+	// a session of such a role must carry that id in its UserId. A role
+	// without one is trusted by its name.
+	NodeRoleIDs map[string]string
 	// HTTPClient sends the requests to STS; nil is a client with a 10 s
 	// timeout. Redirects are never followed, whatever the client says.
 	HTTPClient *http.Client
@@ -67,6 +72,7 @@ type Verifier struct {
 	account  string
 	roles    []string
 	profiles []string
+	roleIDs  map[string]string // by role name
 	client   *http.Client
 }
 
@@ -81,10 +87,28 @@ var (
 	roleNameRE = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,64}$`)
 	// IAM instance profile names: 1-128 of the same.
 	profileNameRE = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,128}$`)
+	// IAM role ids: AROA, the prefix of roles' unique ids, then word
+	// characters up to 16-128 in all (the IAM API's RoleId).
+	roleIDRE = regexp.MustCompile(`^AROA[A-Za-z0-9_]{12,124}$`)
 	// EC2 instance ids: i- and 8 or 17 hex digits.
 	instanceIDRE = regexp.MustCompile(`^i-([0-9a-f]{8}|[0-9a-f]{17})$`)
 	partitionRE  = regexp.MustCompile(`^aws(-[a-z]+){0,3}$`)
 )
+
+// checkRoleID checks a configured role id: a node role's, of a role's
+// unique id form. A session's UserId ("AROA...:i-...") or an ARN is
+// refused with a hint.
+func checkRoleID(role, id string, roles []string) error {
+	switch {
+	case !slices.Contains(roles, role):
+		return fmt.Errorf("role id of %q: not a node role", role)
+	case strings.Contains(id, ":"):
+		return fmt.Errorf("role id of %s: %q holds a colon; want the role's unique id (RoleId in `aws iam get-role`), not an ARN or a session's UserId", role, id)
+	case !roleIDRE.MatchString(id):
+		return fmt.Errorf("role id of %s: %q is not an IAM role's unique id (AROA and 12-124 letters, digits or _)", role, id)
+	}
+	return nil
+}
 
 // NewVerifier checks the options and makes a verifier; it calls nothing.
 func NewVerifier(o VerifierOptions) (*Verifier, error) {
@@ -115,6 +139,11 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 			return nil, fmt.Errorf("aws verifier: node instance profile %q: want an IAM instance profile name (not an ARN)", p)
 		}
 	}
+	for role, id := range o.NodeRoleIDs {
+		if err := checkRoleID(role, id, o.NodeRoles); err != nil {
+			return nil, fmt.Errorf("aws verifier: %w", err)
+		}
+	}
 	client := &http.Client{Timeout: defaultSTSTimeout}
 	if o.HTTPClient != nil {
 		c := *o.HTTPClient
@@ -127,6 +156,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 		region: o.Region, account: o.Account,
 		roles:    slices.Clone(o.NodeRoles),
 		profiles: slices.Clone(profiles),
+		roleIDs:  maps.Clone(o.NodeRoleIDs),
 		client:   client,
 	}, nil
 }
@@ -155,13 +185,16 @@ func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now 
 	if err != nil {
 		return cloud.Attestation{}, err
 	}
-	arn, err := v.callerIdentity(ctx, r)
+	arn, userID, err := v.callerIdentity(ctx, r)
 	if err != nil {
 		return cloud.Attestation{}, err
 	}
-	id, err := v.instanceOf(arn)
+	role, id, err := v.instanceOf(arn)
+	if err == nil {
+		err = v.checkRoleID(arn, role, id, userID)
+	}
 	if err != nil {
-		klog.V(2).InfoS("AWS evidence of a principal that is not a node", "arn", arn, "err", err)
+		klog.V(2).InfoS("AWS evidence of a principal that is not a node", "arn", arn, "userID", userID, "err", err)
 		return cloud.Attestation{}, err
 	}
 	klog.V(4).InfoS("AWS evidence verified", "instance", id, "arn", arn, "signedAt", signedAt)
@@ -248,34 +281,59 @@ func (v *Verifier) check(data []byte, binding string, now time.Time) (agentid.ST
 
 // instanceOf accepts only an instance profile's session of a node role in
 // the account, arn:<partition>:sts::<account>:assumed-role/<role>/<instance id>,
-// and returns the instance id.
-func (v *Verifier) instanceOf(arn string) (string, error) {
+// and returns the role and the instance id.
+func (v *Verifier) instanceOf(arn string) (role, id string, err error) {
+	reject := func(format string, args ...any) (string, string, error) {
+		return "", "", cloud.Reject(cloud.RejectIssuer, fmt.Errorf(format, args...))
+	}
 	f := strings.SplitN(arn, ":", 6)
 	if len(f) != 6 || f[0] != "arn" || !partitionRE.MatchString(f[1]) || f[2] != "sts" || f[3] != "" {
-		return "", cloud.Reject(cloud.RejectIssuer, fmt.Errorf("caller %q is not an assumed role", arn))
+		return reject("caller %q is not an assumed role", arn)
 	}
 	if f[4] != v.account {
-		return "", cloud.Reject(cloud.RejectIssuer, fmt.Errorf("caller %q is of account %s, want %s", arn, f[4], v.account))
+		return reject("caller %q is of account %s, want %s", arn, f[4], v.account)
 	}
 	res := strings.Split(f[5], "/")
 	if len(res) != 3 || res[0] != "assumed-role" {
-		return "", cloud.Reject(cloud.RejectIssuer, fmt.Errorf("caller %q is not an assumed role", arn))
+		return reject("caller %q is not an assumed role", arn)
 	}
 	if !slices.Contains(v.roles, res[1]) {
-		return "", cloud.Reject(cloud.RejectIssuer, fmt.Errorf("caller %q: role %q is not a node role", arn, res[1]))
+		return reject("caller %q: role %q is not a node role", arn, res[1])
 	}
 	if !instanceIDRE.MatchString(res[2]) {
-		return "", cloud.Reject(cloud.RejectIssuer, fmt.Errorf("caller %q: session %q is not an EC2 instance id", arn, res[2]))
+		return reject("caller %q: session %q is not an EC2 instance id", arn, res[2])
 	}
-	return res[2], nil
+	return res[1], res[2], nil
+}
+
+// checkRoleID compares the role's unique id in STS's UserId, which for a
+// role session is "<role id>:<session name>", with the id configured for
+// the role, if any: a role deleted and created again under its name is a
+// new role with a new id. A UserId that is not of that form, for a role
+// whose id is configured, is an answer the verifier cannot read:
+// transient.
+func (v *Verifier) checkRoleID(arn, role, session, userID string) error {
+	want, pinned := v.roleIDs[role]
+	if !pinned {
+		return nil
+	}
+	got, name, ok := strings.Cut(userID, ":")
+	if !ok || name != session || got == "" {
+		return fmt.Errorf("STS GetCallerIdentity answer: UserId %q of %s is not <role id>:%s", userID, arn, session)
+	}
+	if got != want {
+		return cloud.Reject(cloud.RejectIssuer, fmt.Errorf("caller %q: role %s has the unique id %s, not the configured %s (the role was deleted and created again under its name?)", arn, role, got, want))
+	}
+	return nil
 }
 
 // callerIdentity rebuilds the request from the evidence's header values,
-// sends it to the configured endpoint, and returns the caller's ARN.
-func (v *Verifier) callerIdentity(ctx context.Context, r agentid.STSRequest) (string, error) {
+// sends it to the configured endpoint, and returns the caller's ARN and
+// UserId ("" when STS gives none).
+func (v *Verifier) callerIdentity(ctx context.Context, r agentid.STSRequest) (arn, userID string, err error) {
 	req, err := http.NewRequestWithContext(ctx, agentid.STSMethod, v.endpoint, strings.NewReader(agentid.STSBody))
 	if err != nil {
-		return "", fmt.Errorf("build the STS request: %w", err)
+		return "", "", fmt.Errorf("build the STS request: %w", err)
 	}
 	req.Host = v.host
 	req.Header.Set("Content-Type", agentid.STSContentType)
@@ -288,42 +346,47 @@ func (v *Verifier) callerIdentity(ctx context.Context, r agentid.STSRequest) (st
 
 	resp, err := v.client.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("STS GetCallerIdentity at %s: %w", v.endpoint, err)
+		return "", "", fmt.Errorf("STS GetCallerIdentity at %s: %w", v.endpoint, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSTSResponse+1))
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("STS GetCallerIdentity at %s: reading the answer: %w", v.endpoint, err)
+		return "", "", fmt.Errorf("STS GetCallerIdentity at %s: reading the answer: %w", v.endpoint, err)
 	case len(body) > maxSTSResponse:
-		return "", fmt.Errorf("STS GetCallerIdentity at %s: answer (HTTP %d) over %d bytes", v.endpoint, resp.StatusCode, maxSTSResponse)
+		return "", "", fmt.Errorf("STS GetCallerIdentity at %s: answer (HTTP %d) over %d bytes", v.endpoint, resp.StatusCode, maxSTSResponse)
 	case resp.StatusCode == http.StatusOK:
 		return parseCallerIdentity(body, v.account)
 	case resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusForbidden:
-		return "", stsError(resp.StatusCode, body)
+		return "", "", stsError(resp.StatusCode, body)
 	}
-	return "", fmt.Errorf("STS GetCallerIdentity at %s: HTTP %d", v.endpoint, resp.StatusCode)
+	return "", "", fmt.Errorf("STS GetCallerIdentity at %s: HTTP %d", v.endpoint, resp.StatusCode)
 }
 
 // parseCallerIdentity reads a GetCallerIdentityResponse: exactly one Arn
-// and one Account, which must be the ARN's.
-func parseCallerIdentity(body []byte, account string) (string, error) {
+// and one Account, which must be the ARN's, and at most one UserId.
+func parseCallerIdentity(body []byte, account string) (arn, userID string, err error) {
 	var out struct {
 		XMLName xml.Name `xml:"GetCallerIdentityResponse"`
 		Arn     []string `xml:"GetCallerIdentityResult>Arn"`
+		UserID  []string `xml:"GetCallerIdentityResult>UserId"`
 		Account []string `xml:"GetCallerIdentityResult>Account"`
 	}
 	if err := xml.Unmarshal(body, &out); err != nil {
-		return "", fmt.Errorf("STS GetCallerIdentity answer: %w", err)
+		return "", "", fmt.Errorf("STS GetCallerIdentity answer: %w", err)
 	}
-	if len(out.Arn) != 1 || len(out.Account) != 1 {
-		return "", fmt.Errorf("STS GetCallerIdentity answer: %d Arn and %d Account elements, want one each", len(out.Arn), len(out.Account))
+	if len(out.Arn) != 1 || len(out.Account) != 1 || len(out.UserID) > 1 {
+		return "", "", fmt.Errorf("STS GetCallerIdentity answer: %d Arn, %d Account and %d UserId elements, want one each (UserId: at most one)",
+			len(out.Arn), len(out.Account), len(out.UserID))
 	}
 	arn, acct := strings.TrimSpace(out.Arn[0]), strings.TrimSpace(out.Account[0])
 	if acct != account {
-		return "", cloud.Reject(cloud.RejectIssuer, fmt.Errorf("caller %q is of account %s, want %s", arn, acct, account))
+		return "", "", cloud.Reject(cloud.RejectIssuer, fmt.Errorf("caller %q is of account %s, want %s", arn, acct, account))
 	}
-	return arn, nil
+	if len(out.UserID) == 1 {
+		userID = strings.TrimSpace(out.UserID[0])
+	}
+	return arn, userID, nil
 }
 
 // STS error codes that are verdicts on the evidence; any other is

@@ -134,11 +134,11 @@ func (w *world) approvedWithoutChecks(v *Verifier, data []byte) {
 	if err != nil {
 		r = mustDecodeLoose(w.t, data)
 	}
-	arn, err := v.callerIdentity(context.Background(), r)
+	arn, _, err := v.callerIdentity(context.Background(), r)
 	if err != nil {
 		w.t.Fatalf("control: STS refused the request: %v", err)
 	}
-	if _, err := v.instanceOf(arn); err != nil {
+	if _, _, err := v.instanceOf(arn); err != nil {
 		w.t.Fatalf("control: STS answered %s: %v", arn, err)
 	}
 }
@@ -693,8 +693,13 @@ func fakeEvidence(t *testing.T, endpoint, binding string, at time.Time) []byte {
 }
 
 func identityXML(arn, account string) string {
+	return identityXMLOf(arn, "<UserId>AROAEXAMPLE:x</UserId>", account)
+}
+
+// identityXMLOf is an answer with the UserId elements given.
+func identityXMLOf(arn, userIDs, account string) string {
 	return `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>` +
-		`<Arn>` + arn + `</Arn><UserId>AROAEXAMPLE:x</UserId><Account>` + account + `</Account>` +
+		`<Arn>` + arn + `</Arn>` + userIDs + `<Account>` + account + `</Account>` +
 		`</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`
 }
 
@@ -707,6 +712,12 @@ func errorXML(code string) string {
 func TestSTSAnswers(t *testing.T) {
 	const acct = "123456789012"
 	node := "arn:aws:sts::" + acct + ":assumed-role/" + testRole + "/"
+	// In the cases named "pinned: ...", the node role's unique id is
+	// configured: the UserId's role id must be it; "other-node", a node
+	// role without one, is trusted by name.
+	const roleID = "AROAPINNEDROLEID00001"
+	pinned := func(userIDs string) string { return identityXMLOf(node+"i-0123abcd", userIDs, acct) }
+	other := "arn:aws:sts::" + acct + ":assumed-role/other-node/i-0123abcd"
 	cases := []struct {
 		name   string
 		status int
@@ -714,6 +725,14 @@ func TestSTSAnswers(t *testing.T) {
 		want   string // a reason, "" approve, "transient"
 		id     string
 	}{
+		{"pinned: the role's id", 200, pinned("<UserId>" + roleID + ":i-0123abcd</UserId>"), "", "i-0123abcd"},
+		{"pinned: another id (the role created again)", 200, pinned("<UserId>AROAOTHERROLEID000001:i-0123abcd</UserId>"), cloud.RejectIssuer, ""},
+		{"pinned: no UserId", 200, pinned(""), "transient", ""},
+		{"pinned: UserId of another session", 200, pinned("<UserId>" + roleID + ":i-9999abcd</UserId>"), "transient", ""},
+		{"pinned: UserId without a session", 200, pinned("<UserId>" + roleID + "</UserId>"), "transient", ""},
+		{"pinned: two UserIds", 200, pinned("<UserId>" + roleID + ":i-0123abcd</UserId><UserId>" + roleID + ":i-0123abcd</UserId>"), "transient", ""},
+		{"pinned: another node role, itself unpinned", 200, identityXMLOf(other, "<UserId>AROAANYID000000000001:i-0123abcd</UserId>", acct), "", "i-0123abcd"},
+		{"unpinned: any role id", 200, pinned("<UserId>AROAOTHERROLEID000001:i-0123abcd</UserId>"), "", "i-0123abcd"},
 		{"node session", 200, identityXML(node+"i-0123456789abcdef0", acct), "", "i-0123456789abcdef0"},
 		{"old instance id", 200, identityXML(node+"i-0123abcd", acct), "", "i-0123abcd"},
 		{"another partition", 200, identityXML("arn:aws-cn:sts::"+acct+":assumed-role/"+testRole+"/i-0123abcd", acct), "", "i-0123abcd"},
@@ -749,7 +768,11 @@ func TestSTSAnswers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s, hits := fakeSTS(t, c.status, c.body)
-			v, err := NewVerifier(VerifierOptions{STSEndpoint: s.URL, Region: "us-east-1", Account: acct, NodeRoles: []string{testRole}})
+			o := VerifierOptions{STSEndpoint: s.URL, Region: "us-east-1", Account: acct, NodeRoles: []string{testRole, "other-node"}}
+			if strings.HasPrefix(c.name, "pinned:") {
+				o.NodeRoleIDs = map[string]string{testRole: roleID}
+			}
+			v, err := NewVerifier(o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -881,7 +904,13 @@ func TestNewVerifierOptions(t *testing.T) {
 		"profile ARN": func(o *VerifierOptions) {
 			o.NodeInstanceProfiles = []string{"arn:aws:iam::123456789012:instance-profile/x"}
 		},
-		"empty profile": func(o *VerifierOptions) { o.NodeInstanceProfiles = []string{""} },
+		"empty profile":      func(o *VerifierOptions) { o.NodeInstanceProfiles = []string{""} },
+		"id of another role": func(o *VerifierOptions) { o.NodeRoleIDs = map[string]string{"admin": "AROAEXAMPLEEXAMPLE01"} },
+		"user id":            func(o *VerifierOptions) { o.NodeRoleIDs = map[string]string{testRole: "AIDAEXAMPLEEXAMPLE01"} },
+		"short role id":      func(o *VerifierOptions) { o.NodeRoleIDs = map[string]string{testRole: "AROAEXAMPLE"} },
+		"session's UserId": func(o *VerifierOptions) {
+			o.NodeRoleIDs = map[string]string{testRole: "AROAEXAMPLEEXAMPLE01:i-0123abcd"}
+		},
 	} {
 		o := good
 		o.NodeRoles = append([]string(nil), good.NodeRoles...)

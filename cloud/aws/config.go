@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +52,11 @@ type Config struct {
 	// not, and joins are then denied InstanceIdentityNotAllowed until this
 	// is set).
 	NodeInstanceProfiles []string `json:"nodeInstanceProfiles,omitempty"`
+	// NodeRoleIDs pins node roles to their unique ids (AROA..., from
+	// `aws iam get-role`): a session of a role of that name with another
+	// id, that of a role deleted and created again under the name, is
+	// denied. Optional, per role; a role without an id is trusted by name.
+	NodeRoleIDs map[string]string `json:"nodeRoleIDs,omitempty"`
 	// InstanceMaxAge is how old an instance answer may be for node
 	// initialization, the address sweep and lifecycle checks. Default 30s.
 	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
@@ -177,6 +184,11 @@ func (c *Config) validate() error {
 	}
 	errs = append(errs, checkNames("nodeRoles", "role", c.NodeRoles, roleNameRE, 64)...)
 	errs = append(errs, checkNames("nodeInstanceProfiles", "instance profile", c.NodeInstanceProfiles, profileNameRE, 128)...)
+	for _, role := range slices.Sorted(maps.Keys(c.NodeRoleIDs)) {
+		if err := checkRoleID(role, c.NodeRoleIDs[role], c.NodeRoles); err != nil {
+			errs = append(errs, fmt.Errorf("nodeRoleIDs: %w", err))
+		}
+	}
 	for name, d := range map[string]time.Duration{
 		"instanceMaxAge": c.InstanceMaxAge.Duration, "minRefreshInterval": c.MinRefreshInterval.Duration,
 		"requestTimeout": c.RequestTimeout.Duration,

@@ -38,11 +38,11 @@ type joinWorld struct {
 	nodes mapNodes
 }
 
-func newJoinWorld(t *testing.T, edit func(*Config)) *joinWorld {
+func newJoinWorld(t *testing.T, edit func(*Config, *awstest.Cloud)) *joinWorld {
 	t.Helper()
 	e := newEnv(t)
 	cfg := e.config()
-	edit(&cfg)
+	edit(&cfg, e.aws)
 	c, err := NewWithClients(cfg, e.ec2, awstest.HTTPClient())
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func (noReplays) EarlierHolder(context.Context, string, *certificatesv1.Certific
 // is denied: the instance's current profile is not a node role's. An
 // instance without any profile is denied the same way.
 func TestJoinAfterProfileSwapDenied(t *testing.T) {
-	w := newJoinWorld(t, func(*Config) {})
+	w := newJoinWorld(t, func(*Config, *awstest.Cloud) {})
 	in := w.node("127.0.0.21", "", joinRole)
 	w.decide("control: the instance with the node profile", w.joinCSR(in), csrapprover.ReasonApproved)
 
@@ -161,11 +161,11 @@ func TestJoinAfterProfileSwapDenied(t *testing.T) {
 // A profile named apart from its role is not a node profile by default;
 // nodeInstanceProfiles names it.
 func TestJoinWithProfileNamedApartFromItsRole(t *testing.T) {
-	w := newJoinWorld(t, func(*Config) {})
+	w := newJoinWorld(t, func(*Config, *awstest.Cloud) {})
 	in := w.node("127.0.0.23", "node-profile", joinRole)
 	w.decide("default: the node roles' names", w.joinCSR(in), csrapprover.ReasonInstanceIdentity)
 
-	w = newJoinWorld(t, func(c *Config) { c.NodeInstanceProfiles = []string{"other", "node-profile"} })
+	w = newJoinWorld(t, func(c *Config, _ *awstest.Cloud) { c.NodeInstanceProfiles = []string{"other", "node-profile"} })
 	in = w.node("127.0.0.24", "node-profile", joinRole)
 	w.decide("nodeInstanceProfiles names it", w.joinCSR(in), csrapprover.ReasonApproved)
 	// A node profile holding a role that is not a node role is no help:
@@ -178,7 +178,7 @@ func TestJoinWithProfileNamedApartFromItsRole(t *testing.T) {
 // (docs/aws.md): a node whose profile was swapped keeps renewing while its
 // instance runs in the cluster; a fresh join is what the profile guards.
 func TestRenewalAfterProfileSwap(t *testing.T) {
-	w := newJoinWorld(t, func(*Config) {})
+	w := newJoinWorld(t, func(*Config, *awstest.Cloud) {})
 	in := w.node("127.0.0.26", "", joinRole)
 	w.nodes[in.PrivateDNSName] = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.PrivateDNSName},
 		Spec: v1.NodeSpec{ProviderID: agentid.ProviderID(in.Zone, in.ID)}}
@@ -188,4 +188,21 @@ func TestRenewalAfterProfileSwap(t *testing.T) {
 	csr := w.joinCSR(in)
 	csr.Spec.Username, csr.Spec.Groups = "system:node:"+in.PrivateDNSName, []string{"system:nodes", "system:authenticated"}
 	w.decide("renewal", csr, csrapprover.ReasonApproved)
+}
+
+// Attack (issue 28, item 5): a node role deleted and created again under
+// its name (its trust policy, and who may assume it, are new) is a new
+// role with a new unique id. With the role's id in nodeRoleIDs its
+// sessions are denied; without it they join: a documented limit.
+func TestJoinAsRecreatedRole(t *testing.T) {
+	pinned := newJoinWorld(t, func(c *Config, a *awstest.Cloud) { c.NodeRoleIDs = map[string]string{joinRole: a.RoleID(joinRole)} })
+	in := pinned.node("127.0.0.31", "", joinRole)
+	pinned.decide("control: the configured role", pinned.joinCSR(in), csrapprover.ReasonApproved)
+	pinned.env.aws.RecreateRole(joinRole)
+	pinned.decide("a session of the role created again", pinned.joinCSR(in), csrapprover.ReasonEvidenceIssuer)
+
+	byName := newJoinWorld(t, func(*Config, *awstest.Cloud) {})
+	in = byName.node("127.0.0.32", "", joinRole)
+	byName.env.aws.RecreateRole(joinRole)
+	byName.decide("the role created again, no id configured", byName.joinCSR(in), csrapprover.ReasonApproved)
 }

@@ -112,6 +112,7 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 		NodeRoles:            cfg.NodeRoles,
 		HTTPClient:           httpClient,
 		NodeInstanceProfiles: cfg.NodeInstanceProfiles,
+		NodeRoleIDs:          cfg.NodeRoleIDs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("aws: evidence verifier: %w", err)
