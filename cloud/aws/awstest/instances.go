@@ -167,24 +167,19 @@ func (c *Cloud) SetState(id, state string) error {
 	if _, ok := stateCodes[state]; !ok {
 		return fmt.Errorf("awstest: set state of %s: %q is not an EC2 instance state", id, state)
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[id]
-	if !ok {
-		return fmt.Errorf("awstest: set state of %s: no such instance", id)
-	}
-	if in.State == "terminated" && state != "terminated" {
-		return fmt.Errorf("awstest: set state of %s to %s: the instance is terminated", id, state)
-	}
-	if (in.State == "stopped" || in.State == "stopping") && (state == "pending" || state == stateRunning) {
-		in.LaunchTime = c.now().UTC().Truncate(time.Second)
-	}
-	if state != stateRunning {
-		c.forgetTokensLocked(id)
-	}
-	in.State = state
-	c.instances[id] = in
-	return nil
+	return c.update(id, "set state of", func(in *Instance) error {
+		if in.State == "terminated" && state != "terminated" {
+			return fmt.Errorf("awstest: set state of %s to %s: the instance is terminated", id, state)
+		}
+		if (in.State == "stopped" || in.State == "stopping") && (state == "pending" || state == stateRunning) {
+			in.LaunchTime = c.now().UTC().Truncate(time.Second)
+		}
+		if state != stateRunning {
+			c.forgetTokensLocked(id)
+		}
+		in.State = state
+		return nil
+	})
 }
 
 // SetInstanceProfile associates the instance with another instance
@@ -197,13 +192,24 @@ func (c *Cloud) SetInstanceProfile(id, profile, role string) error {
 	if err := checkProfile(profile, role); err != nil {
 		return fmt.Errorf("awstest: set the instance profile of %s: %w", id, err)
 	}
+	return c.update(id, "set the instance profile of", func(in *Instance) error {
+		in.InstanceProfile, in.Role = profile, role
+		return nil
+	})
+}
+
+// update changes the stored instance of the id with change, under the
+// lock; what names the change in the error for an unknown id.
+func (c *Cloud) update(id, what string, change func(*Instance) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	in, ok := c.instances[id]
 	if !ok {
-		return fmt.Errorf("awstest: set the instance profile of %s: no such instance", id)
+		return fmt.Errorf("awstest: %s %s: no such instance", what, id)
 	}
-	in.InstanceProfile, in.Role = profile, role
+	if err := change(&in); err != nil {
+		return err
+	}
 	c.instances[id] = in
 	return nil
 }
