@@ -95,10 +95,10 @@ var (
 	partitionRE  = regexp.MustCompile(`^aws(-[a-z]+){0,3}$`)
 )
 
-// checkRoleID checks a configured role id: a node role's, of a role's
+// validRoleID checks a configured role id: a node role's, of a role's
 // unique id form. A session's UserId ("AROA...:i-...") or an ARN is
 // refused with a hint.
-func checkRoleID(role, id string, roles []string) error {
+func validRoleID(role, id string, roles []string) error {
 	switch {
 	case !slices.Contains(roles, role):
 		return fmt.Errorf("role id of %q: not a node role", role)
@@ -140,7 +140,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 		}
 	}
 	for role, id := range o.NodeRoleIDs {
-		if err := checkRoleID(role, id, o.NodeRoles); err != nil {
+		if err := validRoleID(role, id, o.NodeRoles); err != nil {
 			return nil, fmt.Errorf("aws verifier: %w", err)
 		}
 	}

@@ -185,7 +185,7 @@ func (c *Config) validate() error {
 	errs = append(errs, checkNames("nodeRoles", "role", c.NodeRoles, roleNameRE, 64)...)
 	errs = append(errs, checkNames("nodeInstanceProfiles", "instance profile", c.NodeInstanceProfiles, profileNameRE, 128)...)
 	for _, role := range slices.Sorted(maps.Keys(c.NodeRoleIDs)) {
-		if err := checkRoleID(role, c.NodeRoleIDs[role], c.NodeRoles); err != nil {
+		if err := validRoleID(role, c.NodeRoleIDs[role], c.NodeRoles); err != nil {
 			errs = append(errs, fmt.Errorf("nodeRoleIDs: %w", err))
 		}
 	}
