@@ -26,6 +26,10 @@ type Attestation struct {
 	ReplayKey string
 	// IssuedAt and ExpiresAt bound the evidence's validity.
 	IssuedAt, ExpiresAt time.Time
+	// Principal is the cloud identity the evidence was made as, when the
+	// cloud names one (AWS: the ARN of the instance profile's role
+	// session); for messages and the verifier's own InstanceChecker.
+	Principal string
 }
 
 // EvidenceVerifier checks one kind of cloud-signed evidence. The CSR
@@ -46,6 +50,17 @@ type EvidenceVerifier interface {
 	Peek(data []byte) (replayKey, binding string, err error)
 }
 
+// InstanceChecker is an EvidenceVerifier with a check of its own on the
+// cloud's current record of the instance, once the approver has found the
+// instance the evidence names (and checked that it is the cluster's and
+// running): that the instance may still act as what the evidence proved
+// (AWS: its current instance profile is a node role's, since credentials
+// outlive a swap of the profile). A *Rejection denies the join; any other
+// error is transient and the CSR is retried, never approved.
+type InstanceChecker interface {
+	CheckInstance(att Attestation, in view.Instance) error
+}
+
 // Rejection reasons, machine-readable (the CSR approver's deny reasons).
 const (
 	RejectMalformed = csrreason.EvidenceMalformed
@@ -54,6 +69,9 @@ const (
 	RejectBinding   = csrreason.EvidenceNotBound
 	RejectIssuer    = csrreason.EvidenceIssuer
 	RejectCluster   = csrreason.EvidenceCluster
+	// RejectInstanceIdentity is InstanceChecker's: the instance's current
+	// cloud identity is not one the configuration allows.
+	RejectInstanceIdentity = csrreason.InstanceIdentity
 )
 
 // Rejection is a verdict on bad evidence.

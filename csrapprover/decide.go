@@ -315,6 +315,9 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	if dd := d.instanceUsable(in); dd != nil {
 		return *dd, nil
 	}
+	if dd, err := verifierAllows(v, att, in); dd != nil || err != nil {
+		return orZero(dd), err
+	}
 	if in.NodeName == "" || in.NodeName != name {
 		return deny("nodename", ReasonNodeNameMismatch, "instance %s may join only as node %q, not %q", in.ID, in.NodeName, name), nil
 	}
@@ -341,6 +344,25 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	}
 	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
 		Message: fmt.Sprintf("instance %s (%s) %s", in.ID, in.Name, attested)}, nil
+}
+
+// verifierAllows runs the verifier's own check of the instance's current
+// record, when it has one (cloud.InstanceChecker): a rejection denies, any
+// other error is returned to be retried.
+func verifierAllows(v cloud.EvidenceVerifier, att cloud.Attestation, in view.Instance) (*Decision, error) {
+	c, ok := v.(cloud.InstanceChecker)
+	if !ok {
+		return nil, nil
+	}
+	err := c.CheckInstance(att, in)
+	if r, rejected := cloud.IsRejection(err); rejected {
+		dd := deny("instance", r.Reason, "%v", r.Err)
+		return &dd, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("instance %s: %w", in.ID, err)
+	}
+	return nil, nil
 }
 
 // signedInstance finds the instance the cloud signed for, by its id; a

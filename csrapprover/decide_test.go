@@ -543,3 +543,55 @@ func TestInstanceMaxAgeBound(t *testing.T) {
 		t.Fatalf("past instance-max-age: %+v, want %s", d, ReasonInstanceNotRunning)
 	}
 }
+
+// checkingVerifier is a verifier with a check of the instance's current
+// record (cloud.InstanceChecker) that answers err.
+type checkingVerifier struct {
+	cloud.EvidenceVerifier
+	err error
+	// saw is the instance and attestation the check was given.
+	saw struct {
+		att cloud.Attestation
+		in  view.Instance
+	}
+}
+
+func (v *checkingVerifier) CheckInstance(att cloud.Attestation, in view.Instance) error {
+	v.saw.att, v.saw.in = att, in
+	return v.err
+}
+
+// A verifier's instance check runs on the instance found for a join: its
+// rejection denies with its reason, any other error decides nothing, and
+// renewals do not run it.
+func TestVerifierInstanceCheck(t *testing.T) {
+	w := newWorld(t)
+	local := w.decider.verifiers[attest.Type]
+	for _, tc := range []struct {
+		err  error
+		want string // a reason, or "" for no decision
+	}{
+		{nil, ReasonApproved},
+		{cloud.Reject(cloud.RejectInstanceIdentity, errors.New("profile swapped")), ReasonInstanceIdentity},
+		{errors.New("unreadable record"), ""},
+	} {
+		v := &checkingVerifier{EvidenceVerifier: local, err: tc.err}
+		w.decider.verifiers[attest.Type] = v
+		d, err := w.decider.Decide(context.Background(), w.csr(t, w.joinSpec(t)))
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("check error %v: decided %+v", tc.err, d)
+		case tc.want != "" && (err != nil || d.Reason != tc.want || d.Approve != (tc.want == ReasonApproved)):
+			t.Errorf("check error %v: %+v, %v; want %s", tc.err, d, err, tc.want)
+		}
+		if v.saw.in.ID != "i-1" || v.saw.att.InstanceID != "i-1" {
+			t.Errorf("the check saw instance %q for evidence of %q", v.saw.in.ID, v.saw.att.InstanceID)
+		}
+	}
+	w.nodes["node-1"] = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: v1.NodeSpec{ProviderID: "local://i-1"}}
+	renew := w.joinSpec(t)
+	renew.username, renew.groups, renew.evidence = "system:node:node-1", []string{"system:nodes"}, nil
+	if d := w.decide(t, w.csr(t, renew)); !d.Approve {
+		t.Fatalf("renewal with a failing instance check: %+v", d)
+	}
+}

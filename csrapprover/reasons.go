@@ -24,6 +24,7 @@ const (
 	ReasonEvidenceReplayed     = csrreason.EvidenceReplayed
 	ReasonInstanceNotInCluster = csrreason.InstanceNotInCluster
 	ReasonInstanceNotRunning   = csrreason.InstanceNotRunning
+	ReasonInstanceIdentity     = csrreason.InstanceIdentity
 	ReasonNodeNameMismatch     = csrreason.NodeNameMismatch
 	ReasonNodeNameTaken        = csrreason.NodeNameTaken
 	ReasonNodeAlreadyJoined    = csrreason.NodeAlreadyJoined

@@ -27,6 +27,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -133,11 +134,11 @@ func (w *world) approvedWithoutChecks(v *Verifier, data []byte) {
 	if err != nil {
 		r = mustDecodeLoose(w.t, data)
 	}
-	arn, err := v.callerIdentity(context.Background(), r)
+	arn, _, err := v.callerIdentity(context.Background(), r)
 	if err != nil {
 		w.t.Fatalf("control: STS refused the request: %v", err)
 	}
-	if _, err := v.instanceOf(arn); err != nil {
+	if _, _, err := v.instanceOf(arn); err != nil {
 		w.t.Fatalf("control: STS answered %s: %v", arn, err)
 	}
 }
@@ -692,8 +693,13 @@ func fakeEvidence(t *testing.T, endpoint, binding string, at time.Time) []byte {
 }
 
 func identityXML(arn, account string) string {
+	return identityXMLOf(arn, "<UserId>AROAEXAMPLE:x</UserId>", account)
+}
+
+// identityXMLOf is an answer with the UserId elements given.
+func identityXMLOf(arn, userIDs, account string) string {
 	return `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>` +
-		`<Arn>` + arn + `</Arn><UserId>AROAEXAMPLE:x</UserId><Account>` + account + `</Account>` +
+		`<Arn>` + arn + `</Arn>` + userIDs + `<Account>` + account + `</Account>` +
 		`</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`
 }
 
@@ -706,6 +712,12 @@ func errorXML(code string) string {
 func TestSTSAnswers(t *testing.T) {
 	const acct = "123456789012"
 	node := "arn:aws:sts::" + acct + ":assumed-role/" + testRole + "/"
+	// In the cases named "pinned: ...", the node role's unique id is
+	// configured: the UserId's role id must be it; "other-node", a node
+	// role without one, is trusted by name.
+	const roleID = "AROAPINNEDROLEID00001"
+	pinned := func(userIDs string) string { return identityXMLOf(node+"i-0123abcd", userIDs, acct) }
+	other := "arn:aws:sts::" + acct + ":assumed-role/other-node/i-0123abcd"
 	cases := []struct {
 		name   string
 		status int
@@ -713,6 +725,14 @@ func TestSTSAnswers(t *testing.T) {
 		want   string // a reason, "" approve, "transient"
 		id     string
 	}{
+		{"pinned: the role's id", 200, pinned("<UserId>" + roleID + ":i-0123abcd</UserId>"), "", "i-0123abcd"},
+		{"pinned: another id (the role created again)", 200, pinned("<UserId>AROAOTHERROLEID000001:i-0123abcd</UserId>"), cloud.RejectIssuer, ""},
+		{"pinned: no UserId", 200, pinned(""), "transient", ""},
+		{"pinned: UserId of another session", 200, pinned("<UserId>" + roleID + ":i-9999abcd</UserId>"), "transient", ""},
+		{"pinned: UserId without a session", 200, pinned("<UserId>" + roleID + "</UserId>"), "transient", ""},
+		{"pinned: two UserIds", 200, pinned("<UserId>" + roleID + ":i-0123abcd</UserId><UserId>" + roleID + ":i-0123abcd</UserId>"), "transient", ""},
+		{"pinned: another node role, itself unpinned", 200, identityXMLOf(other, "<UserId>AROAANYID000000000001:i-0123abcd</UserId>", acct), "", "i-0123abcd"},
+		{"unpinned: any role id", 200, pinned("<UserId>AROAOTHERROLEID000001:i-0123abcd</UserId>"), "", "i-0123abcd"},
 		{"node session", 200, identityXML(node+"i-0123456789abcdef0", acct), "", "i-0123456789abcdef0"},
 		{"old instance id", 200, identityXML(node+"i-0123abcd", acct), "", "i-0123abcd"},
 		{"another partition", 200, identityXML("arn:aws-cn:sts::"+acct+":assumed-role/"+testRole+"/i-0123abcd", acct), "", "i-0123abcd"},
@@ -748,7 +768,11 @@ func TestSTSAnswers(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s, hits := fakeSTS(t, c.status, c.body)
-			v, err := NewVerifier(VerifierOptions{STSEndpoint: s.URL, Region: "us-east-1", Account: acct, NodeRoles: []string{testRole}})
+			o := VerifierOptions{STSEndpoint: s.URL, Region: "us-east-1", Account: acct, NodeRoles: []string{testRole, "other-node"}}
+			if strings.HasPrefix(c.name, "pinned:") {
+				o.NodeRoleIDs = map[string]string{testRole: roleID}
+			}
+			v, err := NewVerifier(o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -877,6 +901,16 @@ func TestNewVerifierOptions(t *testing.T) {
 		"no roles":          func(o *VerifierOptions) { o.NodeRoles = nil },
 		"role ARN":          func(o *VerifierOptions) { o.NodeRoles = []string{"arn:aws:iam::123456789012:role/x"} },
 		"empty role":        func(o *VerifierOptions) { o.NodeRoles = []string{""} },
+		"profile ARN": func(o *VerifierOptions) {
+			o.NodeInstanceProfiles = []string{"arn:aws:iam::123456789012:instance-profile/x"}
+		},
+		"empty profile":      func(o *VerifierOptions) { o.NodeInstanceProfiles = []string{""} },
+		"id of another role": func(o *VerifierOptions) { o.NodeRoleIDs = map[string]string{"admin": "AROAEXAMPLEEXAMPLE01"} },
+		"user id":            func(o *VerifierOptions) { o.NodeRoleIDs = map[string]string{testRole: "AIDAEXAMPLEEXAMPLE01"} },
+		"short role id":      func(o *VerifierOptions) { o.NodeRoleIDs = map[string]string{testRole: "AROAEXAMPLE"} },
+		"session's UserId": func(o *VerifierOptions) {
+			o.NodeRoleIDs = map[string]string{testRole: "AROAEXAMPLEEXAMPLE01:i-0123abcd"}
+		},
 	} {
 		o := good
 		o.NodeRoles = append([]string(nil), good.NodeRoles...)
@@ -885,4 +919,55 @@ func TestNewVerifierOptions(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// CheckInstance reads EC2's instance profile ARN: the profile's name (after
+// any path) must be a node instance profile of the account; no profile is a
+// denial, an ARN it cannot read an unknown answer.
+func TestCheckInstance(t *testing.T) {
+	verifier := func(profiles ...string) *Verifier {
+		v, err := NewVerifier(VerifierOptions{STSEndpoint: "https://sts.us-east-1.amazonaws.com", Region: "us-east-1", Account: "123456789012",
+			NodeRoles: []string{"nodes"}, NodeInstanceProfiles: profiles})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v := verifier("nodes-profile", "gpu")
+	att := cloud.Attestation{InstanceID: "i-0123456789abcdef0", Principal: "arn:aws:sts::123456789012:assumed-role/nodes/i-0123456789abcdef0"}
+	for _, tc := range []struct {
+		profile string
+		want    string // "" allowed, "transient", or a rejection reason
+	}{
+		{"arn:aws:iam::123456789012:instance-profile/nodes-profile", ""},
+		{"arn:aws:iam::123456789012:instance-profile/team/k8s/gpu", ""},
+		{"arn:aws-cn:iam::123456789012:instance-profile/gpu", ""},
+		{"", cloud.RejectInstanceIdentity},
+		{"arn:aws:iam::123456789012:instance-profile/admin", cloud.RejectInstanceIdentity},
+		{"arn:aws:iam::123456789012:instance-profile/nodes", cloud.RejectInstanceIdentity}, // the role's name is not its profile's here
+		{"arn:aws:iam::210987654321:instance-profile/nodes-profile", cloud.RejectInstanceIdentity},
+		{"arn:aws:iam::123456789012:instance-profile/team/nodes-profile/admin", cloud.RejectInstanceIdentity},
+		{"arn:aws:iam::123456789012:role/nodes-profile", "transient"},
+		{"arn:aws:sts::123456789012:instance-profile/nodes-profile", "transient"},
+		{"arn:aws:iam::123456789012:instance-profile/", "transient"},
+		{"nodes-profile", "transient"},
+	} {
+		err := v.CheckInstance(att, view.Instance{ID: att.InstanceID, Identity: tc.profile})
+		switch tc.want {
+		case "":
+			if err != nil {
+				t.Errorf("%q: %v", tc.profile, err)
+			}
+		case "transient":
+			wantTransient(t, err)
+		default:
+			wantReject(t, err, tc.want)
+		}
+	}
+	// Without NodeInstanceProfiles, the node roles' names.
+	v = verifier()
+	if err := v.CheckInstance(att, view.Instance{Identity: "arn:aws:iam::123456789012:instance-profile/nodes"}); err != nil {
+		t.Fatal(err)
+	}
+	wantReject(t, v.CheckInstance(att, view.Instance{Identity: "arn:aws:iam::123456789012:instance-profile/nodes-profile"}), cloud.RejectInstanceIdentity)
 }

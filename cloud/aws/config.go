@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,6 +45,18 @@ type Config struct {
 	// NodeRoles are the names (not ARNs) of the instance-profile roles
 	// whose sessions may join the cluster. Required, at least one.
 	NodeRoles []string `json:"nodeRoles"`
+	// NodeInstanceProfiles are the names (not ARNs) of the node roles'
+	// instance profiles: the approver lets an instance join only while EC2
+	// shows it associated with one of them. Default: the NodeRoles' names
+	// (the IAM console names a role's profile after it; other tools may
+	// not, and joins are then denied InstanceIdentityNotAllowed until this
+	// is set).
+	NodeInstanceProfiles []string `json:"nodeInstanceProfiles,omitempty"`
+	// NodeRoleIDs pins node roles to their unique ids (AROA..., from
+	// `aws iam get-role`): a session of a role of that name with another
+	// id, that of a role deleted and created again under the name, is
+	// denied. Optional, per role; a role without an id is trusted by name.
+	NodeRoleIDs map[string]string `json:"nodeRoleIDs,omitempty"`
 	// InstanceMaxAge is how old an instance answer may be for node
 	// initialization, the address sweep and lifecycle checks. Default 30s.
 	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
@@ -97,8 +111,6 @@ var (
 	// 128-len(ClusterTagPrefix) of them (EC2 tag keys are 1-128 characters).
 	clusterIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:=+@-]{1,106}$`)
 	accountPattern   = regexp.MustCompile(`^[0-9]{12}$`)
-	// rolePattern: an IAM role name.
-	rolePattern = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,64}$`)
 )
 
 // ParseConfig reads a cloud config strictly: unknown fields are errors, and
@@ -170,12 +182,11 @@ func (c *Config) validate() error {
 	if len(c.NodeRoles) == 0 {
 		errs = append(errs, errors.New("nodeRoles is required: name the instance-profile roles whose sessions may join"))
 	}
-	for _, r := range c.NodeRoles {
-		switch {
-		case strings.HasPrefix(r, "arn:"):
-			errs = append(errs, fmt.Errorf("nodeRoles: %q is an ARN; want the role's name", r))
-		case !rolePattern.MatchString(r):
-			errs = append(errs, fmt.Errorf("nodeRoles: %q is not an IAM role name (1-64 letters, digits or +=,.@_-)", r))
+	errs = append(errs, checkNames("nodeRoles", "role", c.NodeRoles, roleNameRE, 64)...)
+	errs = append(errs, checkNames("nodeInstanceProfiles", "instance profile", c.NodeInstanceProfiles, profileNameRE, 128)...)
+	for _, role := range slices.Sorted(maps.Keys(c.NodeRoleIDs)) {
+		if err := validRoleID(role, c.NodeRoleIDs[role], c.NodeRoles); err != nil {
+			errs = append(errs, fmt.Errorf("nodeRoleIDs: %w", err))
 		}
 	}
 	for name, d := range map[string]time.Duration{
@@ -202,4 +213,19 @@ func (c *Config) validate() error {
 		return fmt.Errorf("aws cloud config: %w", err)
 	}
 	return nil
+}
+
+// checkNames reports the names of a list field that are ARNs, or not IAM
+// names of that kind (pattern, at most maxLen characters).
+func checkNames(field, kind string, names []string, pattern *regexp.Regexp, maxLen int) []error {
+	var errs []error
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(n, "arn:"):
+			errs = append(errs, fmt.Errorf("%s: %q is an ARN; want the %s's name", field, n, kind))
+		case !pattern.MatchString(n):
+			errs = append(errs, fmt.Errorf("%s: %q is not an IAM %s name (1-%d letters, digits or +=,.@_-)", field, n, kind, maxLen))
+		}
+	}
+	return errs
 }

@@ -106,11 +106,13 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 		return nil, err // validate has seen it already
 	}
 	v, err := NewVerifier(VerifierOptions{
-		STSEndpoint: cfg.EffectiveSTSEndpoint(),
-		Region:      cfg.Region,
-		Account:     cfg.Account,
-		NodeRoles:   cfg.NodeRoles,
-		HTTPClient:  httpClient,
+		STSEndpoint:          cfg.EffectiveSTSEndpoint(),
+		Region:               cfg.Region,
+		Account:              cfg.Account,
+		NodeRoles:            cfg.NodeRoles,
+		HTTPClient:           httpClient,
+		NodeInstanceProfiles: cfg.NodeInstanceProfiles,
+		NodeRoleIDs:          cfg.NodeRoleIDs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("aws: evidence verifier: %w", err)

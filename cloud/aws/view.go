@@ -120,6 +120,7 @@ func (s Source) toView(in *ec2types.Instance) (view.Instance, bool) {
 		State:        viewState(id, state),
 		Addresses:    nodeAddresses(in),
 		Created:      created,
+		Identity:     profileARN(in),
 	}, true
 }
 
@@ -150,6 +151,15 @@ func createdTime(in *ec2types.Instance) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// profileARN is the ARN of the instance profile EC2 says the instance is
+// associated with now, "" for none.
+func profileARN(in *ec2types.Instance) string {
+	if in.IamInstanceProfile == nil {
+		return ""
+	}
+	return aws.ToString(in.IamInstanceProfile.Arn)
 }
 
 // viewState maps EC2's instance states onto the view's: stopping counts as

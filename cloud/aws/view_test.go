@@ -131,8 +131,12 @@ func TestSourceThroughEC2(t *testing.T) {
 		if i%2 == 1 {
 			tags[clusterTag] = "shared"
 		}
+		var role string // every other instance has an instance profile
+		if i%2 == 0 {
+			role = "node"
+		}
 		in := e.put(t, awstest.Instance{State: st, PrivateIP: fmt.Sprintf("127.0.0.%d", i+1), PublicIP: fmt.Sprintf("127.0.2.%d", i+1),
-			PublicDNSName: fmt.Sprintf("pub-%d.example.com", i), Zone: "us-east-1c", InstanceType: "t3.small", Tags: tags})
+			PublicDNSName: fmt.Sprintf("pub-%d.example.com", i), Zone: "us-east-1c", InstanceType: "t3.small", Tags: tags, Role: role})
 		want[in.ID] = viewState(in.ID, ec2types.InstanceStateName(st))
 		ips[in.ID] = in.PrivateIP
 	}
@@ -158,7 +162,8 @@ func TestSourceThroughEC2(t *testing.T) {
 			wantName = ""
 		}
 		if in.State != st || in.ProviderID != "aws:///us-east-1c/"+in.ID || in.Zone != "us-east-1c" || in.Region != awstest.DefaultRegion ||
-			in.InstanceType != "t3.small" || in.Cluster != "c1" || in.Name != "web-"+stored.State || in.NodeName != wantName {
+			in.InstanceType != "t3.small" || in.Cluster != "c1" || in.Name != "web-"+stored.State || in.NodeName != wantName ||
+			(stored.Role == "") != (in.Identity == "") || (stored.Role != "" && in.Identity != "arn:aws:iam::123456789012:instance-profile/node") {
 			t.Errorf("instance %s: %+v (stored %+v)", in.ID, in, stored)
 		}
 		var wantAddrs []v1.NodeAddress

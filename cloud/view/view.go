@@ -55,6 +55,11 @@ type Instance struct {
 	// Created is when the cloud created the instance (zero when the
 	// backend does not say); join tickets compare it with their issue time.
 	Created time.Time
+	// Identity is the cloud identity the instance's software acts as now,
+	// as the backend names it (AWS: the ARN of its IAM instance profile);
+	// "" when it has none or the backend does not say. A backend's
+	// cloud.InstanceChecker may require one its configuration allows.
+	Identity string
 }
 
 // Source lists a cloud's instances; it is the boundary to a cloud backend.

@@ -43,6 +43,9 @@ const (
 	// TicketSpent: the join ticket was recorded as spent by another CSR,
 	// which may have been deleted since (tickets stay spent until expiry).
 	TicketSpent = "TicketSpent"
+	// The instance's current cloud identity (on AWS, its IAM instance
+	// profile) is not one the configuration gives nodes.
+	InstanceIdentity = "InstanceIdentityNotAllowed"
 	// TooManyPending was the flood guard's denial before it delayed
 	// instead; older approvers may still give it.
 	TooManyPending = "TooManyPendingRequests"

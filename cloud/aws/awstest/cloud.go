@@ -58,6 +58,7 @@ type Cloud struct {
 	seq       uint64                   // instance ids handed out
 	roleCreds map[string]*roleCred     // every set ever issued, by access key id
 	current   map[string]*roleCred     // the set IMDS serves, by instance id
+	roleIDs   map[string]string        // unique ids of recreated roles, by name
 	imds      map[string]*imdsServer   // by instance id
 	calls     map[string]int           // by action
 	refusals  map[string]int           // by error code
@@ -79,6 +80,7 @@ func New(opts Options) *Cloud {
 		instances: map[string]Instance{},
 		roleCreds: map[string]*roleCred{},
 		current:   map[string]*roleCred{},
+		roleIDs:   map[string]string{},
 		imds:      map[string]*imdsServer{},
 		calls:     map[string]int{},
 		refusals:  map[string]int{},

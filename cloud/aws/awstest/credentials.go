@@ -14,8 +14,10 @@ import (
 // roleCred is one set of instance-profile credentials: an assumed-role
 // session of the instance's role named for the instance.
 type roleCred struct {
-	creds      aws.Credentials
-	role       string
+	creds aws.Credentials
+	role  string
+	// roleID is the role's unique id when the set was issued.
+	roleID     string
 	instanceID string
 	issued     time.Time
 }
@@ -42,7 +44,8 @@ func (c *Cloud) RoleCredentials(id string) (aws.Credentials, error) {
 func (c *Cloud) roleCredsLocked(in Instance) *roleCred {
 	now := c.now()
 	cur := c.current[in.ID]
-	if cur != nil && cur.role == in.Role && cur.creds.Expires.Sub(now) > c.lifetime/3 {
+	roleID := c.roleIDLocked(in.Role)
+	if cur != nil && cur.role == in.Role && cur.roleID == roleID && cur.creds.Expires.Sub(now) > c.lifetime/3 {
 		return cur
 	}
 	issued := now.UTC().Truncate(time.Second)
@@ -56,6 +59,7 @@ func (c *Cloud) roleCredsLocked(in Instance) *roleCred {
 			Expires:         issued.Add(c.lifetime),
 		},
 		role:       in.Role,
+		roleID:     roleID,
 		instanceID: in.ID,
 		issued:     issued,
 	}
@@ -83,8 +87,45 @@ func (p principal) userID() string {
 	if p.user != nil {
 		return uniqueID("AIDA", "user/"+p.user.Name)
 	}
-	return uniqueID("AROA", "role/"+p.role.role) + ":" + p.role.instanceID
+	return p.role.roleID + ":" + p.role.instanceID
 }
+
+// RoleID is the unique id IAM gave the role of that name (AROA and 17
+// characters): the part of its sessions' UserId before the colon.
+func (c *Cloud) RoleID(role string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.roleIDLocked(role)
+}
+
+// RecreateRole deletes the role of that name and creates it again, as an
+// IAM administrator can: the role keeps its name and ARN but gets a new
+// unique id, which the sessions issued from then on carry in their UserId
+// (instances of the role get new credentials at their next ask). Sets
+// issued before keep the old id. It returns the new id.
+func (c *Cloud) RecreateRole(role string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := uniqueID("AROA", "role/"+role+"/after/"+c.roleIDLocked(role))
+	c.roleIDs[role] = id
+	return id
+}
+
+func (c *Cloud) roleIDLocked(role string) string {
+	if id, ok := c.roleIDs[role]; ok {
+		return id
+	}
+	return uniqueID("AROA", "role/"+role)
+}
+
+// profileARN is the ARN of the account's instance profile of that name (on
+// the root path).
+func (c *Cloud) profileARN(name string) string {
+	return "arn:aws:iam::" + c.account + ":instance-profile/" + name
+}
+
+// profileID is the unique id of the instance profile of that name.
+func profileID(name string) string { return uniqueID("AIPA", "instance-profile/"+name) }
 
 // uniqueID is an IAM unique id (a prefix and 17 base32 characters) derived
 // from a seed.

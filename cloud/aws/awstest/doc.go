@@ -38,8 +38,15 @@
 //     names; deleted ones are not shown.
 //   - STS GetCallerIdentity (version 2011-06-15): a user's
 //     arn:aws:iam::<account>:user/<name>, or for instance-profile
-//     credentials arn:aws:sts::<account>:assumed-role/<role>/<instance-id>;
-//     other STS actions are InvalidAction.
+//     credentials arn:aws:sts::<account>:assumed-role/<role>/<instance-id>
+//     with the UserId <role's unique id>:<instance-id>; other STS actions
+//     are InvalidAction.
+//   - Instance profiles and roles, as far as EC2 shows them: an instance's
+//     profile (IamInstanceProfile Arn and Id in DescribeInstances) may be
+//     named other than its role, and may be swapped for another
+//     (SetInstanceProfile, as ReplaceIamInstanceProfileAssociation does);
+//     a role deleted and created again under its name (RecreateRole) gets
+//     a new unique id (AROA...), which only sessions issued after carry.
 //   - IAM, as far as "instance-profile credentials may not call EC2"
 //     (UnauthorizedOperation); users may call everything modelled.
 //   - Instance-profile credentials: an assumed-role session per instance,

@@ -197,11 +197,8 @@ func (c *Cloud) wireInstance(in Instance) xmlInstance {
 			x.Tags.Items = append(x.Tags.Items, xmlTag{Key: k, Value: in.Tags[k]})
 		}
 	}
-	if in.Role != "" {
-		x.IAMInstanceProfile = &xmlIAMProfile{
-			Arn: "arn:aws:iam::" + c.account + ":instance-profile/" + in.Role,
-			ID:  uniqueID("AIPA", "instance-profile/"+in.Role),
-		}
+	if in.InstanceProfile != "" {
+		x.IAMInstanceProfile = &xmlIAMProfile{Arn: c.profileARN(in.InstanceProfile), ID: profileID(in.InstanceProfile)}
 	}
 	switch in.State {
 	case "stopped", "stopping":

@@ -287,8 +287,8 @@ func (c *Cloud) iamMetadata(in Instance, path string) (string, string, bool) {
 		return asJSON(iamInfoDocument{
 			Code:               "Success",
 			LastUpdated:        rc.issued.Format(imdsTimeFormat),
-			InstanceProfileArn: "arn:aws:iam::" + c.account + ":instance-profile/" + in.Role,
-			InstanceProfileID:  uniqueID("AIPA", "instance-profile/"+in.Role),
+			InstanceProfileArn: c.profileARN(in.InstanceProfile),
+			InstanceProfileID:  profileID(in.InstanceProfile),
 		})
 	case "security-credentials":
 		return in.Role, "text/plain", true

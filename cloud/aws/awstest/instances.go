@@ -35,8 +35,15 @@ type Instance struct {
 	PublicDNSName string
 	// Tags are the instance's tags.
 	Tags map[string]string
-	// Role is the role of the instance profile; "" is no instance profile.
+	// Role is the role of the instance profile, whose credentials the
+	// metadata service serves; "" is none.
 	Role string
+	// InstanceProfile is the name of the instance profile the instance is
+	// associated with, which DescribeInstances shows. It defaults to Role
+	// (the IAM console names the profile it makes for a role after the
+	// role; other tools need not). A profile without a role is allowed: its
+	// instance gets no credentials.
+	InstanceProfile string
 	// MetadataTags is whether the metadata service serves tags/instance/
 	// (instance metadata tags enabled).
 	MetadataTags bool
@@ -109,6 +116,12 @@ func (c *Cloud) Put(in Instance) Instance {
 	if in.PrivateDNSName == "" {
 		in.PrivateDNSName = c.defaultPrivateDNSName(in.PrivateIP)
 	}
+	if in.InstanceProfile == "" {
+		in.InstanceProfile = in.Role
+	}
+	if err := checkProfile(in.InstanceProfile, in.Role); err != nil {
+		panic(fmt.Sprintf("awstest: instance %s: %v", in.ID, err))
+	}
 	if in.ImageID == "" {
 		in.ImageID = fakeID("ami", c.region)
 	}
@@ -154,23 +167,71 @@ func (c *Cloud) SetState(id, state string) error {
 	if _, ok := stateCodes[state]; !ok {
 		return fmt.Errorf("awstest: set state of %s: %q is not an EC2 instance state", id, state)
 	}
+	return c.update(id, "set state of", func(in *Instance) error {
+		if in.State == "terminated" && state != "terminated" {
+			return fmt.Errorf("awstest: set state of %s to %s: the instance is terminated", id, state)
+		}
+		if (in.State == "stopped" || in.State == "stopping") && (state == "pending" || state == stateRunning) {
+			in.LaunchTime = c.now().UTC().Truncate(time.Second)
+		}
+		if state != stateRunning {
+			c.forgetTokensLocked(id)
+		}
+		in.State = state
+		return nil
+	})
+}
+
+// SetInstanceProfile associates the instance with another instance
+// profile, whose role is role, as EC2's
+// ReplaceIamInstanceProfileAssociation does (profile "" and role "":
+// DisassociateIamInstanceProfile). DescribeInstances shows the new profile,
+// and the metadata service serves the new role's credentials from then on;
+// sets issued under the old role stay valid until they expire, as on AWS.
+func (c *Cloud) SetInstanceProfile(id, profile, role string) error {
+	if err := checkProfile(profile, role); err != nil {
+		return fmt.Errorf("awstest: set the instance profile of %s: %w", id, err)
+	}
+	return c.update(id, "set the instance profile of", func(in *Instance) error {
+		in.InstanceProfile, in.Role = profile, role
+		return nil
+	})
+}
+
+// update changes the stored instance of the id with change, under the
+// lock; what names the change in the error for an unknown id.
+func (c *Cloud) update(id, what string, change func(*Instance) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	in, ok := c.instances[id]
 	if !ok {
-		return fmt.Errorf("awstest: set state of %s: no such instance", id)
+		return fmt.Errorf("awstest: %s %s: no such instance", what, id)
 	}
-	if in.State == "terminated" && state != "terminated" {
-		return fmt.Errorf("awstest: set state of %s to %s: the instance is terminated", id, state)
+	if err := change(&in); err != nil {
+		return err
 	}
-	if (in.State == "stopped" || in.State == "stopping") && (state == "pending" || state == stateRunning) {
-		in.LaunchTime = c.now().UTC().Truncate(time.Second)
-	}
-	if state != stateRunning {
-		c.forgetTokensLocked(id)
-	}
-	in.State = state
 	c.instances[id] = in
+	return nil
+}
+
+// IAM's name rules (the IAM API reference): role names 1-64 and instance
+// profile names 1-128 of letters, digits and +=,.@_-.
+var (
+	roleNamePattern    = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,64}$`)
+	profileNamePattern = regexp.MustCompile(`^[A-Za-z0-9+=,.@_-]{1,128}$`)
+)
+
+// checkProfile checks an instance profile name and its role's name; both
+// may be empty, but a role needs a profile.
+func checkProfile(profile, role string) error {
+	switch {
+	case profile == "" && role != "":
+		return fmt.Errorf("role %q without an instance profile", role)
+	case profile != "" && !profileNamePattern.MatchString(profile):
+		return fmt.Errorf("instance profile %q is not an IAM instance profile name", profile)
+	case role != "" && !roleNamePattern.MatchString(role):
+		return fmt.Errorf("role %q is not an IAM role name", role)
+	}
 	return nil
 }
 

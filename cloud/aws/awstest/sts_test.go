@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 )
 
@@ -116,5 +118,97 @@ func TestRoleCredentialRotation(t *testing.T) {
 	}
 	if _, err := c.RoleCredentials("i-0123456789abcdef0"); err == nil {
 		t.Fatal("credentials for an unknown instance")
+	}
+}
+
+// An instance's profile can be swapped for another role's: DescribeInstances
+// shows the new profile, the metadata service serves the new role's
+// credentials, and the old role's set still names the old role until it
+// expires. A role recreated under its name gets a new unique id, which only
+// sets issued after carry in their UserId.
+func TestProfileSwapAndRoleRecreation(t *testing.T) {
+	c, clk := newCloud(t, nil)
+	in := c.Put(Instance{PrivateIP: "127.1.0.1", Role: "node", InstanceProfile: "node-profile"})
+	ctx := context.Background()
+	profileOf := func() *types.IamInstanceProfile {
+		t.Helper()
+		client := ec2Client(c, staticCreds(testUser), func(o *ec2.Options) { o.HTTPSignerV4 = signerAt{at: clk.Now} })
+		out, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{in.ID}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Reservations[0].Instances[0].IamInstanceProfile
+	}
+	whoami := func(creds aws.Credentials) (arn, userID string) {
+		t.Helper()
+		client := stsClient(c, roleCredsProvider(creds), func(o *sts.Options) { o.HTTPSignerV4 = signerAt{at: clk.Now} })
+		out, err := client.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return aws.ToString(out.Arn), aws.ToString(out.UserId)
+	}
+	if p := profileOf(); aws.ToString(p.Arn) != "arn:aws:iam::123456789012:instance-profile/node-profile" || !strings.HasPrefix(aws.ToString(p.Id), "AIPA") {
+		t.Fatalf("profile %+v", p)
+	}
+	old, err := c.RoleCredentials(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeID := c.RoleID("node")
+	if arn, uid := whoami(old); arn != "arn:aws:sts::123456789012:assumed-role/node/"+in.ID || uid != nodeID+":"+in.ID {
+		t.Fatalf("before the swap: %s, %s", arn, uid)
+	}
+
+	if err := c.SetInstanceProfile(in.ID, "admin-profile", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	if p := profileOf(); aws.ToString(p.Arn) != "arn:aws:iam::123456789012:instance-profile/admin-profile" {
+		t.Fatalf("after the swap: profile %+v", p)
+	}
+	cur, err := instanceRoleCreds(t, c, in.ID).Retrieve(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if arn, _ := whoami(cur); arn != "arn:aws:sts::123456789012:assumed-role/admin/"+in.ID {
+		t.Fatalf("the metadata service's set after the swap is %s", arn)
+	}
+	if arn, _ := whoami(old); arn != "arn:aws:sts::123456789012:assumed-role/node/"+in.ID {
+		t.Fatalf("the set issued before the swap is now %s", arn)
+	}
+
+	if err := c.SetInstanceProfile(in.ID, "node-profile", "node"); err != nil {
+		t.Fatal(err)
+	}
+	newID := c.RecreateRole("node")
+	if newID == nodeID || !strings.HasPrefix(newID, "AROA") || c.RoleID("node") != newID {
+		t.Fatalf("recreated role id %q (was %q)", newID, nodeID)
+	}
+	fresh, err := c.RoleCredentials(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, uid := whoami(fresh); uid != newID+":"+in.ID {
+		t.Fatalf("a set issued after the recreation has user id %s, want %s:%s", uid, newID, in.ID)
+	}
+	if _, uid := whoami(old); uid != nodeID+":"+in.ID {
+		t.Fatalf("a set issued before the recreation has user id %s", uid)
+	}
+
+	// Disassociated: no profile shown, no credentials.
+	if err := c.SetInstanceProfile(in.ID, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if p := profileOf(); p != nil {
+		t.Fatalf("disassociated, yet profile %+v", p)
+	}
+	if _, err := c.RoleCredentials(in.ID); err == nil {
+		t.Fatal("credentials without a profile")
+	}
+	if err := c.SetInstanceProfile(in.ID, "", "node"); err == nil {
+		t.Fatal("a role without a profile was accepted")
+	}
+	if err := c.SetInstanceProfile("i-0123456789abcdef0", "p", "r"); err == nil {
+		t.Fatal("an unknown instance was accepted")
 	}
 }
