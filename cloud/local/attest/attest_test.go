@@ -13,6 +13,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 	"github.com/mooring-dev/mooring/cloud/local/localtest"
 	"github.com/mooring-dev/mooring/cloud/local/server"
+	"github.com/mooring-dev/mooring/internal/keyset"
 )
 
 func setup(t *testing.T) (*localtest.Cloud, *api.Instance, *Verifier) {
@@ -92,7 +93,17 @@ func TestKeysUnavailableIsNotAVerdict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = v.Verify(context.Background(), []byte("a.b.c"), "b", time.Now())
+	// A token that could pass but for its key, which cannot be fetched.
+	now := time.Now()
+	c, err := identity.NewClaims("x", "b", identity.InstanceClaims{ID: "i-0001", Name: "node-a"}, now, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := identity.NewKeySet(newKey(t, now)).Sign(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Verify(context.Background(), []byte(tok), "b", now)
 	if _, isVerdict := cloud.IsRejection(err); err == nil || isVerdict {
 		t.Fatalf("an outage must be a retryable error, got %v", err)
 	}
@@ -238,7 +249,7 @@ func TestPrunedKeyRefusedAfterRefreshInterval(t *testing.T) {
 	now = clk.Add(5 * time.Minute)
 	_, err := v.Verify(ctx, signedBy(t, first, now), testBinding, now)
 	wantReject(t, err, cloud.RejectSignature)
-	if !errors.Is(err, identity.ErrUnknownKey) {
+	if !errors.Is(err, keyset.ErrUnknownKey) {
 		t.Fatalf("err = %v, want the unknown key", err)
 	}
 	if n := src.count(); n != 2 {
@@ -456,5 +467,57 @@ func TestPeek(t *testing.T) {
 	}
 	if _, _, err := v.Peek([]byte("not a token")); err == nil {
 		t.Fatal("Peek accepted garbage")
+	}
+}
+
+// Issue 28: evidence that can never verify was retried for ever when the
+// keys could not be fetched, since the keys were fetched before anything
+// else was checked. Times, lifetime, issuer and audience are checked first:
+// such tokens are denied without a fetch, whether or not the cloud answers.
+func TestClaimsCheckedBeforeKeys(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	src := &keySource{set: identity.NewKeySet(newKey(t, t0)), fail: errors.New("cloud down")}
+	v := newFakeVerifier(t, src, clk, Options{})
+	stranger := newKey(t, t0)
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		token []byte
+		at    time.Time
+		want  string
+	}{
+		{"expired", signedBy(t, stranger, t0), t0.Add(time.Hour), cloud.RejectExpired},
+		{"issued in the future", signedBy(t, stranger, t0.Add(time.Hour)), t0, cloud.RejectExpired},
+		{"another audience", signedBy(t, stranger, t0), t0, cloud.RejectBinding},
+	}
+	for _, tc := range cases {
+		b := testBinding
+		if tc.name == "another audience" {
+			b = "another-binding"
+		}
+		_, err := v.Verify(ctx, tc.token, b, tc.at)
+		if r, ok := cloud.IsRejection(err); !ok || r.Reason != tc.want {
+			t.Errorf("%s: %v, want a %s denial", tc.name, err, tc.want)
+		}
+	}
+	if n := src.count(); n != 0 {
+		t.Fatalf("%d key fetches for tokens whose claims cannot pass, want 0", n)
+	}
+}
+
+// An unknown kid costs exactly one fetch, then is denied with a reason;
+// more within MinRefresh cost none.
+func TestUnknownKidOneFetchThenDenied(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	src := &keySource{set: identity.NewKeySet(newKey(t, t0))}
+	v := newFakeVerifier(t, src, clk, Options{})
+	ctx := context.Background()
+	stranger := newKey(t, t0)
+	for range 10 {
+		_, err := v.Verify(ctx, signedBy(t, stranger, t0), testBinding, t0)
+		wantReject(t, err, cloud.RejectSignature)
+	}
+	if n := src.count(); n != 1 {
+		t.Fatalf("%d fetches, want 1", n)
 	}
 }
