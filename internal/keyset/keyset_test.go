@@ -7,25 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 )
-
-// clock is an injectable Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // source publishes keys (values are just names), counting fetches; it can
 // fail, or hold fetches until released.
@@ -70,7 +54,7 @@ func (s *source) count() int {
 
 var t0 = time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
 
-func newCache(t *testing.T, src *source, clk *clock) *Cache[string] {
+func newCache(t *testing.T, src *source, clk *testingclock.FakeClock) *Cache[string] {
 	t.Helper()
 	c, err := New(src.fetch, Options{Name: "test keys", MinRefresh: 10 * time.Second,
 		RefreshInterval: 5 * time.Minute, MaxAge: 15 * time.Minute, Now: clk.Now})
@@ -112,11 +96,11 @@ func wantFetches(t *testing.T, src *source, n int) {
 // An unknown key id costs one fetch, then is a verdict; more of them
 // within MinRefresh fetch nothing and are verdicts too.
 func TestUnknownKidOneFetchThenVerdict(t *testing.T) {
-	clk := &clock{t: t0}
+	clk := testingclock.NewFakeClock(t0)
 	src := &source{keys: map[string]string{"a": "A"}}
 	c := newCache(t, src, clk)
 	wantKey(t, c, "a", "A")
-	clk.Add(time.Minute)
+	clk.Step(time.Minute)
 	wantVerdict(t, c, "forged")
 	wantFetches(t, src, 2)
 	for range 20 {
@@ -125,7 +109,7 @@ func TestUnknownKidOneFetchThenVerdict(t *testing.T) {
 	wantFetches(t, src, 2)
 	// After MinRefresh an unknown kid refetches once, and finds a new key.
 	src.set(map[string]string{"a": "A", "b": "B"}, nil)
-	clk.Add(10 * time.Second)
+	clk.Step(10 * time.Second)
 	wantKey(t, c, "b", "B")
 	wantFetches(t, src, 3)
 }
@@ -133,15 +117,15 @@ func TestUnknownKidOneFetchThenVerdict(t *testing.T) {
 // A key the cloud withdrew stops verifying at the first Lookup once the set
 // is RefreshInterval old, with no unknown key id to trigger it.
 func TestWithdrawnKeyGoneAfterRefreshInterval(t *testing.T) {
-	clk := &clock{t: t0}
+	clk := testingclock.NewFakeClock(t0)
 	src := &source{keys: map[string]string{"a": "A", "b": "B"}}
 	c := newCache(t, src, clk)
 	wantKey(t, c, "a", "A")
 	src.set(map[string]string{"b": "B"}, nil)
-	clk.Add(5*time.Minute - time.Second)
+	clk.Step(5*time.Minute - time.Second)
 	wantKey(t, c, "a", "A") // within RefreshInterval: the set as fetched
 	wantFetches(t, src, 1)
-	clk.Add(time.Second)
+	clk.Step(time.Second)
 	wantVerdict(t, c, "a")
 	wantFetches(t, src, 2)
 	wantKey(t, c, "b", "B")
@@ -149,7 +133,7 @@ func TestWithdrawnKeyGoneAfterRefreshInterval(t *testing.T) {
 
 // Fetch failures are never verdicts; the last set serves until MaxAge.
 func TestFetchFailuresAreTransient(t *testing.T) {
-	clk := &clock{t: t0}
+	clk := testingclock.NewFakeClock(t0)
 	src := &source{fail: errors.New("cloud down")}
 	c := newCache(t, src, clk)
 	wantTransient(t, c, "a") // nothing fetched ever
@@ -158,25 +142,27 @@ func TestFetchFailuresAreTransient(t *testing.T) {
 	wantFetches(t, src, 1)
 
 	src.set(map[string]string{"a": "A"}, nil)
-	clk.Add(10 * time.Second)
+	clk.Step(10 * time.Second)
 	wantKey(t, c, "a", "A")
 	src.set(nil, errors.New("cloud down"))
-	clk.Add(6 * time.Minute)
+	clk.Step(6 * time.Minute)
 	wantKey(t, c, "a", "A")  // stale, refetch failed, younger than MaxAge
 	wantTransient(t, c, "x") // unknown while refetches fail: not a verdict
 	wantFetches(t, src, 3)
-	clk.Add(9 * time.Minute)
+	clk.Step(9 * time.Minute)
 	wantTransient(t, c, "a") // MaxAge old
 	wantFetches(t, src, 4)
 	src.set(map[string]string{"a": "A"}, nil)
-	clk.Add(10 * time.Second)
+	clk.Step(10 * time.Second)
 	wantKey(t, c, "a", "A")
 }
 
 // Concurrent callers share one fetch, and no lock is held while it runs: a
-// caller that stops waiting returns at once.
+// caller that stops waiting returns at once, with a transient error while
+// there are no keys, and with the keys it has (young enough) while a
+// periodic refetch is slow.
 func TestConcurrentLookupsShareOneFetch(t *testing.T) {
-	clk := &clock{t: t0}
+	clk := testingclock.NewFakeClock(t0)
 	gate := make(chan struct{})
 	entered := make(chan struct{}, 64)
 	src := &source{keys: map[string]string{"a": "A"}, gate: gate, entered: entered}
@@ -190,23 +176,10 @@ func TestConcurrentLookupsShareOneFetch(t *testing.T) {
 		}()
 	}
 	<-entered
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Lookup(ctx, "a")
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err == nil || errors.Is(err, ErrUnknownKey) {
-			t.Fatalf("impatient caller: %v, want a transient error", err)
-		}
-	case <-time.After(10 * time.Second):
-		close(gate)
-		t.Fatal("a caller past its deadline is held behind the fetch")
+	if _, err := impatientLookup(t, c, gate); err == nil || errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("impatient caller without keys: %v, want a transient error", err)
 	}
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // let the others reach the shared fetch
 	close(gate)
 	for range callers {
 		if err := <-errs; err != nil {
@@ -214,6 +187,51 @@ func TestConcurrentLookupsShareOneFetch(t *testing.T) {
 		}
 	}
 	wantFetches(t, src, 1)
+
+	gate2 := make(chan struct{})
+	src.mu.Lock()
+	src.gate = gate2
+	src.mu.Unlock()
+	clk.Step(6 * time.Minute)
+	go func() {
+		_, err := c.Lookup(context.Background(), "a")
+		errs <- err
+	}()
+	<-entered
+	if key, err := impatientLookup(t, c, gate2); err != nil || key != "A" {
+		t.Fatalf("impatient caller during a slow refetch: %q, %v", key, err)
+	}
+	close(gate2)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	wantFetches(t, src, 2)
+}
+
+// impatientLookup looks "a" up with a short deadline while a fetch is held
+// at gate. A cache that held a lock during the fetch would keep it
+// waiting: then gate is opened, to end the test rather than hang it.
+func impatientLookup(t *testing.T, c *Cache[string], gate chan struct{}) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	type result struct {
+		key string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		key, err := c.Lookup(ctx, "a")
+		done <- result{key, err}
+	}()
+	select {
+	case r := <-done:
+		return r.key, r.err
+	case <-time.After(10 * time.Second):
+		close(gate)
+		t.Fatal("a caller past its deadline is held behind the fetch")
+		return "", nil
+	}
 }
 
 func TestOptions(t *testing.T) {

@@ -132,31 +132,20 @@ func (c *fakeClock) Add(d time.Duration) time.Time {
 }
 
 // keySource serves a KeySet's JWKS as the cloud would, counting fetches;
-// it can be made to fail, or to block until released.
+// it can be made to fail. (Concurrent fetches, and callers that stop
+// waiting, are internal/keyset's tests.)
 type keySource struct {
 	mu      sync.Mutex
 	set     *identity.KeySet
 	fail    error
-	gate    chan struct{} // if set, fetches wait for it to close
-	entered chan struct{} // if set, told of each fetch that starts
 	fetches int
 }
 
-func (s *keySource) JWKS(ctx context.Context) ([]byte, error) {
+func (s *keySource) JWKS(context.Context) ([]byte, error) {
 	s.mu.Lock()
 	s.fetches++
-	set, fail, gate, entered := s.set, s.fail, s.gate, s.entered
+	set, fail := s.set, s.fail
 	s.mu.Unlock()
-	if entered != nil {
-		entered <- struct{}{}
-	}
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
 	if fail != nil {
 		return nil, fail
 	}
@@ -369,88 +358,6 @@ func TestUnknownKidRefetchRateLimited(t *testing.T) {
 	// Known keys still verify meanwhile.
 	if _, err := v.Verify(ctx, signedBy(t, rotated, now), testBinding, now); err != nil {
 		t.Fatalf("known key while the cloud is down: %v", err)
-	}
-}
-
-func TestConcurrentVerifyShareOneFetch(t *testing.T) {
-	clk := &fakeClock{t: t0}
-	k := newKey(t, t0)
-	gate := make(chan struct{})
-	entered := make(chan struct{}, 100)
-	src := &keySource{set: identity.NewKeySet(k), gate: gate, entered: entered}
-	v := newFakeVerifier(t, src, clk, Options{})
-	tok := signedBy(t, k, t0)
-
-	const callers = 20
-	errs := make(chan error, callers)
-	for range callers {
-		go func() {
-			_, err := v.Verify(context.Background(), tok, testBinding, t0)
-			errs <- err
-		}()
-	}
-	<-entered // one fetch is under way and blocked
-	// A caller that gives up waiting is not held behind the fetch (no lock
-	// is held while it runs); with no keys yet, it gets a retryable error.
-	err := impatientVerify(t, v, tok, t0, gate)
-	if _, isVerdict := cloud.IsRejection(err); err == nil || isVerdict {
-		t.Fatalf("impatient caller: err = %v, want a retryable error", err)
-	}
-	time.Sleep(50 * time.Millisecond) // let the others reach the shared fetch
-	close(gate)
-	for range callers {
-		if err := <-errs; err != nil {
-			t.Fatalf("concurrent Verify: %v", err)
-		}
-	}
-	if n := src.count(); n != 1 {
-		t.Fatalf("%d fetches for %d concurrent callers, want 1", n, callers)
-	}
-
-	// A slow periodic refetch does not hold up callers that stop waiting:
-	// their keys are young enough, so they verify with them.
-	gate2 := make(chan struct{})
-	src.mu.Lock()
-	src.gate = gate2
-	src.mu.Unlock()
-	now := clk.Add(6 * time.Minute)
-	tok = signedBy(t, k, now)
-	go func() {
-		_, err := v.Verify(context.Background(), tok, testBinding, now)
-		errs <- err
-	}()
-	<-entered
-	if err := impatientVerify(t, v, tok, now, gate2); err != nil {
-		t.Fatalf("caller during a slow refetch: %v", err)
-	}
-	close(gate2)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
-	if n := src.count(); n != 2 {
-		t.Fatalf("%d fetches, want 2", n)
-	}
-}
-
-// impatientVerify calls Verify with a short deadline while a fetch is held
-// at gate. A verifier that held a lock during the fetch would keep it
-// waiting: then gate is opened, to end the test rather than hang it.
-func impatientVerify(t *testing.T, v *Verifier, tok []byte, now time.Time, gate chan struct{}) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := v.Verify(ctx, tok, testBinding, now)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(10 * time.Second):
-		close(gate)
-		t.Fatal("a caller past its deadline is still held behind the key fetch")
-		return nil
 	}
 }
 
