@@ -416,6 +416,14 @@ func attacks() []attack {
 			v, _ := attest.New(func(context.Context) ([]byte, error) { return nil, errors.New("keys unreachable") }, attest.Options{Issuer: issuer})
 			w.decider.verifiers[attest.Type] = v
 		}, want: outcomePending},
+		// Issue 28: evidence that can never verify is denied even while the
+		// keys cannot be had, instead of holding its requester's place.
+		{name: "outage/an expired token while the cloud's keys cannot be fetched", base: "join", setup: func(w *world) {
+			v, _ := attest.New(func(context.Context) ([]byte, error) { return nil, errors.New("keys unreachable") }, attest.Options{Issuer: issuer})
+			w.decider.verifiers[attest.Type] = v
+		}, mutate: token(func(c *identity.Claims) {
+			c.IssuedAt, c.NotBefore, c.Expiry = c.IssuedAt-3600, c.NotBefore-3600, c.Expiry-3600
+		}), want: ReasonEvidenceExpired},
 
 		// Replays (the controller's index of the CSRs the apiserver holds).
 		{name: "replay/the same request filed again a second later", base: "join",
@@ -512,6 +520,9 @@ func attacks() []attack {
 		{name: "ticket/keys cannot be read", base: "ticket", setup: func(w *world) {
 			w.decider.verifiers[ticket.BlockType] = NewTicketVerifier(unreadableTicketKeys{}, cluster)
 		}, want: outcomePending},
+		{name: "ticket/expired while the keys cannot be read", base: "ticket", setup: func(w *world) {
+			w.decider.verifiers[ticket.BlockType] = NewTicketVerifier(unreadableTicketKeys{}, cluster)
+		}, mutate: ticketIssued("node-1", 2*time.Hour, time.Hour), want: ReasonEvidenceExpired},
 		{name: "ticket/cloud outage", base: "ticket", setup: outage, want: outcomePending},
 
 		// Signers the approver never acts on.

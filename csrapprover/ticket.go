@@ -37,12 +37,24 @@ func (v *ticketVerifier) Type() string { return ticket.BlockType }
 
 // Verify checks the ticket; binding is not: a ticket is written into
 // user-data before the CSR key exists, so it cannot be bound to it.
+//
+// Verdicts (*cloud.Rejection): a malformed ticket, claims that fail
+// (lifetime, cluster, times: checked before the keys are read, so a ticket
+// that can never pass is denied even while they cannot be), a bad
+// signature, and a kid not among the keys (read at most the key file's
+// reload interval ago: a kid the admin has not published there yet is
+// denied, and the node files a new CSR). Transient (the CSR is retried):
+// the keys cannot be read.
 func (v *ticketVerifier) Verify(_ context.Context, data []byte, _ string, now time.Time) (cloud.Attestation, error) {
+	want := ticket.Expect{Cluster: v.cluster, Now: now, Skew: TicketClockSkew}
+	if _, err := ticket.Check(data, want); err != nil {
+		return cloud.Attestation{}, ticketRejection(err)
+	}
 	keys, err := v.keys.Keys()
 	if err != nil {
 		return cloud.Attestation{}, err
 	}
-	c, err := ticket.Verify(data, keys, ticket.Expect{Cluster: v.cluster, Now: now, Skew: TicketClockSkew})
+	c, err := ticket.Verify(data, keys, want)
 	if err != nil {
 		return cloud.Attestation{}, ticketRejection(err)
 	}

@@ -293,3 +293,26 @@ func TestTicketKeysFlag(t *testing.T) {
 		t.Fatal("started with a missing key file")
 	}
 }
+
+// Issue 28: a ticket that can never pass was retried for ever while the
+// ticket keys could not be read, since the keys were read first. Its form,
+// times, lifetime and cluster are checked before the keys are asked for.
+func TestTicketClaimsCheckedBeforeKeys(t *testing.T) {
+	w := newWorld(t)
+	v := NewTicketVerifier(unreadableTicketKeys{}, cluster)
+	cases := []struct {
+		name, want string
+		tok        []byte
+	}{
+		{"expired", ReasonEvidenceExpired, issueTicket(t, w.tickets, "node-1", cluster, time.Now().Add(-3*time.Hour), time.Hour)},
+		{"issued in the future", ReasonEvidenceExpired, issueTicket(t, w.tickets, "node-1", cluster, time.Now().Add(time.Hour), time.Hour)},
+		{"another cluster", ReasonEvidenceCluster, issueTicket(t, w.tickets, "node-1", "another-cluster", time.Now(), time.Hour)},
+		{"malformed", ReasonEvidenceMalformed, []byte("not.a.ticket")},
+	}
+	for _, tc := range cases {
+		_, err := v.Verify(context.Background(), tc.tok, "", time.Now())
+		if r, ok := cloud.IsRejection(err); !ok || r.Reason != tc.want {
+			t.Errorf("%s: %v, want a %s denial", tc.name, err, tc.want)
+		}
+	}
+}

@@ -180,6 +180,10 @@ func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
 // Verify checks the evidence against binding at now and asks STS whose
 // signature it is. A *cloud.Rejection is a verdict; any other error (STS
 // unreachable, throttling, a 5xx, an unreadable answer) is transient.
+// Everything that needs no call (form, scope, binding, date) is checked
+// before STS is asked, and STS's answers that blame the evidence
+// (stsVerdicts) are verdicts, so evidence that can never verify is denied,
+// not retried.
 func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
 	r, auth, signedAt, err := v.check(data, binding, now)
 	if err != nil {
@@ -389,15 +393,20 @@ func parseCallerIdentity(body []byte, account string) (arn, userID string, err e
 	return arn, userID, nil
 }
 
-// STS error codes that are verdicts on the evidence; any other is
-// transient.
+// STS error codes (of HTTP 400 or 403) that are verdicts on the evidence:
+// its signature, credentials or session token are at fault, and the same
+// request would get the same answer for ever. Any other code (Throttling,
+// ServiceUnavailable, InternalFailure, RegionDisabledException, ...), any
+// other status (5xx) and no answer at all are transient.
 var stsVerdicts = map[string]string{
-	"SignatureDoesNotMatch": cloud.RejectSignature,
-	"IncompleteSignature":   cloud.RejectSignature,
-	"InvalidClientTokenId":  cloud.RejectSignature,
-	"AccessDenied":          cloud.RejectSignature,
-	"ExpiredToken":          cloud.RejectExpired,
-	"RequestExpired":        cloud.RejectExpired,
+	"SignatureDoesNotMatch":      cloud.RejectSignature,
+	"IncompleteSignature":        cloud.RejectSignature,
+	"InvalidClientTokenId":       cloud.RejectSignature,
+	"MissingAuthenticationToken": cloud.RejectSignature,
+	"AccessDenied":               cloud.RejectSignature,
+	"ExpiredToken":               cloud.RejectExpired,
+	"ExpiredTokenException":      cloud.RejectExpired,
+	"RequestExpired":             cloud.RejectExpired,
 }
 
 // stsError reads an ErrorResponse of HTTP status 400 or 403.

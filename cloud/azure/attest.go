@@ -136,8 +136,11 @@ func contentKey(content []byte) string {
 // Verify checks an attested document: the PKCS#7 signature over the
 // embedded content by its one signer, that signer's chain to the roots at
 // now, its name, then the signed content itself: nonce, subscription and
-// timestamps. Every failure is a *cloud.Rejection: nothing here depends on
-// a call.
+// timestamps. Every failure is a *cloud.Rejection, a signing chain that
+// cannot be built to the configured roots (EvidenceIssuer) among them:
+// nothing here depends on a call (roots and intermediates come from the
+// configuration; Go's chain building fetches nothing), so no failure can
+// change on a retry, and none is transient.
 func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
 	p7, err := parse(data)
 	if err != nil {

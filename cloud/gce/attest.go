@@ -2,10 +2,9 @@ package gce
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/gce/agentid"
+	"github.com/mooring-dev/mooring/internal/jwsform"
+	"github.com/mooring-dev/mooring/internal/keyset"
 )
 
 // ReplayKeyPrefix starts the replay key of GCE evidence; the rest is the
@@ -35,12 +36,19 @@ const (
 	// MaxTokenLifetime is the longest exp - iat accepted: Google's
 	// identity tokens live one hour.
 	MaxTokenLifetime = time.Hour
-	// minKeyRefresh bounds refetches of the keys on unknown key ids.
-	defaultMinKeyRefresh = 30 * time.Second
-	// defaultKeyRefresh and defaultMaxKeyAge: Google rotates its keys
-	// about daily and publishes new ones ahead of use.
-	defaultKeyRefresh = time.Hour
-	defaultMaxKeyAge  = 6 * time.Hour
+	// DefaultMinKeyRefresh is the least time between two fetches of
+	// Google's keys, whatever unknown key ids ask.
+	DefaultMinKeyRefresh = 30 * time.Second
+	// DefaultKeyRefresh is how old fetched keys may be before a Verify
+	// refetches them first: a key Google withdrew stops verifying within
+	// it while Google answers. Google rotates its keys about daily and
+	// publishes new ones ahead of use; its certs endpoint allows caching
+	// for hours (Cache-Control max-age), an upper bound this stays under.
+	DefaultKeyRefresh = 5 * time.Minute
+	// DefaultMaxKeyAge is how long fetched keys serve while refetches
+	// fail; past it nothing verifies (CSRs are retried) until a fetch
+	// succeeds. It is the longest a withdrawn key can verify.
+	DefaultMaxKeyAge = time.Hour
 )
 
 // VerifierOptions configure a Verifier.
@@ -55,10 +63,10 @@ type VerifierOptions struct {
 	MaxClockSkew time.Duration
 	// HTTPClient fetches the keys (nil: a client with a 30 s timeout).
 	HTTPClient *http.Client
-	// MinKeyRefresh bounds how often keys are refetched (default 30s);
-	// KeyRefresh is how long fetched keys are used before a refetch
-	// (default 1h); MaxKeyAge how long they may be used when refetches fail
-	// (default 6h).
+	// MinKeyRefresh bounds how often keys are refetched (default
+	// DefaultMinKeyRefresh); KeyRefresh is how long fetched keys are used
+	// before a refetch (default DefaultKeyRefresh); MaxKeyAge how long they
+	// may be used when refetches fail (default DefaultMaxKeyAge).
 	MinKeyRefresh, KeyRefresh, MaxKeyAge time.Duration
 	// Now is the clock of key ages (default time.Now).
 	Now func() time.Time
@@ -69,7 +77,7 @@ type Verifier struct {
 	issuer   string
 	projects []string
 	skew     time.Duration
-	keys     *keySet
+	keys     *keyset.Cache[*rsa.PublicKey]
 }
 
 var _ cloud.EvidenceVerifier = (*Verifier)(nil)
@@ -94,16 +102,13 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 		o.MaxClockSkew = DefaultMaxClockSkew
 	}
 	if o.MinKeyRefresh <= 0 {
-		o.MinKeyRefresh = defaultMinKeyRefresh
+		o.MinKeyRefresh = DefaultMinKeyRefresh
 	}
 	if o.KeyRefresh <= 0 {
-		o.KeyRefresh = defaultKeyRefresh
+		o.KeyRefresh = DefaultKeyRefresh
 	}
 	if o.MaxKeyAge <= 0 {
-		o.MaxKeyAge = defaultMaxKeyAge
-	}
-	if o.MaxKeyAge < o.KeyRefresh {
-		return nil, fmt.Errorf("gce verifier: MaxKeyAge %s is under KeyRefresh %s", o.MaxKeyAge, o.KeyRefresh)
+		o.MaxKeyAge = DefaultMaxKeyAge
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -116,11 +121,16 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	client.Jar = nil
 	registerMetrics()
-	return &Verifier{
-		issuer: o.Issuer, projects: slices.Clone(o.Projects), skew: o.MaxClockSkew,
-		keys: &keySet{url: o.CertsURL, client: client, now: o.Now,
-			minRefresh: o.MinKeyRefresh, refreshInterval: o.KeyRefresh, maxKeyAge: o.MaxKeyAge},
-	}, nil
+	fetcher := &keyFetcher{url: o.CertsURL, client: client, now: o.Now}
+	keys, err := keyset.New(fetcher.get, keyset.Options{
+		Name: "Google's signing keys", MinRefresh: o.MinKeyRefresh, RefreshInterval: o.KeyRefresh, MaxAge: o.MaxKeyAge,
+		FetchTimeout: client.Timeout, Now: o.Now,
+		Observe: func(result string) { keyFetches.WithLabelValues(result).Inc() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("gce verifier: %w", err)
+	}
+	return &Verifier{issuer: o.Issuer, projects: slices.Clone(o.Projects), skew: o.MaxClockSkew, keys: keys}, nil
 }
 
 // Type is the evidence block type this verifier reads.
@@ -156,33 +166,13 @@ type parsed struct {
 // naming a key or a place to get one (jwk, jku, x5u, x5c) and no crit.
 func parse(data []byte) (parsed, error) {
 	var p parsed
-	if len(data) > agentid.MaxTokenSize {
-		return p, fmt.Errorf("token is %d bytes, limit %d", len(data), agentid.MaxTokenSize)
+	// Google writes alg, kid and typ; anything naming a key or where to
+	// get one (jwk, jku, x5u, x5c, x5t), crit and b64 are refused before
+	// go-jose reads the header.
+	if _, err := jwsform.Parse(string(data), agentid.MaxTokenSize, "alg", "kid", "typ"); err != nil {
+		return p, fmt.Errorf("token: %w", err)
 	}
 	s := string(data)
-	parts := strings.Split(s, ".")
-	if len(parts) != 3 {
-		return p, errors.New("token is not a compact JWS (three parts)")
-	}
-	for _, part := range parts {
-		b, err := base64.RawURLEncoding.Strict().DecodeString(part)
-		if err != nil || base64.RawURLEncoding.EncodeToString(b) != part {
-			return p, errors.New("token part is not canonical base64url")
-		}
-	}
-	// Header names are allow-listed before go-jose reads the header: Google
-	// writes alg, kid and typ; anything naming a key or where to get one
-	// (jwk, jku, x5u, x5c, x5t), crit and b64 are refused.
-	rawHeader, _ := base64.RawURLEncoding.DecodeString(parts[0])
-	var names map[string]json.RawMessage
-	if err := json.Unmarshal(rawHeader, &names); err != nil {
-		return p, fmt.Errorf("token header: %w", err)
-	}
-	for name := range names {
-		if name != "alg" && name != "kid" && name != "typ" {
-			return p, fmt.Errorf("token header %.20q is not accepted", name)
-		}
-	}
 	tok, err := jwt.ParseSigned(s, []jose.SignatureAlgorithm{jose.RS256})
 	if err != nil {
 		return p, err
@@ -200,7 +190,7 @@ func parse(data []byte) (parsed, error) {
 	if err := tok.UnsafeClaimsWithoutVerification(&p.claims); err != nil {
 		return p, fmt.Errorf("token claims: %w", err)
 	}
-	sum := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	sum := sha256.Sum256([]byte(s[:strings.LastIndexByte(s, '.')])) // header.payload
 	p.tok, p.kid, p.replayKey = tok, h.KeyID, ReplayKeyPrefix+hex.EncodeToString(sum[:])
 	return p, nil
 }
@@ -217,10 +207,18 @@ func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
 	return p.replayKey, p.claims.Audience[0], nil
 }
 
-// Verify checks a token: its form, its signature by one of Google's
-// published keys, issuer, audience (the binding), times, and the instance
-// it names, of an allowed project. Errors that are not a *cloud.Rejection
-// (the keys could not be had) are transient: the CSR is retried.
+// Verify checks a token: its form, its claims (issuer, audience = the
+// binding, times, the instance it names, of an allowed project), its
+// signature by one of Google's published keys, and the claims again as
+// signed.
+//
+// Verdicts (*cloud.Rejection): a malformed token, claims that fail, a
+// signature that does not verify, and a key id Google does not publish (not
+// in the keys fetched at most MinKeyRefresh ago, refetched once for it).
+// Transient (the CSR is retried): the keys could not be fetched, or are
+// older than MaxKeyAge and cannot be refetched. The claims are checked
+// before the keys are looked up, so evidence that could never pass is
+// denied without a fetch, and never waits on one.
 func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
 	p, err := parse(data)
 	if err != nil {
@@ -230,21 +228,18 @@ func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now 
 		}
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, err)
 	}
-	// Checks on the unverified claims first only choose which denial comes
-	// first; nothing is accepted before the signature verifies.
-	key, fetchedAt, err := v.keys.lookup(ctx, p.kid)
-	if err != nil {
+	// The claims as the token states them, before any key is looked up:
+	// nothing is accepted on them, they are checked again once signed.
+	if _, err := v.checkClaims(p.claims, binding, now); err != nil {
+		klog.V(2).InfoS("GCE identity token refused before its signature", "err", err)
 		return cloud.Attestation{}, err
 	}
-	if key == nil {
-		// Google publishes keys before it signs with them: keys fetched
-		// after the token says it was issued would hold its key. Else the
-		// key may be new: wait for a refetch (MinKeyRefresh) to decide.
-		iat := p.claims.IssuedAt
-		if iat != nil && fetchedAt.After(iat.Time()) {
-			return cloud.Attestation{}, cloud.Reject(cloud.RejectSignature, fmt.Errorf("token key %q is not one of Google's published keys", p.kid))
-		}
-		return cloud.Attestation{}, fmt.Errorf("token key %q is not among Google's keys fetched at %s; waiting for a refetch", p.kid, fetchedAt.UTC().Format(time.RFC3339))
+	key, err := v.keys.Lookup(ctx, p.kid)
+	if errors.Is(err, keyset.ErrUnknownKey) {
+		return cloud.Attestation{}, cloud.Reject(cloud.RejectSignature, fmt.Errorf("token: %w", err))
+	}
+	if err != nil {
+		return cloud.Attestation{}, err
 	}
 	var c Claims
 	if err := p.tok.Claims(key, &c); err != nil {

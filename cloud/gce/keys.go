@@ -11,11 +11,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
-	"golang.org/x/sync/singleflight"
 )
 
 // Limits of the published keys.
@@ -25,108 +23,15 @@ const (
 	minRSABits      = 2048
 )
 
-// keySet is Google's published signing keys as the verifier trusts them:
-// fetched on first use, again when they are RefreshInterval old or a token
-// names an unknown key id, never more often than MinRefresh (so forged key
-// ids cannot make the approver hammer Google), and not used at all once
-// MaxKeyAge old without a successful refetch.
-type keySet struct {
+// keyFetcher gets Google's published signing keys: the fetch of the
+// verifier's key set (internal/keyset), which decides when to call it.
+type keyFetcher struct {
 	url    string
 	client *http.Client
 	now    func() time.Time
-
-	minRefresh, refreshInterval, maxKeyAge time.Duration
-
-	fetches singleflight.Group
-
-	mu        sync.Mutex
-	keys      map[string]*rsa.PublicKey // nil until a fetch succeeds
-	fetchedAt time.Time                 // when the fetch that gave keys started
-	attempted time.Time                 // when the last fetch completed
-	lastErr   error
-	fetched   uint64 // completed fetches
 }
 
-// errNotYet: a refetch is wanted but MinRefresh has not passed.
-var errNotYet = errors.New("refetch not allowed yet")
-
-// lookup returns the key of kid and when the keys it was looked up in were
-// fetched. It refetches first when the keys are missing or stale, and when
-// kid is unknown (rate-limited). A nil key with a nil error means the keys,
-// fetched at the time returned, do not hold kid.
-func (k *keySet) lookup(ctx context.Context, kid string) (*rsa.PublicKey, time.Time, error) {
-	k.mu.Lock()
-	keys, fetchedAt := k.keys, k.fetchedAt
-	k.mu.Unlock()
-	now := k.now()
-	if keys != nil && now.Sub(fetchedAt) < k.refreshInterval {
-		if key := keys[kid]; key != nil {
-			return key, fetchedAt, nil
-		}
-	}
-	err := k.refresh(ctx)
-	k.mu.Lock()
-	keys, fetchedAt = k.keys, k.fetchedAt
-	k.mu.Unlock()
-	switch {
-	case keys == nil:
-		return nil, time.Time{}, fmt.Errorf("no signing keys of Google to verify with: %w", err)
-	case k.now().Sub(fetchedAt) >= k.maxKeyAge:
-		return nil, time.Time{}, fmt.Errorf("the signing keys of Google are %s old (limit %s) and could not be refetched: %w",
-			k.now().Sub(fetchedAt).Round(time.Second), k.maxKeyAge, err)
-	}
-	return keys[kid], fetchedAt, nil
-}
-
-// refresh fetches the keys unless the last fetch completed under
-// MinRefresh ago; concurrent callers share one fetch, which goes on when
-// the caller that started it gives up.
-func (k *keySet) refresh(ctx context.Context) error {
-	k.mu.Lock()
-	seen, attempted, lastErr := k.fetched, k.attempted, k.lastErr
-	k.mu.Unlock()
-	if seen > 0 && k.now().Sub(attempted) < k.minRefresh {
-		if lastErr != nil {
-			return lastErr
-		}
-		return errNotYet
-	}
-	ch := k.fetches.DoChan("keys", func() (any, error) {
-		k.mu.Lock()
-		if k.fetched != seen { // another fetch completed meanwhile
-			err := k.lastErr
-			k.mu.Unlock()
-			return nil, err
-		}
-		k.mu.Unlock()
-		return nil, k.fetchOnce(context.WithoutCancel(ctx))
-	})
-	select {
-	case r := <-ch:
-		return r.Err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (k *keySet) fetchOnce(ctx context.Context) error {
-	start := k.now()
-	keys, err := k.get(ctx)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.fetched++
-	k.attempted = k.now()
-	k.lastErr = err
-	if err != nil {
-		keyFetches.WithLabelValues("error").Inc()
-		return err
-	}
-	keyFetches.WithLabelValues("ok").Inc()
-	k.keys, k.fetchedAt = keys, start // the new set replaces the old: retired keys stop verifying
-	return nil
-}
-
-func (k *keySet) get(ctx context.Context) (map[string]*rsa.PublicKey, error) {
+func (k *keyFetcher) get(ctx context.Context) (map[string]*rsa.PublicKey, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, k.url, nil)
 	if err != nil {
 		return nil, err

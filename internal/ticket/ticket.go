@@ -20,7 +20,6 @@
 package ticket
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/rand"
 	"encoding/base64"
@@ -29,11 +28,13 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/mooring-dev/mooring/internal/jwsform"
+	"github.com/mooring-dev/mooring/internal/strictjson"
 )
 
 // BlockType is the PEM type of the evidence block a ticket travels in,
@@ -140,17 +141,17 @@ type Expect struct {
 	Skew time.Duration
 }
 
-// Verify checks a ticket: its form, its signature by the key its kid names
-// among keys, its claims, its lifetime and its cluster. The errors wrap the
-// package's Err values.
+// Verify checks a ticket: its form and its claims as stated (Check),
+// then its signature by the key its kid names among keys, then its claims
+// as signed. The errors wrap the package's Err values.
 func Verify(data []byte, keys map[string]*ecdsa.PublicKey, want Expect) (Claims, error) {
-	p, err := parse(data)
+	p, _, err := check(data, want)
 	if err != nil {
 		return Claims{}, err
 	}
 	key, ok := keys[p.kid]
 	if !ok || key == nil {
-		return Claims{}, fmt.Errorf("%w: kid %q", ErrUnknownKey, p.kid)
+		return Claims{}, fmt.Errorf("%w: kid %.64q", ErrUnknownKey, p.kid)
 	}
 	payload, err := p.jws.Verify(key)
 	if err != nil {
@@ -160,17 +161,48 @@ func Verify(data []byte, keys map[string]*ecdsa.PublicKey, want Expect) (Claims,
 	if err != nil {
 		return Claims{}, err
 	}
-	switch life := c.Expiry.Sub(c.IssuedAt); {
-	case life < MinLifetime || life > MaxLifetime:
-		return Claims{}, fmt.Errorf("%w: it lives %s, accepted %s to %s", ErrLifetime, life, MinLifetime, MaxLifetime)
-	case c.Cluster != want.Cluster:
-		return Claims{}, fmt.Errorf("%w: it is for cluster %q, this is %q", ErrCluster, c.Cluster, want.Cluster)
-	case want.Now.After(c.Expiry.Add(want.Skew)):
-		return Claims{}, fmt.Errorf("%w at %s", ErrExpired, c.Expiry.Format(time.RFC3339))
-	case c.IssuedAt.After(want.Now.Add(want.Skew)):
-		return Claims{}, fmt.Errorf("%w: issued at %s", ErrNotYetValid, c.IssuedAt.Format(time.RFC3339))
+	if err := checkClaims(c, want); err != nil {
+		return Claims{}, err
 	}
 	return c, nil
+}
+
+// Check checks what can be checked without a key: the ticket's form and
+// its claims as it states them (lifetime, cluster, times). It verifies no
+// signature: a ticket that fails it can be refused before the keys are
+// read; one that passes proves nothing.
+func Check(data []byte, want Expect) (Claims, error) {
+	_, c, err := check(data, want)
+	return c, err
+}
+
+func check(data []byte, want Expect) (parsed, Claims, error) {
+	p, err := parse(data)
+	if err != nil {
+		return parsed{}, Claims{}, err
+	}
+	c, err := readClaims(p.jws.UnsafePayloadWithoutVerification())
+	if err != nil {
+		return parsed{}, Claims{}, err
+	}
+	if err := checkClaims(c, want); err != nil {
+		return parsed{}, Claims{}, err
+	}
+	return p, c, nil
+}
+
+func checkClaims(c Claims, want Expect) error {
+	switch life := c.Expiry.Sub(c.IssuedAt); {
+	case life < MinLifetime || life > MaxLifetime:
+		return fmt.Errorf("%w: it lives %s, accepted %s to %s", ErrLifetime, life, MinLifetime, MaxLifetime)
+	case c.Cluster != want.Cluster:
+		return fmt.Errorf("%w: it is for cluster %q, this is %q", ErrCluster, c.Cluster, want.Cluster)
+	case want.Now.After(c.Expiry.Add(want.Skew)):
+		return fmt.Errorf("%w at %s", ErrExpired, c.Expiry.Format(time.RFC3339))
+	case c.IssuedAt.After(want.Now.Add(want.Skew)):
+		return fmt.Errorf("%w: issued at %s", ErrNotYetValid, c.IssuedAt.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Peek reads a ticket's claims without verifying its signature: only for
@@ -196,34 +228,25 @@ type header struct {
 	Typ string `json:"typ"`
 }
 
-// parse checks the form: three parts in canonical base64url, a protected
-// header of exactly alg (ES256), kid and typ (HeaderType), one signature.
-// Anything else in the header (a key or where to fetch one: jwk, jku, x5c,
-// x5u; crit; b64) is refused before go-jose reads it.
+// parse checks the form: three non-empty parts in canonical base64url, a
+// protected header of exactly alg (ES256), kid and typ (HeaderType), each
+// once, one signature. Anything else in the header (a key or where to
+// fetch one: jwk, jku, x5c, x5u; crit; b64) is refused (internal/jwsform)
+// before go-jose reads it.
 func parse(data []byte) (parsed, error) {
-	if len(data) == 0 || len(data) > MaxSize {
-		return parsed{}, fmt.Errorf("%w: %d bytes, accepted 1-%d", ErrMalformed, len(data), MaxSize)
+	if len(data) == 0 {
+		return parsed{}, fmt.Errorf("%w: empty", ErrMalformed)
 	}
-	parts := strings.Split(string(data), ".")
-	if len(parts) != 3 {
-		return parsed{}, fmt.Errorf("%w: not a compact JWS of three parts", ErrMalformed)
+	parts, err := jwsform.Parse(string(data), MaxSize, "alg", "kid", "typ")
+	if err != nil {
+		return parsed{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	var raw [3][]byte
-	for i, part := range parts {
-		b, err := base64.RawURLEncoding.Strict().DecodeString(part)
-		if err != nil || len(b) == 0 || base64.RawURLEncoding.EncodeToString(b) != part {
-			return parsed{}, fmt.Errorf("%w: part %d is empty or not canonical base64url", ErrMalformed, i+1)
-		}
-		raw[i] = b
+	if len(parts.Header) == 0 || len(parts.Payload) == 0 || len(parts.Signature) == 0 {
+		return parsed{}, fmt.Errorf("%w: a part is empty", ErrMalformed)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw[0]))
-	dec.DisallowUnknownFields()
 	var h header
-	if err := dec.Decode(&h); err != nil {
+	if err := strictjson.UnmarshalKnown(parts.Header, &h); err != nil {
 		return parsed{}, fmt.Errorf("%w: header: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return parsed{}, fmt.Errorf("%w: bytes after the header", ErrMalformed)
 	}
 	switch {
 	case h.Alg != string(alg):

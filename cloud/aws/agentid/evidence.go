@@ -1,16 +1,16 @@
 package agentid
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mooring-dev/mooring/internal/strictjson"
 )
 
 // EvidenceType is the PEM block type of AWS evidence: the header values of
@@ -56,7 +56,6 @@ const (
 	maxBinding       = 128
 	maxSignedHeaders = 8
 	evidenceVersion  = "1"
-	keyVersion       = "v"
 	keyAuthorization = "authorization"
 	keyDate          = "x-amz-date"
 	keySecurityToken = "x-amz-security-token"
@@ -116,72 +115,37 @@ func (r STSRequest) Encode() ([]byte, error) {
 	return data, nil
 }
 
-// DecodeSTSRequest reads evidence strictly: one JSON object, version 1,
-// only the known keys, each at most once, string values of printable
-// ASCII within their bounds, nothing after the object.
+// DecodeSTSRequest reads evidence strictly (internal/strictjson): one JSON
+// object, version 1, only the known keys, each at most once, string values
+// of printable ASCII within their bounds, nothing after the object.
 func DecodeSTSRequest(data []byte) (STSRequest, error) {
 	var r STSRequest
 	if len(data) > MaxEvidenceSize {
 		return r, fmt.Errorf("evidence is %d bytes, limit %d", len(data), MaxEvidenceSize)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return r, errors.New("evidence is not a JSON object")
+	// Unknown keys, a key of another case, a key twice, trailing data and
+	// values of other types are refused by the strict decode.
+	var wire struct {
+		V             json.RawMessage `json:"v"`
+		Authorization string          `json:"authorization"`
+		Date          string          `json:"x-amz-date"`
+		SecurityToken *string         `json:"x-amz-security-token"`
+		Binding       string          `json:"x-mooring-binding"`
 	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return r, fmt.Errorf("evidence JSON: %v", err)
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return r, errors.New("evidence JSON: a key is not a string")
-		}
-		if seen[key] {
-			return r, fmt.Errorf("evidence JSON: key %q appears twice", key)
-		}
-		seen[key] = true
-		if tok, err = dec.Token(); err != nil {
-			return r, fmt.Errorf("evidence JSON: %v", err)
-		}
-		if key == keyVersion {
-			if n, ok := tok.(json.Number); !ok || n.String() != evidenceVersion {
-				return r, fmt.Errorf("evidence version %v: want %s", tok, evidenceVersion)
-			}
-			continue
-		}
-		var field *string
-		switch key {
-		case keyAuthorization:
-			field = &r.Authorization
-		case keyDate:
-			field = &r.Date
-		case keySecurityToken:
-			field = &r.SecurityToken
-		case keyBinding:
-			field = &r.Binding
-		default:
-			return r, fmt.Errorf("evidence JSON: unknown key %.40q", key)
-		}
-		s, ok := tok.(string)
-		if !ok {
-			return r, fmt.Errorf("evidence JSON: %s is not a string", key)
-		}
-		*field = s
+	if err := strictjson.UnmarshalKnown(data, &wire); err != nil {
+		return r, fmt.Errorf("evidence JSON: %w", err)
 	}
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
-		return r, errors.New("evidence JSON: the object does not end")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return r, errors.New("evidence JSON: bytes after the object")
-	}
-	if !seen[keyVersion] {
+	switch {
+	case wire.V == nil:
 		return r, errors.New("evidence has no version")
-	}
-	if seen[keySecurityToken] && r.SecurityToken == "" {
+	case string(wire.V) != evidenceVersion:
+		return r, fmt.Errorf("evidence version %.10s: want %s", wire.V, evidenceVersion)
+	case wire.SecurityToken != nil && *wire.SecurityToken == "":
 		return r, errors.New("evidence has an empty x-amz-security-token")
+	}
+	r = STSRequest{Authorization: wire.Authorization, Date: wire.Date, Binding: wire.Binding}
+	if wire.SecurityToken != nil {
+		r.SecurityToken = *wire.SecurityToken
 	}
 	return r, r.validate()
 }

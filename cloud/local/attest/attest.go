@@ -11,13 +11,13 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
+	"github.com/mooring-dev/mooring/internal/keyset"
 )
 
 // Type is the evidence block type of a local cloud identity token, the
@@ -35,11 +35,6 @@ const (
 	// The default MaxKeyAge is this many RefreshIntervals.
 	defaultMaxKeyAgeIntervals = 3
 )
-
-// keyFetchTimeout bounds one fetch of the keys. A fetch is shared by every
-// Verify waiting for it, so it does not end when the caller that started
-// it gives up.
-const keyFetchTimeout = 30 * time.Second
 
 // Options configure a Verifier.
 type Options struct {
@@ -59,7 +54,9 @@ type Options struct {
 	// pruned) stops verifying within about this long.
 	RefreshInterval time.Duration
 	// MaxKeyAge is how long fetched keys may be used at all (default
-	// 3 × RefreshInterval; at least RefreshInterval). Older keys that cannot
+	// 3 × RefreshInterval; at least RefreshInterval). It is the longest a
+	// withdrawn key can verify while the cloud does not answer. Older keys
+	// that cannot
 	// be refetched make Verify fail with a transient error, so the CSR is
 	// retried rather than judged by stale keys.
 	MaxKeyAge time.Duration
@@ -70,19 +67,8 @@ type Options struct {
 
 // Verifier is a cloud.EvidenceVerifier for local cloud identity tokens.
 type Verifier struct {
-	keys KeySource
 	opts Options
-
-	// fetches shares one fetch of the keys among concurrent callers; no
-	// lock is held while it runs.
-	fetches singleflight.Group
-
-	mu        sync.Mutex
-	verifier  *identity.Verifier // nil until a fetch succeeds
-	fetchedAt time.Time          // when the fetch that gave verifier started
-	attempts  uint64             // fetches completed, successful or not
-	doneAt    time.Time          // when the last fetch completed
-	lastErr   error              // the last fetch's error; nil if it succeeded
+	keys *keyset.Cache[*ecdsa.PublicKey]
 }
 
 var _ cloud.EvidenceVerifier = (*Verifier)(nil)
@@ -104,43 +90,59 @@ func New(keys KeySource, opts Options) (*Verifier, error) {
 	if opts.MaxKeyAge <= 0 {
 		opts.MaxKeyAge = defaultMaxKeyAgeIntervals * opts.RefreshInterval
 	}
-	if opts.MaxKeyAge < opts.RefreshInterval {
-		return nil, fmt.Errorf("attest: MaxKeyAge %s is under RefreshInterval %s", opts.MaxKeyAge, opts.RefreshInterval)
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Verifier{keys: keys, opts: opts}, nil
+	registerMetrics()
+	fetch := func(ctx context.Context) (map[string]*ecdsa.PublicKey, error) {
+		data, err := keys(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("fetch the cloud's identity keys: %w", err)
+		}
+		parsed, err := identity.ParseJWKS(data)
+		if err != nil {
+			return nil, fmt.Errorf("the cloud's identity keys: %w", err)
+		}
+		return parsed, nil
+	}
+	cache, err := keyset.New(fetch, keyset.Options{
+		Name: "the cloud's identity keys", MinRefresh: opts.MinRefresh, RefreshInterval: opts.RefreshInterval,
+		MaxAge: opts.MaxKeyAge, Now: opts.Now,
+		Observe: func(result string) { keyFetches.WithLabelValues(result).Inc() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("attest: %w", err)
+	}
+	return &Verifier{opts: opts, keys: cache}, nil
 }
 
 // Type is the evidence block type this verifier reads.
 func (v *Verifier) Type() string { return Type }
 
-// Verify checks a token and its binding. Errors that are not a
-// cloud.Rejection (the keys could not be had, or are too old to use) are
-// transient: the CSR is retried.
+// Verify checks a token and its binding: its form and claims first, then
+// its signature by the cloud's key its kid names, then the claims as
+// signed.
+//
+// Verdicts (*cloud.Rejection): a malformed token, claims that fail (times,
+// lifetime, issuer, audience = the binding), a bad signature, and a kid the
+// cloud does not publish (not in keys fetched at most MinRefresh ago,
+// refetched once for it). Transient (the CSR is retried): the keys could
+// not be fetched, or are older than MaxKeyAge and cannot be refetched.
 func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
-	ver, _, err := v.current(ctx, false)
-	if err != nil {
-		return cloud.Attestation{}, err
-	}
 	vo := identity.VerifyOptions{Issuer: v.opts.Issuer, Audience: binding, Now: now, Skew: v.opts.Skew, MaxLifetime: v.opts.MaxLifetime}
-	claims, err := ver.Verify(string(data), vo)
-	if errors.Is(err, identity.ErrUnknownKey) {
-		// Perhaps the cloud rotated its key since the last fetch.
-		fresh, refreshErr, kerr := v.current(ctx, true)
-		if kerr != nil {
-			return cloud.Attestation{}, kerr
-		}
-		if refreshErr != nil {
-			// Not a verdict: the key may well be published by now.
-			return cloud.Attestation{}, fmt.Errorf("the token's key is not among the cloud's identity keys, which could not be refetched: %w", refreshErr)
-		}
-		if fresh != ver { // else the keys are as fresh as MinRefresh allows
-			claims, err = fresh.Verify(string(data), vo)
-		}
-	}
-	if err != nil {
+	var lookupErr error
+	claims, err := identity.VerifyWith(string(data), vo, func(kid string) (*ecdsa.PublicKey, error) {
+		key, err := v.keys.Lookup(ctx, kid)
+		lookupErr = err
+		return key, err
+	})
+	switch {
+	case err == nil:
+	case lookupErr != nil && errors.Is(err, keyset.ErrUnknownKey):
+		return cloud.Attestation{}, cloud.Reject(cloud.RejectSignature, fmt.Errorf("token: %w", err))
+	case lookupErr != nil:
+		return cloud.Attestation{}, err // the keys could not be had: transient
+	default:
 		return cloud.Attestation{}, rejection(err)
 	}
 	return cloud.Attestation{
@@ -165,116 +167,6 @@ func rejection(err error) error {
 	default:
 		return cloud.Reject(cloud.RejectMalformed, err)
 	}
-}
-
-// current returns the verifier over the keys to use now. It refetches them
-// first when there are none, when they are RefreshInterval old, or when
-// unknownKid asks; at most once per MinRefresh after the last fetch.
-//
-// When a wanted refetch fails (or a recent failure rate-limits it), the
-// current keys are still returned if younger than MaxKeyAge, along with
-// the failure as refreshErr; otherwise err is a transient error.
-func (v *Verifier) current(ctx context.Context, unknownKid bool) (ver *identity.Verifier, refreshErr, err error) {
-	now := v.opts.Now()
-	v.mu.Lock()
-	ver, fetchedAt, attempts, doneAt, lastErr := v.verifier, v.fetchedAt, v.attempts, v.doneAt, v.lastErr
-	v.mu.Unlock()
-
-	stale := ver == nil || now.Sub(fetchedAt) >= v.opts.RefreshInterval
-	if !stale && !unknownKid {
-		return ver, nil, nil
-	}
-	if attempts == 0 || now.Sub(doneAt) >= v.opts.MinRefresh {
-		fresh, err := v.fetch(ctx, attempts)
-		if err == nil {
-			return fresh, nil, nil
-		}
-		refreshErr = err
-	} else {
-		refreshErr = lastErr // nil: the keys are as fresh as MinRefresh allows
-	}
-
-	// Fall back on the keys we have, if they are young enough. A
-	// concurrent fetch may have replaced them meanwhile.
-	v.mu.Lock()
-	ver, fetchedAt = v.verifier, v.fetchedAt
-	v.mu.Unlock()
-	if ver == nil {
-		if refreshErr == nil {
-			refreshErr = errors.New("no keys fetched yet")
-		}
-		return nil, nil, fmt.Errorf("no identity keys of the cloud to verify with: %w", refreshErr)
-	}
-	if age := v.opts.Now().Sub(fetchedAt); age >= v.opts.MaxKeyAge {
-		if refreshErr == nil {
-			refreshErr = errors.New("refetch not yet allowed")
-		}
-		return nil, nil, fmt.Errorf("the cloud's identity keys are %s old (limit %s) and could not be refetched: %w",
-			age.Round(time.Second), v.opts.MaxKeyAge, refreshErr)
-	}
-	return ver, refreshErr, nil
-}
-
-// fetch refetches the keys, sharing one fetch among concurrent callers.
-// seen is the number of completed fetches the caller knew of: if another
-// fetch completed since, its outcome is the answer and no new fetch runs.
-// The caller stops waiting when ctx ends; the shared fetch goes on.
-func (v *Verifier) fetch(ctx context.Context, seen uint64) (*identity.Verifier, error) {
-	fetchCtx := context.WithoutCancel(ctx)
-	ch := v.fetches.DoChan("keys", func() (any, error) {
-		v.mu.Lock()
-		if v.attempts != seen {
-			ver, err := v.verifier, v.lastErr
-			v.mu.Unlock()
-			if err == nil && ver == nil {
-				err = errors.New("no keys fetched yet")
-			}
-			return ver, err
-		}
-		v.mu.Unlock()
-		return v.fetchOnce(fetchCtx)
-	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*identity.Verifier), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// fetchOnce fetches and parses the keys and, on success, makes them the
-// trusted set: the new set replaces the old, so keys the cloud no longer
-// publishes are no longer trusted.
-func (v *Verifier) fetchOnce(ctx context.Context) (*identity.Verifier, error) {
-	ctx, cancel := context.WithTimeout(ctx, keyFetchTimeout)
-	defer cancel()
-	start := v.opts.Now()
-	registerMetrics()
-
-	var keys map[string]*ecdsa.PublicKey
-	data, err := v.keys(ctx)
-	if err != nil {
-		err = fmt.Errorf("fetch the cloud's identity keys: %w", err)
-	} else if keys, err = identity.ParseJWKS(data); err != nil {
-		err = fmt.Errorf("the cloud's identity keys: %w", err)
-	}
-
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.attempts++
-	v.doneAt = v.opts.Now()
-	v.lastErr = err
-	if err != nil {
-		keyFetches.WithLabelValues("error").Inc()
-		return nil, err
-	}
-	keyFetches.WithLabelValues("ok").Inc()
-	v.verifier = identity.NewVerifier(keys)
-	v.fetchedAt = start
-	return v.verifier, nil
 }
 
 // Peek reads the token id and audience without verifying the token.

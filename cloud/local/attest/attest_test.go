@@ -13,6 +13,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 	"github.com/mooring-dev/mooring/cloud/local/localtest"
 	"github.com/mooring-dev/mooring/cloud/local/server"
+	"github.com/mooring-dev/mooring/internal/keyset"
 )
 
 func setup(t *testing.T) (*localtest.Cloud, *api.Instance, *Verifier) {
@@ -92,7 +93,17 @@ func TestKeysUnavailableIsNotAVerdict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = v.Verify(context.Background(), []byte("a.b.c"), "b", time.Now())
+	// A token that could pass but for its key, which cannot be fetched.
+	now := time.Now()
+	c, err := identity.NewClaims("x", "b", identity.InstanceClaims{ID: "i-0001", Name: "node-a"}, now, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := identity.NewKeySet(newKey(t, now)).Sign(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Verify(context.Background(), []byte(tok), "b", now)
 	if _, isVerdict := cloud.IsRejection(err); err == nil || isVerdict {
 		t.Fatalf("an outage must be a retryable error, got %v", err)
 	}
@@ -121,31 +132,20 @@ func (c *fakeClock) Add(d time.Duration) time.Time {
 }
 
 // keySource serves a KeySet's JWKS as the cloud would, counting fetches;
-// it can be made to fail, or to block until released.
+// it can be made to fail. (Concurrent fetches, and callers that stop
+// waiting, are internal/keyset's tests.)
 type keySource struct {
 	mu      sync.Mutex
 	set     *identity.KeySet
 	fail    error
-	gate    chan struct{} // if set, fetches wait for it to close
-	entered chan struct{} // if set, told of each fetch that starts
 	fetches int
 }
 
-func (s *keySource) JWKS(ctx context.Context) ([]byte, error) {
+func (s *keySource) JWKS(context.Context) ([]byte, error) {
 	s.mu.Lock()
 	s.fetches++
-	set, fail, gate, entered := s.set, s.fail, s.gate, s.entered
+	set, fail := s.set, s.fail
 	s.mu.Unlock()
-	if entered != nil {
-		entered <- struct{}{}
-	}
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
 	if fail != nil {
 		return nil, fail
 	}
@@ -238,7 +238,7 @@ func TestPrunedKeyRefusedAfterRefreshInterval(t *testing.T) {
 	now = clk.Add(5 * time.Minute)
 	_, err := v.Verify(ctx, signedBy(t, first, now), testBinding, now)
 	wantReject(t, err, cloud.RejectSignature)
-	if !errors.Is(err, identity.ErrUnknownKey) {
+	if !errors.Is(err, keyset.ErrUnknownKey) {
 		t.Fatalf("err = %v, want the unknown key", err)
 	}
 	if n := src.count(); n != 2 {
@@ -361,88 +361,6 @@ func TestUnknownKidRefetchRateLimited(t *testing.T) {
 	}
 }
 
-func TestConcurrentVerifyShareOneFetch(t *testing.T) {
-	clk := &fakeClock{t: t0}
-	k := newKey(t, t0)
-	gate := make(chan struct{})
-	entered := make(chan struct{}, 100)
-	src := &keySource{set: identity.NewKeySet(k), gate: gate, entered: entered}
-	v := newFakeVerifier(t, src, clk, Options{})
-	tok := signedBy(t, k, t0)
-
-	const callers = 20
-	errs := make(chan error, callers)
-	for range callers {
-		go func() {
-			_, err := v.Verify(context.Background(), tok, testBinding, t0)
-			errs <- err
-		}()
-	}
-	<-entered // one fetch is under way and blocked
-	// A caller that gives up waiting is not held behind the fetch (no lock
-	// is held while it runs); with no keys yet, it gets a retryable error.
-	err := impatientVerify(t, v, tok, t0, gate)
-	if _, isVerdict := cloud.IsRejection(err); err == nil || isVerdict {
-		t.Fatalf("impatient caller: err = %v, want a retryable error", err)
-	}
-	time.Sleep(50 * time.Millisecond) // let the others reach the shared fetch
-	close(gate)
-	for range callers {
-		if err := <-errs; err != nil {
-			t.Fatalf("concurrent Verify: %v", err)
-		}
-	}
-	if n := src.count(); n != 1 {
-		t.Fatalf("%d fetches for %d concurrent callers, want 1", n, callers)
-	}
-
-	// A slow periodic refetch does not hold up callers that stop waiting:
-	// their keys are young enough, so they verify with them.
-	gate2 := make(chan struct{})
-	src.mu.Lock()
-	src.gate = gate2
-	src.mu.Unlock()
-	now := clk.Add(6 * time.Minute)
-	tok = signedBy(t, k, now)
-	go func() {
-		_, err := v.Verify(context.Background(), tok, testBinding, now)
-		errs <- err
-	}()
-	<-entered
-	if err := impatientVerify(t, v, tok, now, gate2); err != nil {
-		t.Fatalf("caller during a slow refetch: %v", err)
-	}
-	close(gate2)
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
-	if n := src.count(); n != 2 {
-		t.Fatalf("%d fetches, want 2", n)
-	}
-}
-
-// impatientVerify calls Verify with a short deadline while a fetch is held
-// at gate. A verifier that held a lock during the fetch would keep it
-// waiting: then gate is opened, to end the test rather than hang it.
-func impatientVerify(t *testing.T, v *Verifier, tok []byte, now time.Time, gate chan struct{}) error {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := v.Verify(ctx, tok, testBinding, now)
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(10 * time.Second):
-		close(gate)
-		t.Fatal("a caller past its deadline is still held behind the key fetch")
-		return nil
-	}
-}
-
 func TestPeek(t *testing.T) {
 	v, err := New(func(context.Context) ([]byte, error) { return nil, errors.New("unused") }, Options{Issuer: testIssuer})
 	if err != nil {
@@ -456,5 +374,57 @@ func TestPeek(t *testing.T) {
 	}
 	if _, _, err := v.Peek([]byte("not a token")); err == nil {
 		t.Fatal("Peek accepted garbage")
+	}
+}
+
+// Issue 28: evidence that can never verify was retried for ever when the
+// keys could not be fetched, since the keys were fetched before anything
+// else was checked. Times, lifetime, issuer and audience are checked first:
+// such tokens are denied without a fetch, whether or not the cloud answers.
+func TestClaimsCheckedBeforeKeys(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	src := &keySource{set: identity.NewKeySet(newKey(t, t0)), fail: errors.New("cloud down")}
+	v := newFakeVerifier(t, src, clk, Options{})
+	stranger := newKey(t, t0)
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		token []byte
+		at    time.Time
+		want  string
+	}{
+		{"expired", signedBy(t, stranger, t0), t0.Add(time.Hour), cloud.RejectExpired},
+		{"issued in the future", signedBy(t, stranger, t0.Add(time.Hour)), t0, cloud.RejectExpired},
+		{"another audience", signedBy(t, stranger, t0), t0, cloud.RejectBinding},
+	}
+	for _, tc := range cases {
+		b := testBinding
+		if tc.name == "another audience" {
+			b = "another-binding"
+		}
+		_, err := v.Verify(ctx, tc.token, b, tc.at)
+		if r, ok := cloud.IsRejection(err); !ok || r.Reason != tc.want {
+			t.Errorf("%s: %v, want a %s denial", tc.name, err, tc.want)
+		}
+	}
+	if n := src.count(); n != 0 {
+		t.Fatalf("%d key fetches for tokens whose claims cannot pass, want 0", n)
+	}
+}
+
+// An unknown kid costs exactly one fetch, then is denied with a reason;
+// more within MinRefresh cost none.
+func TestUnknownKidOneFetchThenDenied(t *testing.T) {
+	clk := &fakeClock{t: t0}
+	src := &keySource{set: identity.NewKeySet(newKey(t, t0))}
+	v := newFakeVerifier(t, src, clk, Options{})
+	ctx := context.Background()
+	stranger := newKey(t, t0)
+	for range 10 {
+		_, err := v.Verify(ctx, signedBy(t, stranger, t0), testBinding, t0)
+		wantReject(t, err, cloud.RejectSignature)
+	}
+	if n := src.count(); n != 1 {
+		t.Fatalf("%d fetches, want 1", n)
 	}
 }

@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/x509"
@@ -9,11 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/mooring-dev/mooring/internal/jwsform"
+	"github.com/mooring-dev/mooring/internal/strictjson"
 )
 
 // algES256 is the only signature algorithm of identity tokens.
@@ -173,10 +174,28 @@ type VerifyOptions struct {
 	MaxLifetime time.Duration
 }
 
-// Verify checks a compact ES256 token and returns its claims. The key is
-// found only by kid among the trusted keys; anything the header says about
-// keys or algorithms beyond "ES256" is refused.
+// Verify checks a compact ES256 token against the verifier's keys and
+// returns its claims; see VerifyWith.
 func (v *Verifier) Verify(token string, opts VerifyOptions) (Claims, error) {
+	return VerifyWith(token, opts, func(kid string) (*ecdsa.PublicKey, error) {
+		if pub, ok := v.keys[kid]; ok {
+			return pub, nil
+		}
+		return nil, fmt.Errorf("%w: kid %.64q", ErrUnknownKey, kid)
+	})
+}
+
+// KeyLookup finds the trusted key a kid names. Its error is returned by
+// VerifyWith as it is.
+type KeyLookup func(kid string) (*ecdsa.PublicKey, error)
+
+// VerifyWith checks a compact ES256 token and returns its claims. The form,
+// the header and the claims as the token states them are checked first;
+// only then is the key looked up, by kid alone, and the claims checked
+// again as signed. Anything the header says about keys or algorithms
+// beyond "ES256" is refused. Errors wrap the package's Err values, except
+// lookup's, returned as they are.
+func VerifyWith(token string, opts VerifyOptions, lookup KeyLookup) (Claims, error) {
 	if opts.Issuer == "" || opts.Audience == "" {
 		return Claims{}, errors.New("verify: issuer and audience must be set")
 	}
@@ -188,10 +207,6 @@ func (v *Verifier) Verify(token string, opts VerifyOptions) (Claims, error) {
 	}
 	if opts.MaxLifetime == 0 {
 		opts.MaxLifetime = 15 * time.Minute
-	}
-	// Bound the work before any parsing.
-	if len(token) > MaxTokenSize {
-		return Claims{}, fmt.Errorf("%w: %d bytes, limit %d", ErrMalformed, len(token), MaxTokenSize)
 	}
 	if err := precheck(token); err != nil {
 		return Claims{}, err
@@ -211,12 +226,24 @@ func (v *Verifier) Verify(token string, opts VerifyOptions) (Claims, error) {
 	if err := checkHeader(sig); err != nil {
 		return Claims{}, err
 	}
-	pub, ok := v.keys[sig.Protected.KeyID]
-	if !ok {
-		return Claims{}, fmt.Errorf("%w: kid %q", ErrUnknownKey, sig.Protected.KeyID)
-	}
 	if len(sig.Signature) != es256SignatureSize {
 		return Claims{}, fmt.Errorf("%w: signature is not %d bytes", ErrMalformed, es256SignatureSize)
+	}
+	// The claims as stated, unverified: evidence that could never pass is
+	// refused before any key is looked up (and fetched).
+	var stated Claims
+	if err := decodeStrictJSON(obj.UnsafePayloadWithoutVerification(), &stated); err != nil {
+		return Claims{}, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
+	if err := check(stated, opts); err != nil {
+		return Claims{}, err
+	}
+	pub, err := lookup(sig.Protected.KeyID)
+	if err != nil {
+		return Claims{}, err
+	}
+	if pub == nil {
+		return Claims{}, fmt.Errorf("%w: kid %.64q", ErrUnknownKey, sig.Protected.KeyID)
 	}
 	// The key passed is the one the kid named among ours, never a JWKS for
 	// the library to choose from nor anything the token carries.
@@ -235,28 +262,13 @@ func (v *Verifier) Verify(token string, opts VerifyOptions) (Claims, error) {
 }
 
 // precheck holds the token to the compact form with canonical encodings
-// and reads its raw protected header, before the JWS library sees it: the
-// refused parameters are refused here whether or not the library would
-// parse them, and a header with repeated or trailing members is malformed.
+// and a protected header of alg, kid and typ only (internal/jwsform),
+// before the JWS library sees it: a header naming a key, where to get one,
+// extensions or an unencoded payload is refused here whether or not the
+// library would parse it.
 func precheck(token string) error {
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return fmt.Errorf("%w: %d parts, want 3", ErrMalformed, len(parts))
-	}
-	for i, name := range []string{"header", "payload", "signature"} {
-		if _, err := b64url.DecodeString(parts[i]); err != nil {
-			return fmt.Errorf("%w: %s is not base64url", ErrMalformed, name)
-		}
-	}
-	raw, _ := b64url.DecodeString(parts[0])
-	var fields map[string]json.RawMessage
-	if err := decodeStrictJSON(raw, &fields); err != nil {
-		return fmt.Errorf("%w: header: %v", ErrMalformed, err)
-	}
-	for _, name := range refusedHeaders {
-		if _, ok := fields[name]; ok {
-			return fmt.Errorf("%w: header parameter %q is refused", ErrMalformed, name)
-		}
+	if _, err := jwsform.Parse(token, MaxTokenSize, "alg", "kid", "typ"); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	return nil
 }
@@ -320,76 +332,9 @@ func check(c Claims, o VerifyOptions) error {
 }
 
 // decodeStrictJSON decodes one JSON value, refusing trailing data and
-// objects that name a member twice (parsers disagree on which one wins).
-func decodeStrictJSON(data []byte, v any) error {
-	if err := noDuplicateMembers(data); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
-
-// noDuplicateMembers walks the JSON tokens of data and fails on an object
-// with a repeated member name, at any depth.
-func noDuplicateMembers(data []byte) error {
-	// One entry per open container: a set of member names for an object,
-	// nil for an array.
-	type object struct {
-		names   map[string]bool
-		wantKey bool
-	}
-	var open []*object
-	valueEnded := func() {
-		if n := len(open); n > 0 && open[n-1] != nil {
-			open[n-1].wantKey = true
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if n := len(open); n > 0 && open[n-1] != nil && open[n-1].wantKey {
-			if tok == json.Delim('}') {
-				open = open[:n-1]
-				valueEnded()
-				continue
-			}
-			name, ok := tok.(string)
-			if !ok {
-				return errors.New("object member name is not a string")
-			}
-			if open[n-1].names[name] {
-				return fmt.Errorf("member %q appears twice", name)
-			}
-			open[n-1].names[name] = true
-			open[n-1].wantKey = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			open = append(open, &object{names: map[string]bool{}, wantKey: true})
-		case json.Delim('['):
-			open = append(open, nil)
-		case json.Delim(']'):
-			open = open[:len(open)-1]
-			valueEnded()
-		default:
-			valueEnded()
-		}
-	}
-}
+// objects that name a member twice at any depth (parsers disagree on which
+// one wins).
+func decodeStrictJSON(data []byte, v any) error { return strictjson.Unmarshal(data, v) }
 
 // Peek decodes a token's claims WITHOUT verifying it: for indexing only
 // (such as finding which CSRs carry the same token id). Never trust them.
