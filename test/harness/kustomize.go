@@ -30,7 +30,11 @@ func ApplyRBACWith(ctx context.Context, cp *testbed.ControlPlane, kustomization 
 		return err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	deploy := filepath.Join(RepoRoot(), "deploy")
+	// Kustomize takes only relative paths.
+	deploy, err := filepath.Rel(dir, filepath.Join(RepoRoot(), "deploy"))
+	if err != nil {
+		return err
+	}
 	var k strings.Builder
 	k.WriteString("resources:\n- " + filepath.Join(deploy, kustomization) + "\ncomponents:\n")
 	for _, c := range components {
