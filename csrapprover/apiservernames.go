@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 )
@@ -192,32 +193,27 @@ func allIn(seen map[string]time.Time, set map[string]bool) bool {
 // when the names are first known.
 func (a *APIServerNames) Run(ctx context.Context, learned func()) {
 	known := false
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+	var due time.Time
+	// Ticks every retry; a handshake only when one is due.
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if a.now().Before(due) {
 			return
-		case <-t.C:
 		}
 		changed, err := a.Refresh(ctx)
-		next := a.period
+		due = a.now().Add(a.period)
+		if err != nil || changed {
+			due = time.Time{}
+		}
 		switch {
 		case err != nil && known:
 			klog.ErrorS(err, "Could not see the apiserver's serving certificate again; its names learned before stay reserved", "retryIn", a.retry)
-			next = a.retry
 		case err != nil:
 			klog.ErrorS(err, "Could not see the apiserver's serving certificate; no serving CSR is decided until it is seen", "retryIn", a.retry)
-			next = a.retry
-		case changed:
-			next = a.retry
-		}
-		if err == nil && !known {
+		case !known:
 			known = true
 			if learned != nil {
 				learned()
 			}
 		}
-		t.Reset(next)
-	}
+	}, a.retry)
 }
