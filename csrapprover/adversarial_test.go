@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -144,6 +145,18 @@ var (
 	oidKeyUsage = asn1.ObjectIdentifier{2, 5, 29, 15}
 )
 
+// knowsAPIServer: the approver has learned the apiserver's serving
+// certificate (api.example.internal, 10.0.0.10), and node-1's instance
+// claims that name and IP.
+func knowsAPIServer(w *world) {
+	n := newAPIServerNames("test", func(context.Context) (*x509.Certificate, error) {
+		return &x509.Certificate{DNSNames: []string{"api.example.internal"}, IPAddresses: []net.IP{net.ParseIP("10.0.0.10")}}, nil
+	})
+	_, _ = n.Refresh(context.Background()) // cannot fail; if it did, the attack would stay pending
+	w.decider.cfg.APIServerNames = n
+	claimsAPIServer(w, "api.example.internal", "10.0.0.10")
+}
+
 func mustKey[K crypto.Signer](k K, err error) crypto.Signer {
 	if err != nil {
 		panic(err)
@@ -226,6 +239,16 @@ func attacks() []attack {
 		{name: "serving/localhost", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"localhost"} }), want: ReasonReservedName},
 		{name: "serving/a Service's name", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"vault.secrets.svc"} }), want: ReasonReservedName},
 		{name: "serving/the apiserver's configured name", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"api.example.com"} }), want: ReasonReservedName},
+		// Names and IPs of the apiserver's serving certificate, learned in
+		// the TLS handshake with it, which node-1's instance claims as its
+		// own hostname and address.
+		{name: "serving/the apiserver's certificate name as the instance's hostname", base: "serving", setup: knowsAPIServer,
+			mutate: set(func(s *csrSpec) { s.dns = []string{"api.example.internal"} }), want: ReasonReservedName},
+		{name: "serving/the apiserver's certificate IP as the instance's address", base: "serving", setup: knowsAPIServer,
+			mutate: set(func(s *csrSpec) { s.ips = []string{"10.0.0.10"} }), want: ReasonReservedName},
+		{name: "serving/before the apiserver's certificate was seen", base: "serving", setup: func(w *world) {
+			w.decider.cfg.APIServerNames = newAPIServerNames("test", func(context.Context) (*x509.Certificate, error) { return nil, errors.New("no handshake yet") })
+		}, want: outcomePending},
 		// Wildcards and SAN types.
 		{name: "serving/wildcard of its own domain", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"*.local-1.localcloud.internal"} }), want: ReasonBadSAN},
 		{name: "serving/a bare wildcard", base: "serving", mutate: set(func(s *csrSpec) { s.dns = []string{"*"} }), want: ReasonBadSAN},

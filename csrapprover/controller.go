@@ -344,6 +344,13 @@ func (c *Controller) Run(ctx context.Context) {
 	defer c.events.Shutdown()
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting controller", "controller", Name, "workers", c.opts.Workers, "dryRun", c.opts.DryRun)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if n := c.decider.cfg.APIServerNames; n != nil {
+		// Learned while the caches sync. Serving CSRs retrying because the
+		// names were unknown are woken once they are known.
+		wg.Go(func() { n.Run(ctx, c.wakeHolders) })
+	}
 	// Every cache a decision reads: a Node missing from an unsynced cache
 	// would skip the takeover checks of a join and deny renewals and
 	// serving CSRs NodeNotFound for good.
@@ -355,7 +362,6 @@ func (c *Controller) Run(ctx context.Context) {
 	if r, ok := c.decider.instances.(recoveries); ok {
 		defer r.OnRecovery(c.wakeHolders)()
 	}
-	var wg sync.WaitGroup
 	if c.opts.CompetitorCheckPeriod > 0 {
 		wg.Go(func() { c.watchCompetitors(ctx, c.opts.CompetitorCheckPeriod) })
 	}

@@ -2,6 +2,7 @@ package csrapprover
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -49,6 +50,8 @@ type controllerSetup struct {
 	client *fake.Clientset
 	// spentTickets records spent tickets in the client's ConfigMaps.
 	spentTickets bool
+	// apiNames are the apiserver's names, learned by Run.
+	apiNames *APIServerNames
 }
 
 func startController(t *testing.T, w *world, opts Options, csrs ...*certificatesv1.CertificateSigningRequest) *running {
@@ -86,7 +89,7 @@ func startControllerWith(t *testing.T, w *world, s controllerSetup, csrs ...*cer
 		s.nodes = factory.Core().V1().Nodes()
 	}
 	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), s.nodes,
-		Config{Cluster: cluster}, []cloud.EvidenceVerifier{s.verifier}, s.instances, s.opts)
+		Config{Cluster: cluster, APIServerNames: s.apiNames}, []cloud.EvidenceVerifier{s.verifier}, s.instances, s.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,6 +446,36 @@ func TestRecoveryWakesRetryingCSRs(t *testing.T) {
 	}
 	if d := time.Since(recovered); d > 2*time.Second {
 		t.Fatalf("all decided %v after the recovery, want within 2s", d)
+	}
+}
+
+// A serving CSR retrying because the apiserver's names were not known yet
+// is woken once they are, not left to its backoff.
+func TestLearnedAPIServerNamesWakeServingCSRs(t *testing.T) {
+	w := newWorld(t)
+	w.nodes["node-1"] = &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Spec: v1.NodeSpec{ProviderID: "local://i-1"}}
+	var up atomic.Bool
+	names := newAPIServerNames("test", func(context.Context) (*x509.Certificate, error) {
+		if !up.Load() {
+			return nil, errors.New("apiserver not reachable yet")
+		}
+		return &x509.Certificate{DNSNames: []string{"api.example.internal"}}, nil
+	})
+	names.retry = 20 * time.Millisecond
+	csr := named(w.csr(t, servingSpec()), "serving", time.Now())
+	r := startControllerWith(t, w, controllerSetup{apiNames: names}, csr)
+	// Retries at about 0.2, 0.6 and 1.4 s, the next at 3 s.
+	time.Sleep(1500 * time.Millisecond)
+	if got := r.reason(t, csr.Name); got != "" {
+		t.Fatalf("decided before the apiserver's names were known: %s", got)
+	}
+	learned := time.Now()
+	up.Store(true)
+	if got := r.waitReasonFor(t, csr.Name, 5*time.Second); got != "Approved/"+ReasonApproved {
+		t.Fatalf("serving CSR: %s", got)
+	}
+	if d := time.Since(learned); d > time.Second {
+		t.Fatalf("decided %v after the names were learned, want within 1s", d)
 	}
 }
 

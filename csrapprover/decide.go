@@ -78,22 +78,29 @@ type Config struct {
 	InstanceMaxAge time.Duration
 	// MaxSANs caps a serving CSR's subject alternative names.
 	MaxSANs int
-	// ReservedNames are DNS names no node may claim (the apiserver's).
+	// ReservedNames are DNS names and IPs no serving certificate may carry
+	// (other apiservers', say), besides the cluster's built-in names.
 	ReservedNames []string
 	// MaxExpiration caps spec.expirationSeconds; 0: no cap beyond the
 	// signer's own.
 	MaxExpiration time.Duration
+	// APIServerNames, when set, are the names and IPs of the apiserver's
+	// serving certificate: no serving certificate may carry one, whatever
+	// the instance's record says, and no serving CSR is decided until they
+	// are known.
+	APIServerNames *APIServerNames
 }
 
 // Decider runs the checks of docs/csrapprover.md. It never approves on an
 // error: cloud and API failures are returned to be retried.
 type Decider struct {
-	cfg       Config
-	verifiers map[string]cloud.EvidenceVerifier
-	instances Instances
-	nodes     Nodes
-	replays   Replays
-	now       func() time.Time
+	cfg         Config
+	reservedSet map[string]bool // cfg.ReservedNames, normalized
+	verifiers   map[string]cloud.EvidenceVerifier
+	instances   Instances
+	nodes       Nodes
+	replays     Replays
+	now         func() time.Time
 }
 
 // NewDecider wires the checks.
@@ -101,7 +108,14 @@ func NewDecider(cfg Config, verifiers []cloud.EvidenceVerifier, instances Instan
 	if cfg.MaxSANs == 0 {
 		cfg.MaxSANs = 16
 	}
-	d := &Decider{cfg: cfg, verifiers: map[string]cloud.EvidenceVerifier{}, instances: instances, nodes: nodes, replays: replays, now: time.Now}
+	d := &Decider{cfg: cfg, reservedSet: map[string]bool{}, verifiers: map[string]cloud.EvidenceVerifier{}, instances: instances, nodes: nodes, replays: replays, now: time.Now}
+	for _, r := range cfg.ReservedNames {
+		if ip := net.ParseIP(r); ip != nil {
+			d.reservedSet[ip.String()] = true
+		} else {
+			d.reservedSet[normalizeName(r)] = true
+		}
+	}
 	for _, v := range verifiers {
 		d.verifiers[v.Type()] = v
 	}
@@ -497,6 +511,13 @@ func (d *Decider) instanceUsable(in view.Instance) *Decision {
 }
 
 func (d *Decider) decideServing(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest) (Decision, error) {
+	var apiserver map[string]bool
+	if d.cfg.APIServerNames != nil {
+		var err error
+		if apiserver, err = d.cfg.APIServerNames.Reserved(); err != nil {
+			return Decision{}, err
+		}
+	}
 	name, bad := nodeSubject(req)
 	if bad != nil {
 		return *bad, nil
@@ -535,12 +556,22 @@ func (d *Decider) decideServing(ctx context.Context, csr *certificatesv1.Certifi
 			return deny("sans", ReasonBadSAN, "wildcard DNS SAN %q", dns), nil
 		case d.reserved(n):
 			return deny("sans", ReasonReservedName, "DNS SAN %q is one of the cluster's own names", dns), nil
+		case apiserver[n]:
+			return deny("sans", ReasonReservedName, "DNS SAN %q is a name in the apiserver's serving certificate", dns), nil
 		case !names[n]:
 			return deny("sans", ReasonSANNotOfInstance, "DNS SAN %q is not a name of instance %s", dns, in.ID), nil
 		}
 	}
+	// Reserved IPs first: an instance the cloud lists with one of them gets
+	// no certificate for it either (a released IP taken by a new instance,
+	// a VIP) (docs/csrapprover.md).
 	for _, ip := range req.IPAddresses {
-		if !ips[ip.String()] {
+		switch s := ip.String(); {
+		case d.reservedSet[s]:
+			return deny("sans", ReasonReservedName, "IP SAN %s is in --reserved-names", ip), nil
+		case apiserver[s]:
+			return deny("sans", ReasonReservedName, "IP SAN %s is an address in the apiserver's serving certificate", ip), nil
+		case !ips[s]:
 			return deny("sans", ReasonSANNotOfInstance, "IP SAN %s is not an address of instance %s", ip, in.ID), nil
 		}
 	}
@@ -555,12 +586,7 @@ func (d *Decider) reserved(n string) bool {
 		strings.Contains(n, ".svc.") {
 		return true
 	}
-	for _, r := range d.cfg.ReservedNames {
-		if normalizeName(r) == n {
-			return true
-		}
-	}
-	return false
+	return d.reservedSet[n]
 }
 
 func nodeReady(n *v1.Node) bool {

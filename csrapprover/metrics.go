@@ -45,11 +45,20 @@ var (
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "foreign_approvals_total",
 		Help: "Kubelet CSRs approved by another approver, not by mooring, by signer and the approval's reason.",
 	}, []string{"signer", "reason"})
+	apiserverHandshakes = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "apiserver_handshakes_total",
+		Help: "TLS handshakes with the apiserver to learn the names of its serving certificate, by result: same (certificate as before), changed (another one, or the first), failed.",
+	}, []string{"result"})
+	apiserverNames = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "apiserver_reserved_names",
+		Help: "DNS names and IPs of the apiserver's serving certificates that serving CSRs may not carry; -1 until the first handshake succeeded (serving CSRs wait).",
+	})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, unconfirmed, delayed, yielded, competingApprovers, foreignApprovals)
+		legacyregistry.MustRegister(decisions, checks, latency, errorsTotal, unconfirmed, delayed, yielded, competingApprovers, foreignApprovals,
+			apiserverHandshakes, apiserverNames)
 	})
 }

@@ -1,12 +1,14 @@
 package csrapprover
 
 import (
+	"errors"
 	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -24,11 +26,15 @@ type Flags struct {
 	MaxPendingPerRequester int
 	MaxPending             int
 	ReservedNames          []string
-	InstanceMaxAge         time.Duration
-	MaxSANs                int
-	MaxExpiration          time.Duration
-	TicketKeysFile         string
-	SpentTicketsNamespace  string
+	// ReserveAPIServerNames learns the names of the apiserver's serving
+	// certificate (APIServerNames); the flag defaults to true, the zero
+	// Flags of tests to false.
+	ReserveAPIServerNames bool
+	InstanceMaxAge        time.Duration
+	MaxSANs               int
+	MaxExpiration         time.Duration
+	TicketKeysFile        string
+	SpentTicketsNamespace string
 }
 
 // AddFlags registers the flags under prefix.
@@ -37,7 +43,8 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.BoolVar(&f.DryRun, prefix+"dry-run", false, "Log and record (Event DryRun) what would be decided; approve and deny nothing.")
 	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", DefaultMaxPendingPerRequester, "Kubelet CSRs of one requester decided at once, counting those waiting to retry after a cloud or API error; further ones wait their turn (none is denied for being many). A boot wave's joins share one requester, its bootstrap token (docs/scale.md).")
 	fs.IntVar(&f.MaxPending, prefix+"max-pending", DefaultMaxPending, "Kubelet CSRs decided at once in all, counting those waiting to retry; further ones wait their turn.")
-	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names no serving certificate may carry besides the built-in cluster names (kubernetes, kubernetes.default..., *.svc...): the apiserver's own names.")
+	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names and IPs no serving certificate may carry, besides the built-in cluster names (kubernetes, kubernetes.default..., localhost, *.svc, *.svc.*) and those of the apiserver's serving certificate: list other apiservers' names and addresses, and any the apiserver's certificate does not show.")
+	fs.BoolVar(&f.ReserveAPIServerNames, prefix+"reserve-apiserver-names", true, "Reserve the DNS names and IPs of the apiserver's serving certificate, seen in a TLS handshake with the apiserver the approver talks to (at start, every minute, and kept for 24h after last seen): no serving certificate may carry them. No serving CSR is decided until the first handshake succeeds. false: for an apiserver reached without TLS or through a proxy; list its names in reserved-names instead.")
 	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
 	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The public keys (public-keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. keys.json works too, but gives the approver the private keys. Empty: tickets are not accepted.")
@@ -51,11 +58,23 @@ const DefaultSpentTicketsNamespace = "kube-system"
 
 // NewFromCloud builds the controller over a cloud backend, with a CSR and a
 // Node informer from factory (call before the factory starts), which store
-// trimmed objects (internal/trim).
-func NewFromCloud(client kubernetes.Interface, factory informers.SharedInformerFactory, a cloud.Attester, f Flags) (*Controller, error) {
+// trimmed objects (internal/trim). restCfg is how client reaches the
+// apiserver: with f.ReserveAPIServerNames, the names of its serving
+// certificate are learned through it.
+func NewFromCloud(client kubernetes.Interface, restCfg *rest.Config, factory informers.SharedInformerFactory, a cloud.Attester, f Flags) (*Controller, error) {
 	cfg := Config{
 		Cluster: a.ClusterTag(), InstanceMaxAge: f.InstanceMaxAge,
 		MaxSANs: f.MaxSANs, ReservedNames: f.ReservedNames, MaxExpiration: f.MaxExpiration,
+	}
+	if f.ReserveAPIServerNames {
+		if restCfg == nil {
+			return nil, errors.New("reserve-apiserver-names needs the apiserver's client configuration")
+		}
+		names, err := NewAPIServerNames(restCfg)
+		if err != nil {
+			return nil, err
+		}
+		cfg.APIServerNames = names
 	}
 	verifiers := a.EvidenceVerifiers()
 	var spentTickets *spent.Store

@@ -277,7 +277,7 @@ func TestTicketKeysFlag(t *testing.T) {
 	a := ticketOnlyCloud{view.New(provider.Source{}, view.Options{})}
 	build := func(f Flags) (*Controller, error) {
 		client := fake.NewClientset()
-		return NewFromCloud(client, informers.NewSharedInformerFactory(client, 0), a, f)
+		return NewFromCloud(client, nil, informers.NewSharedInformerFactory(client, 0), a, f)
 	}
 	c, err := build(Flags{TicketKeysFile: filepath.Join(dir, ticket.KeysFile)})
 	if err != nil {

@@ -279,7 +279,11 @@ func startApprover(ctx context.Context, cc genericcontrollermanager.ControllerCo
 	if !ok {
 		return nil, false, fmt.Errorf("%s: provider %s cannot attest instances", csrapprover.Name, cp.ProviderName())
 	}
-	c, err := csrapprover.NewFromCloud(completed.ClientBuilder.ClientOrDie(initContext.ClientName), completed.SharedInformers, a, mo.Approver)
+	restCfg, err := completed.ClientBuilder.Config(initContext.ClientName)
+	if err != nil {
+		return nil, false, err
+	}
+	c, err := csrapprover.NewFromCloud(completed.ClientBuilder.ClientOrDie(initContext.ClientName), restCfg, completed.SharedInformers, a, mo.Approver)
 	if err != nil {
 		return nil, false, err
 	}

@@ -43,7 +43,7 @@ func TestTicketJoinThroughTheApprover(t *testing.T) {
 	}
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	ctrl, err := csrapprover.NewFromCloud(client, factory, w.cloud, csrapprover.Flags{
+	ctrl, err := csrapprover.NewFromCloud(client, nil, factory, w.cloud, csrapprover.Flags{
 		Workers: 2, TicketKeysFile: keysFile, InstanceMaxAge: time.Second, MaxSANs: 16,
 	})
 	if err != nil {

@@ -130,7 +130,7 @@ func run(ctx context.Context, o *options) error {
 	start := func(ctx context.Context) {
 		h.leading.Store(true)
 		factory := informers.NewSharedInformerFactory(client, 0)
-		c, err := csrapprover.NewFromCloud(client, factory, a, o.approver)
+		c, err := csrapprover.NewFromCloud(client, cfg, factory, a, o.approver)
 		if err != nil {
 			klog.ErrorS(err, "Could not build the approver")
 			os.Exit(1)
