@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	gceagentid "github.com/mooring-dev/mooring/cloud/gce/agentid"
@@ -164,6 +166,78 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		}, ""},
 		{"the approved token copied onto another key", mine.Name, func(string) []evidence.Block { return replayed }, "EvidenceNotBoundToKey"},
 	})
+
+	// Evidence that can never verify must not jam its bootstrap token: more
+	// tokens than the approver decides at once for one requester (32), each
+	// under a key id Google never published and without iat, filed at
+	// once, then a good join with the same token. Before, the approver
+	// looked each key up first, retried them for ever, and they held every
+	// place of the token: the good join waited for ever.
+	const jam = 40
+	unsigned := func(binding, kid string) []evidence.Block {
+		good := fromMetadata(mine, binding)[0]
+		parsed, err := jwt.ParseSigned(string(good.Data), []jose.SignatureAlgorithm{jose.RS256})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var claims map[string]any
+		if err := parsed.UnsafeClaimsWithoutVerification(&claims); err != nil {
+			t.Fatal(err)
+		}
+		delete(claims, "iat")
+		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: attacker}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := jwt.Signed(s).Claims(claims).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []evidence.Block{{Type: gceagentid.EvidenceType, Data: []byte(out)}}
+	}
+	began := time.Now()
+	names := make([]string, jam)
+	errs := make(chan error, jam)
+	for i := range jam {
+		go func() {
+			req, err := harness.JoinWith(ctx, c, mine.Name, func(binding string) ([]evidence.Block, error) {
+				return unsigned(binding, fmt.Sprintf("never-published-%d", i)), nil
+			})
+			if err == nil {
+				names[i] = req.Name
+			}
+			errs <- err
+		}()
+	}
+	for range jam {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	jctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := harness.JoinWith(jctx, c, mine.Name, func(binding string) ([]evidence.Block, error) { return fromMetadata(mine, binding), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	decided, err := harness.WaitForDecision(jctx, c.Client, req.Name)
+	if err != nil {
+		t.Fatalf("a good join behind %d tokens that can never verify, of the same bootstrap token: %v", jam, err)
+	}
+	if harness.Condition(decided, certificatesv1.CertificateApproved) == nil {
+		t.Fatalf("the good join behind them: %+v", decided.Status.Conditions)
+	}
+	for _, n := range names {
+		d, err := harness.WaitForDecision(jctx, c.Client, n)
+		if err != nil {
+			t.Fatalf("a token that can never verify is still retried: %v", err)
+		}
+		if cond := harness.Condition(d, certificatesv1.CertificateDenied); cond == nil || cond.Reason == "" {
+			t.Fatalf("%s: %+v", n, d.Status.Conditions)
+		}
+	}
+	t.Logf("%d tokens under unknown key ids without iat denied, and a good join of the same token approved, in %v",
+		jam, time.Since(began).Round(time.Millisecond))
 }
 
 // publishedKeyPEM is the public key of kid from a JWK set, PEM-encoded (the
