@@ -325,6 +325,7 @@ func TestOtherSignersAreIgnored(t *testing.T) {
 
 func TestDryRunDecidesNothing(t *testing.T) {
 	w := newWorld(t)
+	registerMetrics() // an unregistered vector hands out counters that count nothing
 	counter := decisions.WithLabelValues(certificatesv1.KubeAPIServerClientKubeletSignerName, "dry-run-approved", ReasonApproved)
 	before, _ := testutil.GetCounterMetricValue(counter)
 	r := startController(t, w, Options{DryRun: true}, named(w.csr(t, w.joinSpec(t)), "csr", time.Now()))

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
@@ -162,5 +163,32 @@ func TestFailingCSRsGiveTheirPlaceBack(t *testing.T) {
 	}
 	if names := strings.Join(r.ctrl.gate.names(), ","); !strings.Contains(names, "a-stuck-") {
 		t.Errorf("the failing CSRs are not woken on recovery (gate names %q)", names)
+	}
+}
+
+// TestDryRunSpendsNoTicket: a dry run reads the spent-ticket record but
+// writes nothing to it, so the real run after it can still approve.
+func TestDryRunSpendsNoTicket(t *testing.T) {
+	w := newWorld(t)
+	tv := NewTicketVerifier(staticTicketKeys(w.tickets.PublicKeys()), cluster)
+	registerMetrics() // an unregistered vector hands out counters that count nothing
+	counter := decisions.WithLabelValues(certificatesv1.KubeAPIServerClientKubeletSignerName, "dry-run-approved", ReasonApproved)
+	before, _ := testutil.GetCounterMetricValue(counter)
+	client := fake.NewClientset()
+	csr := named(w.csr(t, w.ticketJoinSpec(t)), "mooring-node-1-dry", time.Now())
+	startControllerWith(t, w, controllerSetup{client: client, verifier: tv, spentTickets: true, opts: Options{DryRun: true}}, csr)
+	deadline := time.Now().Add(5 * time.Second)
+	for after, _ := testutil.GetCounterMetricValue(counter); after <= before; after, _ = testutil.GetCounterMetricValue(counter) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dry run computed no decision")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cms, err := client.CoreV1().ConfigMaps("kube-system").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cms.Items) != 0 {
+		t.Fatalf("the dry run wrote %d spent-ticket ConfigMaps", len(cms.Items))
 	}
 }
