@@ -106,9 +106,9 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		}
 		return []evidence.Block{{Type: gceagentid.EvidenceType, Data: []byte(tok)}}
 	}
-	// forged re-signs the claims of a real token of mine with a key of the
-	// attacker's, under header options.
-	forged := func(binding string, alg jose.SignatureAlgorithm, key any, opts *jose.SignerOptions) []evidence.Block {
+	// forgedWith re-signs the claims of a real token of mine, changed by
+	// edit, with a key of the attacker's, under header options.
+	forgedWith := func(binding string, alg jose.SignatureAlgorithm, key any, opts *jose.SignerOptions, edit func(map[string]any)) []evidence.Block {
 		good := fromMetadata(mine, binding)[0]
 		parsed, err := jwt.ParseSigned(string(good.Data), []jose.SignatureAlgorithm{jose.RS256})
 		if err != nil {
@@ -117,6 +117,9 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		var claims map[string]any
 		if err := parsed.UnsafeClaimsWithoutVerification(&claims); err != nil {
 			t.Fatal(err)
+		}
+		if edit != nil {
+			edit(claims)
 		}
 		s, err := jose.NewSigner(jose.SigningKey{Algorithm: alg, Key: key}, opts)
 		if err != nil {
@@ -127,6 +130,9 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 			t.Fatal(err)
 		}
 		return []evidence.Block{{Type: gceagentid.EvidenceType, Data: []byte(out)}}
+	}
+	forged := func(binding string, alg jose.SignatureAlgorithm, key any, opts *jose.SignerOptions) []evidence.Block {
+		return forgedWith(binding, alg, key, opts, nil)
 	}
 	attacker, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -175,25 +181,8 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 	// place of the token: the good join waited for ever.
 	const jam = 40
 	unsigned := func(binding, kid string) []evidence.Block {
-		good := fromMetadata(mine, binding)[0]
-		parsed, err := jwt.ParseSigned(string(good.Data), []jose.SignatureAlgorithm{jose.RS256})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var claims map[string]any
-		if err := parsed.UnsafeClaimsWithoutVerification(&claims); err != nil {
-			t.Fatal(err)
-		}
-		delete(claims, "iat")
-		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: attacker}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := jwt.Signed(s).Claims(claims).Serialize()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []evidence.Block{{Type: gceagentid.EvidenceType, Data: []byte(out)}}
+		return forgedWith(binding, jose.RS256, attacker, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid),
+			func(c map[string]any) { delete(c, "iat") })
 	}
 	began := time.Now()
 	names := make([]string, jam)
