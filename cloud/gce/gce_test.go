@@ -536,3 +536,25 @@ func TestAIZoneInstanceJoins(t *testing.T) {
 		t.Fatalf("ParseProviderID: %q %v", zone, err)
 	}
 }
+
+// A listing with an unreachable zone is an error, never a shorter list
+// (the view would take the zone's instances for gone), whether the API
+// says so in the zone's scope or in unreachables.
+func TestViewRefusesUnreachableZone(t *testing.T) {
+	w := newWorld(t, gcetest.Options{}, nil)
+	w.add("node-1", "127.0.79.10", nil)
+	w.gc.Put(gcetest.Instance{Name: "node-2", Zone: "europe-west4-b", InternalIP: "127.0.79.11",
+		Labels: map[string]string{DefaultClusterLabel: testCluster}})
+	ctx := context.Background()
+	if all, err := w.cloud.source().ListInstances(ctx); err != nil || len(all) != 2 {
+		t.Fatalf("%d instances, %v", len(all), err)
+	}
+	w.gc.SetUnreachable("europe-west4-b", true)
+	if all, err := w.cloud.source().ListInstances(ctx); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("listed %d instances with a zone unreachable (err %v)", len(all), err)
+	}
+	w.gc.SetUnreachable("europe-west4-b", false)
+	if all, err := w.cloud.source().ListInstances(ctx); err != nil || len(all) != 2 {
+		t.Fatalf("reachable again: %d instances, %v", len(all), err)
+	}
+}
