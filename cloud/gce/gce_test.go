@@ -499,3 +499,62 @@ func TestViewCreationTime(t *testing.T) {
 		}
 	}
 }
+
+// An instance in an AI zone (us-central1-ai1a, named in Google's "About AI
+// zones") joins and is listed, in its region, as any other: the agent reads
+// its zone, the verifier takes its token and the view keeps it.
+func TestAIZoneInstanceJoins(t *testing.T) {
+	w := newWorld(t, gcetest.Options{}, nil)
+	in := w.gc.Put(gcetest.Instance{Name: "tpu-1", Zone: "us-central1-ai1a", InternalIP: "127.0.79.40",
+		Labels: map[string]string{DefaultClusterLabel: testCluster}})
+	ctx := context.Background()
+	id := w.identity(t, in)
+	ni, err := id.Instance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := id.Evidence(ctx, binding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	att, err := w.cloud.EvidenceVerifiers()[0].Verify(ctx, ev.Data, binding, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPID := "gce://mooring-test/us-central1-ai1a/tpu-1"
+	if ni.ProviderID != wantPID || att.ProviderID != wantPID {
+		t.Fatalf("agent %q, attestation %q, want %q", ni.ProviderID, att.ProviderID, wantPID)
+	}
+	vi, err := w.cloud.InstanceView().ByID(ctx, att.InstanceID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vi.ProviderID != wantPID || vi.Zone != "us-central1-ai1a" || vi.Region != "us-central1" {
+		t.Fatalf("view %+v", vi)
+	}
+	if _, zone, _, err := ParseProviderID(wantPID); err != nil || zone != "us-central1-ai1a" {
+		t.Fatalf("ParseProviderID: %q %v", zone, err)
+	}
+}
+
+// A listing with an unreachable zone is an error, never a shorter list
+// (the view would take the zone's instances for gone), whether the API
+// says so in the zone's scope or in unreachables.
+func TestViewRefusesUnreachableZone(t *testing.T) {
+	w := newWorld(t, gcetest.Options{}, nil)
+	w.add("node-1", "127.0.79.10", nil)
+	w.gc.Put(gcetest.Instance{Name: "node-2", Zone: "europe-west4-b", InternalIP: "127.0.79.11",
+		Labels: map[string]string{DefaultClusterLabel: testCluster}})
+	ctx := context.Background()
+	if all, err := w.cloud.source().ListInstances(ctx); err != nil || len(all) != 2 {
+		t.Fatalf("%d instances, %v", len(all), err)
+	}
+	w.gc.SetUnreachable("europe-west4-b", true)
+	if all, err := w.cloud.source().ListInstances(ctx); err == nil || !strings.Contains(err.Error(), "unreachable") {
+		t.Fatalf("listed %d instances with a zone unreachable (err %v)", len(all), err)
+	}
+	w.gc.SetUnreachable("europe-west4-b", false)
+	if all, err := w.cloud.source().ListInstances(ctx); err != nil || len(all) != 2 {
+		t.Fatalf("reachable again: %d instances, %v", len(all), err)
+	}
+}

@@ -171,3 +171,51 @@ func TestWithdrawnKeyDeniedWithinKeyRefresh(t *testing.T) {
 // withdrawalBound is how long a withdrawn key may go on verifying while
 // Google answers, as docs/gce.md states it.
 const withdrawalBound = 5 * time.Minute
+
+// A rotation in Google's order (gcetest.Publish, Activate, Retire): the
+// new key is published before it signs, so a verifier that fetched since
+// knows it when the first token it signed arrives (no fetch); tokens of
+// the old key verify while it stays published; once withdrawn they are
+// denied within the refresh interval, whatever max-age the certs allow.
+func TestGoogleRotationOrder(t *testing.T) {
+	w := newKeysWorld(t)
+	old := w.gc.SigningKeyID()
+	next, err := w.gc.Publish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.verify(w.token(t)); err != nil {
+		t.Fatal(err)
+	}
+	byOld := w.token(t)
+	if err := w.gc.Activate(next); err != nil {
+		t.Fatal(err)
+	}
+	fetches := w.gc.Calls("certs")
+	if err := w.verify(w.token(t)); err != nil {
+		t.Fatalf("first token of the new key: %v", err)
+	}
+	if err := w.verify(byOld); err != nil {
+		t.Fatalf("the old key, still published: %v", err)
+	}
+	if n := w.gc.Calls("certs"); n != fetches {
+		t.Fatalf("%d key fetches for a key published ahead, want %d", n, fetches)
+	}
+	later := w.clock.Add(withdrawalBound)
+	if err := w.gc.Activate(old); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := w.gc.Token(w.in, gcetest.TokenOptions{Audience: binding, Full: true, IssuedAt: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.gc.Activate(next); err != nil {
+		t.Fatal(err)
+	}
+	w.gc.Retire(old)
+	w.clock = later
+	wantReason(t, "withdrawn key", w.verify([]byte(stale)), cloud.RejectSignature)
+	if err := w.verify(w.token(t)); err != nil {
+		t.Fatalf("the new key after the withdrawal: %v", err)
+	}
+}

@@ -127,7 +127,7 @@ func (s Source) toView(project string, in *compute.Instance) (view.Instance, boo
 		Name:         in.Name,
 		NodeName:     strings.ToLower(in.Name),
 		Zone:         zone,
-		Region:       regionOf(zone),
+		Region:       agentid.RegionOf(zone),
 		InstanceType: lastSegment(in.MachineType),
 		Cluster:      s.ClusterID,
 		State:        viewState(id, in.Status),
@@ -205,14 +205,6 @@ var hostnamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.
 // lastSegment is the last path segment of a resource URL (a zone or
 // machine type URL), or s itself.
 func lastSegment(s string) string { return s[strings.LastIndex(s, "/")+1:] }
-
-// regionOf is the region of a zone: us-central1-a is in us-central1.
-func regionOf(zone string) string {
-	if i := strings.LastIndex(zone, "-"); i > 0 {
-		return zone[:i]
-	}
-	return ""
-}
 
 // errProviderID is wrapped by ParseProviderID's errors.
 var errProviderID = errors.New("not a GCE providerID")

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -75,6 +76,11 @@ func (c *Cloud) serveCerts(w http.ResponseWriter, asPEM bool) {
 	c.mu.Lock()
 	keys := append([]*signingKey(nil), c.keys...)
 	c.mu.Unlock()
+	// Google's answer may be cached: Cache-Control with a max-age of hours
+	// and the matching Expires.
+	maxAge := c.opts.CertsMaxAge
+	w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d, must-revalidate, no-transform", int(maxAge.Seconds())))
+	w.Header().Set("Expires", c.opts.Now().Add(maxAge).UTC().Format(http.TimeFormat))
 	if asPEM {
 		out := map[string]string{}
 		for _, k := range keys {
@@ -137,6 +143,10 @@ func (c *Cloud) serveAggregatedList(w http.ResponseWriter, r *http.Request, proj
 	c.mu.Lock()
 	known := c.hasProjectLocked(project)
 	all := c.sortedLocked(project)
+	unreachable := map[string]bool{}
+	for z := range c.unreach {
+		unreachable[z] = true
+	}
 	c.mu.Unlock()
 	if !known {
 		writeError(w, http.StatusNotFound, "The resource 'projects/"+project+"' was not found")
@@ -156,6 +166,9 @@ func (c *Cloud) serveAggregatedList(w http.ResponseWriter, r *http.Request, proj
 		if filtered && (in.Labels == nil || in.Labels[filterKey] != filterValue) {
 			continue
 		}
+		if unreachable[in.Zone] {
+			continue
+		}
 		if n == size {
 			out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(tag + ":" + after))
 			break
@@ -167,6 +180,7 @@ func (c *Cloud) serveAggregatedList(w http.ResponseWriter, r *http.Request, proj
 		after = cursor
 		n++
 	}
+	c.addScopeWarnings(out, all, unreachable, q.Get("returnPartialSuccess") == "true")
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -207,4 +221,35 @@ func wire(in Instance) *compute.Instance {
 		CreationTimestamp: in.Created.Format("2006-01-02T15:04:05.000-07:00"),
 		SelfLink:          zoneURL + "/instances/" + in.Name,
 	}
+}
+
+// addScopeWarnings gives every zone of the project that has no instance
+// on the page its scope with a warning, as the API does: UNREACHABLE for
+// an unreachable zone (also listed in unreachables when the caller asked
+// for partial success), NO_RESULTS_ON_PAGE for the others.
+func (c *Cloud) addScopeWarnings(out *compute.InstanceAggregatedList, all []Instance, unreachable map[string]bool, partial bool) {
+	zones := map[string]bool{DefaultZone: true}
+	for _, in := range all {
+		zones[in.Zone] = true
+	}
+	for z := range unreachable {
+		zones[z] = true
+	}
+	for z := range zones {
+		scope := "zones/" + z
+		if _, listed := out.Items[scope]; listed {
+			continue
+		}
+		code, msg := "NO_RESULTS_ON_PAGE", "There are no results for scope '"+scope+"' on this page."
+		if unreachable[z] {
+			code, msg = "UNREACHABLE", "Scope '"+scope+"' is unreachable."
+			if partial {
+				out.Unreachables = append(out.Unreachables, scope)
+			}
+		}
+		out.Items[scope] = compute.InstancesScopedList{Warning: &compute.InstancesScopedListWarning{
+			Code: code, Message: msg, Data: []*compute.InstancesScopedListWarningData{{Key: "scope", Value: scope}},
+		}}
+	}
+	sort.Strings(out.Unreachables)
 }

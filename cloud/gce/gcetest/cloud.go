@@ -38,9 +38,17 @@ type Options struct {
 	Issuer string
 	// MaxPageSize lowers aggregatedList's largest page (default 500).
 	MaxPageSize int
-	// Now is the clock of tokens (default time.Now).
+	// Now is the clock of tokens and of the certs' Expires (default
+	// time.Now).
 	Now func() time.Time
+	// CertsMaxAge is the max-age of the certs endpoint's Cache-Control
+	// (default DefaultCertsMaxAge).
+	CertsMaxAge time.Duration
 }
+
+// DefaultCertsMaxAge is the certs endpoint's default max-age: Google's is
+// hours, and varies from answer to answer.
+const DefaultCertsMaxAge = 6 * time.Hour
 
 // Instance is one GCE instance.
 type Instance struct {
@@ -72,7 +80,9 @@ type Cloud struct {
 	instances map[string]*Instance // by project/zone/name
 	metadata  map[string]*mdServer // by project/zone/name
 	nextID    uint64
-	keys      []*signingKey // published; the last signs
+	keys      []*signingKey // published, in publication order
+	signing   string        // the kid that signs
+	unreach   map[string]bool
 	calls     map[string]int
 	faults    map[string]*fault
 	closed    bool
@@ -105,8 +115,11 @@ func New(opts Options) (*Cloud, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.CertsMaxAge <= 0 {
+		opts.CertsMaxAge = DefaultCertsMaxAge
+	}
 	c := &Cloud{opts: opts, instances: map[string]*Instance{}, metadata: map[string]*mdServer{},
-		nextID: 4242000000000000001, calls: map[string]int{}, faults: map[string]*fault{}}
+		nextID: 4242000000000000001, calls: map[string]int{}, faults: map[string]*fault{}, unreach: map[string]bool{}}
 	if _, err := c.Rotate(); err != nil {
 		return nil, err
 	}
@@ -191,32 +204,91 @@ func (c *Cloud) PEMCertsURL() string {
 // Issuer is the tokens' iss.
 func (c *Cloud) Issuer() string { return c.opts.Issuer }
 
-// Rotate makes a new signing key, publishes it and signs with it from now
-// on; it returns its key id.
-func (c *Cloud) Rotate() (string, error) {
+// Google's order of a rotation: Publish a new key while the current one
+// still signs, Activate it (the old one stays published, so tokens it
+// signed still verify), then Retire the old one. Rotate does all but the
+// retirement at once, as Google does not: a key that signs before anyone
+// could have fetched it.
+
+// Publish makes a new key and publishes it without signing with it yet;
+// it returns its key id.
+func (c *Cloud) Publish() (string, error) {
 	k, err := newSigningKey(c.opts.Now())
 	if err != nil {
 		return "", err
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.keys = append(c.keys, k)
-	c.mu.Unlock()
+	if c.signing == "" {
+		c.signing = k.kid
+	}
 	return k.kid, nil
 }
 
-// Retire stops publishing the key kid (and signing with it).
+// Activate makes the published key kid sign from now on.
+func (c *Cloud) Activate(kid string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range c.keys {
+		if k.kid == kid {
+			c.signing = kid
+			return nil
+		}
+	}
+	return fmt.Errorf("gcetest: key %q is not published", kid)
+}
+
+// Rotate publishes a new key and signs with it at once; it returns its
+// key id.
+func (c *Cloud) Rotate() (string, error) {
+	kid, err := c.Publish()
+	if err != nil {
+		return "", err
+	}
+	return kid, c.Activate(kid)
+}
+
+// Retire stops publishing the key kid. If it was signing, the newest key
+// still published signs (none left: signing fails).
 func (c *Cloud) Retire(kid string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, k := range c.keys {
 		if k.kid == kid {
 			c.keys = append(c.keys[:i], c.keys[i+1:]...)
-			return
+			break
+		}
+	}
+	if c.signing == kid {
+		c.signing = ""
+		if len(c.keys) > 0 {
+			c.signing = c.keys[len(c.keys)-1].kid
 		}
 	}
 }
 
-// KeyIDs are the published key ids, the signing one last.
+// SigningKeyID is the key id that signs tokens now.
+func (c *Cloud) SigningKeyID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.signing
+}
+
+// SetUnreachable makes a zone unreachable to aggregatedList (or reachable
+// again): its instances are left out and the answer says so.
+func (c *Cloud) SetUnreachable(zone string, unreachable bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if unreachable {
+		c.unreach[zone] = true
+	} else {
+		delete(c.unreach, zone)
+	}
+}
+
+// KeyIDs are the published key ids in publication order (the signing one
+// last unless Publish was used: see SigningKeyID).
 func (c *Cloud) KeyIDs() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -1,6 +1,7 @@
 package gcetest
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -157,8 +158,16 @@ func (c *Cloud) Token(in Instance, o TokenOptions) (string, error) {
 // Sign signs any claims with the current key (RS256, kid in the header).
 func (c *Cloud) Sign(claims any) (string, error) {
 	c.mu.Lock()
-	k := c.keys[len(c.keys)-1]
+	var k *signingKey
+	for _, pk := range c.keys {
+		if pk.kid == c.signing {
+			k = pk
+		}
+	}
 	c.mu.Unlock()
+	if k == nil {
+		return "", errors.New("gcetest: no key signs (every key retired)")
+	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: k.priv},
 		(&jose.SignerOptions{}).WithType("JWT").WithHeader(jose.HeaderKey("kid"), k.kid))
 	if err != nil {
