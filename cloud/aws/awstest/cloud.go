@@ -41,6 +41,13 @@ type Options struct {
 	// CredentialLifetime is the lifetime of instance-profile credentials;
 	// default DefaultCredentialLifetime.
 	CredentialLifetime time.Duration
+	// NewInstanceDelay models EC2's eventual consistency: for this long
+	// after its first Put, an instance is left out of DescribeInstances
+	// lists and DescribeInstanceTopology, and DescribeInstances of its id
+	// answers InvalidInstanceID.NotFound, as EC2 may right after
+	// RunInstances. Its metadata service answers from the start. Zero (the
+	// default): instances show at once. SetNewInstanceDelay changes it.
+	NewInstanceDelay time.Duration
 }
 
 // Cloud is one AWS account in one region: EC2 instances, their instance
@@ -63,6 +70,8 @@ type Cloud struct {
 	calls     map[string]int           // by action
 	refusals  map[string]int           // by error code
 	faults    map[string][]*faultEntry // by action, in order
+	delay     time.Duration            // NewInstanceDelay
+	visibleAt map[string]time.Time     // instances hidden until then, by id
 	api       *http.Server
 	endpoint  string
 	closed    bool
@@ -85,6 +94,8 @@ func New(opts Options) *Cloud {
 		calls:     map[string]int{},
 		refusals:  map[string]int{},
 		faults:    map[string][]*faultEntry{},
+		delay:     opts.NewInstanceDelay,
+		visibleAt: map[string]time.Time{},
 	}
 	if c.account == "" {
 		c.account = DefaultAccount
@@ -188,3 +199,30 @@ func (c *Cloud) Account() string { return c.account }
 
 // Region is the cloud's region.
 func (c *Cloud) Region() string { return c.region }
+
+// SetNewInstanceDelay changes Options.NewInstanceDelay for instances Put
+// from now on; instances already hidden keep their time.
+func (c *Cloud) SetNewInstanceDelay(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.delay = d
+}
+
+// Visible reports whether the API shows the instance yet (see
+// Options.NewInstanceDelay).
+func (c *Cloud) Visible(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.instances[id]
+	return ok && c.visibleLocked(id)
+}
+
+// visibleLocked: the instance's NewInstanceDelay is over.
+func (c *Cloud) visibleLocked(id string) bool {
+	at, hidden := c.visibleAt[id]
+	if hidden && c.now().Before(at) {
+		return false
+	}
+	delete(c.visibleAt, id)
+	return true
+}

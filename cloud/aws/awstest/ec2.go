@@ -192,7 +192,7 @@ func (c *Cloud) describeInstances(dq describeQuery, q *queryRequest) (describeIn
 		for _, id := range dq.ids {
 			in, ok := c.instances[id]
 			switch {
-			case !ok:
+			case !ok || !c.visibleLocked(id):
 				missing = append(missing, id)
 			case !seen[id]:
 				seen[id] = true
@@ -207,8 +207,10 @@ func (c *Cloud) describeInstances(dq describeQuery, q *queryRequest) (describeIn
 			return describeInstancesResponse{}, &apiError{http.StatusBadRequest, "InvalidInstanceID.NotFound", fmt.Sprintf("The instance IDs '%s' do not exist", strings.Join(missing, ", "))}
 		}
 	} else {
-		for _, in := range c.instances {
-			selected = append(selected, in)
+		for id, in := range c.instances {
+			if c.visibleLocked(id) {
+				selected = append(selected, in)
+			}
 		}
 	}
 	slices.SortFunc(selected, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })

@@ -147,6 +147,9 @@ func (c *Cloud) Put(in Instance) Instance {
 	if existed && in.State != stateRunning {
 		c.forgetTokensLocked(in.ID)
 	}
+	if !existed && c.delay > 0 {
+		c.visibleAt[in.ID] = c.now().Add(c.delay)
+	}
 	c.instances[in.ID] = in
 	return cloneInstance(in)
 }
@@ -243,6 +246,7 @@ func (c *Cloud) Delete(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.instances, id)
+	delete(c.visibleAt, id)
 	c.forgetTokensLocked(id)
 }
 
