@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +50,13 @@ type Options struct {
 	// RunInstances. Its metadata service answers from the start. Zero (the
 	// default): instances show at once. SetNewInstanceDelay changes it.
 	NewInstanceDelay time.Duration
+	// Throttle turns EC2's request rate limiting on from the start, with
+	// DefaultBuckets (see Cloud.Throttle). Off by default.
+	Throttle bool
+	// Zones are the region's availability zones, as DescribeAvailabilityZones
+	// lists them and as instances may be Put in; default the region and a
+	// to f in us-east-1, a to c elsewhere.
+	Zones []string
 }
 
 // Cloud is one AWS account in one region: EC2 instances, their instance
@@ -72,6 +81,9 @@ type Cloud struct {
 	faults    map[string][]*faultEntry // by action, in order
 	delay     time.Duration            // NewInstanceDelay
 	visibleAt map[string]time.Time     // instances hidden until then, by id
+	zones     []string                 // Options.Zones
+	buckets   map[string]*bucketState  // by action; nil: no throttling
+	throttled map[string]int           // by action
 	api       *http.Server
 	endpoint  string
 	closed    bool
@@ -96,6 +108,8 @@ func New(opts Options) *Cloud {
 		faults:    map[string][]*faultEntry{},
 		delay:     opts.NewInstanceDelay,
 		visibleAt: map[string]time.Time{},
+		zones:     slices.Clone(opts.Zones),
+		throttled: map[string]int{},
 	}
 	if c.account == "" {
 		c.account = DefaultAccount
@@ -109,8 +123,25 @@ func New(opts Options) *Cloud {
 	if c.lifetime <= 0 {
 		c.lifetime = DefaultCredentialLifetime
 	}
+	if len(c.zones) == 0 {
+		letters := "abc"
+		if c.region == "us-east-1" {
+			letters = "abcdef"
+		}
+		for _, l := range letters {
+			c.zones = append(c.zones, c.region+string(l))
+		}
+	}
+	for _, z := range c.zones {
+		if rest, ok := strings.CutPrefix(z, c.region); !ok || len(rest) != 1 || rest[0] < 'a' || rest[0] > 'z' {
+			panic(fmt.Sprintf("awstest: zone %q is not a zone of region %s (the region and a letter)", z, c.region))
+		}
+	}
 	for _, u := range opts.Users {
 		c.AddUser(u)
+	}
+	if opts.Throttle {
+		c.Throttle(nil)
 	}
 	return c
 }
