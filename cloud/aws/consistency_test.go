@@ -3,7 +3,6 @@ package aws
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,31 +15,15 @@ import (
 	"github.com/mooring-dev/mooring/csrapprover"
 )
 
-// offsetClock is the machine's clock moved on by a settable offset: the
-// stand-in's, so that evidence the agent signs now stays in its window.
-type offsetClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *offsetClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *offsetClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.off += d
-}
+// advance moves a test clock on by d.
+func (c *clock) advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
 // A join whose instance EC2 does not show yet (eventual consistency right
 // after launch) is retried, not denied as not the cluster's, and approved
 // once EC2 shows it; evidence older than NewInstanceWindow of an instance
 // still unseen is judged as before.
 func TestJoinOfInstanceNotYetVisible(t *testing.T) {
-	clk := &offsetClock{}
+	clk := &clock{t: time.Now()}
 	e := newEnvWith(t, awstest.Options{Now: clk.Now, NewInstanceDelay: 2 * time.Minute})
 	w := newJoinWorldOn(t, e, func(*Config, *awstest.Cloud) {})
 	in := w.node("127.0.0.61", joinRole, joinRole)
@@ -54,7 +37,7 @@ func TestJoinOfInstanceNotYetVisible(t *testing.T) {
 			t.Fatalf("decision %d while EC2 does not show the instance: %+v, %v; want a NotYetVisibleError to retry", i, d, err)
 		}
 	}
-	clk.Advance(2 * time.Minute)
+	clk.advance(2 * time.Minute)
 	w.decide("once EC2 shows the instance", csr, csrapprover.ReasonApproved)
 
 	// The gate itself: the miss is believed once the evidence is older
@@ -81,10 +64,10 @@ func TestJoinOfInstanceNotYetVisible(t *testing.T) {
 // window is gone, and an instance seen before and then missing is gone at
 // once.
 func TestNodeOfInstanceNotYetVisible(t *testing.T) {
-	clk := &offsetClock{}
+	clk := &clock{t: time.Now()}
 	e := newEnvWith(t, awstest.Options{Now: clk.Now, NewInstanceDelay: 2 * time.Minute})
 	p := e.provider(t, time.Nanosecond)
-	tracker := &offsetClock{}
+	tracker := &clock{t: time.Now()}
 	p.ids.now = tracker.Now
 	ctx := context.Background()
 	fresh := e.running(t, "127.0.0.71")
@@ -98,7 +81,7 @@ func TestNodeOfInstanceNotYetVisible(t *testing.T) {
 			t.Fatalf("check %d while EC2 does not show the instance: exists %v, %v; want a NotYetVisibleError", i, exists, err)
 		}
 	}
-	clk.Advance(2 * time.Minute)
+	clk.advance(2 * time.Minute)
 	if exists, err := p.InstanceExists(ctx, n); err != nil || !exists {
 		t.Fatalf("once EC2 shows it: exists %v, %v", exists, err)
 	}
@@ -109,11 +92,11 @@ func TestNodeOfInstanceNotYetVisible(t *testing.T) {
 	if exists, err := p.InstanceExists(ctx, nn); err == nil {
 		t.Fatalf("first miss: exists %v and no error", exists)
 	}
-	tracker.Advance(NewInstanceWindow - time.Second)
+	tracker.advance(NewInstanceWindow - time.Second)
 	if exists, err := p.InstanceExists(ctx, nn); err == nil {
 		t.Fatalf("a second before the window is over: exists %v and no error", exists)
 	}
-	tracker.Advance(time.Second)
+	tracker.advance(time.Second)
 	if exists, err := p.InstanceExists(ctx, nn); err != nil || exists {
 		t.Fatalf("after the window: exists %v, %v; want gone", exists, err)
 	}
