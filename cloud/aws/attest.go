@@ -40,6 +40,8 @@ type VerifierOptions struct {
 	// (https://sts.<region>.amazonaws.com by default on the agent).
 	STSEndpoint string
 	// Region is the only region a signature may be scoped to (required).
+	// An STSEndpoint of AWS's must be one that accepts it: its regional
+	// endpoint, or the global one for us-east-1 only.
 	Region string
 	// Account is the AWS account the instances belong to (required, 12
 	// digits).
@@ -118,6 +120,12 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	}
 	if !agentid.ValidRegion(o.Region) {
 		return nil, fmt.Errorf("aws verifier: region %q: want a region name such as us-east-1", o.Region)
+	}
+	// Requests go to the verifier's own endpoint and must be signed for
+	// Region: an endpoint of AWS's that accepts another region's signatures
+	// would refuse every join.
+	if err := agentid.CheckEndpointRegion(o.STSEndpoint, o.Region); err != nil {
+		return nil, fmt.Errorf("aws verifier: %w", err)
 	}
 	if !accountRE.MatchString(o.Account) {
 		return nil, fmt.Errorf("aws verifier: account %q: want 12 digits", o.Account)

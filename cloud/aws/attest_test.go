@@ -894,13 +894,17 @@ func TestNewVerifierOptions(t *testing.T) {
 		"endpoint user":     func(o *VerifierOptions) { o.STSEndpoint = "https://u:p@sts.example" },
 		"endpoint fragment": func(o *VerifierOptions) { o.STSEndpoint = "https://sts.example/#x" },
 		"no host":           func(o *VerifierOptions) { o.STSEndpoint = "https:///" },
-		"no region":         func(o *VerifierOptions) { o.Region = "" },
-		"bad region":        func(o *VerifierOptions) { o.Region = "US East" },
-		"no account":        func(o *VerifierOptions) { o.Account = "" },
-		"short account":     func(o *VerifierOptions) { o.Account = "12345" },
-		"no roles":          func(o *VerifierOptions) { o.NodeRoles = nil },
-		"role ARN":          func(o *VerifierOptions) { o.NodeRoles = []string{"arn:aws:iam::123456789012:role/x"} },
-		"empty role":        func(o *VerifierOptions) { o.NodeRoles = []string{""} },
+		"global endpoint outside us-east-1": func(o *VerifierOptions) {
+			o.STSEndpoint, o.Region = "https://sts.amazonaws.com", "eu-west-1"
+		},
+		"another region's endpoint": func(o *VerifierOptions) { o.STSEndpoint = "https://sts.eu-west-1.amazonaws.com" },
+		"no region":                 func(o *VerifierOptions) { o.Region = "" },
+		"bad region":                func(o *VerifierOptions) { o.Region = "US East" },
+		"no account":                func(o *VerifierOptions) { o.Account = "" },
+		"short account":             func(o *VerifierOptions) { o.Account = "12345" },
+		"no roles":                  func(o *VerifierOptions) { o.NodeRoles = nil },
+		"role ARN":                  func(o *VerifierOptions) { o.NodeRoles = []string{"arn:aws:iam::123456789012:role/x"} },
+		"empty role":                func(o *VerifierOptions) { o.NodeRoles = []string{""} },
 		"profile ARN": func(o *VerifierOptions) {
 			o.NodeInstanceProfiles = []string{"arn:aws:iam::123456789012:instance-profile/x"}
 		},
@@ -970,4 +974,22 @@ func TestCheckInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantReject(t, v.CheckInstance(att, view.Instance{Identity: "arn:aws:iam::123456789012:instance-profile/nodes-profile"}), cloud.RejectInstanceIdentity)
+}
+
+// The global STS endpoint is us-east-1's: a verifier of us-east-1 may send
+// there, and evidence the agent signed for it verifies; AWS (the stand-in
+// answering for sts.amazonaws.com) checks the scope against the endpoint.
+func TestGlobalSTSEndpointInUSEast1(t *testing.T) {
+	w := newWorld(t, awstest.Options{})
+	global := "https://" + agentid.GlobalSTSHost
+	b := newBinding(t)
+	data := w.evidenceOf(w.agentOf(w.in.ID, map[string]string{agentid.SettingSTSEndpoint: global}), b)
+	v := w.verifier(func(o *VerifierOptions) { o.STSEndpoint, o.HTTPClient = global, w.cloud.AWSNamesClient() })
+	if att, err := v.Verify(context.Background(), data, b, w.clk.Now()); err != nil || att.InstanceID != w.in.ID {
+		t.Fatalf("Verify = %+v, %v", att, err)
+	}
+	if _, err := NewVerifier(VerifierOptions{STSEndpoint: global, Region: "eu-west-1", Account: w.cloud.Account(), NodeRoles: []string{testRole}}); err == nil ||
+		!strings.Contains(err.Error(), "https://sts.eu-west-1.amazonaws.com") {
+		t.Fatalf("global endpoint for eu-west-1: %v", err)
+	}
 }

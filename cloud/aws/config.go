@@ -37,7 +37,9 @@ type Config struct {
 	EC2Endpoint string `json:"ec2Endpoint,omitempty"`
 	// STSEndpoint is where the approver sends the GetCallerIdentity
 	// requests that nodes signed; "" is https://sts.<region>.amazonaws.com
-	// (agentid.DefaultSTSEndpoint).
+	// (agentid.DefaultSTSEndpoint). An endpoint of AWS's must accept
+	// signatures for Region: the global https://sts.amazonaws.com only with
+	// region us-east-1 (agentid.CheckEndpointRegion).
 	STSEndpoint string `json:"stsEndpoint,omitempty"`
 	// Account is the 12-digit AWS account the cluster's instances, and the
 	// roles of their instance profiles, belong to. Required.
@@ -172,6 +174,10 @@ func (c *Config) validate() error {
 	}
 	if err := cloud.CheckEndpoint(c.STSEndpoint, false); c.STSEndpoint != "" && err != nil {
 		errs = append(errs, fmt.Errorf("stsEndpoint: %w", err))
+	} else if c.STSEndpoint != "" && regionPattern.MatchString(c.Region) {
+		if err := agentid.CheckEndpointRegion(c.STSEndpoint, c.Region); err != nil {
+			errs = append(errs, fmt.Errorf("stsEndpoint: %w", err))
+		}
 	}
 	switch {
 	case c.Account == "":

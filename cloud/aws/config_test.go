@@ -60,6 +60,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"ec2Endpoint with a query", minimalConfig + "ec2Endpoint: https://ec2.example.com/?a=b\n", "ec2Endpoint"},
 		{"stsEndpoint with credentials", minimalConfig + "stsEndpoint: https://u:p@sts.example.com\n", "stsEndpoint"},
 		{"stsEndpoint with a path", minimalConfig + "stsEndpoint: https://sts.example.com/x\n", "stsEndpoint"},
+		{"global stsEndpoint outside us-east-1", strings.Replace(minimalConfig, "us-east-1", "eu-west-1", 1) + "stsEndpoint: https://sts.amazonaws.com\n", "global endpoint"},
+		{"stsEndpoint of another region", minimalConfig + "stsEndpoint: https://sts.us-west-2.amazonaws.com\n", "region us-west-2's"},
 		{"stsEndpoint plain http", minimalConfig + "stsEndpoint: http://10.0.0.1\n", "stsEndpoint"},
 		{"no account", "region: us-east-1\nclusterID: c1\nnodeRoles: [node]\n", "account is required"},
 		{"short account", strings.Replace(minimalConfig, "123456789012", "12345", 1), "12-digit"},

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/smithy-go"
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -60,14 +61,16 @@ func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
 
 // describeByID asks EC2 for one instance by id. Its not-found answers are
 // definitive: a *cloud.AbsentError when EC2 does not know the id, a
-// *cloud.ForeignError when the instance is not tagged as the cluster's.
+// *cloud.ForeignError when the instance is not tagged as the cluster's;
+// except that an id EC2 never showed is retried for NewInstanceWindow
+// (*NotYetVisibleError, not a not-found answer).
 func (c *Cloud) describeByID(ctx context.Context, id string) (view.Instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
 	defer cancel()
 	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode() == errCodeInstanceNotFound {
-		return view.Instance{}, &cloud.AbsentError{ID: id}
+		return view.Instance{}, c.absent(id)
 	}
 	if err != nil {
 		return view.Instance{}, fmt.Errorf("ec2 DescribeInstances of %s: %w", id, err)
@@ -78,6 +81,7 @@ func (c *Cloud) describeByID(ctx context.Context, id string) (view.Instance, err
 			if aws.ToString(r.Instances[i].InstanceId) != id {
 				continue
 			}
+			c.ids.described(id)
 			if in, ok := src.toView(&r.Instances[i]); ok {
 				return in, nil
 			}
@@ -85,5 +89,16 @@ func (c *Cloud) describeByID(ctx context.Context, id string) (view.Instance, err
 				Why: fmt.Sprintf("does not carry tag %s=%s|%s", c.cfg.ClusterTagKey(), ClusterTagOwned, ClusterTagShared)}
 		}
 	}
-	return view.Instance{}, &cloud.AbsentError{ID: id}
+	return view.Instance{}, c.absent(id)
+}
+
+// absent is EC2's answer that it has no instance id: a *cloud.AbsentError,
+// unless the instance may be a new one EC2 does not show yet (see
+// NewInstanceWindow): then a *NotYetVisibleError, to be retried.
+func (c *Cloud) absent(id string) error {
+	if until := c.ids.absent(id); !until.IsZero() {
+		klog.V(2).InfoS("EC2 does not know an instance never seen before; it may be new, not believing the miss yet", "instance", id, "until", until)
+		return &NotYetVisibleError{ID: id, Until: until, Why: "EC2 has never shown it to this process"}
+	}
+	return &cloud.AbsentError{ID: id}
 }

@@ -41,7 +41,12 @@ type joinWorld struct {
 
 func newJoinWorld(t *testing.T, edit func(*Config, *awstest.Cloud)) *joinWorld {
 	t.Helper()
-	e := newEnv(t)
+	return newJoinWorldOn(t, newEnv(t), edit)
+}
+
+// newJoinWorldOn is newJoinWorld over a given stand-in.
+func newJoinWorldOn(t *testing.T, e *env, edit func(*Config, *awstest.Cloud)) *joinWorld {
+	t.Helper()
 	cfg := e.config()
 	edit(&cfg, e.aws)
 	c, err := NewWithClients(cfg, e.ec2, awstest.HTTPClient())
@@ -80,6 +85,23 @@ func (w *joinWorld) joinCSR(in awstest.Instance) *certificatesv1.CertificateSign
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	req, err := evidence.Encode(der, w.evidence(in, binding))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "join-" + in.ID},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: req, SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Username: "system:bootstrap:abcdef", Groups: []string{"system:bootstrappers", "system:authenticated"},
+			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+		},
+	}
+}
+
+// evidence is what the agent on the instance signs for binding now.
+func (w *joinWorld) evidence(in awstest.Instance, binding string) evidence.Block {
+	w.t.Helper()
 	md, err := w.env.aws.IMDS(in.ID)
 	if err != nil {
 		w.t.Fatal(err)
@@ -92,18 +114,7 @@ func (w *joinWorld) joinCSR(in awstest.Instance) *certificatesv1.CertificateSign
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	req, err := evidence.Encode(der, block)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "join-" + in.ID},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request: req, SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
-			Username: "system:bootstrap:abcdef", Groups: []string{"system:bootstrappers", "system:authenticated"},
-			Usages: []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
-		},
-	}
+	return block
 }
 
 // decide judges csr and checks the reason.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -47,6 +48,9 @@ type Cloud struct {
 	verifier *Verifier
 	// upstream is the upstream AWS provider, nil without load balancers.
 	upstream cloudprovider.Interface
+	// ids are the instance ids EC2 has shown, and its first misses of
+	// others (NewInstanceWindow).
+	ids *idTracker
 }
 
 var (
@@ -123,7 +127,8 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 			return nil, err
 		}
 	}
-	src := Source{EC2: ec2Client, Region: cfg.Region, ClusterID: cfg.ClusterID, NamePolicy: policy, RequestTimeout: cfg.RequestTimeout.Duration}
+	ids := newIDTracker(time.Now)
+	src := Source{EC2: ec2Client, Region: cfg.Region, ClusterID: cfg.ClusterID, NamePolicy: policy, RequestTimeout: cfg.RequestTimeout.Duration, seen: ids}
 	klog.InfoS("AWS cloud provider configured", "region", cfg.Region, "clusterID", cfg.ClusterID, "nodeNamePolicy", policy.String(),
 		"ec2Endpoint", cfg.EC2Endpoint, "stsEndpoint", cfg.EffectiveSTSEndpoint(), "loadBalancers", cfg.LoadBalancers)
 	c := &Cloud{
@@ -133,14 +138,17 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 		view:     view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
 		verifier: v,
 		upstream: up,
+		ids:      ids,
 	}
 	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
 	return c, nil
 }
 
-// EvidenceVerifiers verify nodes' signed STS GetCallerIdentity requests.
+// EvidenceVerifiers verify nodes' signed STS GetCallerIdentity requests;
+// a join whose fresh evidence names an instance EC2 does not show yet is
+// retried (NewInstanceWindow).
 func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
-	return []cloud.EvidenceVerifier{c.verifier}
+	return []cloud.EvidenceVerifier{freshInstanceGate{Verifier: c.verifier, view: c.view, maxAge: c.cfg.InstanceMaxAge.Duration, confirm: c.describeByID}}
 }
 
 // InstanceView is the shared view of the cluster's instances.

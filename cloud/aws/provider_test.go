@@ -37,7 +37,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	c := awstest.New(awstest.Options{Users: []awstest.User{testUser}})
+	return newEnvWith(t, awstest.Options{})
+}
+
+// newEnvWith is newEnv with the stand-in's options (testUser added).
+func newEnvWith(t *testing.T, opts awstest.Options) *env {
+	t.Helper()
+	opts.Users = append(opts.Users, testUser)
+	c := awstest.New(opts)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}

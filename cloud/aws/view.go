@@ -41,6 +41,8 @@ type Source struct {
 	NamePolicy agentid.NamePolicy
 	// RequestTimeout bounds each page's call; 0 leaves it to the context.
 	RequestTimeout time.Duration
+
+	seen *idTracker // told of every id listed; nil: none
 }
 
 var _ view.Source = Source{}
@@ -66,6 +68,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 			for i := range r.Instances {
 				if vi, ok := s.toView(&r.Instances[i]); ok {
 					out = append(out, vi)
+					s.seen.described(vi.ID)
 				}
 			}
 		}

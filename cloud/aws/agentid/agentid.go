@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -43,7 +45,10 @@ func init() {
 const (
 	// SettingSTSEndpoint overrides the STS URL the node signs for (its
 	// host is signed); default https://sts.<region>.amazonaws.com (.com.cn
-	// in China). The approver's STSEndpoint must have the same host.
+	// in China). The approver's STSEndpoint must have the same host. The
+	// node signs for its region, which an endpoint of AWS's must accept
+	// (CheckEndpointRegion): the global sts.amazonaws.com only in
+	// us-east-1.
 	SettingSTSEndpoint = "stsEndpoint"
 	// SettingRegion overrides the region read from instance metadata.
 	SettingRegion = "region"
@@ -56,6 +61,60 @@ func DefaultSTSEndpoint(region string) string {
 		return "https://sts." + region + ".amazonaws.com.cn"
 	}
 	return "https://sts." + region + ".amazonaws.com"
+}
+
+// GlobalSTSHost is STS's global endpoint. AWS serves it from us-east-1:
+// it accepts only signatures scoped to us-east-1, whatever the caller's
+// region, and answers any other scope with SignatureDoesNotMatch.
+const GlobalSTSHost = "sts.amazonaws.com"
+
+// globalSTSRegion is the only region GlobalSTSHost accepts signatures for.
+const globalSTSRegion = "us-east-1"
+
+// stsHostRE matches STS's regional endpoints as AWS names them:
+// sts.<region>.amazonaws.com, sts-fips.<region>.amazonaws.com, the China
+// regions' sts.<region>.amazonaws.com.cn, and interface VPC endpoints'
+// <vpce-id>.sts.<region>.vpce.amazonaws.com.
+var stsHostRE = regexp.MustCompile(`^(?:sts|sts-fips|[a-z0-9-]+\.sts)\.([a-z]{2}(?:-[a-z]+)+-[0-9]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?$`)
+
+// EndpointRegion is the region an AWS STS endpoint's host (a port allowed)
+// accepts signatures for: the region a regional endpoint names, and
+// us-east-1 for the global sts.amazonaws.com. ok is false for any other
+// host (a test's stand-in, a proxy): its region cannot be told from its
+// name.
+func EndpointRegion(host string) (region string, ok bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == GlobalSTSHost {
+		return globalSTSRegion, true
+	}
+	if m := stsHostRE.FindStringSubmatch(host); m != nil {
+		return m[1], true
+	}
+	return "", false
+}
+
+// CheckEndpointRegion refuses an STS endpoint of AWS's that would refuse
+// signatures scoped to region: the global endpoint outside us-east-1, or
+// another region's endpoint. Every join would fail with a signature error
+// at STS, so the agent and the approver refuse the configuration instead.
+func CheckEndpointRegion(endpoint, region string) error {
+	_, host, err := ParseEndpoint(endpoint)
+	if err != nil {
+		return err
+	}
+	want, ok := EndpointRegion(host)
+	switch {
+	case !ok || want == region:
+		return nil
+	case want == globalSTSRegion && strings.TrimSuffix(strings.ToLower(host), ".") == GlobalSTSHost:
+		return fmt.Errorf("STS endpoint %s is the global endpoint, which accepts only signatures for %s; the region is %s: use its regional endpoint %s (the default)",
+			endpoint, globalSTSRegion, region, DefaultSTSEndpoint(region))
+	}
+	return fmt.Errorf("STS endpoint %s is region %s's, which accepts only signatures for %s; the region is %s: use %s (the default)",
+		endpoint, want, want, region, DefaultSTSEndpoint(region))
 }
 
 // maxMetadataValue bounds one instance metadata answer the agent reads.
@@ -122,6 +181,11 @@ func NewNodeIdentity(cfg nodeid.Config, opts ...Option) (*NodeIdentity, error) {
 			n.region = val
 		default:
 			return nil, fmt.Errorf("aws: cloudSettings: unknown key %q (known: %s, %s)", k, SettingSTSEndpoint, SettingRegion)
+		}
+	}
+	if n.stsEndpoint != "" && n.region != "" {
+		if err := CheckEndpointRegion(n.stsEndpoint, n.region); err != nil {
+			return nil, fmt.Errorf("aws: cloudSettings: %w", err)
 		}
 	}
 	if cfg.MetadataURL != "" {
@@ -207,6 +271,9 @@ func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.B
 	endpoint := n.stsEndpoint
 	if endpoint == "" {
 		endpoint = DefaultSTSEndpoint(region) // shared with the approver's default
+	}
+	if err := CheckEndpointRegion(endpoint, region); err != nil {
+		return evidence.Block{}, fmt.Errorf("aws: %w", err)
 	}
 	creds, err := n.creds.Retrieve(ctx)
 	if err != nil {

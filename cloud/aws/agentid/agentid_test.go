@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
@@ -151,4 +152,72 @@ func TestEvidenceErrors(t *testing.T) {
 	if _, err := n.Instance(ctx); err == nil {
 		t.Error("a stopped instance's metadata: no error")
 	}
+}
+
+// The global STS endpoint accepts only signatures for us-east-1: an agent
+// of another region is refused that endpoint, at start when the region
+// setting names the region, else when it signs; in us-east-1 it signs for
+// us-east-1 and STS (the stand-in, answering for the host as AWS does)
+// accepts it.
+func TestGlobalSTSEndpoint(t *testing.T) {
+	global := map[string]string{SettingSTSEndpoint: "https://" + GlobalSTSHost}
+	if _, err := NewNodeIdentity(nodeid.Config{Settings: map[string]string{SettingSTSEndpoint: "https://" + GlobalSTSHost, SettingRegion: "eu-west-1"}}); err == nil ||
+		!strings.Contains(err.Error(), "https://sts.eu-west-1.amazonaws.com") {
+		t.Fatalf("global endpoint with region eu-west-1: %v", err)
+	}
+	if _, err := NewNodeIdentity(nodeid.Config{Settings: map[string]string{SettingSTSEndpoint: "https://sts.us-west-2.amazonaws.com", SettingRegion: "eu-west-1"}}); err == nil {
+		t.Fatal("another region's endpoint: accepted")
+	}
+
+	eu := newWorld(t, awstest.Options{Region: "eu-west-1"})
+	if _, err := eu.agentOf(eu.in.ID, global).Evidence(context.Background(), newBinding(t)); err == nil || !strings.Contains(err.Error(), "global endpoint") {
+		t.Fatalf("global endpoint in eu-west-1 (region from metadata): %v", err)
+	}
+	// What the check spares: signed for the node's region, the global
+	// endpoint refuses the request.
+	creds, err := eu.cloud.RoleCredentials(eu.in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := SignCallerIdentity(context.Background(), v4.NewSigner(), creds, "https://"+GlobalSTSHost, "eu-west-1", newBinding(t), eu.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := postSigned(t, eu.cloud, "https://"+GlobalSTSHost, r); code != http.StatusForbidden {
+		t.Fatalf("signed for eu-west-1 at the global endpoint: HTTP %d, want 403", code)
+	}
+
+	us := newWorld(t, awstest.Options{})
+	b := newBinding(t)
+	r, err = DecodeSTSRequest(us.evidenceOf(us.agentOf(us.in.ID, global), b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth, err := ParseAuthorization(r.Authorization); err != nil || auth.Region != "us-east-1" {
+		t.Fatalf("scope %+v, %v", auth, err)
+	}
+	if code := postSigned(t, us.cloud, "https://"+GlobalSTSHost, r); code != http.StatusOK {
+		t.Fatalf("signed for us-east-1 at the global endpoint: HTTP %d", code)
+	}
+}
+
+// postSigned sends the signed request to endpoint (served by the cloud
+// under AWS's name) and returns the HTTP status.
+func postSigned(t *testing.T, c *awstest.Cloud, endpoint string, r STSRequest) int {
+	t.Helper()
+	req, err := http.NewRequest(STSMethod, endpoint+"/", strings.NewReader(STSBody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", STSContentType)
+	req.Header.Set("X-Amz-Date", r.Date)
+	req.Header.Set("X-Amz-Security-Token", r.SecurityToken)
+	req.Header.Set(BindingHeader, r.Binding)
+	req.Header.Set("Authorization", r.Authorization)
+	resp, err := c.AWSNamesClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	return resp.StatusCode
 }

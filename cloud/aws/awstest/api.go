@@ -122,12 +122,23 @@ func (c *Cloud) refuse(e *apiError) {
 	c.refusals[e.code]++
 }
 
-// begin counts an authorized call of action and answers its injected fault,
-// if any; it says whether the action should go on.
+// begin counts an authorized call of action and answers its throttling
+// (Throttle) or its injected fault, if any; it says whether the action
+// should go on.
 func (c *Cloud) begin(w http.ResponseWriter, service, action, reqID string) bool {
 	c.mu.Lock()
-	f := c.countCallLocked(action)
+	throttled := !c.takeTokenLocked(action)
+	var f *faultEntry
+	if throttled {
+		c.calls[action]++
+	} else {
+		f = c.countCallLocked(action)
+	}
 	c.mu.Unlock()
+	if throttled {
+		writeError(w, service, reqID, &apiError{http.StatusServiceUnavailable, "RequestLimitExceeded", "Request limit exceeded."})
+		return false
+	}
 	if f != nil {
 		writeError(w, service, reqID, &apiError{f.status, f.code, "awstest: fault injected by Fail"})
 		return false

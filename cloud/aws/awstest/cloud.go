@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +43,20 @@ type Options struct {
 	// CredentialLifetime is the lifetime of instance-profile credentials;
 	// default DefaultCredentialLifetime.
 	CredentialLifetime time.Duration
+	// NewInstanceDelay models EC2's eventual consistency: for this long
+	// after its first Put, an instance is left out of DescribeInstances
+	// lists and DescribeInstanceTopology, and DescribeInstances of its id
+	// answers InvalidInstanceID.NotFound, as EC2 may right after
+	// RunInstances. Its metadata service answers from the start. Zero (the
+	// default): instances show at once. SetNewInstanceDelay changes it.
+	NewInstanceDelay time.Duration
+	// Throttle turns EC2's request rate limiting on from the start, with
+	// DefaultBuckets (see Cloud.Throttle). Off by default.
+	Throttle bool
+	// Zones are the region's availability zones, as DescribeAvailabilityZones
+	// lists them and as instances may be Put in; default the region and a
+	// to f in us-east-1, a to c elsewhere.
+	Zones []string
 }
 
 // Cloud is one AWS account in one region: EC2 instances, their instance
@@ -63,6 +79,11 @@ type Cloud struct {
 	calls     map[string]int           // by action
 	refusals  map[string]int           // by error code
 	faults    map[string][]*faultEntry // by action, in order
+	delay     time.Duration            // NewInstanceDelay
+	visibleAt map[string]time.Time     // instances hidden until then, by id
+	zones     []string                 // Options.Zones
+	buckets   map[string]*bucketState  // by action; nil: no throttling
+	throttled map[string]int           // by action
 	api       *http.Server
 	endpoint  string
 	closed    bool
@@ -85,6 +106,10 @@ func New(opts Options) *Cloud {
 		calls:     map[string]int{},
 		refusals:  map[string]int{},
 		faults:    map[string][]*faultEntry{},
+		delay:     opts.NewInstanceDelay,
+		visibleAt: map[string]time.Time{},
+		zones:     slices.Clone(opts.Zones),
+		throttled: map[string]int{},
 	}
 	if c.account == "" {
 		c.account = DefaultAccount
@@ -98,8 +123,25 @@ func New(opts Options) *Cloud {
 	if c.lifetime <= 0 {
 		c.lifetime = DefaultCredentialLifetime
 	}
+	if len(c.zones) == 0 {
+		letters := "abc"
+		if c.region == "us-east-1" {
+			letters = "abcdef"
+		}
+		for _, l := range letters {
+			c.zones = append(c.zones, c.region+string(l))
+		}
+	}
+	for _, z := range c.zones {
+		if rest, ok := strings.CutPrefix(z, c.region); !ok || len(rest) != 1 || rest[0] < 'a' || rest[0] > 'z' {
+			panic(fmt.Sprintf("awstest: zone %q is not a zone of region %s (the region and a letter)", z, c.region))
+		}
+	}
 	for _, u := range opts.Users {
 		c.AddUser(u)
+	}
+	if opts.Throttle {
+		c.Throttle(nil)
 	}
 	return c
 }
@@ -188,3 +230,30 @@ func (c *Cloud) Account() string { return c.account }
 
 // Region is the cloud's region.
 func (c *Cloud) Region() string { return c.region }
+
+// SetNewInstanceDelay changes Options.NewInstanceDelay for instances Put
+// from now on; instances already hidden keep their time.
+func (c *Cloud) SetNewInstanceDelay(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.delay = d
+}
+
+// Visible reports whether the API shows the instance yet (see
+// Options.NewInstanceDelay).
+func (c *Cloud) Visible(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.instances[id]
+	return ok && c.visibleLocked(id)
+}
+
+// visibleLocked: the instance's NewInstanceDelay is over.
+func (c *Cloud) visibleLocked(id string) bool {
+	at, hidden := c.visibleAt[id]
+	if hidden && c.now().Before(at) {
+		return false
+	}
+	delete(c.visibleAt, id)
+	return true
+}

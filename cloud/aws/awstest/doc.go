@@ -16,7 +16,12 @@
 //     constant time. Refused: a missing Authorization
 //     (MissingAuthenticationToken), a malformed one, or one whose
 //     SignedHeaders lack host or x-amz-date (IncompleteSignature); a scope of
-//     another service or region, a scope date other than X-Amz-Date's, a
+//     another service, or of another region than the endpoint's (the Host
+//     header: AWS's global sts.amazonaws.com and ec2.amazonaws.com accept
+//     only us-east-1, <service>[-fips].<region>.amazonaws.com[.cn] only
+//     <region>, any other host the cloud's region; AWSNamesClient sends
+//     requests for AWS's host names to the cloud), a scope date other than
+//     X-Amz-Date's, a
 //     date more than 15 minutes from Now either way ("Signature expired" /
 //     "Signature not yet current"), and any other mismatch
 //     (SignatureDoesNotMatch); an unknown access key, a wrong or missing
@@ -36,6 +41,29 @@
 //     is in a reservation of its own, with one network interface. Stopped
 //     instances show no public address; terminated ones no addresses or DNS
 //     names; deleted ones are not shown.
+//   - EC2's eventual consistency after launch (NewInstanceDelay,
+//     SetNewInstanceDelay): a new instance is left out of
+//     DescribeInstances lists and DescribeInstanceTopology, and unknown by
+//     id (InvalidInstanceID.NotFound), for a while; its metadata service
+//     answers all along.
+//   - EC2 DescribeAvailabilityZones: the region's zones (Options.Zones;
+//     default a-f in us-east-1, a-c elsewhere, and instances may only be in
+//     them), their ids (<region code>-az<N>, such as use1-az1, mapped to
+//     names per account as AWS does), zone type availability-zone, state
+//     available, opt-in-not-required, the region as group and network
+//     border group; ZoneName.N, ZoneId.N (unknown ones refused), Filter.N,
+//     AllAvailabilityZones, DryRun; no pagination.
+//   - EC2 DescribeInstanceTopology: running instances of the instance types
+//     AWS documents as supported (3 network nodes, 4 for p6-b200 and
+//     p6-b300; the first shared by a zone's instances); instances of other
+//     types are simply not returned. InstanceId.N (up to 100), GroupName.N,
+//     Filter.N on availability-zone, instance-type and zone-id, MaxResults
+//     1-100 (default 20, not with InstanceId.N), NextToken, DryRun.
+//   - EC2 request rate limiting (Throttle, Options.Throttle; off by
+//     default): a token bucket per action (DefaultBuckets: AWS's documented
+//     100 tokens refilled by 20 a second for the Describe actions, or a
+//     test's own), a call finding it empty answered HTTP 503
+//     RequestLimitExceeded and counted (Throttled).
 //   - STS GetCallerIdentity (version 2011-06-15): a user's
 //     arn:aws:iam::<account>:user/<name>, or for instance-profile
 //     credentials arn:aws:sts::<account>:assumed-role/<role>/<instance-id>
@@ -62,15 +90,23 @@
 //     iam/info, iam/security-credentials/[<role>], tags/instance/[<key>]
 //     when MetadataTags) and dynamic/instance-identity/document, and closes
 //     connections unanswered while the instance is not running.
-//   - Fault injection (Fail, after authentication and authorization) and
-//     counters (Calls of each action, Refused by error code).
+//   - Fault injection (Fail, after authentication, authorization and
+//     throttling) and counters (Calls of each action, throttled ones
+//     included; Refused by error code; Throttled by action).
 //
 // Not modelled:
 //   - The IMDS hop limit (every client is one hop away on loopback), IMDSv1,
 //     the identity document's signatures (/signature, /pkcs7, /rsa2048),
 //     user data, and metadata other than the paths above.
-//   - Throttling (RequestLimitExceeded) and server errors, except through
-//     Fail.
+//   - Server errors except through Fail; the smaller buckets AWS gives
+//     unfiltered and unpaginated Describe calls, resource rate limits, and
+//     STS's own throttling.
+//   - Placement groups (GroupName.N of DescribeInstanceTopology matches no
+//     instance), capacity blocks, Local and Wavelength Zones, opt-in zones,
+//     and DescribeInstanceTopology's answer for ids EC2 does not know (left
+//     out here; not checked against AWS).
+//   - Eventual consistency of anything but a new instance's visibility
+//     (tags, state changes and deletions show at once).
 //   - IAM policy evaluation beyond the rule above; every other EC2 and STS
 //     action; presigned (query-string) SigV4 and SigV4a; chunked payload
 //     signing; headers the SDK's signer never signs (User-Agent, Expect, ...)

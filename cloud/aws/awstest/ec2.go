@@ -13,30 +13,31 @@ import (
 	"strings"
 )
 
-var (
-	instanceIDParam  = regexp.MustCompile(`^InstanceId\.([1-9][0-9]*)$`)
-	filterNameParam  = regexp.MustCompile(`^Filter\.([1-9][0-9]*)\.Name$`)
-	filterValueParam = regexp.MustCompile(`^Filter\.([1-9][0-9]*)\.Value\.([1-9][0-9]*)$`)
-)
-
 // describeQuery is a parsed DescribeInstances call.
 type describeQuery struct {
 	ids        []string
 	filters    []filter
 	maxResults int // 0: all
 	after      string
-	dryRun     bool
 }
 
-// serveEC2 answers EC2's only modelled action, DescribeInstances, to users;
-// role credentials may not call EC2.
+// ec2Actions are the EC2 actions modelled, with what answers them: the
+// answer to write, or an error.
+var ec2Actions = map[string]func(c *Cloud, q *queryRequest) (any, *apiError){
+	ActionDescribeInstances:         (*Cloud).serveDescribeInstances,
+	ActionDescribeAvailabilityZones: (*Cloud).serveDescribeAvailabilityZones,
+	ActionDescribeInstanceTopology:  (*Cloud).serveDescribeInstanceTopology,
+}
+
+// serveEC2 answers EC2's modelled actions to users; role credentials may
+// not call EC2.
 func (c *Cloud) serveEC2(w http.ResponseWriter, q *queryRequest, action string) {
-	switch action {
-	case "":
+	serve, ok := ec2Actions[action]
+	switch {
+	case action == "":
 		writeError(w, ec2Service, q.requestID, &apiError{http.StatusBadRequest, "MissingAction", "The request must contain the parameter Action"})
 		return
-	case ActionDescribeInstances:
-	default:
+	case !ok:
 		writeError(w, ec2Service, q.requestID, &apiError{http.StatusBadRequest, "InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action)})
 		return
 	}
@@ -49,15 +50,7 @@ func (c *Cloud) serveEC2(w http.ResponseWriter, q *queryRequest, action string) 
 	if !c.begin(w, ec2Service, action, q.requestID) {
 		return
 	}
-	dq, aerr := parseDescribeInstances(q)
-	if aerr == nil && dq.dryRun {
-		aerr = &apiError{http.StatusPreconditionFailed, "DryRunOperation", "Request would have succeeded, but DryRun flag is set."}
-	}
-	if aerr != nil {
-		writeError(w, ec2Service, q.requestID, aerr)
-		return
-	}
-	resp, aerr := c.describeInstances(dq, q)
+	resp, aerr := serve(c, q)
 	if aerr != nil {
 		writeError(w, ec2Service, q.requestID, aerr)
 		return
@@ -65,75 +58,156 @@ func (c *Cloud) serveEC2(w http.ResponseWriter, q *queryRequest, action string) 
 	writeXML(w, http.StatusOK, resp)
 }
 
+// serveDescribeInstances answers DescribeInstances.
+func (c *Cloud) serveDescribeInstances(q *queryRequest) (any, *apiError) {
+	dq, aerr := parseDescribeInstances(q)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return c.describeInstances(dq, q)
+}
+
+var dryRunOK = &apiError{http.StatusPreconditionFailed, "DryRunOperation", "Request would have succeeded, but DryRun flag is set."}
+
 func invalidParameter(msg string) *apiError {
 	return &apiError{http.StatusBadRequest, "InvalidParameterValue", msg}
 }
 
-// parseDescribeInstances reads DescribeInstances' parameters: DryRun,
-// MaxResults, NextToken, InstanceId.N, Filter.N.Name and Filter.N.Value.M.
-// Any other parameter is refused, as EC2 does.
-func parseDescribeInstances(q *queryRequest) (describeQuery, *apiError) {
-	var dq describeQuery
-	ids := map[int]string{}
+// ec2Params are an EC2 Query call's parameters: DryRun, MaxResults,
+// NextToken, the lists <Name>.N the action knows, Filter.N.Name with its
+// Filter.N.Value.M, and the scalars the action knows. Any other parameter
+// is refused, as EC2 does.
+type ec2Params struct {
+	dryRun     bool
+	maxResults string // as given; "" when not
+	nextToken  string
+	lists      map[string][]string // by list name, in N order
+	filters    []rawFilter
+	scalars    map[string]string
+}
+
+// rawFilter is one Filter.N, its values in M order.
+type rawFilter struct {
+	name   string
+	values []string
+}
+
+var (
+	listParam        = regexp.MustCompile(`^([A-Za-z]+)\.([1-9][0-9]*)$`)
+	filterNameParam  = regexp.MustCompile(`^Filter\.([1-9][0-9]*)\.Name$`)
+	filterValueParam = regexp.MustCompile(`^Filter\.([1-9][0-9]*)\.Value\.([1-9][0-9]*)$`)
+)
+
+// parseEC2Params reads q's parameters for an action whose lists and
+// scalars are those named.
+func parseEC2Params(q *queryRequest, lists, scalars []string) (ec2Params, *apiError) {
+	p := ec2Params{lists: map[string][]string{}, scalars: map[string]string{}}
+	items := map[string]map[int]string{}
 	names := map[int]string{}
 	values := map[int]map[int]string{}
 	for k, vs := range q.params {
 		v := vs[0]
 		if len(vs) > 1 {
-			return dq, &apiError{http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("The parameter %s is given %d times", k, len(vs))}
+			return p, &apiError{http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("The parameter %s is given %d times", k, len(vs))}
 		}
+		m := listParam.FindStringSubmatch(k)
 		switch {
 		case k == "Action" || k == "Version":
 		case k == "DryRun":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return dq, invalidParameter(fmt.Sprintf("Value (%s) for parameter DryRun is invalid. Expecting true or false.", v))
+				return p, invalidParameter(fmt.Sprintf("Value (%s) for parameter DryRun is invalid. Expecting true or false.", v))
 			}
-			dq.dryRun = b
+			p.dryRun = b
 		case k == "MaxResults":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 5 || n > 1000 {
-				return dq, invalidParameter(fmt.Sprintf("Value ( %s ) for parameter maxResults is invalid. Expecting a value between 5 and 1000.", v))
-			}
-			dq.maxResults = n
+			p.maxResults = v
 		case k == "NextToken":
-			dq.after = v // decoded below, once the query is known
-		case instanceIDParam.MatchString(k):
-			n, _ := strconv.Atoi(instanceIDParam.FindStringSubmatch(k)[1])
-			ids[n] = v
+			p.nextToken = v
+		case slices.Contains(scalars, k):
+			p.scalars[k] = v
+		case m != nil && slices.Contains(lists, m[1]):
+			n, _ := strconv.Atoi(m[2])
+			if items[m[1]] == nil {
+				items[m[1]] = map[int]string{}
+			}
+			items[m[1]][n] = v
 		case filterNameParam.MatchString(k):
 			n, _ := strconv.Atoi(filterNameParam.FindStringSubmatch(k)[1])
 			names[n] = v
 		case filterValueParam.MatchString(k):
-			m := filterValueParam.FindStringSubmatch(k)
-			n, _ := strconv.Atoi(m[1])
-			j, _ := strconv.Atoi(m[2])
+			fm := filterValueParam.FindStringSubmatch(k)
+			n, _ := strconv.Atoi(fm[1])
+			j, _ := strconv.Atoi(fm[2])
 			if values[n] == nil {
 				values[n] = map[int]string{}
 			}
 			values[n][j] = v
 		default:
-			return dq, &apiError{http.StatusBadRequest, "UnknownParameter", fmt.Sprintf("The parameter %s is not recognized", k)}
+			return p, &apiError{http.StatusBadRequest, "UnknownParameter", fmt.Sprintf("The parameter %s is not recognized", k)}
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(ids)) {
-		id := ids[n]
-		if !instanceIDPattern.MatchString(id) {
-			return dq, &apiError{http.StatusBadRequest, "InvalidInstanceID.Malformed", fmt.Sprintf("Invalid id: %q", id)}
+	for name, byN := range items {
+		for _, n := range slices.Sorted(maps.Keys(byN)) {
+			p.lists[name] = append(p.lists[name], byN[n])
 		}
-		dq.ids = append(dq.ids, id)
 	}
 	for n := range values {
 		if _, ok := names[n]; !ok {
-			return dq, &apiError{http.StatusBadRequest, "InvalidParameterCombination", fmt.Sprintf("Filter.%d has values but no Name", n)}
+			return p, &apiError{http.StatusBadRequest, "InvalidParameterCombination", fmt.Sprintf("Filter.%d has values but no Name", n)}
 		}
 	}
 	for _, n := range slices.Sorted(maps.Keys(names)) {
-		var vs []string
+		f := rawFilter{name: names[n]}
 		for _, j := range slices.Sorted(maps.Keys(values[n])) {
-			vs = append(vs, values[n][j])
+			f.values = append(f.values, values[n][j])
 		}
-		f, aerr := newFilter(names[n], vs)
+		if len(f.values) == 0 {
+			return p, invalidParameter(fmt.Sprintf("The filter '%s' has no values", f.name))
+		}
+		p.filters = append(p.filters, f)
+	}
+	return p, nil
+}
+
+// intParam reads an integer parameter within [lo, hi]; 0 when not given.
+func intParam(name, v string, lo, hi int) (int, *apiError) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, invalidParameter(fmt.Sprintf("Value ( %s ) for parameter %s is invalid. Expecting a value between %d and %d.", v, name, lo, hi))
+	}
+	return n, nil
+}
+
+// instanceIDs checks the ids of an InstanceId.N list.
+func instanceIDs(ids []string) *apiError {
+	for _, id := range ids {
+		if !instanceIDPattern.MatchString(id) {
+			return &apiError{http.StatusBadRequest, "InvalidInstanceID.Malformed", fmt.Sprintf("Invalid id: %q", id)}
+		}
+	}
+	return nil
+}
+
+// parseDescribeInstances reads DescribeInstances' parameters: DryRun,
+// MaxResults, NextToken, InstanceId.N, Filter.N.Name and Filter.N.Value.M.
+func parseDescribeInstances(q *queryRequest) (describeQuery, *apiError) {
+	var dq describeQuery
+	p, aerr := parseEC2Params(q, []string{"InstanceId"}, nil)
+	if aerr != nil {
+		return dq, aerr
+	}
+	if dq.maxResults, aerr = intParam("maxResults", p.maxResults, 5, 1000); aerr != nil {
+		return dq, aerr
+	}
+	dq.ids = p.lists["InstanceId"]
+	if aerr := instanceIDs(dq.ids); aerr != nil {
+		return dq, aerr
+	}
+	for _, rf := range p.filters {
+		f, aerr := newFilter(rf.name, rf.values)
 		if aerr != nil {
 			return dq, aerr
 		}
@@ -142,12 +216,15 @@ func parseDescribeInstances(q *queryRequest) (describeQuery, *apiError) {
 	if dq.maxResults > 0 && len(dq.ids) > 0 {
 		return dq, &apiError{http.StatusBadRequest, "InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults"}
 	}
-	if dq.after != "" {
-		after, ok := decodeNextToken(dq.after, dq.digest())
+	if p.nextToken != "" {
+		after, ok := decodeNextToken(p.nextToken, dq.digest())
 		if !ok {
-			return dq, &apiError{http.StatusBadRequest, "InvalidPaginationToken", fmt.Sprintf("The pagination token %q is invalid, or was made for another query.", dq.after)}
+			return dq, &apiError{http.StatusBadRequest, "InvalidPaginationToken", fmt.Sprintf("The pagination token %q is invalid, or was made for another query.", p.nextToken)}
 		}
 		dq.after = after
+	}
+	if p.dryRun {
+		return dq, dryRunOK
 	}
 	return dq, nil
 }
@@ -192,7 +269,7 @@ func (c *Cloud) describeInstances(dq describeQuery, q *queryRequest) (describeIn
 		for _, id := range dq.ids {
 			in, ok := c.instances[id]
 			switch {
-			case !ok:
+			case !ok || !c.visibleLocked(id):
 				missing = append(missing, id)
 			case !seen[id]:
 				seen[id] = true
@@ -207,8 +284,10 @@ func (c *Cloud) describeInstances(dq describeQuery, q *queryRequest) (describeIn
 			return describeInstancesResponse{}, &apiError{http.StatusBadRequest, "InvalidInstanceID.NotFound", fmt.Sprintf("The instance IDs '%s' do not exist", strings.Join(missing, ", "))}
 		}
 	} else {
-		for _, in := range c.instances {
-			selected = append(selected, in)
+		for id, in := range c.instances {
+			if c.visibleLocked(id) {
+				selected = append(selected, in)
+			}
 		}
 	}
 	slices.SortFunc(selected, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })

@@ -316,3 +316,49 @@ func TestDescribeInstancesFields(t *testing.T) {
 		t.Error("a terminated instance started again")
 	}
 }
+
+// NewInstanceDelay: a new instance is left out of lists and unknown by id
+// (InvalidInstanceID.NotFound) until the delay is over, as EC2's eventual
+// consistency may have it; its metadata service answers all along, and a
+// later Put of it does not hide it again.
+func TestNewInstanceDelay(t *testing.T) {
+	c, clk := newCloud(t, func(o *Options) { o.NewInstanceDelay = 2 * time.Minute })
+	old := c.Put(Instance{PrivateIP: "127.1.0.1"})
+	clk.Advance(2 * time.Minute)
+	fresh := c.Put(Instance{PrivateIP: "127.1.0.2", Role: "node"})
+	client := ec2Client(c, staticCreds(testUser))
+	ctx := context.Background()
+	list := func() []string {
+		t.Helper()
+		out, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(out)
+	}
+	if got := list(); !slices.Equal(got, []string{old.ID}) || c.Visible(fresh.ID) || !c.Visible(old.ID) {
+		t.Fatalf("listed %v during the delay; want only %s", got, old.ID)
+	}
+	_, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{fresh.ID}})
+	wantAPIError(t, err, http.StatusBadRequest, "InvalidInstanceID.NotFound")
+	if _, err := instanceRoleCreds(t, c, fresh.ID).Retrieve(ctx); err != nil {
+		t.Fatalf("metadata during the delay: %v", err)
+	}
+
+	clk.Advance(2*time.Minute - time.Second)
+	if got := list(); len(got) != 1 {
+		t.Fatalf("listed %v a second before the delay is over", got)
+	}
+	clk.Advance(time.Second)
+	c.Put(Instance{ID: fresh.ID, PrivateIP: "127.1.0.2", Role: "node", State: "stopped"})
+	if got := list(); len(got) != 2 {
+		t.Fatalf("listed %v after the delay", got)
+	}
+	if out, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{fresh.ID}}); err != nil || len(ids(out)) != 1 {
+		t.Fatalf("by id after the delay: %v, %v", ids(out), err)
+	}
+	c.SetNewInstanceDelay(0)
+	if now := c.Put(Instance{PrivateIP: "127.1.0.3"}); !c.Visible(now.ID) {
+		t.Fatal("hidden without a delay")
+	}
+}

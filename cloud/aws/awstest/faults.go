@@ -4,8 +4,10 @@ import "net/http"
 
 // Actions counted by Calls and failed by Fail.
 const (
-	ActionDescribeInstances = "DescribeInstances"
-	ActionGetCallerIdentity = "GetCallerIdentity"
+	ActionDescribeInstances         = "DescribeInstances"
+	ActionDescribeAvailabilityZones = "DescribeAvailabilityZones"
+	ActionDescribeInstanceTopology  = "DescribeInstanceTopology"
+	ActionGetCallerIdentity         = "GetCallerIdentity"
 	// ActionIMDS is every request a metadata service answers: token PUTs
 	// and GETs, of any instance.
 	ActionIMDS = "IMDS"
@@ -18,7 +20,7 @@ type faultEntry struct {
 	code   string
 }
 
-// Fail makes the next n calls of action (ActionDescribeInstances,
+// Fail makes the next n calls of action (an EC2 action,
 // ActionGetCallerIdentity or ActionIMDS) answer HTTP status with the error
 // code (in the API's XML error format; as the plain-text body of a metadata
 // service's answer). It applies to calls that were authenticated and

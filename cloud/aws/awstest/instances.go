@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -95,8 +96,8 @@ func (c *Cloud) Put(in Instance) Instance {
 	if in.Zone == "" {
 		in.Zone = c.region + "a"
 	}
-	if rest, ok := strings.CutPrefix(in.Zone, c.region); !ok || rest == "" {
-		panic(fmt.Sprintf("awstest: instance %s: zone %q is not a zone of region %s", in.ID, in.Zone, c.region))
+	if !slices.Contains(c.zones, in.Zone) {
+		panic(fmt.Sprintf("awstest: instance %s: zone %q is not a zone of region %s (%v)", in.ID, in.Zone, c.region, c.zones))
 	}
 	if in.InstanceType == "" {
 		in.InstanceType = "m5.large"
@@ -146,6 +147,9 @@ func (c *Cloud) Put(in Instance) Instance {
 	}
 	if existed && in.State != stateRunning {
 		c.forgetTokensLocked(in.ID)
+	}
+	if !existed && c.delay > 0 {
+		c.visibleAt[in.ID] = c.now().Add(c.delay)
 	}
 	c.instances[in.ID] = in
 	return cloneInstance(in)
@@ -243,6 +247,7 @@ func (c *Cloud) Delete(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.instances, id)
+	delete(c.visibleAt, id)
 	c.forgetTokensLocked(id)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 )
@@ -31,6 +32,38 @@ func (c *Cloud) Config(creds aws.CredentialsProvider) aws.Config {
 		BaseEndpoint: aws.String(c.Endpoint()),
 		HTTPClient:   HTTPClient(),
 	}
+}
+
+// AWSNamesClient is HTTPClient for clients that use AWS's own endpoint
+// names (https://sts.amazonaws.com, https://sts.eu-west-1.amazonaws.com,
+// https://ec2.<region>.amazonaws.com): it sends every request to the
+// cloud's endpoint over plain HTTP, whatever its URL, keeping the URL's host
+// as the Host header the client signed. The cloud then checks signatures
+// for the region of that name, as AWS does (see the package doc).
+func (c *Cloud) AWSNamesClient() *http.Client {
+	hc := HTTPClient()
+	hc.Transport = redirectingTransport{endpoint: c.Endpoint, base: hc.Transport}
+	return hc
+}
+
+// redirectingTransport sends requests to another endpoint, their Host
+// header kept.
+type redirectingTransport struct {
+	endpoint func() string
+	base     http.RoundTripper
+}
+
+func (t redirectingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	to, err := url.Parse(t.endpoint())
+	if err != nil {
+		return nil, err
+	}
+	out := r.Clone(r.Context())
+	if out.Host == "" {
+		out.Host = r.URL.Host
+	}
+	out.URL.Scheme, out.URL.Host = to.Scheme, to.Host
+	return t.base.RoundTrip(out)
 }
 
 // bodyCopyingTransport sends a copy of the request body it reads whole.

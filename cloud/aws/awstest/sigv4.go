@@ -6,8 +6,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -81,7 +83,7 @@ func parseAuthorization(h string) (authorization, *apiError) {
 }
 
 // authenticate checks a request's SigV4 signature for service in the
-// cloud's region by signing the same request again with the SDK's signer,
+// region of the endpoint it was sent to (endpointRegion) by signing the same request again with the SDK's signer,
 // and says who signed it. body is the request's whole body.
 func (c *Cloud) authenticate(r *http.Request, body []byte, service string) (principal, *apiError) {
 	h := r.Header.Get("Authorization")
@@ -98,7 +100,8 @@ func (c *Cloud) authenticate(r *http.Request, body []byte, service string) (prin
 	if auth.service != service {
 		return principal{}, signatureMismatch(fmt.Sprintf("Credential should be scoped to correct service: '%s'. ", service))
 	}
-	if auth.region != c.region {
+	region := c.endpointRegion(r.Host, service)
+	if auth.region != region {
 		return principal{}, signatureMismatch(fmt.Sprintf("Credential should be scoped to a valid region, not '%s'. ", auth.region))
 	}
 	if !slices.Contains(auth.signedHeaders, "host") {
@@ -127,7 +130,7 @@ func (c *Cloud) authenticate(r *http.Request, body []byte, service string) (prin
 	if aerr != nil {
 		return principal{}, aerr
 	}
-	want, err := resign(r, body, auth, secret, service, c.region, signedAt)
+	want, err := resign(r, body, auth, secret, service, region, signedAt)
 	if err != nil {
 		return principal{}, signatureMismatch("the request could not be signed again: " + err.Error())
 	}
@@ -136,6 +139,30 @@ func (c *Cloud) authenticate(r *http.Request, body []byte, service string) (prin
 		return principal{}, signatureMismatch("The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method. Consult the service documentation for details.")
 	}
 	return p, nil
+}
+
+// awsHostRE matches the host names AWS gives a service's endpoints:
+// <service>.amazonaws.com (the global endpoint, served from us-east-1),
+// <service>[-fips].<region>.amazonaws.com[.cn].
+var awsHostRE = regexp.MustCompile(`^([a-z0-9]+)(?:-fips)?(?:\.([a-z]{2}(?:-[a-z]+)+-[0-9]+))?\.amazonaws\.com(?:\.cn)?$`)
+
+// endpointRegion is the region whose signatures the endpoint a request was
+// sent to accepts, as AWS decides it by the endpoint: a request whose Host
+// names one of AWS's endpoints of the service is that endpoint's (us-east-1
+// for the global one: sts.amazonaws.com accepts nothing else); any other
+// Host (127.0.0.1:PORT) is the cloud's own region.
+func (c *Cloud) endpointRegion(host, service string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	m := awsHostRE.FindStringSubmatch(strings.ToLower(host))
+	switch {
+	case m == nil || m[1] != service:
+		return c.region
+	case m[2] == "":
+		return "us-east-1"
+	}
+	return m[2]
 }
 
 // lookupKey finds the secret of an access key id: a user's, or a role

@@ -212,3 +212,42 @@ func TestProfileSwapAndRoleRecreation(t *testing.T) {
 		t.Fatal("an unknown instance was accepted")
 	}
 }
+
+// An endpoint of AWS's accepts only signatures for its own region: the
+// global sts.amazonaws.com only us-east-1's, a regional one only its
+// region's, whatever the cloud's region; any other host is the cloud's
+// region. The SDK signs for the region of its config.
+func TestSTSEndpointRegion(t *testing.T) {
+	c, _ := newCloud(t, func(o *Options) { o.Region = "eu-west-1" })
+	ctx := context.Background()
+	whoami := func(endpoint, region string) error {
+		cfg := sdkConfig(c, staticCreds(testUser))
+		cfg.HTTPClient = c.AWSNamesClient()
+		cfg.Region = region
+		_, err := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = aws.String(endpoint) }).GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+		return err
+	}
+	for _, tc := range []struct {
+		endpoint, region string
+		ok               bool
+	}{
+		{"https://sts.amazonaws.com", "us-east-1", true},
+		{"https://sts.amazonaws.com", "eu-west-1", false},
+		{"https://sts.eu-west-1.amazonaws.com", "eu-west-1", true},
+		{"https://sts.eu-west-1.amazonaws.com", "us-east-1", false},
+		{"https://sts.us-west-2.amazonaws.com", "us-west-2", true},
+		{"https://sts.us-west-2.amazonaws.com", "eu-west-1", false},
+		{"https://sts-fips.us-east-2.amazonaws.com", "us-east-2", true},
+		{"https://sts.cn-north-1.amazonaws.com.cn", "cn-north-1", true},
+		{c.Endpoint(), "eu-west-1", true},
+		{c.Endpoint(), "us-east-1", false},
+	} {
+		err := whoami(tc.endpoint, tc.region)
+		if tc.ok != (err == nil) {
+			t.Errorf("%s signed for %s: %v; want ok %v", tc.endpoint, tc.region, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "SignatureDoesNotMatch") {
+			t.Errorf("%s signed for %s: %v; want SignatureDoesNotMatch", tc.endpoint, tc.region, err)
+		}
+	}
+}
