@@ -41,7 +41,11 @@ const (
 	maxAIACert = 64 << 10
 	// maxAIAFetches bounds how many issuers one chain may fetch.
 	maxAIAFetches = 3
-	aiaTimeout    = 10 * time.Second
+	// maxAIACached bounds the cache: a signer certificate is anyone's to
+	// make until its chain is checked, so the URLs asked for are too
+	// (only on allowed hosts); the oldest entry goes first.
+	maxAIACached = 64
+	aiaTimeout   = 10 * time.Second
 )
 
 // errAIARefused: the URL is not on the allow-list; nothing was fetched.
@@ -155,9 +159,7 @@ func (f *aiaFetcher) get(ctx context.Context, raw string) (*x509.Certificate, er
 		if err != nil {
 			return nil, err
 		}
-		f.mu.Lock()
-		f.cache[raw] = aiaCached{cert: cert, fetched: f.now()}
-		f.mu.Unlock()
+		f.store(raw, cert)
 		klog.V(2).InfoS("Fetched an issuer certificate of an Azure attested document", "url", raw, "subject", cert.Subject.String())
 		return cert, nil
 	})
@@ -169,6 +171,22 @@ func (f *aiaFetcher) get(ctx context.Context, raw string) (*x509.Certificate, er
 		return nil, err
 	}
 	return v.(*x509.Certificate), nil
+}
+
+// store caches a certificate, dropping the oldest entry when full.
+func (f *aiaFetcher) store(raw string, cert *x509.Certificate) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.cache[raw]; !ok && len(f.cache) >= maxAIACached {
+		oldest := ""
+		for k, c := range f.cache {
+			if oldest == "" || c.fetched.Before(f.cache[oldest].fetched) {
+				oldest = k
+			}
+		}
+		delete(f.cache, oldest)
+	}
+	f.cache[raw] = aiaCached{cert: cert, fetched: f.now()}
 }
 
 // download reads one certificate, DER or PEM, of at most maxAIACert bytes.

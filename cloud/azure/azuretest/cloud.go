@@ -110,6 +110,7 @@ type Cloud struct {
 	mu        sync.Mutex
 	published map[string]*x509.Certificate // AIA path -> CA certificate
 	caSerial  int
+	failAIA   bool
 	lastDoc   map[string]cachedDoc // by VMID
 	imdsHits  map[string][]time.Time
 	vms       map[string]*VM // by VMID
@@ -203,6 +204,13 @@ func (c *Cloud) Current() (*CA, *Signer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.Intermediate, c.Signer
+}
+
+// FailAIA makes the AIA downloads answer 503 (true) or serve again.
+func (c *Cloud) FailAIA(fail bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failAIA = fail
 }
 
 // AIAHost is this endpoint's host:port, the entry of the verifier's AIA

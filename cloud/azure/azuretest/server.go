@@ -95,7 +95,12 @@ func (c *Cloud) serveToken(w http.ResponseWriter, r *http.Request) {
 func (c *Cloud) serveAIA(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	cert, ok := c.published[r.URL.EscapedPath()]
+	failing := c.failAIA
 	c.mu.Unlock()
+	if failing {
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	if !ok || r.Method != http.MethodGet {
 		http.NotFound(w, r)
 		return
