@@ -2,9 +2,6 @@ package azure_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"strings"
 	"testing"
 	"time"
@@ -15,23 +12,11 @@ import (
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 const cluster = "c1"
 
-func start(t *testing.T) *azuretest.Cloud {
-	t.Helper()
-	c, err := azuretest.New(azuretest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
+func start(t *testing.T) *azuretest.Cloud { return azuretest.Started(t, azuretest.Options{}) }
 
 func tags() map[string]string { return map[string]string{azure.ClusterTagPrefix + cluster: "owned"} }
 
@@ -60,11 +45,7 @@ func providerWith(t *testing.T, c *azuretest.Cloud, att azure.Config) *azure.Clo
 
 func binding(t *testing.T) string {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := evidence.Binding(k.Public())
+	b, err := azuretest.Binding()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,16 +239,28 @@ func TestVerifierRejects(t *testing.T) {
 	}
 }
 
+// verifierFor starts a cloud with one VM of the cluster at ip, and gives
+// the provider's verifier, a new key's binding and its nonce.
+func verifierFor(t *testing.T, ip string) (*azuretest.Cloud, azuretest.VM, cloud.EvidenceVerifier, string, string) {
+	t.Helper()
+	c := start(t)
+	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: ip, Tags: tags()})
+	bnd := binding(t)
+	nonce, err := agentid.Nonce(bnd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, vm, provider(t, c).EvidenceVerifiers()[0], bnd, nonce
+}
+
 // TestVerifierIgnoresTimestamps: the nonce is the freshness; documents
 // with genuine timestamps (createdOn hours before, expiresOn passed a
-// moment ago), odd ones, or none in the layout verify. Before, the first
-// three were refused EvidenceExpired and the last EvidenceMalformed.
+// moment ago), odd ones, or none in the layout verify, in the genuine
+// PKCS#7 form and in the common one (signed attributes, digest sha256).
+// Before, the first three were refused EvidenceExpired and the last
+// EvidenceMalformed.
 func TestVerifierIgnoresTimestamps(t *testing.T) {
-	c := start(t)
-	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.81.214", Tags: tags()})
-	v := provider(t, c).EvidenceVerifiers()[0]
-	bnd := binding(t)
-	nonce, _ := agentid.Nonce(bnd)
+	c, vm, v, bnd, nonce := verifierFor(t, "127.0.81.214")
 	now := time.Now()
 	for name, content := range map[string][]byte{
 		"as IMDS signs it, verified a minute later": c.DocumentAt(vm, nonce, now.Add(-time.Minute)),
@@ -275,30 +268,15 @@ func TestVerifierIgnoresTimestamps(t *testing.T) {
 		"created ahead of the approver's clock":     c.Document(vm, nonce, now.Add(time.Hour)),
 		"timestamps in another layout":              []byte(strings.Replace(string(c.DocumentAt(vm, nonce, now)), `"createdOn":"`, `"createdOn":"x`, 1)),
 	} {
-		der, err := c.Signer.Sign(content)
-		if err != nil {
-			t.Fatal(err)
+		for form, sign := range map[string]func([]byte) ([]byte, error){"genuine": c.Signer.Sign, "with signed attributes": c.Signer.SignWithAttributes} {
+			der, err := sign(content)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if att, err := v.Verify(context.Background(), der, bnd, now); err != nil || att.InstanceID != vm.VMID {
+				t.Errorf("%s, %s: %+v %v", name, form, att, err)
+			}
 		}
-		if att, err := v.Verify(context.Background(), der, bnd, now); err != nil || att.InstanceID != vm.VMID {
-			t.Errorf("%s: %+v %v", name, att, err)
-		}
-	}
-}
-
-// TestSignedAttributesStillVerify: the common CMS form (signed
-// attributes, digest algorithm sha256) verifies as the genuine form does.
-func TestSignedAttributesStillVerify(t *testing.T) {
-	c := start(t)
-	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.81.215", Tags: tags()})
-	v := provider(t, c).EvidenceVerifiers()[0]
-	bnd := binding(t)
-	nonce, _ := agentid.Nonce(bnd)
-	der, err := c.Signer.SignWithAttributes(c.DocumentAt(vm, nonce, time.Now()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := v.Verify(context.Background(), der, bnd, time.Now()); err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -307,11 +285,7 @@ func TestSignedAttributesStillVerify(t *testing.T) {
 // the signer's CA Issuers URL may instead fail the issuer's download, an
 // error to retry on, never an approval.
 func TestVerifierSurvivesMangledDocuments(t *testing.T) {
-	c := start(t)
-	vm := c.Put(azuretest.VM{Name: "n1", PrivateIP: "127.0.81.213", Tags: tags()})
-	v := provider(t, c).EvidenceVerifiers()[0]
-	bnd := binding(t)
-	nonce, _ := agentid.Nonce(bnd)
+	c, vm, v, bnd, nonce := verifierFor(t, "127.0.81.213")
 	good, err := c.Signer.Sign(c.Document(vm, nonce, time.Now()))
 	if err != nil {
 		t.Fatal(err)

@@ -33,14 +33,7 @@ const AzureAddressBase = "127.0.81.10"
 // StartAzureCloud starts the endpoint; the test's cleanup stops it.
 func StartAzureCloud(t testing.TB) *AzureCloud {
 	t.Helper()
-	c, err := azuretest.New(azuretest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := azuretest.Started(t, azuretest.Options{})
 	return &AzureCloud{Cloud: c, nextIP: netip.MustParseAddr(AzureAddressBase)}
 }
 

@@ -2,25 +2,17 @@ package agentid
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 func newBinding(t *testing.T) string {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := evidence.Binding(k.Public())
+	b, err := azuretest.Binding()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,14 +21,7 @@ func newBinding(t *testing.T) string {
 
 func imds(t *testing.T, o azuretest.Options) (*azuretest.Cloud, azuretest.VM) {
 	t.Helper()
-	c, err := azuretest.New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := azuretest.Started(t, o)
 	return c, c.Put(azuretest.VM{Name: "n", PrivateIP: "127.0.81.240"})
 }
 

@@ -18,14 +18,7 @@ import (
 // createdOn six hours before expiresOn, expiresOn the request's time, and
 // IMDS's own nonce when none is given.
 func TestDocumentsLookGenuine(t *testing.T) {
-	c, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c := Started(t, Options{})
 	vm := c.Put(VM{Name: "n", PrivateIP: "127.0.81.250"})
 	before := time.Now().Truncate(time.Second)
 	req, _ := http.NewRequest(http.MethodGet, c.IMDS(vm.VMID)+"/metadata/attested/document?api-version=2021-02-01", nil)
@@ -80,14 +73,7 @@ func TestDocumentsLookGenuine(t *testing.T) {
 
 // TestIMDSThrottles: the sixth request of a VM within a second is 429.
 func TestIMDSThrottles(t *testing.T) {
-	c, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c := Started(t, Options{})
 	vm := c.Put(VM{Name: "n", PrivateIP: "127.0.81.251"})
 	var codes []int
 	for i := 0; i < 6; i++ {

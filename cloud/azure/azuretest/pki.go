@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/smallstep/pkcs7"
+
+	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // CA is a certificate authority of the test PKI. URL, when set, is where
@@ -157,6 +159,16 @@ func (s *Signer) SignWithAttributes(content []byte) ([]byte, error) {
 		return nil, err
 	}
 	return sd.Finish()
+}
+
+// Binding is the binding (internal/evidence.Binding) of a new P-256 key,
+// as an agent's CSR key gives one.
+func Binding() (string, error) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	return evidence.Binding(k.Public())
 }
 
 // PEM encodes certificates.
