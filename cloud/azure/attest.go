@@ -220,7 +220,7 @@ func (v *Verifier) checkSigner(ctx context.Context, signer *x509.Certificate, bu
 		}
 		issuer, ferr := v.fetchIssuer(ctx, next)
 		if errors.Is(ferr, errAIARefused) {
-			return cloud.Reject(cloud.RejectIssuer, fmt.Errorf("signer certificate %q: its issuer is not configured and %v", signer.Subject.String(), ferr))
+			return cloud.Reject(cloud.RejectIssuer, fmt.Errorf("signer certificate %q: its issuer is in no configured file, and %v", signer.Subject.String(), ferr))
 		}
 		if ferr != nil {
 			return fmt.Errorf("azure: the issuer of signer certificate %q: %w", signer.Subject.String(), ferr)
@@ -263,7 +263,7 @@ func (v *Verifier) fetchIssuer(ctx context.Context, c *x509.Certificate) (*x509.
 		}
 	}
 	if refused == len(c.IssuingCertificateURL) {
-		return nil, fmt.Errorf("%w: %w", errAIARefused, errors.Join(errs...))
+		return nil, errors.Join(errs...) // each wraps errAIARefused
 	}
 	return nil, errors.Join(errs...)
 }
