@@ -1,12 +1,14 @@
 package azure
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -27,40 +29,37 @@ const ReplayKeyPrefix = "azure-doc:"
 // public cloud carries: metadata.azure.com and names under it.
 var DefaultSignerNames = []string{"metadata.azure.com"}
 
-// Verifier defaults.
-const (
-	// DefaultMaxDocumentAge is how long after its createdOn a document is
-	// accepted (IMDS signs a fresh one for each nonce).
-	DefaultMaxDocumentAge = 10 * time.Minute
-	// DefaultMaxClockSkew is how far ahead of the approver's clock
-	// createdOn may be.
-	DefaultMaxClockSkew = 5 * time.Minute
-)
-
 // VerifierOptions configure a Verifier.
 type VerifierOptions struct {
 	// Roots are the certificates the signer must chain to (required; the
 	// system's roots in production, a test root in tests).
 	Roots *x509.CertPool
 	// Intermediates are CA certificates the chain may go through besides
-	// those in the PKCS#7 (Azure's document carries only its signer).
+	// those in the PKCS#7 (Azure's document carries only its signer) and
+	// those fetched from CA Issuers URLs.
 	Intermediates []*x509.Certificate
+	// AIAAllowedHosts: the signer's CA Issuers (AIA) URLs are fetched
+	// when the chain needs them, only from these hosts (entries "host",
+	// "host:port" or "host/path-prefix"); empty fetches nothing.
+	AIAAllowedHosts []string
+	// AIAClient fetches them (nil: a client of the verifier's own);
+	// AIACacheTTL is how long one is kept (default DefaultAIACacheTTL).
+	AIAClient   *http.Client
+	AIACacheTTL time.Duration
 	// SignerNames: the signer certificate must carry one of these DNS
 	// names, or a name under one of them (default DefaultSignerNames).
 	SignerNames []string
 	// Subscriptions are the subscription ids whose VMs may join (required).
 	Subscriptions []string
-	// MaxDocumentAge and MaxClockSkew bound freshness (defaults above).
-	MaxDocumentAge, MaxClockSkew time.Duration
 }
 
 // Verifier is a cloud.EvidenceVerifier for IMDS attested documents.
 type Verifier struct {
 	roots         *x509.CertPool
 	intermediates []*x509.Certificate
+	aia           *aiaFetcher
 	names         []string
 	subscriptions []string
-	maxAge, skew  time.Duration
 }
 
 var _ cloud.EvidenceVerifier = (*Verifier)(nil)
@@ -73,8 +72,14 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if len(o.Subscriptions) == 0 {
 		return nil, errors.New("azure verifier: at least one subscription is required")
 	}
-	v := &Verifier{roots: o.Roots, intermediates: slices.Clone(o.Intermediates),
-		maxAge: o.MaxDocumentAge, skew: o.MaxClockSkew}
+	v := &Verifier{roots: o.Roots, intermediates: slices.Clone(o.Intermediates)}
+	if len(o.AIAAllowedHosts) > 0 {
+		allowed, err := parseAIAAllowed(o.AIAAllowedHosts)
+		if err != nil {
+			return nil, fmt.Errorf("azure verifier: %w", err)
+		}
+		v.aia = newAIAFetcher(allowed, o.AIAClient, o.AIACacheTTL)
+	}
 	for _, s := range o.Subscriptions {
 		if !agentid.ValidUUID(s) {
 			return nil, fmt.Errorf("azure verifier: subscription %q is not a subscription id (a UUID)", s)
@@ -91,12 +96,6 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 			return nil, fmt.Errorf("azure verifier: signer name %q: want a DNS name such as metadata.azure.com", n)
 		}
 		v.names = append(v.names, n)
-	}
-	if v.maxAge <= 0 {
-		v.maxAge = DefaultMaxDocumentAge
-	}
-	if v.skew <= 0 {
-		v.skew = DefaultMaxClockSkew
 	}
 	return v, nil
 }
@@ -135,13 +134,23 @@ func contentKey(content []byte) string {
 
 // Verify checks an attested document: the PKCS#7 signature over the
 // embedded content by its one signer, that signer's chain to the roots at
-// now, its name, then the signed content itself: nonce, subscription and
-// timestamps. Every failure is a *cloud.Rejection, a signing chain that
-// cannot be built to the configured roots (EvidenceIssuer) among them:
-// nothing here depends on a call (roots and intermediates come from the
-// configuration; Go's chain building fetches nothing), so no failure can
-// change on a retry, and none is transient.
-func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
+// now, its name, then the signed content itself: the nonce of the
+// binding, and the subscription. Freshness is the nonce: it is derived
+// from the new CSR's key, so no document made before that key existed can
+// carry it. The timestamps are not checked (genuine documents state a
+// createdOn hours before the request and an expiresOn close to it); they
+// are reported. Every verdict is a *cloud.Rejection; only a failed
+// download of an issuer certificate is an error to retry on.
+func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
+	want, err := agentid.Nonce(binding)
+	if err != nil {
+		return cloud.Attestation{}, cloud.Reject(cloud.RejectBinding, err)
+	}
+	return v.verify(ctx, data, want, now)
+}
+
+// verify is Verify with the nonce the document must hold.
+func (v *Verifier) verify(ctx context.Context, data []byte, wantNonce string, now time.Time) (cloud.Attestation, error) {
 	p7, err := parse(data)
 	if err != nil {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, fmt.Errorf("PKCS#7: %w", err))
@@ -162,34 +171,21 @@ func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now ti
 	if err := p7.Verify(); err != nil {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectSignature, fmt.Errorf("PKCS#7 signature: %w", err))
 	}
-	if err := v.checkSigner(signer, p7.Certificates, now); err != nil {
+	if err := v.checkSigner(ctx, signer, p7.Certificates, now); err != nil {
 		return cloud.Attestation{}, err
 	}
 	doc, created, expires, err := parseDocument(p7.Content)
 	if err != nil {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, err)
 	}
-	want, err := agentid.Nonce(binding)
-	if err != nil {
-		return cloud.Attestation{}, cloud.Reject(cloud.RejectBinding, err)
-	}
-	if doc.Nonce != want {
-		return cloud.Attestation{}, cloud.Reject(cloud.RejectBinding, fmt.Errorf("the document's nonce %q is not the CSR key's (%q)", doc.Nonce, want))
+	if doc.Nonce != wantNonce {
+		return cloud.Attestation{}, cloud.Reject(cloud.RejectBinding, fmt.Errorf("the document's nonce %q is not the CSR key's (%q)", doc.Nonce, wantNonce))
 	}
 	if !slices.Contains(v.subscriptions, doc.SubscriptionID) {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectIssuer, fmt.Errorf("VM %s is of subscription %s, not one of the cluster's", doc.VMID, doc.SubscriptionID))
 	}
-	switch {
-	case !expires.After(created):
-		return cloud.Attestation{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("expiresOn %s is not after createdOn %s", doc.TimeStamp.ExpiresOn, doc.TimeStamp.CreatedOn))
-	case !now.Before(expires):
-		return cloud.Attestation{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("the document expired at %s", expires.UTC().Format(time.RFC3339)))
-	case created.Sub(now) > v.skew:
-		return cloud.Attestation{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("created at %s, more than %s ahead of %s", created.UTC().Format(time.RFC3339), v.skew, now.UTC().Format(time.RFC3339)))
-	case now.Sub(created) > v.maxAge:
-		return cloud.Attestation{}, cloud.Reject(cloud.RejectExpired, fmt.Errorf("created at %s, more than %s before %s", created.UTC().Format(time.RFC3339), v.maxAge, now.UTC().Format(time.RFC3339)))
-	}
-	klog.V(4).InfoS("Azure attested document verified", "vmId", doc.VMID, "subscription", doc.SubscriptionID, "signer", signer.Subject.String())
+	klog.V(4).InfoS("Azure attested document verified", "vmId", doc.VMID, "subscription", doc.SubscriptionID, "signer", signer.Subject.String(),
+		"createdOn", doc.TimeStamp.CreatedOn, "expiresOn", doc.TimeStamp.ExpiresOn)
 	return cloud.Attestation{
 		InstanceID: doc.VMID,
 		ReplayKey:  contentKey(p7.Content),
@@ -199,9 +195,12 @@ func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now ti
 }
 
 // checkSigner chains the signer certificate to the roots at now, through
-// the configured intermediates and the PKCS#7's other certificates, and
-// requires one of the signer names among its DNS names.
-func (v *Verifier) checkSigner(signer *x509.Certificate, bundled []*x509.Certificate, now time.Time) error {
+// the configured intermediates, the PKCS#7's other certificates and, when
+// those do not reach a root, the issuers its CA Issuers URLs name
+// (fetched from allowed hosts only, at most maxAIAFetches deep), and
+// requires one of the signer names among its DNS names. A chain that does
+// not verify is a rejection; a download that fails is an error to retry.
+func (v *Verifier) checkSigner(ctx context.Context, signer *x509.Certificate, bundled []*x509.Certificate, now time.Time) error {
 	inter := x509.NewCertPool()
 	for _, c := range v.intermediates {
 		inter.AddCert(c)
@@ -211,10 +210,25 @@ func (v *Verifier) checkSigner(signer *x509.Certificate, bundled []*x509.Certifi
 			inter.AddCert(c)
 		}
 	}
-	_, err := signer.Verify(x509.VerifyOptions{
-		Roots: v.roots, Intermediates: inter, CurrentTime: now,
-		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny},
-	})
+	opts := x509.VerifyOptions{Roots: v.roots, Intermediates: inter, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
+	_, err := signer.Verify(opts)
+	// Walk up the CA Issuers URLs while the chain lacks an issuer.
+	for next, fetched := signer, 0; err != nil && v.aia != nil && fetched < maxAIAFetches && len(next.IssuingCertificateURL) > 0; fetched++ {
+		var unknown x509.UnknownAuthorityError
+		if !errors.As(err, &unknown) {
+			break
+		}
+		issuer, ferr := v.fetchIssuer(ctx, next)
+		if errors.Is(ferr, errAIARefused) {
+			return cloud.Reject(cloud.RejectIssuer, fmt.Errorf("signer certificate %q: its issuer is in no configured file, and %v", signer.Subject.String(), ferr))
+		}
+		if ferr != nil {
+			return fmt.Errorf("azure: the issuer of signer certificate %q: %w", signer.Subject.String(), ferr)
+		}
+		inter.AddCert(issuer)
+		_, err = signer.Verify(opts)
+		next = issuer
+	}
 	var invalid x509.CertificateInvalidError
 	switch {
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
@@ -226,6 +240,32 @@ func (v *Verifier) checkSigner(signer *x509.Certificate, bundled []*x509.Certifi
 		return cloud.Reject(cloud.RejectIssuer, fmt.Errorf("signer certificate %q names %v, none of them %v or under it", signer.Subject.String(), signer.DNSNames, v.names))
 	}
 	return nil
+}
+
+// fetchIssuer downloads the issuer a certificate's CA Issuers URLs name:
+// the first that is allowed and answers with a certificate whose subject
+// is the certificate's issuer. If none is allowed, errAIARefused.
+func (v *Verifier) fetchIssuer(ctx context.Context, c *x509.Certificate) (*x509.Certificate, error) {
+	var errs []error
+	refused := 0
+	for _, raw := range c.IssuingCertificateURL {
+		issuer, err := v.aia.get(ctx, raw)
+		switch {
+		case errors.Is(err, errAIARefused):
+			refused++
+			errs = append(errs, err)
+		case err != nil:
+			errs = append(errs, err)
+		case !bytes.Equal(issuer.RawSubject, c.RawIssuer):
+			errs = append(errs, fmt.Errorf("%s holds %q, not the issuer %q", raw, issuer.Subject.String(), c.Issuer.String()))
+		default:
+			return issuer, nil
+		}
+	}
+	if refused == len(c.IssuingCertificateURL) {
+		return nil, errors.Join(errs...) // each wraps errAIARefused
+	}
+	return nil, errors.Join(errs...)
 }
 
 // nameAllowed: a DNS name of the certificate is a signer name, a name

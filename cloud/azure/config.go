@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,15 +50,26 @@ type Config struct {
 	// to; "" is the system's roots (Azure's signer is issued under a
 	// public CA).
 	AttestationRootsFile string `json:"attestationRootsFile,omitempty"`
-	// AttestationIntermediatesFile holds PEM intermediate CA certificates
-	// of the signer (the document carries only the signer's certificate,
-	// and the approver fetches nothing). Required unless the roots file
-	// issues the signer directly.
+	// AttestationIntermediatesFile optionally holds PEM intermediate CA
+	// certificates: extra chain candidates besides those fetched from the
+	// signer's CA Issuers URL (the document carries only the signer's
+	// certificate). Needed only where the approver cannot reach the AIA
+	// hosts; Microsoft rotates these CAs without notice.
 	AttestationIntermediatesFile string `json:"attestationIntermediatesFile,omitempty"`
+	// AttestationAIAAllowedHosts are where the signer's issuers may be
+	// fetched from (its CA Issuers URLs, plain http by design; what is
+	// fetched must still chain to the roots): entries "host",
+	// "host:port" or "host/path-prefix"; default DefaultAIAAllowedHosts.
+	// ["none"] fetches nothing.
+	AttestationAIAAllowedHosts []string `json:"attestationAIAAllowedHosts,omitempty"`
+	// AttestationAIACacheTTL is how long a fetched issuer is kept (24h).
+	AttestationAIACacheTTL metav1.Duration `json:"attestationAIACacheTTL,omitempty"`
 	// SignerNames the signer certificate must be for; default
 	// [metadata.azure.com].
 	SignerNames []string `json:"signerNames,omitempty"`
-	// MaxDocumentAge bounds how old a document may be (default 10m).
+	// MaxDocumentAge is accepted for old configs and ignored: the
+	// document's freshness is its nonce (genuine documents carry a
+	// createdOn hours old).
 	MaxDocumentAge metav1.Duration `json:"maxDocumentAge,omitempty"`
 	// InstanceMaxAge, MinRefreshInterval, RequestTimeout: as on AWS
 	// (defaults 30s, 2s, 30s).
@@ -120,8 +132,11 @@ func (c *Config) defaults() {
 	if len(c.AllowedSubscriptions) == 0 && c.SubscriptionID != "" {
 		c.AllowedSubscriptions = []string{c.SubscriptionID}
 	}
-	if c.MaxDocumentAge.Duration == 0 {
-		c.MaxDocumentAge.Duration = DefaultMaxDocumentAge
+	if len(c.AttestationAIAAllowedHosts) == 0 {
+		c.AttestationAIAAllowedHosts = slices.Clone(DefaultAIAAllowedHosts)
+	}
+	if c.AttestationAIACacheTTL.Duration == 0 {
+		c.AttestationAIACacheTTL.Duration = DefaultAIACacheTTL
 	}
 	if c.InstanceMaxAge.Duration == 0 {
 		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
@@ -158,8 +173,13 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("allowedSubscriptions: %q is not a subscription id", s))
 		}
 	}
+	if !c.noAIA() {
+		if _, err := parseAIAAllowed(c.AttestationAIAAllowedHosts); err != nil {
+			errs = append(errs, fmt.Errorf("attestationAIAAllowedHosts: %w", err))
+		}
+	}
 	for name, d := range map[string]time.Duration{
-		"maxDocumentAge": c.MaxDocumentAge.Duration, "instanceMaxAge": c.InstanceMaxAge.Duration,
+		"maxDocumentAge": c.MaxDocumentAge.Duration, "attestationAIACacheTTL": c.AttestationAIACacheTTL.Duration, "instanceMaxAge": c.InstanceMaxAge.Duration,
 		"minRefreshInterval": c.MinRefreshInterval.Duration, "requestTimeout": c.RequestTimeout.Duration,
 	} {
 		if d < 0 {
@@ -175,7 +195,10 @@ func (c *Config) validate() error {
 // VerifierOptions builds the evidence verifier's options, reading the
 // certificate files.
 func (c *Config) VerifierOptions() (VerifierOptions, error) {
-	o := VerifierOptions{Subscriptions: c.AllowedSubscriptions, SignerNames: c.SignerNames, MaxDocumentAge: c.MaxDocumentAge.Duration}
+	o := VerifierOptions{Subscriptions: c.AllowedSubscriptions, SignerNames: c.SignerNames, AIACacheTTL: c.AttestationAIACacheTTL.Duration}
+	if !c.noAIA() {
+		o.AIAAllowedHosts = c.AttestationAIAAllowedHosts
+	}
 	if c.AttestationRootsFile == "" {
 		roots, err := x509.SystemCertPool()
 		if err != nil {
@@ -200,6 +223,11 @@ func (c *Config) VerifierOptions() (VerifierOptions, error) {
 		o.Intermediates = certs
 	}
 	return o, nil
+}
+
+// noAIA: the allow-list is ["none"].
+func (c *Config) noAIA() bool {
+	return len(c.AttestationAIAAllowedHosts) == 1 && c.AttestationAIAAllowedHosts[0] == "none"
 }
 
 // readCerts reads every CERTIFICATE block of a PEM file; at least one,

@@ -13,7 +13,8 @@ import (
 )
 
 // TimeLayout is the layout of the attested document's timeStamp values,
-// such as "11/28/18 00:16:17 -0000".
+// such as "11/19/25 12:53:30 -0000" (month/day/two-digit year, UTC
+// written -0000).
 const TimeLayout = "01/02/06 15:04:05 -0700"
 
 // Document is the signed content of an attested document, the fields
@@ -31,14 +32,18 @@ type TimeStamp struct {
 	ExpiresOn string `json:"expiresOn"`
 }
 
-// nonceRE: a nonce IMDS signs, at most 32 alphanumerics.
-var nonceRE = regexp.MustCompile(`^[0-9A-Za-z]{1,32}$`)
+// nonceRE: a nonce as IMDS signs it: the caller's (mooring's are 32 hex
+// digits) or, when none was given, IMDS's own timestamp such as
+// "20251119-185330". It is compared exactly with the expected one.
+var nonceRE = regexp.MustCompile(`^[0-9A-Za-z-]{1,64}$`)
 
 // maxDocument bounds the signed content.
 const maxDocument = 8 << 10
 
-// parseDocument reads signed content: one JSON object whose nonce, vmId,
-// subscriptionId and timeStamp are present and well formed.
+// parseDocument reads signed content: one JSON object whose nonce, vmId
+// and subscriptionId are present and well formed. The timestamps are
+// read when they are in TimeLayout (zero otherwise): they are reported,
+// never a reason to refuse a document.
 func parseDocument(content []byte) (Document, time.Time, time.Time, error) {
 	var d Document
 	if len(content) == 0 || len(content) > maxDocument {
@@ -53,20 +58,14 @@ func parseDocument(content []byte) (Document, time.Time, time.Time, error) {
 	}
 	switch {
 	case !nonceRE.MatchString(d.Nonce):
-		return d, time.Time{}, time.Time{}, errors.New("signed content: nonce missing or not 1-32 alphanumerics")
+		return d, time.Time{}, time.Time{}, errors.New("signed content: nonce missing or not 1-64 alphanumerics and dashes")
 	case !agentid.ValidUUID(d.VMID):
 		return d, time.Time{}, time.Time{}, errors.New("signed content: vmId missing or not a UUID")
 	case !agentid.ValidUUID(d.SubscriptionID):
 		return d, time.Time{}, time.Time{}, errors.New("signed content: subscriptionId missing or not a UUID")
 	}
-	created, err := time.Parse(TimeLayout, d.TimeStamp.CreatedOn)
-	if err != nil {
-		return d, time.Time{}, time.Time{}, fmt.Errorf("signed content: timeStamp.createdOn %.40q: want %s", d.TimeStamp.CreatedOn, TimeLayout)
-	}
-	expires, err := time.Parse(TimeLayout, d.TimeStamp.ExpiresOn)
-	if err != nil {
-		return d, time.Time{}, time.Time{}, fmt.Errorf("signed content: timeStamp.expiresOn %.40q: want %s", d.TimeStamp.ExpiresOn, TimeLayout)
-	}
+	created, _ := time.Parse(TimeLayout, d.TimeStamp.CreatedOn)
+	expires, _ := time.Parse(TimeLayout, d.TimeStamp.ExpiresOn)
 	d.VMID = strings.ToLower(d.VMID)
 	d.SubscriptionID = strings.ToLower(d.SubscriptionID)
 	return d, created, expires, nil

@@ -18,8 +18,9 @@ import (
 
 // TestAzureNodesJoin: mooring on Azure, against the Azure-compatible
 // endpoint (cloud/azure/azuretest: ARM lists with nextLink pages, per-VM
-// IMDS with attested documents signed under a test root, a managed
-// identity token endpoint) with the real Azure SDK and azidentity in the
+// IMDS with attested documents signed under a test root through an issuing
+// CA the approver fetches from its AIA URL, a managed identity token
+// endpoint) with the real Azure SDK and azidentity in the
 // binaries. Three VMs join the real bed: each mooring-agent (cloud: azure)
 // reads IMDS and sends an attested document whose nonce is derived from
 // its CSR key; the standalone mooring-csr-approver (--cloud-provider=azure)
@@ -90,7 +91,19 @@ func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *har
 	if err != nil {
 		t.Fatal(err)
 	}
-	unnamed, err := az.Intermediate.NewSigner([]string{"metadata.example.com"}, time.Time{}, time.Time{})
+	current, _ := az.Current()
+	unnamed, err := current.NewSigner([]string{"metadata.example.com"}, time.Time{}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An issuing CA under the right root, published on a host off the
+	// approver's AIA allow-list: never fetched, so never chained.
+	elsewhere, err := az.Root.NewIntermediate("an issuing CA published elsewhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere.URL = "http://198.51.100.7/pki/elsewhere.crt"
+	offList, err := elsewhere.NewSigner([]string{azuretest.SignerName}, time.Time{}, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +126,12 @@ func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *har
 		{"another nonce", "attacker", func(string) []evidence.Block {
 			return imds("47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU")
 		}, "EvidenceNotBoundToKey"},
-		{"expired document", "attacker", func(b string) []evidence.Block {
-			now := time.Now()
-			return signed(az.Signer, az.DocumentFor(mine.VMID, az.Subscription(), nonce(b), now.Add(-7*time.Hour), now.Add(-time.Hour)))
-		}, "EvidenceExpired"},
+		{"signed under an issuing CA whose AIA URL is off the allow-list", "attacker", func(b string) []evidence.Block {
+			return signed(offList, az.DocumentAt(mine, nonce(b), time.Now()))
+		}, "EvidenceWrongIssuer"},
 		{"another subscription", "attacker", func(b string) []evidence.Block {
-			now := time.Now()
-			return signed(az.Signer, az.DocumentFor(mine.VMID, "11111111-2222-4333-8444-555555555555", nonce(b), now, now.Add(6*time.Hour)))
+			_, s := az.Current()
+			return signed(s, az.DocumentFor(mine.VMID, "11111111-2222-4333-8444-555555555555", nonce(b), time.Now().Add(-6*time.Hour), time.Now()))
 		}, "EvidenceWrongIssuer"},
 		{"another VM's node name", "node-1", imds, "NodeNameMismatch"},
 		{"good evidence", "attacker", func(b string) []evidence.Block {
@@ -127,5 +139,14 @@ func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *har
 			return replayed
 		}, ""},
 		{"the approved document copied onto another key", "attacker", func(string) []evidence.Block { return replayed }, "EvidenceNotBoundToKey"},
+		{"good evidence after Azure rotated its issuing CA mid-run", "attacker", func(b string) []evidence.Block {
+			if _, err := az.RotateIntermediate(); err != nil {
+				t.Fatal(err)
+			}
+			return imds(b)
+		}, ""},
 	})
+	if n := az.Calls("AIA"); n < 2 {
+		t.Errorf("the approver fetched %d issuing CAs, want both (before and after the rotation)", n)
+	}
 }

@@ -13,7 +13,8 @@ import (
 )
 
 // AzureCloud is an Azure-compatible endpoint (cloud/azure/azuretest: ARM,
-// per-VM IMDS with attested documents signed under a test root, a managed
+// per-VM IMDS with attested documents signed under a test root through an
+// issuing CA published at its AIA URL, a managed
 // identity token endpoint) as mooring's binaries are set up for Azure: the
 // CCM and the approver take an ARM token from azidentity's managed identity
 // credential (App Service's protocol, pointed here by IdentityEnv) and
@@ -32,14 +33,7 @@ const AzureAddressBase = "127.0.81.10"
 // StartAzureCloud starts the endpoint; the test's cleanup stops it.
 func StartAzureCloud(t testing.TB) *AzureCloud {
 	t.Helper()
-	c, err := azuretest.New(azuretest.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := azuretest.Started(t, azuretest.Options{})
 	return &AzureCloud{Cloud: c, nextIP: netip.MustParseAddr(AzureAddressBase)}
 }
 
@@ -70,16 +64,18 @@ func (a *AzureCloud) Provisioner(cluster string) func(ctx context.Context, name 
 func (a *AzureCloud) ProviderName() string { return "azure" }
 
 // WriteProviderConfig writes the Azure provider's config (docs/azure.md)
-// for cluster: ARM here, the test root and intermediate as the attested
-// documents' trust.
+// for cluster: ARM here, the test root as the attested documents' trust,
+// and this endpoint on the AIA allow-list, so that the issuing CA is
+// fetched from the signer's CA Issuers URL (no intermediates file: the
+// CA may rotate mid-run).
 func (a *AzureCloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
-	roots, inter, err := a.WritePKI(dir)
+	roots, err := a.WriteRoots(dir)
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(dir, "cloud.yaml")
-	cfg := fmt.Sprintf("subscriptionID: %s\nresourceGroup: %s\nclusterID: %s\narmEndpoint: %s\nattestationRootsFile: %s\nattestationIntermediatesFile: %s\n%s",
-		a.Subscription(), a.ResourceGroup(), cluster, a.Endpoint(), roots, inter, extra)
+	cfg := fmt.Sprintf("subscriptionID: %s\nresourceGroup: %s\nclusterID: %s\narmEndpoint: %s\nattestationRootsFile: %s\nattestationAIAAllowedHosts: [%q]\n%s",
+		a.Subscription(), a.ResourceGroup(), cluster, a.Endpoint(), roots, a.AIAHost(), extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/smallstep/pkcs7"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
@@ -52,8 +54,9 @@ const NodeNamePolicyVMName = "VMName"
 // NodeIdentity is an Azure VM as its node agent sees it: IMDS's instance
 // record and attested documents.
 type NodeIdentity struct {
-	base   string
-	client *http.Client
+	base    string
+	client  *http.Client
+	backoff time.Duration // first retry's wait; 0 is firstBackoff
 }
 
 var _ nodeid.Identity = (*NodeIdentity)(nil)
@@ -139,28 +142,127 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	return out, nil
 }
 
+// Retries of the attested document: IMDS may answer from its cache a
+// document of an earlier request's nonce, and throttles a VM past 5
+// requests a second (429).
+const (
+	// documentAttempts bounds the requests for one document.
+	documentAttempts = 6
+	// firstBackoff doubles after each retry (1s, 2s, 4s, 8s, 16s).
+	firstBackoff = time.Second
+)
+
+// staleNonceError: IMDS answered with a document of another nonce.
+type staleNonceError struct{ got, want string }
+
+func (e staleNonceError) Error() string {
+	return fmt.Sprintf("IMDS answered a document for nonce %.40q, not %q (a cached document of an earlier request)", e.got, e.want)
+}
+
 // Evidence asks IMDS for an attested document with the binding's nonce.
+// A document whose signed nonce is not the one asked for (IMDS's cache)
+// or a 429 is asked for again, at most documentAttempts times with a
+// doubling backoff; no other document is ever returned, since the
+// approver would deny it.
 func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.Block, error) {
 	nonce, err := Nonce(binding)
 	if err != nil {
 		return evidence.Block{}, fmt.Errorf("azure: %w", err)
 	}
+	backoff := n.backoff
+	if backoff <= 0 {
+		backoff = firstBackoff
+	}
+	var last error
+	for attempt := 1; attempt <= documentAttempts; attempt++ {
+		if attempt > 1 {
+			klog.V(2).InfoS("Asking IMDS for the attested document again", "attempt", attempt, "after", backoff, "err", last)
+			select {
+			case <-ctx.Done():
+				return evidence.Block{}, fmt.Errorf("azure: attested document: %w (last: %v)", ctx.Err(), last)
+			case <-time.After(backoff):
+			}
+			backoff *= 2
+		}
+		der, err := n.document(ctx, nonce)
+		var stale staleNonceError
+		var status imdsStatusError
+		switch {
+		case err == nil:
+			klog.V(2).InfoS("Got an attested document from IMDS", "nonce", nonce, "bytes", len(der), "attempt", attempt)
+			return evidence.Block{Type: EvidenceType, Data: der}, nil
+		case errors.As(err, &stale), errors.As(err, &status) && status.retryable():
+			last = err
+		default:
+			return evidence.Block{}, err
+		}
+	}
+	return evidence.Block{}, fmt.Errorf("azure: no attested document with nonce %s after %d requests: %w", nonce, documentAttempts, last)
+}
+
+// document is one request for the attested document: its DER PKCS#7,
+// whose signed content must hold nonce. The PKCS#7 is only parsed here
+// (github.com/smallstep/pkcs7), to read the nonce; the approver verifies.
+func (n *NodeIdentity) document(ctx context.Context, nonce string) ([]byte, error) {
 	var doc struct {
 		Encoding  string `json:"encoding"`
 		Signature string `json:"signature"`
 	}
 	if err := n.get(ctx, "/metadata/attested/document", url.Values{"nonce": {nonce}}, &doc); err != nil {
-		return evidence.Block{}, err
+		return nil, err
 	}
 	if !strings.EqualFold(doc.Encoding, "pkcs7") {
-		return evidence.Block{}, fmt.Errorf("azure: attested document encoding %.20q, want pkcs7", doc.Encoding)
+		return nil, fmt.Errorf("azure: attested document encoding %.20q, want pkcs7", doc.Encoding)
 	}
 	der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(doc.Signature), ""))
 	if err != nil || len(der) == 0 {
-		return evidence.Block{}, fmt.Errorf("azure: attested document signature is not base64: %v", err)
+		return nil, fmt.Errorf("azure: attested document signature is not base64: %v", err)
 	}
-	klog.V(2).InfoS("Got an attested document from IMDS", "nonce", nonce, "bytes", len(der))
-	return evidence.Block{Type: EvidenceType, Data: der}, nil
+	got, err := signedNonce(der)
+	if err != nil {
+		return nil, fmt.Errorf("azure: attested document: %w", err)
+	}
+	if got != nonce {
+		return nil, staleNonceError{got: got, want: nonce}
+	}
+	return der, nil
+}
+
+// signedNonce reads the nonce of a document's signed content.
+func signedNonce(der []byte) (nonce string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("unparsable PKCS#7 (%v)", r)
+		}
+	}()
+	p7, err := pkcs7.Parse(der)
+	if err != nil {
+		return "", fmt.Errorf("PKCS#7: %w", err)
+	}
+	var content struct {
+		Nonce string `json:"nonce"`
+	}
+	if err := json.Unmarshal(p7.Content, &content); err != nil {
+		return "", fmt.Errorf("signed content: %w", err)
+	}
+	return content.Nonce, nil
+}
+
+// imdsStatusError is an IMDS answer other than 200.
+type imdsStatusError struct {
+	path   string
+	status int
+	msg    string
+}
+
+func (e imdsStatusError) Error() string {
+	return fmt.Sprintf("azure: IMDS %s: HTTP %d: %q", e.path, e.status, e.msg)
+}
+
+// retryable: 429 (throttled), and 410 and 500, which IMDS's documentation
+// says to retry with backoff.
+func (e imdsStatusError) retryable() bool {
+	return e.status == http.StatusTooManyRequests || e.status == http.StatusGone || e.status == http.StatusInternalServerError
 }
 
 // get reads one IMDS JSON answer, with the Metadata header and the pinned
@@ -194,7 +296,7 @@ func (n *NodeIdentity) get(ctx context.Context, path string, q url.Values, out a
 		if len(msg) > 200 {
 			msg = msg[:200] + "..."
 		}
-		return fmt.Errorf("azure: IMDS %s: HTTP %d: %q", path, resp.StatusCode, msg)
+		return imdsStatusError{path: path, status: resp.StatusCode, msg: msg}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("azure: IMDS %s: %w", path, err)

@@ -1,17 +1,42 @@
 // Package azuretest is an Azure-compatible endpoint for tests, on
-// loopback: per-VM IMDS (instance record and attested documents, the
-// Metadata: true header required), an attested-document signer under a
-// test root (github.com/smallstep/pkcs7), ARM's list and get endpoints for
-// VMs, scale sets, scale-set VMs, NICs and public IPs in Azure's JSON with
-// nextLink pagination, and a managed identity token endpoint in App
-// Service's protocol (IDENTITY_ENDPOINT, IDENTITY_HEADER), which azidentity
-// reads. It models no throttling, no long-running operations and no
-// writes; ARM requires the bearer token it issued.
+// loopback. What it models, from Microsoft's documentation and genuine
+// documents:
+//
+//   - per-VM IMDS: the instance record and attested documents; GET only,
+//     header Metadata: true required, X-Forwarded-For refused, an
+//     api-version required, the nonce at most 32 alphanumerics (without
+//     one, IMDS's own timestamp such as 20251119-185330);
+//   - IMDS's throttling: more than IMDSRateLimit requests (5) in a second
+//     from one VM are answered 429 Too Many Requests;
+//   - IMDS's document cache: "due to IMDS's caching mechanism, a previously
+//     cached nonce value might be returned": within DocumentCacheWindow of a
+//     VM's last document, a request with another nonce gets that document
+//     again (switchable);
+//   - documents as genuine ones are: the PKCS#7 carries the signer
+//     certificate only, no signed attributes, the digest algorithm stated
+//     as sha256WithRSAEncryption, JSON keys in genuine order, timestamps
+//     "01/02/06 15:04:05 -0000" with createdOn six hours before the request
+//     and expiresOn at it (see Sign, DocumentAt);
+//   - the signer's chain: a test root, an issuing CA published at the
+//     signer's CA Issuers (AIA) URL on this endpoint, and its rotation
+//     mid-run (RotateIntermediate: a new CA at a new URL; the old one stays
+//     published, as Microsoft's do);
+//   - ARM's list and get endpoints for VMs, scale sets, scale-set VMs,
+//     NICs and public IPs in Azure's JSON with nextLink pagination,
+//     requiring the bearer token it issued, and a managed identity token
+//     endpoint in App Service's protocol (IDENTITY_ENDPOINT,
+//     IDENTITY_HEADER), which azidentity reads.
+//
+// What it does not model: ARM's throttling and caching, long-running
+// operations and writes, IMDS's 410/500 answers while a VM starts, the
+// exact window of IMDS's document cache (not documented; ours is a
+// parameter), national clouds' names, and CRL or OCSP.
 package azuretest
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -21,6 +46,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -37,7 +63,19 @@ type Options struct {
 	PageSize int
 	// DocumentLifetime is createdOn to expiresOn (default 6h, as Azure's).
 	DocumentLifetime time.Duration
+	// DocumentCacheWindow: a VM asking again within it gets its previous
+	// document, whatever nonce it sends, as IMDS's cache may answer
+	// (default DefaultDocumentCacheWindow; negative: no cache).
+	DocumentCacheWindow time.Duration
+	// IMDSRateLimit is how many IMDS requests per second one VM is
+	// answered before 429s (default 5, IMDS's documented limit;
+	// negative: no limit).
+	IMDSRateLimit int
 }
+
+// DefaultDocumentCacheWindow is the modelled window of IMDS's document
+// cache (Azure documents the cache, not its window).
+const DefaultDocumentCacheWindow = 2 * time.Second
 
 // VM is a virtual machine, standalone or of a scale set.
 type VM struct {
@@ -64,11 +102,18 @@ type Cloud struct {
 	opts Options
 
 	// Root is the test root the attested documents' signer chains to,
-	// through Intermediate; Signer signs IMDS's documents.
+	// through Intermediate; Signer signs IMDS's documents. Read them
+	// through Current while documents are served (RotateIntermediate
+	// replaces them).
 	Root, Intermediate *CA
 	Signer             *Signer
 
 	mu        sync.Mutex
+	published map[string]*x509.Certificate // AIA path -> CA certificate
+	caSerial  int
+	failAIA   bool
+	lastDoc   map[string]cachedDoc // by VMID
+	imdsHits  map[string][]time.Time
 	vms       map[string]*VM // by VMID
 	scaleSets map[string]map[string]string
 	calls     map[string]int
@@ -77,6 +122,11 @@ type Cloud struct {
 
 	ln  net.Listener
 	srv *http.Server
+}
+
+type cachedDoc struct {
+	der []byte
+	at  time.Time
 }
 
 // SignerName is the DNS name of the test signer, Azure's.
@@ -99,20 +149,74 @@ func New(o Options) (*Cloud, error) {
 	if o.DocumentLifetime == 0 {
 		o.DocumentLifetime = 6 * time.Hour
 	}
+	if o.DocumentCacheWindow == 0 {
+		o.DocumentCacheWindow = DefaultDocumentCacheWindow
+	}
+	if o.IMDSRateLimit == 0 {
+		o.IMDSRateLimit = 5
+	}
 	c := &Cloud{opts: o, vms: map[string]*VM{}, scaleSets: map[string]map[string]string{}, calls: map[string]int{},
-		token: randomHex(24), header: randomHex(16)}
-	var err error
+		token: randomHex(24), header: randomHex(16),
+		published: map[string]*x509.Certificate{}, lastDoc: map[string]cachedDoc{}, imdsHits: map[string][]time.Time{}}
+	// The address is taken now: the signer's AIA URL names it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	c.ln = ln
 	if c.Root, err = NewRootCA("mooring test Azure root"); err != nil {
+		_ = ln.Close()
 		return nil, err
 	}
-	if c.Intermediate, err = c.Root.NewIntermediate("mooring test Azure TLS issuing CA"); err != nil {
-		return nil, err
-	}
-	if c.Signer, err = c.Intermediate.NewSigner([]string{SignerName}, time.Time{}, time.Time{}); err != nil {
+	if _, err := c.RotateIntermediate(); err != nil {
+		_ = ln.Close()
 		return nil, err
 	}
 	return c, nil
 }
+
+// RotateIntermediate replaces the issuing CA, as Microsoft does without
+// notice: a new CA under the root, published at a new AIA URL, and a new
+// signer under it naming that URL; documents are signed by the new signer
+// from now on. The old CA stays published. It returns the new CA.
+func (c *Cloud) RotateIntermediate() (*CA, error) {
+	c.mu.Lock()
+	c.caSerial++
+	n := c.caSerial
+	c.mu.Unlock()
+	path := fmt.Sprintf("/pkiops/certs/mooring%%20test%%20Azure%%20TLS%%20Issuing%%20CA%%20%02d.crt", n)
+	inter, err := c.Root.newIntermediate(fmt.Sprintf("mooring test Azure TLS Issuing CA %02d", n), c.Endpoint()+path)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := inter.NewSigner([]string{SignerName, "westeurope." + SignerName}, time.Time{}, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.published[path] = inter.Cert
+	c.Intermediate, c.Signer = inter, signer
+	return inter, nil
+}
+
+// Current is the issuing CA and the signer documents are signed with now.
+func (c *Cloud) Current() (*CA, *Signer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Intermediate, c.Signer
+}
+
+// FailAIA makes the AIA downloads answer 503 (true) or serve again.
+func (c *Cloud) FailAIA(fail bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failAIA = fail
+}
+
+// AIAHost is this endpoint's host:port, the entry of the verifier's AIA
+// allow-list that lets it fetch the issuing CAs.
+func (c *Cloud) AIAHost() string { return c.ln.Addr().String() }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -120,22 +224,32 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Start serves on 127.0.0.1 and a free port.
+// Start serves on the address New took (127.0.0.1, a free port).
 func (c *Cloud) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	c.ln = ln
+	ln := c.ln
 	c.srv = &http.Server{Handler: http.HandlerFunc(c.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = c.srv.Serve(ln) }()
 	return nil
 }
 
+// Started is a started cloud that the test's cleanup closes.
+func Started(t testing.TB, o Options) *Cloud {
+	t.Helper()
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // Close stops serving.
 func (c *Cloud) Close() error {
 	if c.srv == nil {
-		return nil
+		return c.ln.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -169,14 +283,23 @@ func (f fakeCredential) GetToken(context.Context, policy.TokenRequestOptions) (a
 	return azcore.AccessToken{Token: f.token, ExpiresOn: time.Now().Add(time.Hour)}, nil
 }
 
-// WritePKI writes the root and the intermediate as PEM files into dir
-// (the config's attestationRootsFile and attestationIntermediatesFile).
+// WritePKI writes the root and the current intermediate as PEM files into
+// dir (the config's attestationRootsFile and the pinned
+// attestationIntermediatesFile of older configs).
 func (c *Cloud) WritePKI(dir string) (roots, intermediates string, err error) {
-	roots, intermediates = filepath.Join(dir, "azure-roots.pem"), filepath.Join(dir, "azure-intermediates.pem")
-	if err = os.WriteFile(roots, PEM(c.Root.Cert), 0o600); err != nil {
+	roots, err = c.WriteRoots(dir)
+	if err != nil {
 		return "", "", err
 	}
-	return roots, intermediates, os.WriteFile(intermediates, PEM(c.Intermediate.Cert), 0o600)
+	inter, _ := c.Current()
+	intermediates = filepath.Join(dir, "azure-intermediates.pem")
+	return roots, intermediates, os.WriteFile(intermediates, PEM(inter.Cert), 0o600)
+}
+
+// WriteRoots writes the root as a PEM file into dir (attestationRootsFile).
+func (c *Cloud) WriteRoots(dir string) (string, error) {
+	roots := filepath.Join(dir, "azure-roots.pem")
+	return roots, os.WriteFile(roots, PEM(c.Root.Cert), 0o600)
 }
 
 // Put adds or replaces a VM; it returns it with its VMID and defaults.
@@ -232,7 +355,9 @@ func (c *Cloud) Delete(vmID string) {
 // Calls is how many requests of an operation were answered: "ListVMs",
 // "ListVMStatuses", "GetVM", "ListScaleSets", "GetScaleSet",
 // "ListScaleSetVMs", "GetScaleSetVM", "ListNICs", "ListPublicIPs",
-// "Token", "Instance", "AttestedDocument".
+// "Token", "Instance", "AttestedDocument", "StaleDocument" (a cached
+// document answered for another nonce), "Throttled" (429s), "AIA"
+// (issuing CA downloads).
 func (c *Cloud) Calls(op string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

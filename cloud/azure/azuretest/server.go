@@ -13,12 +13,29 @@ import (
 	"time"
 )
 
-// TimeLayout is the attested document's timestamp layout.
+// TimeLayout is the attested document's timestamp layout for parsing;
+// IMDS writes UTC as "-0000" (Go's layout would write "+0000"), as
+// FormatTime does.
 const TimeLayout = "01/02/06 15:04:05 -0700"
 
-// Document is an attested document's signed content, as IMDS writes it.
+// FormatTime writes a timestamp as genuine documents do:
+// "11/19/25 12:53:30 -0000", UTC.
+func FormatTime(t time.Time) string { return t.UTC().Format("01/02/06 15:04:05") + " -0000" }
+
+// Document is an attested document's signed content, as IMDS writes it,
+// valid from created for DocumentLifetime.
 func (c *Cloud) Document(vm VM, nonce string, created time.Time) []byte {
 	return c.DocumentFor(vm.VMID, c.opts.Subscription, nonce, created, created.Add(c.opts.DocumentLifetime))
+}
+
+// DocumentAt is the content IMDS signs for a request at now, with the
+// timestamps genuine documents carry: createdOn DocumentLifetime (six
+// hours) before the request and expiresOn at it, to the second (both
+// public genuine documents state exactly that, their default nonce being
+// the request's time).
+func (c *Cloud) DocumentAt(vm VM, nonce string, now time.Time) []byte {
+	now = now.Truncate(time.Second)
+	return c.DocumentFor(vm.VMID, c.opts.Subscription, nonce, now.Add(-c.opts.DocumentLifetime), now)
 }
 
 // DocumentFor is signed content with every field chosen (for attacks).
@@ -29,7 +46,7 @@ func (c *Cloud) DocumentFor(vmID, subscription, nonce string, created, expires t
 		"sku":            "",
 		"subscriptionId": subscription,
 		"timeStamp": map[string]string{
-			"createdOn": created.UTC().Format(TimeLayout), "expiresOn": expires.UTC().Format(TimeLayout),
+			"createdOn": FormatTime(created), "expiresOn": FormatTime(expires),
 		},
 		"vmId": vmID,
 	}
@@ -45,6 +62,8 @@ func (c *Cloud) serve(w http.ResponseWriter, r *http.Request) {
 		c.serveToken(w, r)
 	case strings.HasPrefix(r.URL.Path, "/vm/"):
 		c.serveIMDS(w, r)
+	case strings.HasPrefix(r.URL.Path, "/pkiops/"):
+		c.serveAIA(w, r)
 	case strings.HasPrefix(strings.ToLower(r.URL.Path), "/subscriptions/"):
 		c.serveARM(w, r)
 	default:
@@ -71,6 +90,71 @@ func (c *Cloud) serveToken(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// serveAIA publishes the issuing CAs, DER, as Microsoft's PKI repository
+// does (application/pkix-cert).
+func (c *Cloud) serveAIA(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	cert, ok := c.published[r.URL.EscapedPath()]
+	failing := c.failAIA
+	c.mu.Unlock()
+	if failing {
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+		return
+	}
+	if !ok || r.Method != http.MethodGet {
+		http.NotFound(w, r)
+		return
+	}
+	c.count("AIA")
+	w.Header().Set("Content-Type", "application/pkix-cert")
+	_, _ = w.Write(cert.Raw)
+}
+
+// throttled records an IMDS request of a VM and reports whether it is
+// over the per-second limit.
+func (c *Cloud) throttled(vmID string, now time.Time) bool {
+	if c.opts.IMDSRateLimit < 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	recent := c.imdsHits[vmID][:0]
+	for _, t := range c.imdsHits[vmID] {
+		if now.Sub(t) < time.Second {
+			recent = append(recent, t)
+		}
+	}
+	if len(recent) >= c.opts.IMDSRateLimit {
+		c.imdsHits[vmID] = recent
+		c.calls["Throttled"]++
+		return true
+	}
+	c.imdsHits[vmID] = append(recent, now)
+	return false
+}
+
+// attested is the document for a request at now: the VM's cached one
+// while the cache window lasts, else a new one signed by the current
+// signer.
+func (c *Cloud) attested(vm VM, nonce string, now time.Time) ([]byte, error) {
+	c.mu.Lock()
+	last, ok := c.lastDoc[vm.VMID]
+	signer := c.Signer
+	c.mu.Unlock()
+	if ok && c.opts.DocumentCacheWindow > 0 && now.Sub(last.at) < c.opts.DocumentCacheWindow {
+		c.count("StaleDocument")
+		return last.der, nil
+	}
+	der, err := signer.Sign(c.DocumentAt(vm, nonce, now))
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.lastDoc[vm.VMID] = cachedDoc{der: der, at: now}
+	c.mu.Unlock()
+	return der, nil
+}
+
 // serveIMDS answers /vm/<vmId>/metadata/{instance,attested/document} as
 // IMDS does: GET only, Metadata: true required, no X-Forwarded-For, an
 // api-version required.
@@ -91,6 +175,9 @@ func (c *Cloud) serveIMDS(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Query().Get("api-version") == "":
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "Bad request. api-version was not specified in the request"})
 		return
+	case c.throttled(vm.VMID, time.Now()):
+		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "Too many requests"})
+		return
 	}
 	switch path {
 	case "metadata/instance":
@@ -99,14 +186,15 @@ func (c *Cloud) serveIMDS(w http.ResponseWriter, r *http.Request) {
 	case "metadata/attested/document":
 		c.count("AttestedDocument")
 		nonce := r.URL.Query().Get("nonce")
-		if nonce == "" {
-			nonce = time.Now().UTC().Format("20060102150405")
-		}
-		if !nonceRE.MatchString(nonce) {
+		if nonce != "" && !nonceRE.MatchString(nonce) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "Bad request. Invalid nonce"})
 			return
 		}
-		der, err := c.Signer.Sign(c.Document(vm, nonce, time.Now()))
+		now := time.Now()
+		if nonce == "" {
+			nonce = now.UTC().Format("20060102-150405")
+		}
+		der, err := c.attested(vm, nonce, now)
 		if err != nil {
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 			return
