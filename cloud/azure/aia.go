@@ -51,6 +51,11 @@ const (
 // errAIARefused: the URL is not on the allow-list; nothing was fetched.
 var errAIARefused = errors.New("not on the AIA allow-list")
 
+// errAIANoIssuer: the allowed host answered that the issuer is not there
+// (404, 410) or served another certificate: a definite answer, unlike a
+// download that failed.
+var errAIANoIssuer = errors.New("the issuer is not at its CA Issuers URL")
+
 // aiaEntry is an allow-list entry: host (with a port if given) and a
 // path prefix.
 type aiaEntry struct{ host, path string }
@@ -202,7 +207,11 @@ func (f *aiaFetcher) download(ctx context.Context, raw string) (*x509.Certificat
 		return nil, fmt.Errorf("fetch %s: %w", raw, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound, http.StatusGone:
+		return nil, fmt.Errorf("fetch %s: HTTP %d: %w", raw, resp.StatusCode, errAIANoIssuer)
+	default:
 		return nil, fmt.Errorf("fetch %s: HTTP %d", raw, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAIACert+1))

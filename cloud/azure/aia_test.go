@@ -136,6 +136,25 @@ func TestAIAIssuerRejections(t *testing.T) {
 	}
 }
 
+// TestAIAIssuerNotThereIsAVerdict: a signer whose allowed CA Issuers URL
+// answers 404 can never verify: it is denied, not retried for ever
+// (before, every attempt was a transient error and the CSR held its place
+// at the approver's gate).
+func TestAIAIssuerNotThereIsAVerdict(t *testing.T) {
+	c := start(t)
+	p := provider(t, c)
+	ca, err := c.RotateIntermediate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Unpublish(ca)
+	vm := c.Put(azuretest.VM{Name: "n", PrivateIP: "127.0.81.236", Tags: tags()})
+	_, err = join(t, c, p, vm)
+	if r, ok := cloud.IsRejection(err); !ok || r.Reason != cloud.RejectIssuer {
+		t.Fatalf("issuer not at its URL: want %s, got %v", cloud.RejectIssuer, err)
+	}
+}
+
 // TestAIADownloadFailureIsTransient: an allowed issuer that cannot be
 // downloaded is an error to retry on, never a verdict or an approval;
 // once it can, the same document verifies.

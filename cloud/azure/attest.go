@@ -219,7 +219,7 @@ func (v *Verifier) checkSigner(ctx context.Context, signer *x509.Certificate, bu
 			break
 		}
 		issuer, ferr := v.fetchIssuer(ctx, next)
-		if errors.Is(ferr, errAIARefused) {
+		if errors.Is(ferr, errAIANoIssuer) {
 			return cloud.Reject(cloud.RejectIssuer, fmt.Errorf("signer certificate %q: its issuer is in no configured file, and %v", signer.Subject.String(), ferr))
 		}
 		if ferr != nil {
@@ -244,28 +244,33 @@ func (v *Verifier) checkSigner(ctx context.Context, signer *x509.Certificate, bu
 
 // fetchIssuer downloads the issuer a certificate's CA Issuers URLs name:
 // the first that is allowed and answers with a certificate whose subject
-// is the certificate's issuer. If none is allowed, errAIARefused.
+// is the certificate's issuer. When every URL gave a definite answer (off
+// the allow-list, not there, another certificate) the error wraps
+// errAIANoIssuer: the evidence can never verify. When any download failed
+// otherwise, the error is one to retry on, and wraps neither sentinel.
 func (v *Verifier) fetchIssuer(ctx context.Context, c *x509.Certificate) (*x509.Certificate, error) {
 	var errs []error
-	refused := 0
+	definite := 0
 	for _, raw := range c.IssuingCertificateURL {
 		issuer, err := v.aia.get(ctx, raw)
 		switch {
-		case errors.Is(err, errAIARefused):
-			refused++
+		case errors.Is(err, errAIARefused), errors.Is(err, errAIANoIssuer):
+			definite++
 			errs = append(errs, err)
 		case err != nil:
 			errs = append(errs, err)
 		case !bytes.Equal(issuer.RawSubject, c.RawIssuer):
+			definite++
 			errs = append(errs, fmt.Errorf("%s holds %q, not the issuer %q", raw, issuer.Subject.String(), c.Issuer.String()))
 		default:
 			return issuer, nil
 		}
 	}
-	if refused == len(c.IssuingCertificateURL) {
-		return nil, errors.Join(errs...) // each wraps errAIARefused
+	all := errors.Join(errs...)
+	if definite == len(c.IssuingCertificateURL) {
+		return nil, fmt.Errorf("%w: %w", errAIANoIssuer, all)
 	}
-	return nil, errors.Join(errs...)
+	return nil, errors.New(all.Error()) // to retry: no sentinel may turn it into a verdict
 }
 
 // nameAllowed: a DNS name of the certificate is a signer name, a name

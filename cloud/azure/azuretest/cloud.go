@@ -200,6 +200,18 @@ func (c *Cloud) RotateIntermediate() (*CA, error) {
 	return inter, nil
 }
 
+// Unpublish stops serving ca at its AIA URL (which then answers 404), as
+// for an issuer that is not where its certificates say.
+func (c *Cloud) Unpublish(ca *CA) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for path, cert := range c.published {
+		if cert.Equal(ca.Cert) {
+			delete(c.published, path)
+		}
+	}
+}
+
 // Current is the issuing CA and the signer documents are signed with now.
 func (c *Cloud) Current() (*CA, *Signer) {
 	c.mu.Lock()
