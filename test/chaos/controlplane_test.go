@@ -2,6 +2,9 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
 )
 
 // TestControlPlaneRestarts (scenario 4): real machines (mooring-agent and
@@ -32,6 +36,14 @@ func TestControlPlaneRestarts(t *testing.T) {
 	for i := range names {
 		names[i] = "node-" + string(rune('a'+i))
 	}
+	// The scenario is about a running mooring-ccm: under load it can still
+	// be starting (reading the apiserver's request-header CA) when the
+	// first CSR comes and kube-apiserver is killed, and a program that
+	// cannot start exits. It leads once it has started.
+	harness.WaitUntil(ctx, t, "mooring-ccm holds its lease", func() (bool, error) {
+		l, err := w.c.Client.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+	})
 	superCtx, stopSupervisor := context.WithCancel(ctx)
 	supervised := w.c.Supervise(superCtx, time.Second)
 	start := time.Now()
@@ -81,9 +93,30 @@ func TestControlPlaneRestarts(t *testing.T) {
 	}
 	o.check("one client CSR per machine (%d), every CSR approved once, none undecided or denied (%d CSRs)", client, len(l.Items))
 	if done, err := w.ccm.Exited(); done {
-		t.Errorf("mooring-ccm exited: %v", err)
+		t.Errorf("mooring-ccm exited: %v; its last lines (pid %d):\n%s", err, w.ccm.PID(), lastLinesOf(w.ccm, 40))
 	}
 	o.check("mooring-ccm and its approver recovered with no manual step")
 	stopSupervisor()
 	o.figure(t, "control plane processes the supervisor restarted", "%v", <-supervised)
+}
+
+// lastLinesOf is the end of what process p wrote to its log, which a
+// process restarted in its place (by the supervisor) writes on after: klog
+// names the pid on each line.
+func lastLinesOf(p *testbed.Process, n int) string {
+	data, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		return err.Error()
+	}
+	pid := fmt.Sprintf(" %d ", p.PID())
+	var mine []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, pid) {
+			mine = append(mine, l)
+		}
+	}
+	if len(mine) > n {
+		mine = mine[len(mine)-n:]
+	}
+	return strings.Join(mine, "\n")
 }
