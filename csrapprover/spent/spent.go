@@ -60,10 +60,13 @@ const (
 func ShardNames() []string {
 	out := make([]string, Shards)
 	for i := range out {
-		out[i] = NamePrefix + strconv.FormatInt(int64(i), 16)
+		out[i] = shardName(i)
 	}
 	return out
 }
+
+// shardName is the ConfigMap of shard i.
+func shardName(i int) string { return NamePrefix + strconv.FormatInt(int64(i), 16) }
 
 // Spender is who spends a ticket: a CSR.
 type Spender struct {
@@ -102,9 +105,6 @@ func New(client typedcorev1.ConfigMapsGetter, namespace string, grace time.Durat
 	return &Store{client: client, namespace: namespace, grace: grace, now: time.Now}
 }
 
-// Namespace is where the ConfigMaps are.
-func (s *Store) Namespace() string { return s.namespace }
-
 // entry is one spent ticket: until when it is kept, and by whom it was
 // spent.
 type entry struct {
@@ -141,7 +141,7 @@ func key(replayKey string) (string, int) {
 // holder reads who spent k in cm: "" when nobody did (or the entry has
 // expired). An entry it cannot read counts as spent by somebody unknown:
 // the record is never read as "free" on doubt.
-func (s *Store) holder(cm *v1.ConfigMap, k string, now time.Time) (Spender, bool) {
+func holder(cm *v1.ConfigMap, k string, now time.Time) (Spender, bool) {
 	if cm == nil {
 		return Spender{}, false
 	}
@@ -173,7 +173,7 @@ func (s *Store) Spent(ctx context.Context, replayKey string, csr Spender) (Spend
 			return Spender{}, false, err
 		}
 	}
-	by, ok := s.holder(sh.last, k, s.now())
+	by, ok := holder(sh.last, k, s.now())
 	if ok && by.UID == csr.UID {
 		return Spender{}, false, nil
 	}
@@ -216,7 +216,7 @@ func (s *Store) Spend(ctx context.Context, replayKey string, expiry time.Time, c
 			}
 		}
 		now := s.now()
-		if by, ok := s.holder(sh.last, k, now); ok {
+		if by, ok := holder(sh.last, k, now); ok {
 			if by.UID == csr.UID {
 				return Spender{}, false, nil
 			}
@@ -239,7 +239,7 @@ func (s *Store) Spend(ctx context.Context, replayKey string, expiry time.Time, c
 			return Spender{}, false, fmt.Errorf("record the ticket as spent in ConfigMap %s/%s: %w", s.namespace, next.Name, err)
 		}
 	}
-	return Spender{}, false, fmt.Errorf("record the ticket as spent: ConfigMap %s/%s kept changing", s.namespace, NamePrefix+strconv.FormatInt(int64(i), 16))
+	return Spender{}, false, fmt.Errorf("record the ticket as spent: ConfigMap %s/%s kept changing", s.namespace, shardName(i))
 }
 
 // conflictRounds bounds the writes of one Spend.
@@ -261,7 +261,7 @@ func pause(ctx context.Context, round int) error {
 func (s *Store) read(ctx context.Context, sh *shard, i int) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	name := NamePrefix + strconv.FormatInt(int64(i), 16)
+	name := shardName(i)
 	cm, err := s.client.ConfigMaps(s.namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
