@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/mooring-dev/mooring/internal/atomicfile"
 )
 
 // The Secret's data keys (and the files of a mounted Secret or a key
@@ -229,7 +231,7 @@ func ReadDir(dir string) (*KeySet, error) {
 }
 
 // WriteDir writes the key set into dir (made if missing, mode 0700), each
-// file mode 0600 and replaced whole by a rename.
+// file mode 0600 and replaced whole (internal/atomicfile).
 func (s *KeySet) WriteDir(dir string) error {
 	data, err := s.Data()
 	if err != nil {
@@ -240,12 +242,10 @@ func (s *KeySet) WriteDir(dir string) error {
 	}
 	// The keys first: a reader between the two never finds a signing kid
 	// that is not among the keys.
+	// Each file is synced before its rename and the directory after it, so a
+	// crash leaves a whole old file or a whole new one, never an empty one.
 	for _, name := range []string{KeysFile, PublicKeysFile, SigningKeyFile} {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, data[name], 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, name), data[name], 0o600); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/server"
+	"github.com/mooring-dev/mooring/internal/atomicfile"
 )
 
 func serve(args []string) error {
@@ -81,7 +82,7 @@ func serve(args []string) error {
 	}
 	url := "http://" + ln.Addr().String()
 	if *addressFile != "" {
-		if err := writeFileAtomic(*addressFile, []byte(url+"\n")); err != nil {
+		if err := atomicfile.Write(*addressFile, []byte(url+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
@@ -110,14 +111,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// writeFileAtomic writes through a temporary file and a rename, so a reader
-// never sees part of the content.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
