@@ -149,8 +149,12 @@ lint: ## gofmt, one k8s.io library version in what is built, go vet and staticch
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
+# Built, then run: under `go run` a Ctrl-C made go itself exit 1 after the
+# demo had stopped cleanly, and make printed an error line.
 demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C stops it)
-	$(GO) run ./hack/demo
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/demo ./hack/demo
+	$(BIN)/demo
 
 clean: ## remove build output (not the Kubernetes binary cache)
 	rm -rf $(BIN)

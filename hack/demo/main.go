@@ -46,11 +46,21 @@ func main() {
 	nonInteractive := flag.Bool("non-interactive", false, "tear down at the end instead of waiting for Ctrl-C")
 	skipDeps := flag.Bool("skip-deps", false, "do not run hack/install-deps.sh and hack/build-k8s.sh")
 	flag.Parse()
-	if err := run(*stateDir, *nodes, *nonInteractive, *skipDeps); err != nil {
+	err := run(*stateDir, *nodes, *nonInteractive, *skipDeps)
+	switch {
+	case err == nil:
+	case errors.Is(err, context.Canceled) && !errors.Is(err, errTeardown):
+		// Ctrl-C before the end: everything was stopped, as at the end.
+		fmt.Fprintln(os.Stderr, "\ninterrupted")
+		os.Exit(130)
+	default:
 		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
 		os.Exit(1)
 	}
 }
+
+// errTeardown marks an error of stopping what the demo started.
+var errTeardown = errors.New("stopping the demo")
 
 func step(format string, args ...any) { fmt.Printf("\n==> "+format+"\n", args...) }
 
@@ -99,7 +109,7 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 		}
 		errs = append(errs, c.Stop())
 		if e := errors.Join(errs...); e != nil {
-			err = errors.Join(err, e)
+			err = errors.Join(err, fmt.Errorf("%w: %w", errTeardown, e))
 		} else {
 			fmt.Println("    all processes stopped; `make demo` starts afresh")
 		}
