@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/ccm/initretry"
+	"github.com/mooring-dev/mooring/ccm/nodeinit"
 	"github.com/mooring-dev/mooring/ccm/servicelb"
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
@@ -43,6 +44,9 @@ type Options struct {
 	// LoadBalancerController is "mooring" (the batched one, where the
 	// provider can list its load balancers) or "library" (the stock one).
 	LoadBalancerController string
+	// NodeInitController is "mooring" (ccm/nodeinit: conflict-free
+	// patches) or "library" (the stock cloud-node controller).
+	NodeInitController string
 	// Approver configures the csr-approver controller (off by default;
 	// enable with --controllers=*,csr-approver).
 	Approver csrapprover.Flags
@@ -81,12 +85,17 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"How long changes of the nodes behind load balancers (joins, removals, readiness, addresses) are gathered before every load balancer is updated once. 0 updates at once, one update per change.")
 	fs.StringVar(&o.LoadBalancerController, "load-balancer-controller", "mooring",
 		"Which service controller manages load balancers: mooring (batched, with the drift sweep; only where the provider lists its load balancers in one call, else the library's runs) or library (k8s.io/cloud-provider's stock controller, which serves Services without a class and ignores the load-balancer-* flags above).")
+	fs.StringVar(&o.NodeInitController, "node-init-controller", "mooring",
+		"Which cloud-node controller initializes Nodes: mooring (the library's behaviour, written as patches that carry no resourceVersion, so kubelets' status updates cannot make them conflict; docs/ccm.md) or library (k8s.io/cloud-provider's stock controller, which updates whole Nodes from its cache and retries on conflict). Both honour --concurrent-node-syncs, --concurrent-node-status-updates and --node-status-update-frequency.")
 }
 
 // validate checks mooring's flags.
 func (o *Options) validate() error {
 	if o.LoadBalancerController != "mooring" && o.LoadBalancerController != "library" {
 		return fmt.Errorf("--load-balancer-controller=%q: want mooring or library", o.LoadBalancerController)
+	}
+	if o.NodeInitController != "mooring" && o.NodeInitController != "library" {
+		return fmt.Errorf("--node-init-controller=%q: want mooring or library", o.NodeInitController)
 	}
 	return nil
 }
@@ -121,6 +130,16 @@ func NewCommand() (*cobra.Command, error) {
 			stock := stockServiceLB.Constructor(initContext, completed, c)
 			return func(ctx context.Context, cc genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 				return startServiceLB(ctx, cc, initContext, completed, c, mo, stock)
+			}
+		},
+	}
+	stockCloudNode := ccmapp.DefaultInitFuncConstructors[names.CloudNodeController]
+	controllers[names.CloudNodeController] = ccmapp.ControllerInitFuncConstructor{
+		InitContext: stockCloudNode.InitContext,
+		Constructor: func(initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, c cloudprovider.Interface) ccmapp.InitFunc {
+			stock := stockCloudNode.Constructor(initContext, completed, c)
+			return func(ctx context.Context, cc genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+				return startNodeInit(ctx, cc, initContext, completed, c, mo, stock)
 			}
 		},
 	}
@@ -293,6 +312,29 @@ func startApprover(ctx context.Context, cc genericcontrollermanager.ControllerCo
 
 // startInitRetry starts the node-init-retry controller over the provider's
 // shared instance view; a provider without one gets no such controller.
+// startNodeInit starts mooring's cloud-node controller (ccm/nodeinit), or
+// the library's with --node-init-controller=library or where the provider
+// has no InstancesV2.
+func startNodeInit(ctx context.Context, cc genericcontrollermanager.ControllerContext, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface, mo *Options, stock ccmapp.InitFunc) (controller.Interface, bool, error) {
+	instances, ok := cp.InstancesV2()
+	if mo.NodeInitController == "library" || !ok || instances == nil {
+		klog.InfoS("Running the library's cloud-node controller", "flag", mo.NodeInitController, "instancesV2", ok)
+		return stock(ctx, cc)
+	}
+	nc := completed.ComponentConfig.NodeController
+	c, err := nodeinit.New(completed.ClientBuilder.ClientOrDie(initContext.ClientName),
+		completed.SharedInformers.Core().V1().Nodes(), instances, nodeinit.Options{
+			Workers:            int(nc.ConcurrentNodeSyncs),
+			StatusWorkers:      int(nc.ConcurrentNodeStatusUpdates),
+			StatusUpdatePeriod: completed.ComponentConfig.NodeStatusUpdateFrequency.Duration,
+		})
+	if err != nil {
+		return nil, false, err
+	}
+	runController(ctx, cc, nodeinit.Name, c.Run)
+	return named(nodeinit.Name), true, nil
+}
+
 func startInitRetry(ctx context.Context, cc genericcontrollermanager.ControllerContext, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface) (controller.Interface, bool, error) {
 	a, ok := cp.(cloud.Attester)
 	if !ok || a.InstanceView() == nil {

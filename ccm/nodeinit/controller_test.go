@@ -1,0 +1,268 @@
+package nodeinit
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	cloudnode "k8s.io/cloud-provider/controllers/node"
+	fakecloud "k8s.io/cloud-provider/fake"
+	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+	"k8s.io/component-base/metrics/testutil"
+)
+
+var uninitialized = v1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}
+
+// kubeletNode is a Node as a kubelet with --cloud-provider=external registers
+// it, plus what the case adds.
+func kubeletNode(name string, edit func(*v1.Node)) *v1.Node {
+	n := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), ResourceVersion: "1",
+			CreationTimestamp: metav1.NewTime(time.Now().Add(-time.Second)),
+			Labels:            map[string]string{v1.LabelHostname: name, v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}},
+		Spec:   v1.NodeSpec{Taints: []v1.Taint{uninitialized}},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeHostName, Address: name}}},
+	}
+	if edit != nil {
+		edit(n)
+	}
+	return n
+}
+
+func cloudWith(md *cloudprovider.InstanceMetadata, err error) *fakecloud.Cloud {
+	return &fakecloud.Cloud{EnableInstancesV2: true, OverrideInstanceMetadata: func(context.Context, *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+		if md == nil {
+			return nil, err
+		}
+		c := *md
+		return &c, err
+	}}
+}
+
+var metadata = &cloudprovider.InstanceMetadata{
+	ProviderID:       "local://i-0abc",
+	InstanceType:     "m.small",
+	Zone:             "zone-a",
+	Region:           "region-1",
+	NodeAddresses:    []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "127.1.0.7"}, {Type: v1.NodeInternalDNS, Address: "i-0abc.internal"}},
+	AdditionalLabels: map[string]string{"cloud.example/pool": "blue", "node.kubernetes.io/evil": "x", "team": "from-cloud"},
+}
+
+// initialize runs one controller (the library's or mooring's) over a fake
+// apiserver holding node until the Node is untainted or wait passes, and
+// returns the Node and the Events recorded.
+func initialize(t *testing.T, library bool, node *v1.Node, cloud *fakecloud.Cloud, wait time.Duration) (*v1.Node, []string) {
+	t.Helper()
+	client := fake.NewClientset(node.DeepCopy())
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nodes := factory.Core().V1().Nodes()
+	if library {
+		cnc, err := cloudnode.NewCloudNodeController(nodes, client, cloud, time.Hour, 1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go cnc.RunWithContext(ctx, controllersmetrics.NewControllerManagerMetrics("test"))
+	} else {
+		c, err := New(client, nodes, cloud, Options{Workers: 1, StatusWorkers: 1, StatusUpdatePeriod: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go c.Run(ctx)
+	}
+	factory.Start(ctx.Done())
+	deadline := time.Now().Add(wait)
+	var got *v1.Node
+	for {
+		var err error
+		if got, err = client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if (!tainted(got) && len(got.Status.Addresses) > 1) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the Event, and any late write
+	got, _ = client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	events, _ := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	var reasons []string
+	for _, e := range events.Items {
+		reasons = append(reasons, e.Source.Component+"/"+e.Reason)
+	}
+	return got, reasons
+}
+
+func TestInitializesAsTheLibraryDoes(t *testing.T) {
+	otherTaint := v1.Taint{Key: "example.com/dedicated", Value: "db", Effect: v1.TaintEffectNoSchedule}
+	cases := []struct {
+		name  string
+		node  *v1.Node
+		md    *cloudprovider.InstanceMetadata
+		taint bool // the Node keeps the taint
+	}{
+		{name: "kubelet's node", node: kubeletNode("n1", nil), md: metadata},
+		{name: "other taints around ours", node: kubeletNode("n2", func(n *v1.Node) {
+			n.Spec.Taints = []v1.Taint{otherTaint, uninitialized, {Key: "z", Effect: v1.TaintEffectNoExecute}}
+		}), md: metadata},
+		{name: "providerID from the kubelet", node: kubeletNode("n3", func(n *v1.Node) { n.Spec.ProviderID = "local://i-0abc" }),
+			md: &cloudprovider.InstanceMetadata{InstanceType: "m.small", NodeAddresses: metadata.NodeAddresses}},
+		{name: "label the node has", node: kubeletNode("n4", func(n *v1.Node) { n.Labels["team"] = "own" }), md: metadata},
+		{name: "provided node IP", node: kubeletNode("n5", func(n *v1.Node) {
+			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "127.1.0.7"}
+		}), md: metadata},
+		{name: "provided node IP the cloud has not", node: kubeletNode("n6", func(n *v1.Node) {
+			n.Annotations = map[string]string{cloudproviderapi.AnnotationAlphaProvidedIPAddr: "127.9.9.9"}
+		}), md: metadata, taint: true},
+		{name: "no labels", node: kubeletNode("n7", func(n *v1.Node) { n.Labels = nil }), md: metadata},
+		{name: "no addresses from the cloud", node: kubeletNode("n8", nil),
+			md: &cloudprovider.InstanceMetadata{ProviderID: "local://i-8", Zone: "zone-b"}},
+		{name: "label key with a slash and a tilde", node: kubeletNode("n9", nil),
+			md: &cloudprovider.InstanceMetadata{ProviderID: "local://i-9", AdditionalLabels: map[string]string{"a.example/b~c": "v"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wait := 3 * time.Second
+			if tc.taint || len(tc.md.NodeAddresses) == 0 {
+				wait = 500 * time.Millisecond
+			}
+			want, wantEvents := initialize(t, true, tc.node, cloudWith(tc.md, nil), wait)
+			got, gotEvents := initialize(t, false, tc.node, cloudWith(tc.md, nil), wait)
+			if tainted(got) != tc.taint || tainted(want) != tc.taint {
+				t.Fatalf("tainted: mooring %v, library %v, want %v", tainted(got), tainted(want), tc.taint)
+			}
+			same(t, "spec", got.Spec, want.Spec)
+			same(t, "labels", got.Labels, want.Labels)
+			same(t, "annotations", got.Annotations, want.Annotations)
+			same(t, "addresses", got.Status.Addresses, want.Status.Addresses)
+			same(t, "events", strings.Join(gotEvents, ","), strings.Join(wantEvents, ","))
+		})
+	}
+}
+
+func same(t *testing.T, what string, got, want any) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Errorf("%s differ from the library's:\n mooring %s\n library %s", what, g, w)
+	}
+}
+
+// The init patch carries no resourceVersion: a kubelet's status write
+// between the read and the write does not make it fail.
+func TestInitPatchCarriesNoResourceVersion(t *testing.T) {
+	node := kubeletNode("n", nil)
+	patch, err := initPatch(node, metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(patch), "resourceVersion") {
+		t.Errorf("patch tests the resourceVersion: %s", patch)
+	}
+	status, _ := addressesPatch(node, metadata.NodeAddresses)
+	if strings.Contains(string(status), "resourceVersion") {
+		t.Errorf("status patch carries a resourceVersion: %s", status)
+	}
+}
+
+// When the apiserver refuses the patch's test (another writer moved the
+// taint), the controller reads the Node again from the apiserver, not from
+// its cache, and writes a rebuilt patch that keeps the other writer's taint.
+func TestRefusedPatchIsRebuiltFromAFreshRead(t *testing.T) {
+	registerMetrics()
+	before, _ := testutil.GetCounterMetricValue(rebuiltPatches)
+	cached := kubeletNode("n", nil)
+	// Meanwhile a taint was added in front of ours.
+	fresh := cached.DeepCopy()
+	fresh.ResourceVersion = "2"
+	fresh.Spec.Taints = append([]v1.Taint{{Key: "node.kubernetes.io/not-ready", Effect: v1.TaintEffectNoSchedule}}, fresh.Spec.Taints...)
+	client := fake.NewClientset(fresh)
+	var patches []string
+	gets := 0
+	client.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		gets++
+		return false, nil, nil
+	})
+	client.PrependReactor("patch", "nodes", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		p := a.(clienttesting.PatchAction)
+		if p.GetPatchType() != types.JSONPatchType {
+			return false, nil, nil
+		}
+		patches = append(patches, string(p.GetPatch()))
+		// What the apiserver answers to a failed test: 422.
+		if strings.Contains(string(p.GetPatch()), `"path":"/spec/taints/0/key"`) {
+			return true, nil, apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", "testing value /spec/taints/0/key failed", 0, false)
+		}
+		return false, nil, nil
+	})
+	c := &Controller{client: client}
+	written, err := c.writeInit(context.Background(), cached, metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(patches) != 2 || gets != 1 {
+		t.Fatalf("%d patches and %d reads, want 2 and 1: %v", len(patches), gets, patches)
+	}
+	if !strings.Contains(patches[1], `"path":"/spec/taints/1/key"`) {
+		t.Errorf("rebuilt patch does not remove the taint at its new index: %s", patches[1])
+	}
+	if len(written.Spec.Taints) != 1 || written.Spec.Taints[0].Key != "node.kubernetes.io/not-ready" {
+		t.Errorf("taints after init: %v, want only the other writer's", written.Spec.Taints)
+	}
+	if after, _ := testutil.GetCounterMetricValue(rebuiltPatches); after != before+1 {
+		t.Errorf("rebuilt_patches_total went from %v to %v", before, after)
+	}
+}
+
+// A cloud that fails leaves the Node tainted and untouched.
+func TestCloudErrorWritesNothing(t *testing.T) {
+	node := kubeletNode("n", nil)
+	client := fake.NewClientset(node)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c, err := New(client, factory.Core().V1().Nodes(), cloudWith(nil, context.DeadlineExceeded), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	if err := c.sync(ctx, "n"); err == nil {
+		t.Fatal("sync succeeded with the cloud failing")
+	}
+	for _, a := range client.Actions() {
+		if a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			t.Errorf("wrote with the cloud failing: %s %s", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+}
+
+// Initialized Nodes whose labels need nothing are not queued on their
+// status updates; tainted ones and those with a beta label alone are.
+func TestOnlyNodesWithWorkAreQueued(t *testing.T) {
+	c := &Controller{queue: newQueue()}
+	done := kubeletNode("done", func(n *v1.Node) { n.Spec.Taints = nil })
+	beta := kubeletNode("beta", func(n *v1.Node) { n.Spec.Taints = nil; n.Labels[v1.LabelFailureDomainBetaZone] = "z" })
+	waiting := kubeletNode("waiting", nil)
+	for _, n := range []*v1.Node{done, beta, waiting} {
+		c.enqueue(n)
+	}
+	if c.queue.Len() != 2 {
+		t.Errorf("queued %d Nodes, want 2 (beta, waiting)", c.queue.Len())
+	}
+}
