@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -162,7 +163,7 @@ func TestKustomizationsRender(t *testing.T) {
 		"ClusterRole/mooring:cloud-controller-manager", "ClusterRole/mooring:csr-approver", "ClusterRole/mooring:metrics-reader",
 		"ClusterRoleBinding/mooring:cloud-controller-manager", "ClusterRoleBinding/mooring:cloud-controller-manager:auth-delegator",
 		"ClusterRoleBinding/mooring:cloud-controller-manager:csr-approver",
-		"Deployment/mooring-ccm", "PodDisruptionBudget/mooring-ccm",
+		"Deployment/mooring-ccm", "FlowSchema/mooring", "PodDisruptionBudget/mooring-ccm", "PriorityLevelConfiguration/mooring",
 		"Role/mooring:cloud-controller-manager:leader-election", "Role/mooring:kubelet-config",
 		"RoleBinding/mooring:cloud-controller-manager:authentication-reader", "RoleBinding/mooring:cloud-controller-manager:leader-election",
 		"RoleBinding/mooring:kubelet-config",
@@ -441,4 +442,19 @@ func equalStrings(v any, want ...string) bool {
 		}
 	}
 	return true
+}
+
+// The FlowSchema puts the workload's own ServiceAccount at mooring's
+// priority level, in each layout.
+func TestFlowSchemaNamesTheWorkload(t *testing.T) {
+	for dir, deployment := range map[string]string{"base": "mooring-ccm", "overlays/approver-only": "mooring-csr-approver"} {
+		m := render(t, dir)
+		fs := decode[flowcontrolv1.FlowSchema](t, find(t, m, "FlowSchema", "mooring"))
+		d := decode[appsv1.Deployment](t, find(t, m, "Deployment", deployment))
+		sa := fs.Spec.Rules[0].Subjects[0].ServiceAccount
+		if fs.Spec.PriorityLevelConfiguration.Name != "mooring" || sa == nil || sa.Name != d.Spec.Template.Spec.ServiceAccountName || sa.Namespace != d.Namespace {
+			t.Errorf("%s: FlowSchema %+v does not name %s/%s", dir, fs.Spec, d.Namespace, d.Spec.Template.Spec.ServiceAccountName)
+		}
+		find(t, m, "PriorityLevelConfiguration", "mooring")
+	}
 }

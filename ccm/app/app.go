@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
 	ccmapp "k8s.io/cloud-provider/app"
 	cloudcontrollerconfig "k8s.io/cloud-provider/app/config"
@@ -28,6 +29,7 @@ import (
 	"github.com/mooring-dev/mooring/ccm/servicelb"
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/internal/clientlimit"
 	"github.com/mooring-dev/mooring/internal/trim"
 	"github.com/mooring-dev/mooring/internal/version/component"
 
@@ -172,6 +174,9 @@ func NewCommand() (*cobra.Command, error) {
 		}
 		f.DefValue = "false"
 	}
+	if f := cmd.Flags().Lookup("kube-api-qps"); f != nil {
+		f.Usage = "Client-side limit of requests per second to the apiserver. Unset: none where the apiserver runs API Priority and Fairness (it names a FlowSchema in its responses), this default where it does not. Negative: none."
+	}
 	cmd.PreRunE = func(*cobra.Command, []string) error { return mo.validate() }
 	cmd.Use = "mooring-ccm"
 	cmd.Short = "mooring's cloud-controller-manager"
@@ -180,6 +185,13 @@ func NewCommand() (*cobra.Command, error) {
 	// cloud-controller-manager.
 	if f := cmd.Flags().Lookup("help"); f != nil {
 		f.Usage = "help for " + cmd.Name()
+	}
+	// Before the library builds its clients: their rate limit
+	// (internal/clientlimit).
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		limitClients(c, ccmOptions)
+		return run(c, args)
 	}
 	// The library registers component-base's --version; mooring's answers
 	// it (mooring_build_info comes with the import).
@@ -197,6 +209,20 @@ and can approve kubelet CSRs against the cloud's record (csr-approver). Every
 instance lookup goes through one shared, batched view of the cloud.
 
 Documentation: docs/ccm.md in the mooring repository.`
+
+// limitClients sets the client-side rate limit the library's clients get:
+// none where the apiserver runs API Priority and Fairness, unless
+// --kube-api-qps was given (internal/clientlimit). A kubeconfig that cannot
+// be loaded is left for the library to report.
+func limitClients(c *cobra.Command, o *options.CloudControllerManagerOptions) {
+	cfg, err := clientcmd.BuildConfigFromFlags(o.Master, o.Generic.ClientConnection.Kubeconfig)
+	if err != nil {
+		return
+	}
+	cc := &o.Generic.ClientConnection
+	d := clientlimit.Decide(c.Context(), cfg, c.Flags().Changed("kube-api-qps"), cc.QPS, int(cc.Burst))
+	cc.QPS = d.QPS
+}
 
 // initCloud builds the provider the flags name; a provider without a
 // cluster id is refused, since it could not tell its resources apart.

@@ -1,9 +1,10 @@
 // Package initretry is mooring-ccm's node-init-retry controller: when the
 // shared instance view sees the cloud answer again after failed Lists, it
-// makes the library's cloud-node controller try every Node that still waits
-// for initialization at once, instead of after that controller's per-node
-// exponential backoff (5 ms doubling up to 1000 s, which an outage of a few
-// minutes grows to many minutes and which the library offers no setting
+// makes the cloud-node controller (ccm/nodeinit, or the library's) try
+// every Node that still waits for initialization at once, instead of after
+// that controller's per-node exponential backoff (5 ms doubling up to
+// 1000 s, which an outage of a few minutes grows to many minutes and which
+// the library offers no setting
 // for).
 //
 // The library's work queue is private, but its Node informer handler queues

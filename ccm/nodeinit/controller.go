@@ -171,7 +171,7 @@ func (c *Controller) next(ctx context.Context) bool {
 	}
 	defer c.queue.Done(name)
 	if err := c.sync(ctx, name); err != nil {
-		klog.InfoS("Node not initialized yet; will retry", "node", name, "err", err)
+		klog.InfoS("Could not initialize node; retrying with backoff", "node", name, "err", err)
 		c.queue.AddRateLimited(name)
 		return true
 	}

@@ -30,14 +30,14 @@ const (
 	// outageInitBound: every Node registered during the outage is
 	// initialized within this long of the cloud's recovery.
 	outageInitBound = 30 * time.Second
-	// outageBackoffWanted: the outage lasts until the library's pending
+	// outageBackoffWanted: the outage lasts until the cloud-node controller's pending
 	// retry of every Node is at least this far away, so that only a
 	// re-queue can meet outageInitBound.
 	outageBackoffWanted = 35 * time.Second
 )
 
 // TestNodeInitPromptAfterCloudOutage registers 3 kubelets while the cloud's
-// API fails every call, keeps the outage until the library's cloud-node
+// API fails every call, keeps the outage until the cloud-node
 // controller has failed each Node so often that its next retry is more than
 // 35 s away (read from the CCM's log: the k-th failure of a Node waits
 // 5 ms * 2^(k-1)), clears the fault, and wants every Node initialized within
@@ -95,7 +95,7 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 		})
 	}
 
-	// Keep the cloud down until each Node's next retry by the library is
+	// Keep the cloud down until each Node's next retry by the cloud-node controller is
 	// at least outageBackoffWanted away.
 	var failures map[string]syncFailures
 	outageDeadline := time.Now().Add(150 * time.Second)
@@ -116,7 +116,7 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 			break
 		}
 		if now.After(outageDeadline) {
-			t.Fatalf("after %v of outage the library's retries are not %v away: %v", time.Since(outageStart).Round(time.Second), outageBackoffWanted, failures)
+			t.Fatalf("after %v of outage the cloud-node controller's retries are not %v away: %v", time.Since(outageStart).Round(time.Second), outageBackoffWanted, failures)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -132,7 +132,7 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 	latestRetry := recovered
 	for _, in := range instances {
 		f := failures[in.Name]
-		t.Logf("  %s: %d failed syncs in the CCM log, the last at -%v; the library's next retry %v after the recovery",
+		t.Logf("  %s: %d failed syncs in the CCM log, the last at -%v; the controller's next retry %v after the recovery",
 			in.Name, f.count, recovered.Sub(f.last).Round(100*time.Millisecond), f.nextRetry().Sub(recovered).Round(100*time.Millisecond))
 		if f.nextRetry().After(latestRetry) {
 			latestRetry = f.nextRetry()
@@ -140,7 +140,7 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 	}
 
 	// Every Node initialized within outageInitBound of the recovery; past
-	// it (a failure), keep watching until the library's own retries, to
+	// it (a failure), keep watching until the controller's own retries, to
 	// report how long the Nodes waited.
 	initialized := map[string]time.Duration{}
 	watchUntil := recovered.Add(outageInitBound)
@@ -166,7 +166,7 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 		if time.Now().After(watchUntil) {
 			if watchUntil.Equal(recovered.Add(outageInitBound)) {
 				watchUntil = latestRetry.Add(15 * time.Second)
-				t.Logf("not every node initialized %v after the recovery (%d of %d); watching until the library's own retries", outageInitBound, len(initialized), len(instances))
+				t.Logf("not every node initialized %v after the recovery (%d of %d); watching until the controller's own retries", outageInitBound, len(initialized), len(instances))
 				continue
 			}
 			break
@@ -215,6 +215,9 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 		`running_managed_controllers{manager="cloud-controller-manager",name="node-init-retry"} 1`,
 		`running_managed_controllers{manager="cloud-controller-manager",name="service"} 1`,
 		`running_managed_controllers{manager="cloud-controller-manager",name="cloud-node"} 1`,
+		// The test bed's apiserver runs API Priority and Fairness: no
+		// client-side limit (internal/clientlimit).
+		`mooring_apiserver_client_qps_limit -1`,
 	} {
 		if !slices.Contains(strings.Split(metrics, "\n"), want) {
 			t.Errorf("mooring-ccm /metrics has no line %q", want)
@@ -264,14 +267,14 @@ func scrapeCCM(ctx context.Context, t *testing.T, c *testbed.Cluster, ccm *testb
 	return string(body)
 }
 
-// syncFailures are a Node's failed syncs by the library's cloud-node
+// syncFailures are a Node's failed syncs by the cloud-node
 // controller, read from its log.
 type syncFailures struct {
 	count int
 	last  time.Time
 }
 
-// nextRetry is when the library tries the Node again: its rate limiter
+// nextRetry is when the cloud-node controller tries the Node again: its rate limiter (the library's, which ccm/nodeinit keeps)
 // waits 5 ms * 2^(k-1) after the k-th failure in a row, at most 1000 s.
 func (f syncFailures) nextRetry() time.Time {
 	if f.count == 0 {
@@ -288,8 +291,8 @@ func (f syncFailures) String() string {
 	return fmt.Sprintf("%d failures, next retry in %v", f.count, time.Until(f.nextRetry()).Round(100*time.Millisecond))
 }
 
-// nodeSyncFailures counts the "error syncing 'NODE'" lines of the
-// cloud-node controller in a klog log (one per failed sync), with the time
+// nodeSyncFailures counts the lines of the cloud-node controller that
+// report a failed sync of a Node in a klog log (one per failed sync), with the time
 // of the last one.
 func nodeSyncFailures(logPath string) (map[string]syncFailures, error) {
 	f, err := os.Open(logPath)
@@ -302,14 +305,20 @@ func nodeSyncFailures(logPath string) (map[string]syncFailures, error) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		// The Info line the controller writes with each requeue; the same
-		// error also goes to an "Unhandled Error" line, not counted.
-		_, rest, ok := strings.Cut(line, "] error syncing '")
-		if !ok || !strings.HasPrefix(line, "I") {
+		// The Info line the controller writes with each requeue: mooring's
+		// (ccm/nodeinit) or, with --node-init-controller=library, the
+		// library's, whose error also goes to an "Unhandled Error" line, not
+		// counted.
+		if !strings.HasPrefix(line, "I") {
 			continue
 		}
-		name, _, ok := strings.Cut(rest, "'")
-		if !ok {
+		var name string
+		if _, rest, ok := strings.Cut(line, `] "Could not initialize node; retrying with backoff" node="`); ok {
+			name, _, _ = strings.Cut(rest, `"`)
+		} else if _, rest, ok := strings.Cut(line, "] error syncing '"); ok {
+			name, _, _ = strings.Cut(rest, "'")
+		}
+		if name == "" {
 			continue
 		}
 		at, err := klogTime(line)

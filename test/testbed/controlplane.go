@@ -49,6 +49,9 @@ type Config struct {
 	// Profiling serves kube-apiserver's /debug/pprof (to system:masters):
 	// the benchmarks take CPU profiles with it.
 	Profiling bool
+	// APIServerArgs are more kube-apiserver flags (a repeated flag's last
+	// value wins).
+	APIServerArgs []string
 }
 
 // ControlPlane is etcd, kube-apiserver and kube-controller-manager on
@@ -311,8 +314,13 @@ func (cp *ControlPlane) startEtcd(ctx context.Context, clientPort, peerPort int)
 	return cp.waitHealthy(ctx, p, http.DefaultClient, client+"/health")
 }
 
+// apiServerArgs is args, then Config.APIServerArgs.
+func (cp *ControlPlane) apiServerArgs(args ...string) []string {
+	return append(args, cp.cfg.APIServerArgs...)
+}
+
 func (cp *ControlPlane) startAPIServer(ctx context.Context, f *pkiFiles, port, etcdPort int) error {
-	p, err := cp.start("kube-apiserver", cp.cfg.Binaries.KubeAPIServer,
+	p, err := cp.start("kube-apiserver", cp.cfg.Binaries.KubeAPIServer, cp.apiServerArgs(
 		"--etcd-servers=http://"+hostPort("127.0.0.1", etcdPort),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", port),
@@ -336,7 +344,7 @@ func (cp *ControlPlane) startAPIServer(ctx context.Context, f *pkiFiles, port, e
 		"--proxy-client-cert-file="+f.frontProxyClient, "--proxy-client-key-file="+f.frontProxyKey,
 		"--shutdown-delay-duration=0s",
 		fmt.Sprintf("--profiling=%t", cp.cfg.Profiling),
-	)
+	)...)
 	if err != nil {
 		return err
 	}

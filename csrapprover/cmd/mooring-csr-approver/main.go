@@ -28,6 +28,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/internal/clientlimit"
 	"github.com/mooring-dev/mooring/internal/version/component"
 
 	// Cloud providers, registered by name.
@@ -46,6 +47,7 @@ type options struct {
 	renewDeadline  time.Duration
 	retryPeriod    time.Duration
 	qps            float32
+	qpsSet         bool // --kube-api-qps was given
 	contentType    string
 	burst          int
 	approver       csrapprover.Flags
@@ -65,6 +67,7 @@ func main() {
 			if err := o.serving.validate(); err != nil {
 				return err
 			}
+			o.qpsSet = cmd.Flags().Changed("kube-api-qps")
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			return run(ctx, o)
@@ -81,7 +84,7 @@ func main() {
 	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "lease duration")
 	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader retries renewing before giving up")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "wait between lease attempts")
-	fs.Float32Var(&o.qps, "kube-api-qps", 500, "QPS to the apiserver (one write per decision; see docs/scale.md)")
+	fs.Float32Var(&o.qps, "kube-api-qps", 500, "client-side limit of requests per second to the apiserver; unset: none where the apiserver runs API Priority and Fairness, this default where it does not; negative: none (docs/scale.md)")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "burst to the apiserver")
 	fs.StringVar(&o.contentType, "kube-api-content-type", runtime.ContentTypeProtobuf, "content type of requests to the apiserver, as kube-controller-manager's flag (protobuf costs the apiserver less CPU than JSON)")
 	o.approver.AddFlags(fs, "")
@@ -98,7 +101,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = o.qps, o.burst
+	// No client-side limit where the apiserver runs API Priority and
+	// Fairness, unless --kube-api-qps was given (internal/clientlimit).
+	clientlimit.Decide(ctx, cfg, o.qpsSet, o.qps, o.burst).Apply(cfg)
 	cfg.ContentType = o.contentType
 	if o.contentType == runtime.ContentTypeProtobuf {
 		// Types without protobuf (none the approver reads) fall back on JSON.
