@@ -2,6 +2,7 @@ package nodeinit
 
 import (
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -90,7 +91,7 @@ func initPatch(node *v1.Node, md *cloudprovider.InstanceMetadata) ([]byte, error
 	if node.Labels == nil && len(labels) > 0 {
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels", Value: labels})
 	} else {
-		for _, k := range sortedKeys(labels) {
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
 			if old, ok := node.Labels[k]; ok && old == labels[k] {
 				continue
 			}
@@ -149,13 +150,4 @@ func addressesPatch(node *v1.Node, addresses []v1.NodeAddress) ([]byte, error) {
 		"metadata": map[string]any{"uid": node.UID},
 		"status":   map[string]any{"addresses": addresses},
 	})
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
