@@ -37,9 +37,15 @@ func recordBootTime(t *testing.T, name string, d time.Duration) {
 	bootTimes.d = append(bootTimes.d, d)
 	all := slices.Clone(bootTimes.d)
 	bootTimes.Unlock()
-	slices.Sort(all)
 	t.Logf("BOOT-TO-READY %s: %v (median of the %d machines booted so far: %v)", name, d.Round(10*time.Millisecond), len(all),
-		all[len(all)/2].Round(10*time.Millisecond))
+		median(all).Round(10*time.Millisecond))
+}
+
+// median of durations (the mean of the middle two of an even count).
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
 }
 
 // checkBooted checks what a booted machine shows once its Node is Ready:
@@ -129,7 +135,7 @@ func TestBootedMachines(t *testing.T) {
 	bootTimes.Unlock()
 	if len(all) > 0 {
 		slices.Sort(all)
-		t.Logf("BOOT-TO-READY median of %d machines: %v (min %v, max %v)", len(all), all[len(all)/2].Round(10*time.Millisecond),
+		t.Logf("BOOT-TO-READY median of %d machines: %v (min %v, max %v)", len(all), median(all).Round(10*time.Millisecond),
 			all[0].Round(10*time.Millisecond), all[len(all)-1].Round(10*time.Millisecond))
 	}
 }
@@ -158,11 +164,10 @@ func localBed(t *testing.T, bins bootBins) (context.Context, *testbed.Cluster, *
 // Node is Ready again and no new client CSR is filed.
 func bootOnLocalCloud(t *testing.T, bins bootBins) {
 	ctx, c, lc := localBed(t, bins)
-	plain := bootAndCheck(ctx, t, c, harness.BootOptions{Names: []string{"boot-1"}, Cluster: e2eCluster, AgentBin: bins.agent, Local: lc})
-	kubeadm := bootAndCheck(ctx, t, c, harness.BootOptions{Names: []string{"boot-kubeadm"}, Cluster: e2eCluster, AgentBin: bins.agent, Local: lc, Kubeadm: true})
-
+	f := bootAndCheck(ctx, t, c, harness.BootOptions{Names: []string{"boot-1", "boot-kubeadm"}, Cluster: e2eCluster,
+		AgentBin: bins.agent, Local: lc, Kubeadm: []string{"boot-kubeadm"}})
 	// kubeadm's drop-in and mooring's, together: flags of both files.
-	km := kubeadm.Machines[0]
+	km := f.Machines[1]
 	cmdline, err := km.Exec(ctx, "sh", "-c", `tr '\0' ' ' < /proc/$(systemctl show -P MainPID kubelet)/cmdline`)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +189,7 @@ func bootOnLocalCloud(t *testing.T, bins bootBins) {
 	}
 
 	// A reboot.
-	m := plain.Machines[0]
+	m := f.Machines[0]
 	before := clientCSRs(ctx, t, c, m.NodeName)
 	if err := m.Stop(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -39,10 +40,11 @@ type BootOptions struct {
 	Provision func(ctx context.Context, name string) (Provisioned, error)
 	Local     *LocalCloud
 	Tickets   *TicketIssuer
-	// Kubeadm installs kubeadm's kubelet drop-in 10-kubeadm.conf (and the
-	// kubeadm-flags.env kubeadm join writes) in the image, as the
-	// Kubernetes packages do, beside the one mooring's user-data installs.
-	Kubeadm bool
+	// Kubeadm names the machines whose image has kubeadm's kubelet
+	// drop-in 10-kubeadm.conf (and the kubeadm-flags.env kubeadm join
+	// writes), as the Kubernetes packages install it, beside the one
+	// mooring's user-data installs.
+	Kubeadm []string
 	// Before, when set, is called once the instances exist and before the
 	// machines boot (a test takes its cloud down there).
 	Before func() error
@@ -165,7 +167,7 @@ func bootMachines(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f 
 			return f, err
 		}
 		f.Machines = append(f.Machines, b)
-		files, err := kubeletImage(p.Address, opts.Kubeadm)
+		files, err := kubeletImage(p.Address, slices.Contains(opts.Kubeadm, name))
 		if err != nil {
 			return f, err
 		}

@@ -64,7 +64,14 @@ func (m *Machine) layOutImage() error {
 		// A persistent journal on the machine's disk: it outlives a reboot.
 		{Path: "/etc/systemd/journald.conf.d/90-mooring-testbed.conf", Content: []byte("[Journal]\nStorage=persistent\n")},
 	}
+	masked, err := hostEnabledUnits()
+	if err != nil {
+		return err
+	}
 	for _, u := range maskedUnits {
+		masked[u] = true
+	}
+	for u := range masked {
 		if err := symlink("/dev/null", at("/etc/systemd/system/"+u)); err != nil {
 			return err
 		}
@@ -93,6 +100,26 @@ func (m *Machine) layOutImage() error {
 		}
 	}
 	return nil
+}
+
+// hostEnabledUnits are the units enabled on the host (its
+// /etc/systemd/system/*.wants), cloud-init's aside: whatever the host's
+// admin runs there (a database, a container runtime, an SSH server) would
+// start again in the machine, in the host's network namespace.
+func hostEnabledUnits() (map[string]bool, error) {
+	wants, err := filepath.Glob("/etc/systemd/system/*.wants/*")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, w := range wants {
+		name := filepath.Base(w)
+		if strings.HasPrefix(name, "cloud-") && name != "cloud-init-hotplugd.socket" {
+			continue
+		}
+		out[name] = true
+	}
+	return out, nil
 }
 
 func symlink(target, path string) error {
