@@ -149,8 +149,8 @@ lint: ## gofmt, one k8s.io library version in what is built, go vet and staticch
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C stops it)
-	$(GO) run ./hack/demo
+demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C stops it; BOOT=N also boots N machines with systemd and cloud-init)
+	$(GO) run ./hack/demo $(if $(BOOT),--boot=$(BOOT))
 
 clean: ## remove build output (not the Kubernetes binary cache)
 	rm -rf $(BIN)

@@ -87,7 +87,7 @@ type BootFleet struct {
 // machine's journal tail.
 func BootMachines(ctx context.Context, t testing.TB, c *testbed.Cluster, opts BootOptions) *BootFleet {
 	t.Helper()
-	f, err := bootMachines(ctx, c, opts)
+	f, err := RunBootFleet(ctx, c, opts)
 	t.Cleanup(func() {
 		if f == nil {
 			return
@@ -111,7 +111,10 @@ func BootMachines(ctx context.Context, t testing.TB, c *testbed.Cluster, opts Bo
 	return f
 }
 
-func bootMachines(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f *BootFleet, err error) {
+// RunBootFleet is BootMachines outside a test (the demo): the caller
+// removes the fleet (Remove) before stopping the cluster, also when it
+// returns an error with a fleet.
+func RunBootFleet(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f *BootFleet, err error) {
 	dir, err := os.MkdirTemp("/var/lib", "mooring-boot-")
 	if err != nil {
 		return nil, err

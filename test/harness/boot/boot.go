@@ -90,6 +90,9 @@ func (m *Machine) Console() string { return filepath.Join(m.Dir, "console.log") 
 // StartedAt is when the container of the current boot was started.
 func (m *Machine) StartedAt() time.Time { return m.startedAt }
 
+// StateDir is runc's state directory of the machine (runc --root).
+func (m *Machine) StateDir() string { return m.state }
+
 // PID is the host PID of the machine's systemd, 0 when stopped.
 func (m *Machine) PID() int { return m.pid }
 
