@@ -151,10 +151,10 @@ lint: ## gofmt, one k8s.io library version in what is built, go vet and staticch
 
 # Built, then run: under `go run` a Ctrl-C made go itself exit 1 after the
 # demo had stopped cleanly, and make printed an error line.
-demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C stops it)
+demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C stops it; BOOT=N also boots N machines with systemd and cloud-init)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/demo ./hack/demo
-	$(BIN)/demo
+	$(BIN)/demo $(if $(BOOT),--boot=$(BOOT))
 
 clean: ## remove build output (not the Kubernetes binary cache)
 	rm -rf $(BIN)

@@ -3,7 +3,9 @@
 # etcd (etcd-server), iproute2, and systemd with a user session bus
 # (systemd, dbus-user-session, util-linux's unshare) for the agent's tests,
 # which run a private `systemd --user`, never systemd as PID 1, and cloud-init, whose `cloud-init schema`
-# checks the user-data mooring renders (the unit tests of agent/cmd/mooring-agent and deploy/cloudinit),
+# checks the user-data mooring renders (the unit tests of agent/cmd/mooring-agent and deploy/cloudinit) and
+# which runs that user-data on the e2e tests' booted machines (test/harness/boot: runc containers, system-mode
+# systemd as their PID 1 over an overlay of /, with the system bus of dbus and curl for the agent's download),
 # and ca-certificates, whose bundle `make images` copies into the images (and hack/images' test checks).
 # Safe to run again; does nothing when all are present. Needs root (as on CI and the developers' machines).
 set -euo pipefail
@@ -14,6 +16,9 @@ command -v systemd >/dev/null 2>&1 || [ -x /usr/lib/systemd/systemd ] || need+=(
 [ -e /usr/lib/systemd/user/dbus.socket ] || need+=(dbus-user-session)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v cloud-init >/dev/null 2>&1 || need+=(cloud-init)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+command -v dbus-daemon >/dev/null 2>&1 || need+=(dbus)
+command -v curl >/dev/null 2>&1 || need+=(curl)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "install-deps: installing ${need[*]}" >&2

@@ -45,8 +45,9 @@ func main() {
 	nodes := flag.Int("nodes", 3, "machines to join")
 	nonInteractive := flag.Bool("non-interactive", false, "tear down at the end instead of waiting for Ctrl-C")
 	skipDeps := flag.Bool("skip-deps", false, "do not run hack/install-deps.sh and hack/build-k8s.sh")
+	booted := flag.Int("boot", 0, "machines to boot for real besides the others: runc containers with systemd as PID 1, in which cloud-init runs `mooring-agent user-data` (make demo BOOT=N)")
 	flag.Parse()
-	err := run(*stateDir, *nodes, *nonInteractive, *skipDeps)
+	err := run(*stateDir, *nodes, *booted, *nonInteractive, *skipDeps)
 	switch {
 	case err == nil:
 	case errors.Is(err, context.Canceled) && !errors.Is(err, errTeardown):
@@ -64,7 +65,7 @@ var errTeardown = errors.New("stopping the demo")
 
 func step(format string, args ...any) { fmt.Printf("\n==> "+format+"\n", args...) }
 
-func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
+func run(stateDir string, n, booted int, nonInteractive, skipDeps bool) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if !skipDeps {
@@ -97,6 +98,7 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	}
 	c := &testbed.Cluster{ControlPlane: cp}
 	var fleet *harness.Fleet
+	var bootFleet *harness.BootFleet
 	var stopResponder func()
 	defer func() {
 		step("Stopping everything")
@@ -104,6 +106,9 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 			stopResponder()
 		}
 		var errs []error
+		if bootFleet != nil {
+			errs = append(errs, bootFleet.Remove())
+		}
 		if fleet != nil {
 			errs = append(errs, fleet.Stop())
 		}
@@ -158,6 +163,26 @@ func run(stateDir string, n int, nonInteractive, skipDeps bool) (err error) {
 	}
 	if err := stolenToken(ctx, c); err != nil {
 		return err
+	}
+
+	if booted > 0 {
+		var names []string
+		for i := range booted {
+			names = append(names, fmt.Sprintf("boot-%d", i+1))
+		}
+		step("Booting %d machine(s) for real: runc containers with systemd as PID 1, where cloud-init runs the user-data of `mooring-agent user-data`", booted)
+		bootFleet, err = harness.RunBootFleet(ctx, c, harness.BootOptions{Names: names, Cluster: cluster, AgentBin: bins["mooring-agent"], Local: lc})
+		if err != nil {
+			return err
+		}
+		for _, m := range bootFleet.Machines {
+			d, err := m.WaitReady(ctx, c, 3*time.Minute)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("    %s: Node %s Ready %v after its container started (its journal: runc --root %s exec %s journalctl -u mooring-agent)\n",
+				m.Name, m.NodeName, d.Round(10*time.Millisecond), m.StateDir(), m.Name)
+		}
 	}
 
 	step("Done")

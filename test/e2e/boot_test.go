@@ -1,0 +1,277 @@
+package e2e
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// Booted machines: runc containers with system-mode systemd as PID 1 over
+// an overlay of the host's "/" (test/harness/boot), in which Debian's
+// cloud-init runs the user-data `mooring-agent user-data` prints for the
+// machine's cloud. Nothing is laid out for the machine: cloud-init writes
+// the agent's config, CA and token, downloads the agent (checking its
+// digest), installs the shipped units and enables the agent, which joins
+// and starts the kubelet.
+
+// bootTimes collects each booted machine's container start to Node Ready,
+// for the median the last boot test reports.
+var bootTimes struct {
+	sync.Mutex
+	d []time.Duration
+}
+
+func recordBootTime(t *testing.T, name string, d time.Duration) {
+	t.Helper()
+	bootTimes.Lock()
+	bootTimes.d = append(bootTimes.d, d)
+	all := slices.Clone(bootTimes.d)
+	bootTimes.Unlock()
+	t.Logf("BOOT-TO-READY %s: %v (median of the %d machines booted so far: %v)", name, d.Round(10*time.Millisecond), len(all),
+		median(all).Round(10*time.Millisecond))
+}
+
+// median of durations (the mean of the middle two of an even count).
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return (s[(len(s)-1)/2] + s[len(s)/2]) / 2
+}
+
+// checkBooted checks what a booted machine shows once its Node is Ready:
+// cloud-init done without errors, the agent and kubelet units active, the
+// agent's STATUS lines in the machine's journal, both of the node's
+// certificates approved by mooring.
+func checkBooted(ctx context.Context, t *testing.T, c *testbed.Cluster, m *harness.Booted) {
+	t.Helper()
+	status, err := m.CloudInitStatus(ctx)
+	if err != nil || !strings.Contains(status, "status: done") || strings.Contains(status, "error") && !strings.Contains(status, "errors: []") {
+		t.Errorf("machine %s: cloud-init status --long: %v\n%s", m.Name, err, status)
+	}
+	if out, err := m.Exec(ctx, "systemctl", "is-active", "mooring-agent", "kubelet"); err != nil || out != "active\nactive\n" {
+		t.Errorf("machine %s: systemctl is-active mooring-agent kubelet: %v: %q", m.Name, err, out)
+	}
+	journal, err := m.Journal(ctx, "mooring-agent")
+	if err != nil || !strings.Contains(journal, `"Status" status="reading the instance metadata"`) ||
+		!strings.Contains(journal, `status="node `+m.NodeName+` joined; kubelet.service started"`) {
+		t.Errorf("machine %s: the agent's journal lacks its STATUS lines (%v):\n%s", m.Name, err, journal)
+	}
+	servingApprovedByMooring(ctx, t, c, m.NodeName)
+	clientApproval(ctx, t, c, m.NodeName)
+}
+
+// bootAndCheck boots the machines and checks each as checkBooted does,
+// recording its boot-to-Ready time.
+func bootAndCheck(ctx context.Context, t *testing.T, c *testbed.Cluster, opts harness.BootOptions) *harness.BootFleet {
+	t.Helper()
+	f := harness.BootMachines(ctx, t, c, opts)
+	for _, m := range f.Machines {
+		d, err := m.WaitReady(ctx, c, 3*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordBootTime(t, m.Name, d)
+	}
+	for _, m := range f.Machines {
+		checkBooted(ctx, t, c, m)
+	}
+	return f
+}
+
+// clientCSRs counts the node's client CSRs (the agent's).
+func clientCSRs(ctx context.Context, t *testing.T, c *testbed.Cluster, node string) int {
+	t.Helper()
+	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, csr := range list.Items {
+		if csr.Spec.SignerName == certificatesv1.KubeAPIServerClientKubeletSignerName && strings.HasPrefix(csr.Name, "mooring-"+node+"-") {
+			n++
+		}
+	}
+	return n
+}
+
+// bootBins are the binaries the boot tests run, built once for them all.
+type bootBins struct{ agent, ccm, approver, cloud string }
+
+// TestBootedMachines boots machines on every cloud backend, one bed each,
+// one after another: their boot-to-Ready times (container start to Node
+// Ready) are reported as BOOT-TO-READY lines and their median at the end
+// (docs/join.md).
+func TestBootedMachines(t *testing.T) {
+	bins := bootBins{
+		agent:    harness.BuildBinary(t, "agent/cmd/mooring-agent"),
+		ccm:      harness.BuildBinary(t, "ccm/cmd/mooring-ccm"),
+		approver: harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver"),
+		cloud:    harness.BuildBinary(t, "cloud/local/cmd/mooring-localcloud"),
+	}
+	t.Run("local", func(t *testing.T) { bootOnLocalCloud(t, bins) })
+	t.Run("cloud-down", func(t *testing.T) { bootWhileTheCloudIsDown(t, bins) })
+	t.Run("aws", func(t *testing.T) { bootOnCloud(t, bins, harness.StartAWSCloud, joinOptions{}) })
+	t.Run("gce", func(t *testing.T) { bootOnCloud(t, bins, harness.StartGCECloud, joinOptions{}) })
+	t.Run("azure", func(t *testing.T) { bootOnCloud(t, bins, harness.StartAzureCloud, joinOptions{}) })
+	// A ticket cloud: the user-data carries the server's join ticket
+	// (--join-ticket-file).
+	t.Run("hetzner", func(t *testing.T) {
+		tickets := harness.NewTicketIssuer(t)
+		bootOnCloud(t, bins, func(tb testing.TB) *harness.HetznerCloud { return harness.StartHetznerCloud(tb, tickets) },
+			joinOptions{ApproverArgs: tickets.ApproverArgs(), CCMArgs: tickets.CCMArgs()})
+	})
+	bootTimes.Lock()
+	all := slices.Clone(bootTimes.d)
+	bootTimes.Unlock()
+	if len(all) > 0 {
+		slices.Sort(all)
+		t.Logf("BOOT-TO-READY median of %d machines: %v (min %v, max %v)", len(all), median(all).Round(10*time.Millisecond),
+			all[0].Round(10*time.Millisecond), all[len(all)-1].Round(10*time.Millisecond))
+	}
+}
+
+// localBed is a bed with the local cloud and mooring-ccm approving.
+func localBed(t *testing.T, bins bootBins) (context.Context, *testbed.Cluster, *harness.LocalCloud) {
+	t.Helper()
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
+	lc := harness.StartLocalCloud(t, c, bins.cloud)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	for _, f := range []string{"deploy/csrapprover/role/clusterrole.yaml", "deploy/base/ccm-csrapprover-binding.yaml"} {
+		if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	harness.StartCCM(t, c, bins.ccm, lc, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--controllers=*,csr-approver", "--v=2"}})
+	return ctx, c, lc
+}
+
+// bootOnLocalCloud boots two local cloud machines, one
+// of them with kubeadm's kubelet drop-in installed as the Kubernetes
+// packages install it: its kubelet runs with the flags of both drop-ins.
+// Then the other reboots (its container stopped and started again on the
+// same disk): the agent runs again, keeps the kubelet's credentials, the
+// Node is Ready again and no new client CSR is filed.
+func bootOnLocalCloud(t *testing.T, bins bootBins) {
+	ctx, c, lc := localBed(t, bins)
+	f := bootAndCheck(ctx, t, c, harness.BootOptions{Names: []string{"boot-1", "boot-kubeadm"}, Cluster: e2eCluster,
+		AgentBin: bins.agent, Local: lc, Kubeadm: []string{"boot-kubeadm"}})
+	// kubeadm's drop-in and mooring's, together: flags of both files.
+	km := f.Machines[1]
+	cmdline, err := km.Exec(ctx, "sh", "-c", `tr '\0' ' ' < /proc/$(systemctl show -P MainPID kubelet)/cmdline`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{
+		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",        // 10-kubeadm.conf
+		"--container-runtime-endpoint=unix:///run/containerd/containerd.sock",  // kubeadm-flags.env
+		"--config-dir=/etc/kubernetes/kubelet.conf.d",                          // /etc/default/kubelet
+		"--cloud-provider=external", "--provider-id=local://" + km.Instance.ID, // 20-mooring.conf, kubelet.env
+		"--hostname-override=" + km.NodeName, "--cert-dir=/var/lib/kubelet/pki", // 20-mooring.conf
+	} {
+		if !strings.Contains(cmdline, flag+" ") {
+			t.Errorf("kubeadm machine's kubelet: no %s in %s", flag, cmdline)
+		}
+	}
+	if dropIns, err := km.Exec(ctx, "systemctl", "show", "-P", "DropInPaths", "kubelet"); err != nil ||
+		!strings.Contains(dropIns, "10-kubeadm.conf") || !strings.Contains(dropIns, "20-mooring.conf") {
+		t.Errorf("kubeadm machine's kubelet drop-ins: %v %s", err, dropIns)
+	}
+
+	// A reboot.
+	m := f.Machines[0]
+	before := clientCSRs(ctx, t, c, m.NodeName)
+	if err := m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.WaitReady(ctx, c, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("machine %s rebooted: Node Ready again %v after its container started", m.Name, d.Round(10*time.Millisecond))
+	if out, err := m.Exec(ctx, "systemctl", "is-active", "mooring-agent", "kubelet"); err != nil || out != "active\nactive\n" {
+		t.Errorf("after the reboot: systemctl is-active mooring-agent kubelet: %v: %q", err, out)
+	}
+	// The host's kernel gives both boots one boot id: the agent's runs are
+	// told apart by its lines.
+	journal, err := m.Journal(ctx, "mooring-agent")
+	if err != nil || strings.Count(journal, `"Status" status="reading the instance metadata"`) != 2 ||
+		!strings.Contains(journal, "Kubelet credentials are valid; skipping the join") {
+		t.Errorf("after the reboot, the agent did not run again keeping the kubelet's credentials (%v):\n%s", err, journal)
+	}
+	if after := clientCSRs(ctx, t, c, m.NodeName); after != before {
+		t.Errorf("%s: %d client CSRs before the reboot, %d after", m.NodeName, before, after)
+	}
+}
+
+// bootWhileTheCloudIsDown boots a machine while its cloud (the
+// local cloud's API and metadata service) is down for 30 s: cloud-init
+// finishes all the same, the agent waits with a STATUS that says why, and
+// the machine joins once the cloud is back.
+func bootWhileTheCloudIsDown(t *testing.T, bins bootBins) {
+	ctx, c, lc := localBed(t, bins)
+	f := harness.BootMachines(ctx, t, c, harness.BootOptions{Names: []string{"boot-outage"}, Cluster: e2eCluster, AgentBin: bins.agent, Local: lc,
+		Before: lc.Kill})
+	m := f.Machines[0]
+	down := time.Now()
+	status, err := m.CloudInitStatus(ctx)
+	if err != nil || !strings.Contains(status, "status: done") {
+		t.Fatalf("cloud-init while the cloud is down: %v\n%s", err, status)
+	}
+	t.Logf("cloud-init done %v after the container started, the cloud down", time.Since(m.StartedAt()).Round(10*time.Millisecond))
+	var text string
+	harness.WaitUntil(ctx, t, "the agent's STATUS says it waits for the metadata", func() (bool, error) {
+		out, err := m.Exec(ctx, "systemctl", "show", "-P", "StatusText", "mooring-agent")
+		text = strings.TrimSpace(out)
+		return err == nil && strings.HasPrefix(text, "instance metadata failed, retrying in "), nil
+	})
+	t.Logf("the agent's STATUS while the cloud is down: %q", text)
+	if out, _ := m.Exec(ctx, "systemctl", "is-active", "mooring-agent"); strings.TrimSpace(out) != "activating" {
+		t.Errorf("the agent unit is %q while it waits, want activating", out)
+	}
+	time.Sleep(time.Until(down.Add(30 * time.Second)))
+	if err := lc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	if _, err := m.WaitReady(ctx, c, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the cloud back after %v; Node %s Ready %v later", back.Sub(down).Round(time.Second), m.NodeName, time.Since(back).Round(10*time.Millisecond))
+	checkBooted(ctx, t, c, m)
+	journal, _ := m.Journal(ctx, "mooring-agent")
+	if !strings.Contains(journal, "instance metadata failed, retrying in") {
+		t.Errorf("the agent's journal lacks its waiting STATUS:\n%s", journal)
+	}
+}
+
+// bootOnCloud boots one machine on a cloud's instance, with the cloud's
+// mooring-ccm and standalone approver running.
+func bootOnCloud[P provisioningCloud](t *testing.T, bins bootBins, startCloud func(testing.TB) P, opts joinOptions) {
+	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
+	cloud := startCloud(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	harness.StartCCM(t, c, bins.ccm, cloud, harness.CCMOptions{Cluster: e2eCluster, Args: append([]string{"--v=2"}, opts.CCMArgs...)})
+	harness.StartApprover(t, c, bins.approver, cloud, e2eCluster, opts.ApproverArgs...)
+	f := bootAndCheck(ctx, t, c, harness.BootOptions{Names: []string{"boot-" + cloud.ProviderName()}, Cluster: e2eCluster,
+		AgentBin: bins.agent, Provision: cloud.Provisioner(e2eCluster)})
+	m := f.Machines[0]
+	if cfg, err := m.Exec(ctx, "cat", "/etc/mooring/agent.yaml"); err != nil || !strings.Contains(cfg, "cloud: "+cloud.ProviderName()+"\n") {
+		t.Errorf("machine %s: the agent config cloud-init wrote (%v):\n%s", m.Name, err, cfg)
+	}
+	t.Logf("machine %s (%s instance, Node %s) booted and joined", m.Name, cloud.ProviderName(), m.NodeName)
+}

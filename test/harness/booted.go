@@ -1,0 +1,370 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/agent"
+	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/test/fakecri"
+	"github.com/mooring-dev/mooring/test/harness/boot"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// BootOptions describe machines that boot (BootMachines).
+type BootOptions struct {
+	Names    []string
+	Cluster  string
+	AgentBin string
+	// Provision makes each machine's instance (a cloud's Provisioner);
+	// nil: a local cloud instance of Local, with a join ticket from
+	// Tickets when that is set.
+	Provision func(ctx context.Context, name string) (Provisioned, error)
+	Local     *LocalCloud
+	Tickets   *TicketIssuer
+	// Kubeadm names the machines whose image has kubeadm's kubelet
+	// drop-in 10-kubeadm.conf (and the kubeadm-flags.env kubeadm join
+	// writes), as the Kubernetes packages install it, beside the one
+	// mooring's user-data installs.
+	Kubeadm []string
+	// Before, when set, is called once the instances exist and before the
+	// machines boot (a test takes its cloud down there).
+	Before func() error
+}
+
+// Booted is a machine that boots: cloud-init finds its user-data (what
+// `mooring-agent user-data` prints for its cloud) in a NoCloud seed,
+// installs and enables mooring's units, and the agent joins and starts
+// the kubelet, whose container runtime is a fake one served by the test
+// on the machine's /run/containerd/containerd.sock.
+type Booted struct {
+	*boot.Machine
+	// NodeName and Address are the instance's (its Node name and loopback
+	// address).
+	NodeName, Address string
+	Instance          *api.Instance
+	// UserData is the user-data the machine was created with.
+	UserData []byte
+
+	cri    *fakecri.Server
+	criDir string
+}
+
+// BootFleet is machines booted for one test, and what serves them.
+type BootFleet struct {
+	Machines []*Booted
+	Dir      string
+	// AgentURL serves the agent binary, as a release download would.
+	AgentURL, AgentSHA256 string
+
+	srv *http.Server
+}
+
+// BootMachines provisions an instance per name, renders its user-data with
+// the built mooring-agent's `user-data` subcommand (the test clouds'
+// endpoints passed as --metadata-url and --cloud-setting, as a user
+// passes theirs), and boots the machines in parallel (test/harness/boot).
+// When the test ends, every machine is stopped and removed (before the
+// test bed's teardown), even when it failed; a failed test shows each
+// machine's journal tail.
+func BootMachines(ctx context.Context, t testing.TB, c *testbed.Cluster, opts BootOptions) *BootFleet {
+	t.Helper()
+	f, err := RunBootFleet(ctx, c, opts)
+	t.Cleanup(func() {
+		if f == nil {
+			return
+		}
+		if t.Failed() {
+			for _, m := range f.Machines {
+				if m.PID() == 0 {
+					continue
+				}
+				out, _ := m.Exec(context.Background(), "journalctl", "--no-pager", "-n", "40", "-u", "mooring-agent", "-u", "kubelet", "-u", "cloud-final", "-u", "cloud-config")
+				t.Logf("machine %s journal (tail):\n%s", m.Name, out)
+			}
+		}
+		if err := f.Remove(); err != nil {
+			t.Errorf("booted machines teardown: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// RunBootFleet is BootMachines outside a test (the demo): the caller
+// removes the fleet (Remove) before stopping the cluster, also when it
+// returns an error with a fleet.
+func RunBootFleet(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f *BootFleet, err error) {
+	dir, err := os.MkdirTemp("/var/lib", "mooring-boot-")
+	if err != nil {
+		return nil, err
+	}
+	f = &BootFleet{Dir: dir}
+	if err := f.serveAgent(opts.AgentBin); err != nil {
+		return f, err
+	}
+	if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "base", "kubelet-config-rbac.yaml")); err != nil {
+		return f, err
+	}
+	if err := publishKubeletConfig(ctx, c); err != nil {
+		return f, err
+	}
+	caFile, tokenFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "bootstrap-token")
+	if err := os.WriteFile(caFile, c.CA.CertPEM, 0o644); err != nil {
+		return f, err
+	}
+	if err := os.WriteFile(tokenFile, []byte(c.Token+"\n"), 0o600); err != nil {
+		return f, err
+	}
+	var cfgs []boot.Config
+	for _, name := range opts.Names {
+		var (
+			p  Provisioned
+			in *api.Instance
+		)
+		if opts.Provision != nil {
+			p, err = opts.Provision(ctx, name)
+		} else {
+			var tok string
+			if opts.Tickets != nil {
+				if tok, err = opts.Tickets.Issue(name, opts.Cluster, 0); err != nil {
+					return f, err
+				}
+			}
+			p, in, err = provisionLocal(ctx, opts.Local, opts.Cluster, name)
+			p.JoinTicket = tok
+		}
+		if err != nil {
+			return f, fmt.Errorf("provision %s: %w", name, err)
+		}
+		mdir := filepath.Join(dir, "machines", name)
+		ud, err := f.userData(opts.AgentBin, p, mdir, c.URL, caFile, tokenFile)
+		if err != nil {
+			return f, fmt.Errorf("machine %s: %w", name, err)
+		}
+		b := &Booted{NodeName: p.NodeName, Address: p.Address, Instance: in, UserData: ud, criDir: filepath.Join(mdir, "containerd")}
+		if err := os.MkdirAll(b.criDir, 0o755); err != nil {
+			return f, err
+		}
+		if b.cri, err = fakecri.Start(filepath.Join(b.criDir, "containerd.sock"), "/var/lib/kubelet"); err != nil {
+			return f, err
+		}
+		f.Machines = append(f.Machines, b)
+		files, err := kubeletImage(p.Address, slices.Contains(opts.Kubeadm, name))
+		if err != nil {
+			return f, err
+		}
+		cfgs = append(cfgs, boot.Config{Name: name, Dir: filepath.Join(mdir, "machine"), InstanceID: "i-" + name,
+			UserData: ud, Files: files, Binds: []boot.Bind{
+				{Source: c.Binaries().Kubelet, Target: "/usr/bin/kubelet", ReadOnly: true},
+				{Source: b.criDir, Target: "/run/containerd"},
+			}})
+	}
+	if opts.Before != nil {
+		if err := opts.Before(); err != nil {
+			return f, err
+		}
+	}
+	errs := make([]error, len(cfgs))
+	var wg sync.WaitGroup
+	for i, cfg := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m, err := boot.Boot(ctx, cfg)
+			f.Machines[i].Machine = m
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	return f, errors.Join(errs...)
+}
+
+// serveAgent serves the agent binary on loopback, for the user-data's
+// --agent-url, and takes its digest.
+func (f *BootFleet) serveAgent(bin string) error {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(data)
+	f.AgentSHA256 = hex.EncodeToString(sum[:])
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	f.AgentURL = "http://" + l.Addr().String() + "/mooring-agent"
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /mooring-agent", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(data)
+	})
+	f.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = f.srv.Serve(l) }()
+	return nil
+}
+
+// userData runs `mooring-agent user-data` as a user would for the
+// instance: the cloud's part of the agent config becomes its flags.
+func (f *BootFleet) userData(agentBin string, p Provisioned, dir, apiServer, caFile, tokenFile string) ([]byte, error) {
+	var cloud agent.Config
+	if err := yaml.UnmarshalStrict([]byte(p.AgentConfig), &cloud); err != nil {
+		return nil, fmt.Errorf("the instance's agent config: %w", err)
+	}
+	args := []string{"user-data", "--cloud=" + cloud.Cloud, "--api-server=" + apiServer, "--ca-file=" + caFile,
+		"--bootstrap-token-file=" + tokenFile, "--agent-url=" + f.AgentURL, "--agent-sha256=" + f.AgentSHA256}
+	if cloud.MetadataURL != "" {
+		args = append(args, "--metadata-url="+cloud.MetadataURL)
+	}
+	if cloud.NodeNamePolicy != "" {
+		args = append(args, "--node-name-policy="+cloud.NodeNamePolicy)
+	}
+	keys := make([]string, 0, len(cloud.CloudSettings))
+	for k := range cloud.CloudSettings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--cloud-setting="+k+"="+cloud.CloudSettings[k])
+	}
+	if p.JoinTicket != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		ticketFile := filepath.Join(dir, "join-ticket")
+		if err := os.WriteFile(ticketFile, []byte(p.JoinTicket+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--join-ticket-file="+ticketFile)
+	}
+	out, err := exec.Command(agentBin, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("mooring-agent %s: %w: %s", strings.Join(args, " "), err, ee.Stderr)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// kubeletImage is what the machine image holds of the kubelet besides
+// its binary: the distribution's kubelet.service (not enabled: the agent
+// starts it), the machine's own kubelet settings (its address and ports:
+// machines share the host's network) in a configuration drop-in directory
+// named through $KUBELET_EXTRA_ARGS in /etc/default/kubelet, as an admin
+// sets them, and with kubeadm, its drop-in and flags file.
+func kubeletImage(address string, kubeadm bool) ([]boot.File, error) {
+	unitDir := filepath.Join(RepoRoot(), "systemd", "units", "testdata")
+	service, err := os.ReadFile(filepath.Join(unitDir, "kubelet.service"))
+	if err != nil {
+		return nil, err
+	}
+	ports, err := testbed.FreePorts(address, 2)
+	if err != nil {
+		return nil, err
+	}
+	settings := fmt.Sprintf(`{"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration", "address": %q, "port": %d, "healthzBindAddress": %q, "healthzPort": %d}`+"\n",
+		address, ports[0], address, ports[1])
+	files := []boot.File{
+		{Path: "/usr/lib/systemd/system/kubelet.service", Content: service},
+		{Path: "/usr/lib/systemd/system/kubelet.service.d/05-machine.conf", Content: []byte(
+			"# The test machine image: the admin's kubelet flags.\n[Service]\nEnvironmentFile=-/etc/default/kubelet\n")},
+		{Path: "/etc/default/kubelet", Content: []byte("KUBELET_EXTRA_ARGS=--config-dir=/etc/kubernetes/kubelet.conf.d --v=2\n")},
+		{Path: "/etc/kubernetes/kubelet.conf.d/50-machine.conf", Content: []byte(settings)},
+	}
+	if kubeadm {
+		dropIn, err := os.ReadFile(filepath.Join(unitDir, "10-kubeadm.conf"))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files,
+			boot.File{Path: "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf", Content: dropIn},
+			// What kubeadm join writes.
+			boot.File{Path: "/var/lib/kubelet/kubeadm-flags.env", Content: []byte(
+				`KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock"` + "\n")})
+	}
+	return files, nil
+}
+
+// Remove stops and removes every machine and their runtimes, then the
+// fleet's directory, and reports anything left.
+func (f *BootFleet) Remove() error {
+	errs := make([]error, len(f.Machines))
+	var wg sync.WaitGroup
+	for i, m := range f.Machines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if m.Machine != nil {
+				errs[i] = m.Machine.Remove()
+			}
+			if m.cri != nil {
+				m.cri.Stop()
+			}
+		}()
+	}
+	wg.Wait()
+	if f.srv != nil {
+		_ = f.srv.Close()
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		err = os.RemoveAll(f.Dir)
+	}
+	return err
+}
+
+// WaitReady waits until the machine's Node is Ready, as reported by a
+// kubelet of this boot (its heartbeat is from after the container
+// started), and returns the time since the container started.
+func (b *Booted) WaitReady(ctx context.Context, c *testbed.Cluster, timeout time.Duration) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, b.NodeName, metav1.GetOptions{})
+		if err == nil {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue && !cond.LastHeartbeatTime.Time.Before(b.StartedAt().Truncate(time.Second)) {
+					return time.Since(b.StartedAt()), nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("node %s of machine %s not Ready: %w (last: %v)", b.NodeName, b.Name, ctx.Err(), err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// CloudInitStatus is `cloud-init status --long` on the machine, after
+// cloud-init has finished (--wait).
+func (b *Booted) CloudInitStatus(ctx context.Context) (string, error) {
+	return b.Exec(ctx, "cloud-init", "status", "--wait", "--long")
+}
+
+// Journal is the machine's journal of a unit (message text only).
+func (b *Booted) Journal(ctx context.Context, unit string) (string, error) {
+	return b.Exec(ctx, "journalctl", "--no-pager", "-o", "cat", "-u", unit)
+}
