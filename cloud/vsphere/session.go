@@ -3,7 +3,7 @@ package vsphere
 import (
 	"context"
 	"errors"
-		"fmt"
+	"fmt"
 	"net/http"
 	"net/url"
 	"sync"

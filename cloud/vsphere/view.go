@@ -16,8 +16,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
 	mview "github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
 )
 
 // vmProperties are what a listing reads of each VM.
