@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
@@ -186,7 +187,7 @@ func (s *Source) retrieve(ctx context.Context, cl clients, vm *types.ManagedObje
 // destroy drops a container view, on its own deadline: the listing's may
 // have passed.
 func destroy(v *view.ContainerView) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10e9)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := v.Destroy(ctx); err != nil {
 		klog.V(2).InfoS("Could not destroy a vCenter container view (vCenter drops it with the session)", "view", v.Reference().Value, "err", err)
