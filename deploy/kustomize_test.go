@@ -27,6 +27,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/digitalocean"
 	"github.com/mooring-dev/mooring/cloud/hetzner"
+	"github.com/mooring-dev/mooring/cloud/vsphere"
 )
 
 // cloudConfigDir is where the Deployments mount the Secret
@@ -102,12 +103,12 @@ func decode[T any](t *testing.T, r *resource.Resource) *T {
 }
 
 // The overlays users apply; base and the pieces are not applicable alone.
-var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/approver-only"}
+var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/vsphere", "overlays/approver-only"}
 
 // ticketOnly are the overlays of clouds that sign no instance identity:
 // their nodes join with join tickets only, so they include
 // components/join-tickets.
-var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner"}
+var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner", "overlays/vsphere"}
 
 // composed are overlays with a component added, as an operator adds it
 // (components: [...] in a kustomization of their own), by overlay and
@@ -189,7 +190,7 @@ func TestKustomizationsRender(t *testing.T) {
 	slices.Sort(withCloud)
 
 	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure",
-		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner"} {
+		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner", "overlays/vsphere": "vsphere"} {
 		m := render(t, dir)
 		if got := ids(m); !slices.Equal(got, withCloud) {
 			t.Fatalf("%s renders %v", dir, got)
@@ -245,6 +246,14 @@ func TestKustomizationsRender(t *testing.T) {
 		if !bytes.Contains(secret.Data["cloud.yaml"], []byte("tokenFile: "+cloudConfigDir+"/token")) || len(bytes.TrimSpace(secret.Data["token"])) == 0 {
 			t.Errorf("%s: the token is not the Secret's file token", dir)
 		}
+	}
+	// vSphere's config takes the password from the Secret's file.
+	vs := decode[corev1.Secret](t, find(t, render(t, "overlays/vsphere"), "Secret", "mooring-cloud-config"))
+	if _, err := vsphere.ParseConfig(bytes.NewReader(vs.Data["cloud.yaml"])); err != nil {
+		t.Errorf("overlays/vsphere: cloud.yaml: %v", err)
+	}
+	if !bytes.Contains(vs.Data["cloud.yaml"], []byte("passwordFile: "+cloudConfigDir+"/password")) || len(bytes.TrimSpace(vs.Data["password"])) == 0 {
+		t.Errorf("overlays/vsphere: the password is not the Secret's file password")
 	}
 
 	only := render(t, "overlays/approver-only")

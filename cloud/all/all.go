@@ -19,4 +19,6 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/hetzner"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local"
+	// VMware vSphere.
+	_ "github.com/mooring-dev/mooring/cloud/vsphere"
 )

@@ -58,6 +58,9 @@ var backendArgs = map[string][]string{
 	"hetzner": nil,
 	// Droplets too.
 	"digitalocean": nil,
+	// vSphere VMs too; the VM's name comes from the hostname unless
+	// given.
+	"vsphere": {"--cloud-setting=vmName=web-1"},
 }
 
 // TestUserDataPassesCloudInitSchema renders user-data for every registered

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +104,58 @@ func TestUserDataWithJoinTicket(t *testing.T) {
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, want 2 and %q; stderr:\n%s", c.extra, code, c.want, stderr)
 		}
+	}
+}
+
+// TestUserDataGuestInfo: for a vSphere VM, --guestinfo prints the extra
+// config keys of cloud-init's VMware datasource: the user-data (with the
+// ticket and the agent config, cloud: vsphere) gzip+base64, and metadata
+// naming the VM's host name (the ticket's instance) and blanking the
+// user-data once read.
+func TestUserDataGuestInfo(t *testing.T) {
+	keysDir := filepath.Join(t.TempDir(), "keys")
+	keys := &ticket.KeySet{}
+	if _, err := keys.AddKey(); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.WriteDir(keysDir); err != nil {
+		t.Fatal(err)
+	}
+	common := append(baseArgs("vsphere"), "--ca-cert-hash="+caHash, "--bootstrap-token="+token, "--guestinfo")
+	stdout, stderr, code := runCLI(t, append(common, "--ticket-name=web-1", "--ticket-cluster=c1", "--ticket-keys-dir="+keysDir)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	keysOut := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		keysOut[k] = v
+	}
+	if keysOut[cloudinit.GuestInfoUserDataEncoding] != "gzip+base64" || keysOut[cloudinit.GuestInfoMetadataEncoding] != "base64" {
+		t.Fatalf("keys: %v", keysOut)
+	}
+	md, err := base64.StdEncoding.DecodeString(keysOut[cloudinit.GuestInfoMetadata])
+	if err != nil || !strings.Contains(string(md), "local-hostname: web-1") || !strings.Contains(string(md), "- userdata") {
+		t.Fatalf("metadata %q, %v", md, err)
+	}
+	gz, err := base64.StdEncoding.DecodeString(keysOut[cloudinit.GuestInfoUserData])
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ud, err := io.ReadAll(r)
+	if err != nil || !strings.HasPrefix(string(ud), "#cloud-config") || !strings.Contains(string(ud), "cloud: vsphere") ||
+		!strings.Contains(string(ud), cloudinit.TicketPath) {
+		t.Fatalf("user-data %q, %v", ud, err)
+	}
+	// Without a ticket or vmName, the VM has no name to give.
+	if _, stderr, code := runCLI(t, common...); code != 2 || !strings.Contains(stderr, "--guestinfo: the VM's name is needed") {
+		t.Errorf("no name: exit %d\n%s", code, stderr)
+	}
+	if stdout, _, code := runCLI(t, append(common, "--cloud-setting=vmName=db-1")...); code != 0 || !strings.Contains(stdout, cloudinit.GuestInfoMetadata+"=") {
+		t.Errorf("vmName: exit %d\n%s", code, stdout)
 	}
 }

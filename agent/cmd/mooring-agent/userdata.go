@@ -37,6 +37,7 @@ type userDataOptions struct {
 	ticketCluster      string
 	ticketKeysDir      string
 	ticketLifetime     time.Duration
+	guestInfo          bool
 }
 
 var (
@@ -73,6 +74,12 @@ instance's name (--ticket-name, --ticket-cluster and --ticket-keys-dir, a
 directory holding the ticket keys Secret's keys.json and signing-kid). Create
 the instance with that name within the ticket's lifetime.
 
+On vSphere (--cloud=vsphere), --guestinfo prints the VM's extra config
+keys for cloud-init's VMware datasource instead, as key=value lines:
+guestinfo.userdata (the user-data, gzip+base64) and guestinfo.metadata
+(the VM's name as its host name, and the user-data blanked once read).
+The VM's name is --cloud-setting vmName=NAME or the ticket's.
+
 The output holds the bootstrap token (and the ticket): --output writes it
 with mode 0600.
 Bad flags exit 2, naming the flag. See docs/join.md.`,
@@ -90,6 +97,11 @@ Bad flags exit 2, naming the flag. See docs/join.md.`,
 			out, err := cloudinit.Render(p)
 			if err != nil {
 				return usageError(cmd, err)
+			}
+			if o.guestInfo {
+				if out, err = cloudinit.GuestInfo(out, o.vmName(p)); err != nil {
+					return usageError(cmd, fmt.Errorf("--guestinfo: the VM's name: %w", err))
+				}
 			}
 			if o.output == "" || o.output == "-" {
 				_, err = cmd.OutOrStdout().Write(out)
@@ -117,6 +129,7 @@ Bad flags exit 2, naming the flag. See docs/join.md.`,
 	fs.StringVar(&o.ticketCluster, "ticket-cluster", "", "the cluster the ticket is for: the approver's cluster tag (with --ticket-name)")
 	fs.StringVar(&o.ticketKeysDir, "ticket-keys-dir", "", "directory holding the join ticket keys (keys.json and signing-kid, as the keys Secret holds them; with --ticket-name)")
 	fs.DurationVar(&o.ticketLifetime, "ticket-lifetime", ticket.DefaultLifetime, "how long the issued ticket is valid: the instance must be created within it (1m to 24h)")
+	fs.BoolVar(&o.guestInfo, "guestinfo", false, "print a vSphere VM's guestinfo extra config keys (key=value lines) for cloud-init's VMware datasource instead of the #cloud-config")
 	fs.StringVarP(&o.output, "output", "o", "", "write the user-data to this file (mode 0600) instead of stdout")
 	fs.BoolP("help", "h", false, "show this help and exit")
 	return cmd
@@ -211,6 +224,9 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 		p.Agent.CloudSettings[k] = v
 	}
 	o.joinTicket(&p, bad)
+	if o.guestInfo && o.vmName(p) == "" {
+		bad("--guestinfo: the VM's name is needed (its host name): give --cloud-setting vmName=NAME or a join ticket")
+	}
 	if o.packages != nil && len(o.packages) == 0 {
 		bad("--install-packages: empty list")
 	}
@@ -256,6 +272,20 @@ func backendFlag(name string, nc nodeid.Config) string {
 		return "--cloud-setting"
 	}
 	return "--cloud=" + name
+}
+
+// vmName is the VM's name for --guestinfo: the vmName setting, else the
+// ticket's instance name.
+func (o *userDataOptions) vmName(p cloudinit.Params) string {
+	if n := p.Agent.CloudSettings["vmName"]; n != "" {
+		return n
+	}
+	if p.JoinTicket != "" {
+		if c, err := ticket.Peek([]byte(p.JoinTicket)); err == nil {
+			return c.Name
+		}
+	}
+	return ""
 }
 
 // readCA reads a PEM bundle of at least one certificate.

@@ -17,4 +17,6 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local/agentid"
+	// VMware vSphere.
+	_ "github.com/mooring-dev/mooring/cloud/vsphere/agentid"
 )

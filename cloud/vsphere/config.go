@@ -1,0 +1,312 @@
+package vsphere
+
+import (
+	"bytes"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
+)
+
+// Config is the vSphere backend's cloud config file (the CCM's and the CSR
+// approver's --cloud-config), YAML or JSON, read strictly. It names where
+// the password is, never the password itself.
+type Config struct {
+	// Server is vCenter's SDK URL, https://<vcenter>/sdk (a bare host
+	// name means that URL). Plain http only to a loopback host (tests).
+	// Required.
+	Server string `json:"server"`
+	// CAFile is a PEM bundle of the CAs that vCenter's certificate is
+	// checked against. Default: the system's roots. There is no way to
+	// skip the check.
+	CAFile string `json:"caFile,omitempty"`
+	// Username is the vCenter user (user@domain) mooring logs in as.
+	// Required.
+	Username string `json:"username"`
+	// PasswordFile holds the user's password (read at start and at each
+	// new login; surrounding white space ignored). Set it or PasswordEnv,
+	// not both.
+	PasswordFile string `json:"passwordFile,omitempty"`
+	// PasswordEnv names the environment variable holding the password.
+	// Default VSPHERE_PASSWORD when PasswordFile is empty.
+	PasswordEnv string `json:"passwordEnv,omitempty"`
+	// ClusterID names the cluster: the approver's cluster tag (the
+	// --cluster of join tickets) and, with ClusterTagCategory, the name of
+	// the tag the cluster's VMs carry. Required.
+	ClusterID string `json:"clusterID"`
+	// Folder is the inventory path of the VM folder that holds the
+	// cluster's VMs, /<datacenter>/vm/<folder>...: every VM in it or below
+	// it is the cluster's (templates aside). Required.
+	Folder string `json:"folder"`
+	// ClusterTagCategory, when set, narrows the cluster to the VMs in
+	// Folder that carry the tag named ClusterID of this tag category.
+	ClusterTagCategory string `json:"clusterTagCategory,omitempty"`
+	// Labels names the tag categories of the topology labels, as the
+	// upstream vSphere CCM's labels.zone and labels.region: a VM's zone is
+	// the name of the tag of category Labels.Zone on its host or the
+	// host's ancestors (cluster, folders, datacenter), nearest first, else
+	// on the VM or its folders; the region likewise. Empty: no zone or
+	// region.
+	Labels Labels `json:"labels,omitempty"`
+	// Nodes selects the addresses among those VMware Tools reports.
+	Nodes Nodes `json:"nodes,omitempty"`
+	// NodeNamePolicy maps VMs to Node names: only VMName (the default: the
+	// Node is named as the VM is, lower-cased).
+	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
+	// InstanceMaxAge is how old a VM answer may be for node
+	// initialization, the address sweep and lifecycle checks. Default 30s.
+	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
+	// MinRefreshInterval bounds how often lookups of unknown VMs list
+	// vCenter again. Default 2s.
+	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// MaxFailureBackoff caps the pause between lists while vCenter fails.
+	// Default 16s.
+	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
+	// RequestTimeout bounds one listing (its few calls) or one lookup.
+	// Default 30s.
+	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+	// TagCacheTTL is how long tag and category names are kept before they
+	// are read again (a tag renamed in vCenter shows after at most this
+	// long). Default 10m.
+	TagCacheTTL metav1.Duration `json:"tagCacheTTL,omitempty"`
+}
+
+// Labels are the tag categories of the topology labels.
+type Labels struct {
+	Zone   string `json:"zone,omitempty"`
+	Region string `json:"region,omitempty"`
+}
+
+// Nodes selects a VM's InternalIP and ExternalIP among the addresses of its
+// network cards that VMware Tools reports (guest.net), as the upstream
+// vSphere CCM's nodes section does: by subnet first, then by the name of
+// the vSphere network, else the first address of the family as both.
+type Nodes struct {
+	// InternalNetworkSubnetCIDR and ExternalNetworkSubnetCIDR are
+	// comma-separated CIDRs.
+	InternalNetworkSubnetCIDR string `json:"internalNetworkSubnetCIDR,omitempty"`
+	ExternalNetworkSubnetCIDR string `json:"externalNetworkSubnetCIDR,omitempty"`
+	// InternalVMNetworkName and ExternalVMNetworkName are vSphere network
+	// names (case-insensitive).
+	InternalVMNetworkName string `json:"internalVmNetworkName,omitempty"`
+	ExternalVMNetworkName string `json:"externalVmNetworkName,omitempty"`
+	// IPFamily is ipv4 (the default) or ipv6.
+	IPFamily string `json:"ipFamily,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultPasswordEnv        = "VSPHERE_PASSWORD"
+	DefaultInstanceMaxAge     = 30 * time.Second
+	DefaultMinRefreshInterval = 2 * time.Second
+	DefaultMaxFailureBackoff  = 16 * time.Second
+	DefaultRequestTimeout     = 30 * time.Second
+	DefaultTagCacheTTL        = 10 * time.Minute
+	IPv4Family                = "ipv4"
+	IPv6Family                = "ipv6"
+)
+
+// maxPasswordFileSize bounds the password file.
+const maxPasswordFileSize = 4096
+
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseConfig reads a cloud config strictly: unknown fields are errors, and
+// every problem of the config is reported at once. It reads neither the
+// password nor the CA file.
+func ParseConfig(r io.Reader) (Config, error) {
+	var c Config
+	if err := cloud.ReadConfig(ProviderName, r, &c); err != nil {
+		return c, err
+	}
+	c.defaults()
+	return c, c.validate()
+}
+
+func (c *Config) defaults() {
+	if c.Server != "" && !strings.Contains(c.Server, "://") {
+		c.Server = "https://" + c.Server + "/sdk"
+	}
+	if c.PasswordFile == "" && c.PasswordEnv == "" {
+		c.PasswordEnv = DefaultPasswordEnv
+	}
+	if c.NodeNamePolicy == "" {
+		c.NodeNamePolicy = agentid.PolicyVMName
+	}
+	if c.Nodes.IPFamily == "" {
+		c.Nodes.IPFamily = IPv4Family
+	}
+	for _, d := range []struct {
+		v   *metav1.Duration
+		def time.Duration
+	}{
+		{&c.InstanceMaxAge, DefaultInstanceMaxAge}, {&c.MinRefreshInterval, DefaultMinRefreshInterval},
+		{&c.MaxFailureBackoff, DefaultMaxFailureBackoff}, {&c.RequestTimeout, DefaultRequestTimeout},
+		{&c.TagCacheTTL, DefaultTagCacheTTL},
+	} {
+		if d.v.Duration == 0 {
+			d.v.Duration = d.def
+		}
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Server == "" {
+		bad("server is required (vCenter's https://<host>/sdk)")
+	} else if err := cloud.CheckEndpoint(c.Server, true); err != nil {
+		bad("server: %v", err)
+	}
+	if c.Username == "" {
+		bad("username is required")
+	}
+	switch {
+	case c.PasswordFile != "" && c.PasswordEnv != "":
+		bad("passwordFile and passwordEnv: set one, not both")
+	case c.PasswordEnv != "" && !envNamePattern.MatchString(c.PasswordEnv):
+		bad("passwordEnv %q is not an environment variable name", c.PasswordEnv)
+	}
+	if c.ClusterID == "" {
+		bad("clusterID is required: it is the cluster's name in join tickets (and its tag's, with clusterTagCategory)")
+	} else {
+		for _, msg := range validation.IsValidLabelValue(c.ClusterID) {
+			bad("clusterID %q: %s", c.ClusterID, msg)
+		}
+	}
+	if err := checkFolder(c.Folder); err != nil {
+		bad("folder: %v", err)
+	}
+	if c.Labels.Zone != "" && c.Labels.Zone == c.Labels.Region {
+		bad("labels: zone and region name the same tag category %q", c.Labels.Zone)
+	}
+	if c.ClusterTagCategory != "" && (c.ClusterTagCategory == c.Labels.Zone || c.ClusterTagCategory == c.Labels.Region) {
+		bad("clusterTagCategory %q is also a topology label's category", c.ClusterTagCategory)
+	}
+	for _, s := range []struct{ name, v string }{
+		{"nodes.internalNetworkSubnetCIDR", c.Nodes.InternalNetworkSubnetCIDR},
+		{"nodes.externalNetworkSubnetCIDR", c.Nodes.ExternalNetworkSubnetCIDR},
+	} {
+		if _, err := parseCIDRs(s.v); err != nil {
+			bad("%s: %v", s.name, err)
+		}
+	}
+	if c.Nodes.IPFamily != IPv4Family && c.Nodes.IPFamily != IPv6Family {
+		bad("nodes.ipFamily %q: want %s or %s", c.Nodes.IPFamily, IPv4Family, IPv6Family)
+	}
+	if c.NodeNamePolicy != agentid.PolicyVMName {
+		bad("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyVMName)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"instanceMaxAge", c.InstanceMaxAge.Duration}, {"minRefreshInterval", c.MinRefreshInterval.Duration},
+		{"maxFailureBackoff", c.MaxFailureBackoff.Duration}, {"requestTimeout", c.RequestTimeout.Duration},
+		{"tagCacheTTL", c.TagCacheTTL.Duration},
+	} {
+		if d.v < 0 {
+			bad("%s must not be negative", d.name)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("vsphere cloud config: %w", err)
+	}
+	return nil
+}
+
+// checkFolder accepts an absolute inventory path of a folder inside a
+// datacenter's VM folder: /<datacenter>/vm[/...].
+func checkFolder(p string) error {
+	switch {
+	case p == "":
+		return errors.New("required: the inventory path of the cluster's VM folder, /<datacenter>/vm/<folder>")
+	case !strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/") || strings.Contains(p, "//"):
+		return fmt.Errorf("%q: want an absolute inventory path such as /<datacenter>/vm/<folder>", p)
+	}
+	parts := strings.Split(p[1:], "/")
+	if len(parts) < 2 || parts[1] != "vm" {
+		return fmt.Errorf("%q: want a path inside a datacenter's VM folder, /<datacenter>/vm[/<folder>...]", p)
+	}
+	return nil
+}
+
+// parseCIDRs reads comma-separated CIDRs ("" is none).
+func parseCIDRs(s string) ([]*net.IPNet, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []*net.IPNet
+	for _, part := range strings.Split(s, ",") {
+		_, n, err := net.ParseCIDR(strings.TrimSpace(part))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// Password reads the password from PasswordFile or PasswordEnv. Its errors
+// name where it was looked for, never what was found there.
+func (c *Config) Password() (string, error) {
+	var raw []byte
+	from := ""
+	if c.PasswordFile != "" {
+		from = "passwordFile " + c.PasswordFile
+		f, err := os.Open(c.PasswordFile)
+		if err != nil {
+			return "", fmt.Errorf("vsphere: password: %w", err)
+		}
+		defer f.Close()
+		raw, err = io.ReadAll(io.LimitReader(f, maxPasswordFileSize+1))
+		if err != nil {
+			return "", fmt.Errorf("vsphere: password: %s: %w", from, err)
+		}
+		if len(raw) > maxPasswordFileSize {
+			return "", fmt.Errorf("vsphere: password: %s is larger than %d bytes", from, maxPasswordFileSize)
+		}
+	} else {
+		from = "environment variable " + c.PasswordEnv
+		raw = []byte(os.Getenv(c.PasswordEnv))
+	}
+	pw := string(bytes.TrimSpace(raw))
+	if pw == "" {
+		return "", fmt.Errorf("vsphere: password: %s is empty or unset", from)
+	}
+	return pw, nil
+}
+
+// roots reads CAFile; nil (the system's roots) when it is unset.
+func (c *Config) roots() (*x509.CertPool, error) {
+	if c.CAFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("vsphere: caFile: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("vsphere: caFile %s holds no PEM certificate", c.CAFile)
+	}
+	return pool, nil
+}
+
+// serverURL is Server parsed.
+func (c *Config) serverURL() *url.URL {
+	u, _ := url.Parse(c.Server)
+	return u
+}
