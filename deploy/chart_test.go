@@ -46,6 +46,7 @@ var chartCases = []struct {
 	{"overlays/aws", "ci/aws-values.yaml", []string{"cloud.config=overlays/aws/cloud.yaml"}, nil, nil},
 	{"overlays/digitalocean", "ci/digitalocean-values.yaml", []string{"cloud.config=overlays/digitalocean/cloud.yaml", "cloud.files.token=overlays/digitalocean/token"}, nil, nil},
 	{"overlays/hetzner", "ci/hetzner-values.yaml", []string{"cloud.config=overlays/hetzner/cloud.yaml", "cloud.files.token=overlays/hetzner/token"}, nil, nil},
+	{"overlays/openstack", "ci/openstack-values.yaml", []string{"cloud.config=overlays/openstack/cloud.yaml", "cloud.files.secret=overlays/openstack/secret"}, nil, nil},
 	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"}, nil, nil},
 	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"},
 		[]string{"components/join-tickets"}, []string{"tickets.enabled=true"}},
@@ -308,6 +309,7 @@ func TestChartValues(t *testing.T) {
 		// Clouds whose nodes join with tickets only, without them.
 		{"--set", "cloud.provider=digitalocean"},
 		{"--set", "cloud.provider=hetzner", "--set", "mode=approver-only"},
+		{"--set", "cloud.provider=openstack"},
 	} {
 		args := append([]string{"template", "mooring", chartDir, "--kube-version", kubeVersion(), "--values", filepath.Join(chartDir, "ci/aws-values.yaml")}, bad...)
 		if out, err := exec.Command(helm(t), args...).CombinedOutput(); err == nil {

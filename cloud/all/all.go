@@ -19,4 +19,6 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/hetzner"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local"
+	// OpenStack.
+	_ "github.com/mooring-dev/mooring/cloud/openstack"
 )

@@ -58,6 +58,8 @@ var backendArgs = map[string][]string{
 	"hetzner": nil,
 	// Droplets too.
 	"digitalocean": nil,
+	// OpenStack servers too.
+	"openstack": nil,
 }
 
 // TestUserDataPassesCloudInitSchema renders user-data for every registered

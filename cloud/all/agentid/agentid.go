@@ -17,4 +17,6 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local/agentid"
+	// OpenStack.
+	_ "github.com/mooring-dev/mooring/cloud/openstack/agentid"
 )
