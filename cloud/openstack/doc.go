@@ -18,7 +18,9 @@
 //     gone) and the approver's cloud.Attester, with no evidence verifiers;
 //   - view.go lists the cluster's servers with GET /servers/detail at
 //     microversion 2.47 (tags=<clusterTag>, limit, marker, oldest first),
-//     following servers_links, into mooring's shared instance view, with
+//     while servers_links names a next page (asked of the catalog's
+//     endpoint, never of the link's host), into mooring's shared instance
+//     view, with
 //     the OpenStack CCM's providerIDs (openstack:///<id>, or
 //     openstack://<region>/<id>), zones (the availability zone), region
 //     (the config's), instance type (the flavor's name) and addresses (from

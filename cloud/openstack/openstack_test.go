@@ -13,6 +13,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/pagination"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -117,6 +118,16 @@ func TestListFollowsPagesAndFilters(t *testing.T) {
 	}
 	if n := w.os.Calls("list") - before; n != 4 {
 		t.Fatalf("%d list calls for 6 servers in pages of 2, want 4", n)
+	}
+	// Nova behind a proxy writes its links with an address of its own:
+	// the next page is asked of the catalog's endpoint all the same (the
+	// token goes nowhere else).
+	proxied := newWorld(t, openstacktest.Options{MaxLimit: 2, LinkBase: "http://nova-api.internal.invalid:8774/v2.1"}, nil)
+	for i := range 3 {
+		proxied.add(fmt.Sprintf("node-%d", i), 10+i)
+	}
+	if all, err := proxied.cloud.source().ListInstances(context.Background()); err != nil || len(all) != 3 || proxied.os.Calls("list") != 2 {
+		t.Fatalf("links of another host: %d servers, %v, %d list calls", len(all), err, proxied.os.Calls("list"))
 	}
 	// The tag filter narrows the listing; membership is checked here.
 	src := w.cloud.source()
@@ -599,5 +610,27 @@ func TestRegistered(t *testing.T) {
 	}
 	if _, err := nodeid.New(ProviderName, nodeid.Config{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A next link whose marker is no server id is refused; the next page is
+// always the catalog's endpoint with the marker.
+func TestNextPage(t *testing.T) {
+	page := func(href string) serverPage {
+		body := map[string]any{"servers": []any{}, "servers_links": []any{map[string]any{"rel": "next", "href": href}}}
+		return serverPage{
+			ServerPage: servers.ServerPage{LinkedPageBase: pagination.LinkedPageBase{PageResult: pagination.PageResult{Result: gophercloud.Result{Body: body}}}},
+			next:       func(m string) string { return "https://nova.example/v2.1/servers/detail?" + listQuery("t", 2, m) },
+		}
+	}
+	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
+	got, err := page("http://10.0.0.7:8774/v2.1/servers/detail?limit=2&marker=" + id).NextPageURL()
+	if err != nil || got != "https://nova.example/v2.1/servers/detail?limit=2&marker="+id+"&sort_dir=asc&sort_key=created_at&tags=t" {
+		t.Fatalf("%q %v", got, err)
+	}
+	for _, bad := range []string{"http://x/servers/detail?marker=1", "http://x/servers/detail", "::"} {
+		if _, err := page(bad).NextPageURL(); !errors.Is(err, errListing) {
+			t.Errorf("%q: %v", bad, err)
+		}
 	}
 }

@@ -71,32 +71,70 @@ var _ view.Source = Source{}
 // cannot be trusted whole.
 var errListing = errors.New("inconsistent server listing")
 
-// listOpts is the listing's query: gophercloud's servers.ListOpts lacks
-// the sort parameters.
-type listOpts struct {
-	tags  string
-	limit int
-}
-
-// ToServerListQuery is servers.ListOptsBuilder.
-func (o listOpts) ToServerListQuery() (string, error) {
+// listQuery is the listing's query (gophercloud's servers.ListOpts lacks
+// the sort parameters): the cluster tag (unless membership is by metadata),
+// the page size, oldest first (a server created while the pages are read
+// lands after the marker, in this listing; Nova breaks ties by its own
+// id), and the marker of a later page.
+func listQuery(tag string, limit int, marker string) string {
 	q := url.Values{}
-	if o.tags != "" {
-		q.Set("tags", o.tags)
+	if tag != "" {
+		q.Set("tags", tag)
 	}
-	q.Set("limit", strconv.Itoa(o.limit))
-	// Oldest first: a server created while the pages are read lands after
-	// the marker, in this listing; Nova breaks ties by its own id.
+	q.Set("limit", strconv.Itoa(limit))
 	q.Set("sort_key", "created_at")
 	q.Set("sort_dir", "asc")
-	return "?" + q.Encode(), nil
+	if marker != "" {
+		q.Set("marker", marker)
+	}
+	return q.Encode()
 }
 
-// ListInstances follows servers_links from page to page. A page that
-// fails (a marker deleted meanwhile is Nova's 400), or a listing that does
-// not add up (a page over the limit asked, a server listed twice, more
-// than maxPages pages), is an error, never a shorter list: the view
-// believes what a fresh list lacks is gone.
+// serverPage is a page of the listing whose next page is asked of the
+// catalog's compute endpoint, never at the servers_links href itself: Nova
+// writes its links from the host it sees, which behind a proxy is often an
+// internal http:// address (no compute_link_prefix), and the token goes
+// with the request. The href gives only the marker.
+type serverPage struct {
+	servers.ServerPage
+	next func(marker string) string
+}
+
+// NextPageURL is the next page at the compute endpoint, with the marker of
+// servers_links' next href; "" when there is none.
+func (p serverPage) NextPageURL() (string, error) {
+	marker, err := p.nextMarker()
+	if err != nil || marker == "" {
+		return "", err
+	}
+	return p.next(marker), nil
+}
+
+// nextMarker is the marker of servers_links' next href: a server id, or ""
+// when there is no next page.
+func (p serverPage) nextMarker() (string, error) {
+	href, err := p.ServerPage.NextPageURL()
+	if err != nil || href == "" {
+		return "", err
+	}
+	u, err := url.Parse(href)
+	if err != nil {
+		return "", fmt.Errorf("%w: servers_links next is no URL", errListing)
+	}
+	marker := u.Query().Get("marker")
+	if !agentid.IsServerID(marker) {
+		return "", fmt.Errorf("%w: servers_links next has marker %.80q, not a server id", errListing, marker)
+	}
+	return marker, nil
+}
+
+// ListInstances reads page after page while servers_links names a next
+// one (asked of the catalog's endpoint with that link's marker). A page
+// that fails (a marker deleted meanwhile is Nova's 400), or a listing that
+// does not add up (a page over the limit asked, a next page that does not
+// begin after the page's last server, a server listed twice, more than
+// maxPages pages), is an error, never a shorter list: the view believes
+// what a fresh list lacks is gone.
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 	if s.RequestTimeout > 0 {
 		var cancel context.CancelFunc
@@ -111,23 +149,35 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 	if limit <= 0 {
 		limit = pageSize
 	}
-	opts := listOpts{limit: limit}
+	tag := ""
 	if s.ClusterMetadataKey == "" {
-		opts.tags = s.ClusterTag
+		tag = s.ClusterTag
 	}
+	base := client.ServiceURL("servers", "detail") + "?"
+	next := func(marker string) string { return base + listQuery(tag, limit, marker) }
 	var (
 		out   []view.Instance
 		seen  = map[string]bool{}
 		pages int
+		last  string
 	)
-	err = servers.List(client, opts).EachPage(ctx, func(_ context.Context, page pagination.Page) (bool, error) {
+	pager := pagination.NewPager(client, next(""), func(r pagination.PageResult) pagination.Page {
+		return serverPage{ServerPage: servers.ServerPage{LinkedPageBase: pagination.LinkedPageBase{PageResult: r}}, next: next}
+	})
+	err = pager.EachPage(ctx, func(_ context.Context, page pagination.Page) (bool, error) {
 		pages++
 		if pages > maxPages {
 			return false, fmt.Errorf("more than %d pages", maxPages)
 		}
-		list, err := servers.ExtractServers(page)
+		list, err := servers.ExtractServers(page.(serverPage).ServerPage)
 		if err != nil {
 			return false, err
+		}
+		// Nova's next page begins after the page's last server.
+		if marker, err := page.(serverPage).nextMarker(); err != nil {
+			return false, err
+		} else if marker != "" && (len(list) == 0 || marker != list[len(list)-1].ID) {
+			return false, fmt.Errorf("%w: page %d names a next page after server %s, not after its last server", errListing, pages, marker)
 		}
 		if len(list) > limit {
 			return false, fmt.Errorf("%w: page %d holds %d servers, over the limit %d asked for", errListing, pages, len(list), limit)
@@ -138,6 +188,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 				return false, fmt.Errorf("%w: server %s listed twice", errListing, srv.ID)
 			}
 			seen[srv.ID] = true
+			last = srv.ID
 			if vi, ok := s.toView(srv); ok {
 				out = append(out, vi)
 			}
@@ -145,7 +196,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		return true, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("openstack servers list (page %d, tag %q): %w", pages, opts.tags, err)
+		return nil, fmt.Errorf("openstack servers list (page %d, tag %q, after server %q): %w", pages, tag, last, err)
 	}
 	return out, nil
 }

@@ -64,6 +64,10 @@ type Options struct {
 	// MaxLimit is Nova's max_limit (default 1000): the largest page, and
 	// the page size without limit.
 	MaxLimit int
+	// LinkBase, when set, is the base Nova writes its links with (such as
+	// http://nova-api.internal:8774/v2.1, as a Nova behind a proxy without
+	// compute_link_prefix does) instead of the compute endpoint.
+	LinkBase string
 	// Now is the endpoint's clock (default time.Now).
 	Now func() time.Time
 }

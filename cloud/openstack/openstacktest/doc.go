@@ -29,7 +29,9 @@
 //     as Nova's), status; unknown parameters are ignored, as Nova does for
 //     non-admin callers. The answer is {"servers": [...], "servers_links":
 //     [{"rel": "next", "href": ...}]}, the next link present when the page
-//     holds limit servers, as Nova's;
+//     holds limit servers, as Nova's; Options.LinkBase writes the links
+//     with another base, as a Nova behind a proxy without
+//     compute_link_prefix does;
 //   - GET /compute/v2.1/servers/{id}: 404 itemNotFound for an unknown id;
 //   - the server object at the asked microversion: id, name, status,
 //     tenant_id, user_id, metadata, hostId, image, flavor ({id, links}

@@ -242,7 +242,7 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request, mv microversio
 	}
 	page := match[start:min(len(match), start+limit)]
 	servers := []map[string]any{}
-	base := "http://" + r.Host + computeBase
+	base := c.linkBase(r)
 	for _, s := range page {
 		servers = append(servers, wire(*s, mv, base))
 	}
@@ -286,6 +286,14 @@ func tagsMatch(q url.Values) func(*Server) bool {
 	}
 }
 
+// linkBase is the base of the links Nova writes.
+func (c *Cloud) linkBase(r *http.Request) string {
+	if c.opts.LinkBase != "" {
+		return c.opts.LinkBase
+	}
+	return "http://" + r.Host + computeBase
+}
+
 func compare(a, b int64) int {
 	switch {
 	case a < b:
@@ -306,5 +314,5 @@ func (c *Cloud) serveGet(w http.ResponseWriter, r *http.Request, mv microversion
 		novaError(w, http.StatusNotFound, "Instance "+id+" could not be found.")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"server": wire(s, mv, "http://"+r.Host+computeBase)})
+	writeJSON(w, http.StatusOK, map[string]any{"server": wire(s, mv, c.linkBase(r))})
 }
