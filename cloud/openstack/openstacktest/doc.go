@@ -19,10 +19,10 @@
 //   - Nova microversions: OpenStack-API-Version: compute X.Y and
 //     X-OpenStack-Nova-API-Version (either; "latest" is the maximum),
 //     2.1 without one, 406 outside 2.1-MaxMicroversion, 400 when malformed;
-//     every answer carries both headers and Vary;
+//     answers carry both headers (the version served) and Vary;
 //   - GET /compute/v2.1/servers/detail with limit (capped at
 //     Options.MaxLimit, Nova's max_limit, default 1000), marker (400
-//     "marker [id] not found" for a server not listed), sort_key
+//     "marker [id] not found" for a marker that is no server), sort_key
 //     (created_at, display_name, uuid) and sort_dir (asc, desc; default
 //     created_at desc), tags, tags-any, not-tags, not-tags-any (from 2.26;
 //     before it they are unknown parameters), name (a regular expression,
