@@ -47,6 +47,7 @@ var chartCases = []struct {
 	{"overlays/digitalocean", "ci/digitalocean-values.yaml", []string{"cloud.config=overlays/digitalocean/cloud.yaml", "cloud.files.token=overlays/digitalocean/token"}, nil, nil},
 	{"overlays/hetzner", "ci/hetzner-values.yaml", []string{"cloud.config=overlays/hetzner/cloud.yaml", "cloud.files.token=overlays/hetzner/token"}, nil, nil},
 	{"overlays/vsphere", "ci/vsphere-values.yaml", []string{"cloud.config=overlays/vsphere/cloud.yaml", "cloud.files.password=overlays/vsphere/password"}, nil, nil},
+	{"overlays/openstack", "ci/openstack-values.yaml", []string{"cloud.config=overlays/openstack/cloud.yaml", "cloud.files.secret=overlays/openstack/secret"}, nil, nil},
 	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"}, nil, nil},
 	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"},
 		[]string{"components/join-tickets"}, []string{"tickets.enabled=true"}},
@@ -310,6 +311,7 @@ func TestChartValues(t *testing.T) {
 		{"--set", "cloud.provider=digitalocean"},
 		{"--set", "cloud.provider=hetzner", "--set", "mode=approver-only"},
 		{"--set", "cloud.provider=vsphere"},
+		{"--set", "cloud.provider=openstack"},
 	} {
 		args := append([]string{"template", "mooring", chartDir, "--kube-version", kubeVersion(), "--values", filepath.Join(chartDir, "ci/aws-values.yaml")}, bad...)
 		if out, err := exec.Command(helm(t), args...).CombinedOutput(); err == nil {

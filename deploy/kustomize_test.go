@@ -27,6 +27,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/digitalocean"
 	"github.com/mooring-dev/mooring/cloud/hetzner"
+	"github.com/mooring-dev/mooring/cloud/openstack"
 	"github.com/mooring-dev/mooring/cloud/vsphere"
 )
 
@@ -103,12 +104,12 @@ func decode[T any](t *testing.T, r *resource.Resource) *T {
 }
 
 // The overlays users apply; base and the pieces are not applicable alone.
-var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/vsphere", "overlays/approver-only"}
+var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/vsphere", "overlays/openstack", "overlays/approver-only"}
 
 // ticketOnly are the overlays of clouds that sign no instance identity:
 // their nodes join with join tickets only, so they include
 // components/join-tickets.
-var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner", "overlays/vsphere"}
+var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner", "overlays/vsphere", "overlays/openstack"}
 
 // composed are overlays with a component added, as an operator adds it
 // (components: [...] in a kustomization of their own), by overlay and
@@ -190,7 +191,8 @@ func TestKustomizationsRender(t *testing.T) {
 	slices.Sort(withCloud)
 
 	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure",
-		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner", "overlays/vsphere": "vsphere"} {
+		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner", "overlays/vsphere": "vsphere",
+		"overlays/openstack": "openstack"} {
 		m := render(t, dir)
 		if got := ids(m); !slices.Equal(got, withCloud) {
 			t.Fatalf("%s renders %v", dir, got)
@@ -216,14 +218,17 @@ func TestKustomizationsRender(t *testing.T) {
 		// A token file the config names in the Secret's mount is in the
 		// Secret.
 		var c struct {
-			TokenFile string `json:"tokenFile"`
+			TokenFile  string `json:"tokenFile"`
+			SecretFile string `json:"secretFile"`
 		}
 		if err := yaml.Unmarshal(config, &c); err != nil {
 			t.Errorf("%s: cloud.yaml: %v", dir, err)
 		}
-		if name, ok := strings.CutPrefix(c.TokenFile, cloudConfigDir+"/"); ok {
-			if _, ok := secret.GetDataMap()[name]; !ok {
-				t.Errorf("%s: cloud.yaml's tokenFile is %s, and the Secret has no %s", dir, c.TokenFile, name)
+		for _, file := range []string{c.TokenFile, c.SecretFile} {
+			if name, ok := strings.CutPrefix(file, cloudConfigDir+"/"); ok {
+				if _, ok := secret.GetDataMap()[name]; !ok {
+					t.Errorf("%s: cloud.yaml names %s, and the Secret has no %s", dir, file, name)
+				}
 			}
 		}
 	}
@@ -254,6 +259,17 @@ func TestKustomizationsRender(t *testing.T) {
 	}
 	if !bytes.Contains(vs.Data["cloud.yaml"], []byte("passwordFile: "+cloudConfigDir+"/password")) || len(bytes.TrimSpace(vs.Data["password"])) == 0 {
 		t.Errorf("overlays/vsphere: the password is not the Secret's file password")
+	}
+	// OpenStack's: the application credential's secret is the Secret's
+	// file secret.
+	{
+		secret := decode[corev1.Secret](t, find(t, render(t, "overlays/openstack"), "Secret", "mooring-cloud-config"))
+		if _, err := openstack.ParseConfig(bytes.NewReader(secret.Data["cloud.yaml"])); err != nil {
+			t.Errorf("overlays/openstack: cloud.yaml: %v", err)
+		}
+		if !bytes.Contains(secret.Data["cloud.yaml"], []byte("secretFile: "+cloudConfigDir+"/secret")) || len(bytes.TrimSpace(secret.Data["secret"])) == 0 {
+			t.Errorf("overlays/openstack: the application credential secret is not the Secret's file secret")
+		}
 	}
 
 	only := render(t, "overlays/approver-only")

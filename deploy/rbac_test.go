@@ -157,6 +157,7 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 		{"overlays/digitalocean", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/hetzner", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/vsphere", nil, "cloud-controller-manager", ccmTickets},
+		{"overlays/openstack", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/approver-only", nil, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
 		{"ccm", nil, "cloud-controller-manager", ccmNeeds},
 		// The ticket keys are mounted: no read of Secrets is granted; the

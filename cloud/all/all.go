@@ -21,4 +21,6 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/local"
 	// VMware vSphere.
 	_ "github.com/mooring-dev/mooring/cloud/vsphere"
+	// OpenStack.
+	_ "github.com/mooring-dev/mooring/cloud/openstack"
 )

@@ -61,6 +61,8 @@ var backendArgs = map[string][]string{
 	// vSphere VMs too; the VM's name comes from the hostname unless
 	// given.
 	"vsphere": {"--cloud-setting=vmName=web-1"},
+	// OpenStack servers too.
+	"openstack": nil,
 }
 
 // TestUserDataPassesCloudInitSchema renders user-data for every registered

@@ -19,4 +19,6 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/local/agentid"
 	// VMware vSphere.
 	_ "github.com/mooring-dev/mooring/cloud/vsphere/agentid"
+	// OpenStack.
+	_ "github.com/mooring-dev/mooring/cloud/openstack/agentid"
 )

@@ -1,0 +1,284 @@
+package openstack
+
+import (
+	"bytes"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
+)
+
+// Config is the OpenStack backend's cloud config file (the CCM's and the
+// CSR approver's --cloud-config), YAML or JSON, read strictly. It names
+// where the application credential's secret is, never the secret itself.
+type Config struct {
+	// AuthURL is Keystone's v3 endpoint (https://keystone.example:5000/v3);
+	// plain http only to a loopback host (tests). Required.
+	AuthURL string `json:"authURL"`
+	// ApplicationCredentialID is the application credential's id. Set it,
+	// or ApplicationCredentialName with UserID.
+	ApplicationCredentialID string `json:"applicationCredentialID,omitempty"`
+	// ApplicationCredentialName and UserID name the credential by its name
+	// and owner instead.
+	ApplicationCredentialName string `json:"applicationCredentialName,omitempty"`
+	UserID                    string `json:"userID,omitempty"`
+	// SecretFile is a file holding the credential's secret (read once at
+	// start, surrounding white space ignored). Set it or SecretEnv, not
+	// both.
+	SecretFile string `json:"secretFile,omitempty"`
+	// SecretEnv names the environment variable holding the secret. Default
+	// OS_APPLICATION_CREDENTIAL_SECRET (the OpenStack clients') when
+	// SecretFile is empty.
+	SecretEnv string `json:"secretEnv,omitempty"`
+	// CAFile is a PEM bundle of the CAs that Keystone's and Nova's
+	// certificates chain to, for clouds with a private CA; "" uses the
+	// system's.
+	CAFile string `json:"caFile,omitempty"`
+	// Region selects the catalog's endpoints, and is the Nodes'
+	// topology.kubernetes.io/region. Required.
+	Region string `json:"region"`
+	// Interface selects the catalog endpoint: public (the default),
+	// internal or admin.
+	Interface string `json:"interface,omitempty"`
+	// ClusterID names the cluster: its servers carry the tag ClusterTag
+	// (or the metadata item ClusterMetadataKey=ClusterID). Required.
+	ClusterID string `json:"clusterID"`
+	// ClusterTag is the Nova server tag that marks the cluster's servers.
+	// Default mooring-cluster=<clusterID>.
+	ClusterTag string `json:"clusterTag,omitempty"`
+	// ClusterMetadataKey, when set, marks the cluster's servers by a
+	// metadata item <key>=<clusterID> instead of a tag. Nova cannot filter
+	// a listing by metadata, so every server of the project is listed.
+	ClusterMetadataKey string `json:"clusterMetadataKey,omitempty"`
+	// RegionalProviderID makes providerIDs openstack://<region>/<id> (the
+	// upstream CCM's OS_CCM_REGIONAL=true) instead of openstack:///<id>.
+	RegionalProviderID bool `json:"regionalProviderID,omitempty"`
+	// InternalNetworkNames restricts the InternalIP addresses to the
+	// fixed addresses on these networks (by name); empty: every network
+	// not in PublicNetworkNames (the upstream CCM's internal-network-name).
+	InternalNetworkNames []string `json:"internalNetworkNames,omitempty"`
+	// PublicNetworkNames lists networks whose fixed addresses are
+	// ExternalIP (the upstream CCM's public-network-name).
+	PublicNetworkNames []string `json:"publicNetworkNames,omitempty"`
+	// NodeNamePolicy maps servers to Node names: only ServerName (the
+	// default: the Node is named as the server is, lower-cased).
+	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
+	// InstanceMaxAge is how old a server answer may be for node
+	// initialization, the address sweep and lifecycle checks. Default 30s.
+	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
+	// MinRefreshInterval bounds how often lookups of unknown servers list
+	// the API again. Default 2s.
+	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// MaxFailureBackoff caps the pause between listings while the API
+	// fails. Default 16s.
+	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
+	// RequestTimeout bounds one API call, a re-authentication included.
+	// Default 30s.
+	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultSecretEnv          = "OS_APPLICATION_CREDENTIAL_SECRET"
+	DefaultClusterTagPrefix   = "mooring-cluster="
+	DefaultInterface          = "public"
+	DefaultInstanceMaxAge     = 30 * time.Second
+	DefaultMinRefreshInterval = 2 * time.Second
+	DefaultMaxFailureBackoff  = 16 * time.Second
+	DefaultRequestTimeout     = 30 * time.Second
+)
+
+// maxSecretFileSize bounds the secret file; maxTagLength is Nova's limit
+// on a tag, maxMetadataLength on a metadata key or value.
+const (
+	maxSecretFileSize = 4096
+	maxTagLength      = 60
+	maxMetadataLength = 255
+)
+
+// envNamePattern: a POSIX environment variable name.
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ParseConfig reads a cloud config strictly: unknown fields are errors, and
+// every problem of the config is reported at once. It reads no secret and
+// no CA file (Config.Secret and New do).
+func ParseConfig(r io.Reader) (Config, error) {
+	var c Config
+	if err := cloud.ReadConfig(ProviderName, r, &c); err != nil {
+		return c, err
+	}
+	c.defaults()
+	return c, c.validate()
+}
+
+func (c *Config) defaults() {
+	if c.SecretFile == "" && c.SecretEnv == "" {
+		c.SecretEnv = DefaultSecretEnv
+	}
+	if c.Interface == "" {
+		c.Interface = DefaultInterface
+	}
+	if c.ClusterTag == "" && c.ClusterMetadataKey == "" && c.ClusterID != "" {
+		c.ClusterTag = DefaultClusterTagPrefix + c.ClusterID
+	}
+	if c.NodeNamePolicy == "" {
+		c.NodeNamePolicy = agentid.PolicyServerName
+	}
+	for _, d := range []struct {
+		v   *metav1.Duration
+		def time.Duration
+	}{
+		{&c.InstanceMaxAge, DefaultInstanceMaxAge}, {&c.MinRefreshInterval, DefaultMinRefreshInterval},
+		{&c.MaxFailureBackoff, DefaultMaxFailureBackoff}, {&c.RequestTimeout, DefaultRequestTimeout},
+	} {
+		if d.v.Duration == 0 {
+			d.v.Duration = d.def
+		}
+	}
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.AuthURL == "" {
+		bad("authURL is required (Keystone's v3 endpoint, https://.../v3)")
+	} else if err := cloud.CheckEndpoint(c.AuthURL, true); err != nil {
+		bad("authURL: %w", err)
+	} else if !strings.HasSuffix(strings.TrimSuffix(c.AuthURL, "/"), "/v3") {
+		bad("authURL %q: want Keystone's v3 endpoint, ending in /v3", c.AuthURL)
+	}
+	switch {
+	case c.ApplicationCredentialID != "" && (c.ApplicationCredentialName != "" || c.UserID != ""):
+		bad("applicationCredentialID, and applicationCredentialName with userID: set one, not both")
+	case c.ApplicationCredentialID != "":
+	case c.ApplicationCredentialName != "" && c.UserID != "":
+	case c.ApplicationCredentialName != "" || c.UserID != "":
+		bad("applicationCredentialName and userID: set both (or applicationCredentialID)")
+	default:
+		bad("applicationCredentialID (or applicationCredentialName with userID) is required")
+	}
+	switch {
+	case c.SecretFile != "" && c.SecretEnv != "":
+		bad("secretFile and secretEnv: set one, not both")
+	case c.SecretEnv != "" && !envNamePattern.MatchString(c.SecretEnv):
+		bad("secretEnv %q is not an environment variable name", c.SecretEnv)
+	}
+	if c.Region == "" {
+		bad("region is required (the catalog region, e.g. RegionOne)")
+	} else if strings.ContainsAny(c.Region, "/ \t\n") {
+		bad("region %q: a region name has no '/' or white space", c.Region)
+	}
+	switch c.Interface {
+	case "public", "internal", "admin":
+	default:
+		bad("interface %q: want public, internal or admin", c.Interface)
+	}
+	if c.ClusterID == "" {
+		bad("clusterID is required: only servers tagged (or with metadata) for it are the cluster's")
+	} else if strings.ContainsAny(c.ClusterID, "/,") || strings.ContainsFunc(c.ClusterID, isSpaceOrControl) || len(c.ClusterID) > maxMetadataLength {
+		bad("clusterID %q: want at most %d characters, without '/', ',' or white space", c.ClusterID, maxMetadataLength)
+	}
+	switch {
+	case c.ClusterMetadataKey != "" && c.ClusterTag != "":
+		bad("clusterTag and clusterMetadataKey: set one, not both")
+	case c.ClusterMetadataKey != "":
+		if len(c.ClusterMetadataKey) > maxMetadataLength || strings.ContainsFunc(c.ClusterMetadataKey, isSpaceOrControl) {
+			bad("clusterMetadataKey %q: want at most %d characters without white space", c.ClusterMetadataKey, maxMetadataLength)
+		}
+	case c.ClusterTag != "":
+		if len(c.ClusterTag) > maxTagLength || strings.ContainsAny(c.ClusterTag, "/,") || strings.ContainsFunc(c.ClusterTag, isSpaceOrControl) {
+			bad("clusterTag %q: a Nova tag has at most %d characters, and no '/', ',' or white space (shorten clusterID or set clusterTag)", c.ClusterTag, maxTagLength)
+		}
+	}
+	for _, n := range append(append([]string(nil), c.InternalNetworkNames...), c.PublicNetworkNames...) {
+		if n == "" {
+			bad("internalNetworkNames and publicNetworkNames: an empty network name")
+		}
+	}
+	for _, n := range c.InternalNetworkNames {
+		for _, p := range c.PublicNetworkNames {
+			if n == p {
+				bad("network %q is in both internalNetworkNames and publicNetworkNames", n)
+			}
+		}
+	}
+	if c.NodeNamePolicy != agentid.PolicyServerName {
+		bad("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyServerName)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"instanceMaxAge", c.InstanceMaxAge.Duration}, {"minRefreshInterval", c.MinRefreshInterval.Duration},
+		{"maxFailureBackoff", c.MaxFailureBackoff.Duration}, {"requestTimeout", c.RequestTimeout.Duration},
+	} {
+		if d.v < 0 {
+			bad("%s must not be negative", d.name)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("openstack cloud config: %w", err)
+	}
+	return nil
+}
+
+func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
+
+// Secret reads the application credential's secret from SecretFile or
+// SecretEnv. Its errors name where the secret was looked for, never what
+// was found there.
+func (c *Config) Secret() (string, error) {
+	var raw []byte
+	from := ""
+	if c.SecretFile != "" {
+		from = "secretFile " + c.SecretFile
+		f, err := os.Open(c.SecretFile)
+		if err != nil {
+			return "", fmt.Errorf("openstack: application credential secret: %w", err)
+		}
+		defer f.Close()
+		raw, err = io.ReadAll(io.LimitReader(f, maxSecretFileSize+1))
+		if err != nil {
+			return "", fmt.Errorf("openstack: application credential secret: %s: %w", from, err)
+		}
+		if len(raw) > maxSecretFileSize {
+			return "", fmt.Errorf("openstack: application credential secret: %s is larger than %d bytes", from, maxSecretFileSize)
+		}
+	} else {
+		from = "environment variable " + c.SecretEnv
+		raw = []byte(os.Getenv(c.SecretEnv))
+	}
+	s := string(bytes.TrimSpace(raw))
+	switch {
+	case s == "":
+		return "", fmt.Errorf("openstack: application credential secret: %s is empty or unset", from)
+	case strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' }):
+		return "", fmt.Errorf("openstack: application credential secret: %s holds white space or characters that are not printable ASCII", from)
+	}
+	return s, nil
+}
+
+// certPool reads CAFile; nil when it is unset.
+func (c *Config) certPool() (*x509.CertPool, error) {
+	if c.CAFile == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(c.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("openstack: caFile: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("openstack: caFile %s holds no PEM certificate", c.CAFile)
+	}
+	return pool, nil
+}

@@ -1,0 +1,68 @@
+// Package openstacktest is an OpenStack-compatible endpoint for tests,
+// reached by the real client library, gophercloud v2 (the provider's
+// authURL set to Cloud.AuthURL(), and the agent's metadataURL to
+// Cloud.MetadataURL of one server). Everything listens on 127.0.0.1 and
+// every server address is a loopback address.
+//
+// Modelled, after the OpenStack API reference (Identity v3, Compute v2.1)
+// and Nova's metadata service:
+//   - Keystone: POST /identity/v3/auth/tokens with the application_credential
+//     method (by id, or by name with the user's id, and the secret),
+//     answered 201 with the token in X-Subject-Token and the token body
+//     (methods, expires_at, issued_at, user, project, roles,
+//     application_credential, and the catalog: compute and identity, each
+//     with public, internal and admin endpoints in Options.Region). Tokens
+//     expire after Options.TokenTTL; an unknown, expired or revoked token
+//     is 401 on every Nova call, the body keystonemiddleware gives. Other
+//     auth methods, a wrong secret, and a revoked credential are 401;
+//     malformed requests 400;
+//   - Nova microversions: OpenStack-API-Version: compute X.Y and
+//     X-OpenStack-Nova-API-Version (either; "latest" is the maximum),
+//     2.1 without one, 406 outside 2.1-MaxMicroversion, 400 when malformed;
+//     answers carry both headers (the version served) and Vary;
+//   - GET /compute/v2.1/servers/detail with limit (capped at
+//     Options.MaxLimit, Nova's max_limit, default 1000), marker (400
+//     "marker [id] not found" for a marker that is no server), sort_key
+//     (created_at, display_name, uuid) and sort_dir (asc, desc; default
+//     created_at desc), tags, tags-any, not-tags, not-tags-any (from 2.26;
+//     before it they are unknown parameters), name (a regular expression,
+//     as Nova's), status; unknown parameters are ignored, as Nova does for
+//     non-admin callers. The answer is {"servers": [...], "servers_links":
+//     [{"rel": "next", "href": ...}]}, the next link present when the page
+//     holds limit servers, as Nova's; Options.LinkBase writes the links
+//     with another base, as a Nova behind a proxy without
+//     compute_link_prefix does;
+//   - GET /compute/v2.1/servers/{id}: 404 itemNotFound for an unknown id;
+//   - the server object at the asked microversion: id, name, status,
+//     tenant_id, user_id, metadata, hostId, image, flavor ({id, links}
+//     before 2.47; from 2.47 the embedded flavor with original_name), created,
+//     updated, addresses (per network: version, addr, OS-EXT-IPS:type fixed
+//     or floating, OS-EXT-IPS-MAC:mac_addr), accessIPv4, accessIPv6, links,
+//     OS-EXT-AZ:availability_zone, OS-EXT-STS:vm_state and power_state,
+//     OS-SRV-USG:launched_at, locked (2.9), description (2.19), tags (2.26),
+//     server_groups (2.71), locked_reason (2.73), and the other documented
+//     fields with fixed values; Nova's error bodies ({"itemNotFound" |
+//     "badRequest" | ...: {"code", "message"}});
+//   - a metadata service per server (one loopback listener each), without
+//     authentication: /openstack/latest/meta_data.json (uuid, name,
+//     hostname, availability_zone, project_id, launch_index, meta,
+//     public_keys, keys, devices), /openstack/latest/user_data (404 when
+//     the server has none) and the EC2-compatible
+//     /latest/meta-data/local-ipv4 (the first fixed IPv4 address). A server
+//     that is not ACTIVE answers nothing (connections close);
+//   - servers a test adds (Put) with a status, tags, metadata and a creation
+//     time, SetStatus, Delete; OnList runs before each page is served, so a
+//     test can change servers between pages as other API clients would;
+//   - counters (Calls: auth, list, get, metadata, unauthorized) and faults:
+//     Fail (the next n calls of auth, list, get or metadata answer a status
+//     with the service's error body), SetDown (an outage: connections close
+//     unanswered), ExpireTokens (every token issued so far expires now),
+//     Revoke (the application credential is deleted: auth fails).
+//
+// Not modelled: every other service (Neutron, Octavia, Glance, Cinder) and
+// Compute resource, password and token auth, scoped-token rules beyond the
+// application credential's project, policy (every credential may list),
+// the admin-only fields and filters, changes-since, several sort keys at
+// once, network_data.json and vendor data, and rate limiting (a cloud's
+// 429 is Fail).
+package openstacktest

@@ -1,0 +1,268 @@
+package openstack
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/gophercloud/gophercloud/v2"
+	gopenstack "github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
+	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/version"
+)
+
+// ProviderName is the backend's name, for --cloud-provider and the node
+// agent's cloud setting; also the scheme of its providerIDs.
+const ProviderName = agentid.Name
+
+// Factory builds the provider from its cloud-config; backend.go registers
+// it with mooring's backends.
+func Factory(r io.Reader) (cloudprovider.Interface, error) {
+	cfg, err := ParseConfig(r)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// Cloud is OpenStack as Kubernetes and mooring see it: InstancesV2 and
+// Zones over the shared view of the cluster's Nova servers, and the
+// approver's Attester. OpenStack signs no server identity that mooring can
+// check, so it has no evidence verifier: its servers join with join
+// tickets, whose verifier the approver adds itself (--ticket-keys-file).
+// It has no load balancers (docs/openstack.md), no routes and no clusters.
+type Cloud struct {
+	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+	cloud.ViewZones
+	cloud.InstancesOnly // no load balancers, routes or clusters
+
+	cfg     Config
+	secret  string
+	httpc   *http.Client
+	view    *view.View
+	mu      sync.Mutex
+	compute *gophercloud.ServiceClient
+}
+
+var (
+	_ cloudprovider.Interface   = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
+	_ cloudprovider.Zones       = (*Cloud)(nil)
+	_ cloud.Attester            = (*Cloud)(nil)
+	_ cloud.InstanceFinder      = (*Cloud)(nil)
+)
+
+// New reads the application credential's secret and the CA file, and
+// builds the provider. It makes no call: Keystone is asked for a token on
+// the first listing, and again whenever Nova refuses the token (it
+// expired).
+func New(cfg Config) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	secret, err := cfg.Secret()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := cfg.certPool()
+	if err != nil {
+		return nil, err
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	// No redirects: the token must go only where the catalog says.
+	httpc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	klog.InfoS("OpenStack provider configured", "authURL", cfg.AuthURL, "region", cfg.Region, "interface", cfg.Interface,
+		"clusterID", cfg.ClusterID, "clusterTag", cfg.ClusterTag, "clusterMetadataKey", cfg.ClusterMetadataKey,
+		"regionalProviderID", cfg.RegionalProviderID)
+	c := &Cloud{cfg: cfg, secret: secret, httpc: httpc}
+	c.view = view.New(c.source(), view.Options{
+		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
+	})
+	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration, ProviderID: c.canonical}
+	return c, nil
+}
+
+func (c *Cloud) source() Source {
+	return Source{Compute: c.computeClient, ClusterID: c.cfg.ClusterID, ClusterTag: c.cfg.ClusterTag,
+		ClusterMetadataKey: c.cfg.ClusterMetadataKey, Region: c.cfg.Region, RegionalProviderID: c.cfg.RegionalProviderID,
+		InternalNetworks: c.cfg.InternalNetworkNames, PublicNetworks: c.cfg.PublicNetworkNames,
+		RequestTimeout: c.cfg.RequestTimeout.Duration}
+}
+
+// computeClient is the Compute client, authenticated with the application
+// credential on first use (Keystone v3, POST /v3/auth/tokens; the token
+// is renewed on Nova's 401), at the catalog's compute endpoint for the
+// region and interface, asking for Microversion. A failure is returned
+// and tried again on the next call.
+func (c *Cloud) computeClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compute != nil {
+		return c.compute, nil
+	}
+	provider, err := gopenstack.NewClient(c.cfg.AuthURL)
+	if err != nil {
+		return nil, fmt.Errorf("openstack: authURL: %w", err)
+	}
+	provider.HTTPClient = *c.httpc
+	provider.UserAgent.Prepend("mooring/" + version.Get().Version)
+	err = gopenstack.Authenticate(ctx, provider, gophercloud.AuthOptions{
+		IdentityEndpoint:            c.cfg.AuthURL,
+		ApplicationCredentialID:     c.cfg.ApplicationCredentialID,
+		ApplicationCredentialName:   c.cfg.ApplicationCredentialName,
+		UserID:                      c.cfg.UserID,
+		ApplicationCredentialSecret: c.secret,
+		AllowReauth:                 true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openstack: Keystone authentication with application credential %s: %w", c.credentialName(), err)
+	}
+	compute, err := gopenstack.NewComputeV2(provider, gophercloud.EndpointOpts{
+		Region: c.cfg.Region, Availability: gophercloud.Availability(c.cfg.Interface),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openstack: no %s compute endpoint in region %s in the catalog: %w", c.cfg.Interface, c.cfg.Region, err)
+	}
+	if err := cloud.CheckEndpoint(compute.Endpoint, true); err != nil {
+		return nil, fmt.Errorf("openstack: the catalog's compute endpoint: %w", err)
+	}
+	compute.Microversion = Microversion
+	klog.InfoS("Authenticated with Keystone", "computeEndpoint", compute.Endpoint, "microversion", Microversion)
+	c.compute = compute
+	return compute, nil
+}
+
+// credentialName names the credential in errors and logs (never its
+// secret).
+func (c *Cloud) credentialName() string {
+	if c.cfg.ApplicationCredentialID != "" {
+		return c.cfg.ApplicationCredentialID
+	}
+	return c.cfg.ApplicationCredentialName + " of user " + c.cfg.UserID
+}
+
+// canonical is a Node's providerID in the form the view holds (this
+// config's form), or an error when it is not this cloud's: another scheme,
+// or a regional form of another region.
+func (c *Cloud) canonical(providerID string) (string, error) {
+	id, err := c.serverID(providerID)
+	if err != nil {
+		return "", err
+	}
+	region := ""
+	if c.cfg.RegionalProviderID {
+		region = c.cfg.Region
+	}
+	return agentid.ProviderID(region, id), nil
+}
+
+// serverID reads a Node's providerID, in either form; the regional form
+// must name this config's region.
+func (c *Cloud) serverID(providerID string) (string, error) {
+	region, id, err := agentid.ParseProviderID(providerID)
+	if err != nil {
+		return "", err
+	}
+	if region != "" && region != c.cfg.Region {
+		return "", fmt.Errorf("providerID %q is of region %s, not %s", providerID, region, c.cfg.Region)
+	}
+	return id, nil
+}
+
+// EvidenceVerifiers is empty: OpenStack signs no server identity mooring
+// checks. The approver accepts join tickets when it is given their keys.
+func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier { return nil }
+
+// InstanceView is the shared view of the cluster's servers.
+func (c *Cloud) InstanceView() *view.View { return c.view }
+
+// ClusterTag is the cluster id: view.Instance.Cluster holds it, and join
+// tickets name it as their audience.
+func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
+
+// Config is the provider's effective configuration.
+func (c *Cloud) Config() Config { return c.cfg }
+
+// InstancesV2 is implemented.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+
+// Zones is implemented over the view.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
+
+// ProviderName is "openstack".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// FindInstance finds a Node's server in the shared view: by the server id
+// of its providerID (either form) when it has one, else by its name (the
+// server's name, lower-cased). An outage is an error, never "not found".
+func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
+	if node.Spec.ProviderID == "" {
+		return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
+	}
+	id, err := c.serverID(node.Spec.ProviderID)
+	if err != nil {
+		return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
+	}
+	return c.view.ByID(ctx, id, c.cfg.InstanceMaxAge.Duration)
+}
+
+// ConfirmInstance asks Nova for the server of a providerID itself (GET
+// /servers/{id}), after FindInstance missed it in the cluster's list: a
+// *cloud.AbsentError when the project has no such server (404), a
+// *cloud.ForeignError when the server is not the cluster's.
+func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
+	id, err := c.serverID(providerID)
+	if err != nil {
+		return view.Instance{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
+	defer cancel()
+	client, err := c.computeClient(ctx)
+	if err != nil {
+		return view.Instance{}, err
+	}
+	srv, err := servers.Get(ctx, client, id).Extract()
+	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
+		return view.Instance{}, &cloud.AbsentError{ID: providerID}
+	}
+	if err != nil {
+		return view.Instance{}, fmt.Errorf("openstack servers get %s: %w", id, err)
+	}
+	if srv == nil || srv.ID != id {
+		return view.Instance{}, fmt.Errorf("openstack servers get %s: Nova answered with another server", id)
+	}
+	src := c.source()
+	if ok, why := src.member(srv); !ok {
+		return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: why}
+	}
+	if vi, ok := src.toView(srv); ok {
+		return vi, nil
+	}
+	return view.Instance{}, errors.New("openstack: unreachable: a member server that does not convert")
+}
+
+// metadata is Nova's record of a server as the Node's metadata: zone,
+// region and instance type as the OpenStack CCM sets them.
+func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
+	return &cloudprovider.InstanceMetadata{
+		ProviderID:    in.ProviderID,
+		InstanceType:  in.InstanceType,
+		NodeAddresses: in.Addresses,
+		Zone:          in.Zone,
+		Region:        in.Region,
+	}
+}
