@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 
+	tokenutil "k8s.io/cluster-bootstrap/token/util"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/agent"
@@ -73,7 +74,6 @@ type userData struct {
 
 var (
 	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	tokenRE  = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 	// packageRE admits Debian and RPM package names, optionally pinned to a
 	// version (apt's name=version).
 	packageRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.+_~:-]*(=[A-Za-z0-9.+_~:-]+)?$`)
@@ -95,7 +95,7 @@ func Render(p Params) ([]byte, error) {
 		cfg.CAFile = CAPath
 	}
 	var errs []error
-	if !tokenRE.MatchString(p.BootstrapToken) {
+	if !tokenutil.IsValidBootstrapToken(p.BootstrapToken) {
 		errs = append(errs, errors.New("bootstrap token: want [a-z0-9]{6}.[a-z0-9]{16}"))
 	}
 	if !strings.HasPrefix(p.AgentURL, "https://") && !strings.HasPrefix(p.AgentURL, "http://") {

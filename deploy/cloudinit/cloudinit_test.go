@@ -132,3 +132,23 @@ func TestUnitsVerify(t *testing.T) {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
 }
+
+// Bootstrap tokens are checked as the apiserver checks them
+// (k8s.io/cluster-bootstrap): a malformed one is refused before it reaches a
+// machine that could never join with it.
+func TestBootstrapTokenForm(t *testing.T) {
+	for token, ok := range map[string]bool{
+		"abcdef.0123456789abcdef":   true,
+		"ABCDEF.0123456789abcdef":   false, // upper case
+		"abcdef.0123456789abcde":    false, // short secret
+		"abcdef-0123456789abcdef":   false,
+		"abcdef.0123456789abcdef\n": false,
+		"":                          false,
+	} {
+		p := params()
+		p.BootstrapToken = token
+		if _, err := Render(p); (err == nil) != ok {
+			t.Errorf("token %q: err %v, want ok=%v", token, err, ok)
+		}
+	}
+}

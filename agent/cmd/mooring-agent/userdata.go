@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	tokenutil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/mooring-dev/mooring/agent"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
@@ -42,7 +43,6 @@ type userDataOptions struct {
 
 var (
 	caHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	tokenRE  = regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
 	digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
@@ -181,7 +181,7 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 		bad("--bootstrap-token and --bootstrap-token-file: give one, not both")
 	case o.bootstrapToken != "":
 		p.BootstrapToken = o.bootstrapToken
-		if !tokenRE.MatchString(p.BootstrapToken) {
+		if !tokenutil.IsValidBootstrapToken(p.BootstrapToken) {
 			bad("--bootstrap-token: want [a-z0-9]{6}.[a-z0-9]{16}")
 		}
 	case o.bootstrapTokenFile != "":
@@ -191,7 +191,7 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 			break
 		}
 		p.BootstrapToken = strings.TrimSpace(string(data))
-		if !tokenRE.MatchString(p.BootstrapToken) {
+		if !tokenutil.IsValidBootstrapToken(p.BootstrapToken) {
 			bad("--bootstrap-token-file %s: want one token [a-z0-9]{6}.[a-z0-9]{16}", o.bootstrapTokenFile)
 		}
 	default:
