@@ -5,7 +5,13 @@
 #
 #   <command>_<version>_<os>_<arch>.tar.gz    the binary, LICENSE, README.md
 #   <command>_<version>_<os>_<arch>.cdx.json  its SBOM (CycloneDX JSON)
+#   mooring-<version>.tgz                     the Helm chart (hack/chart)
+#   mooring_<version>_<overlay>.yaml          each overlay rendered (hack/manifests)
 #   SHA256SUMS                                sha256sum's format, over the rest
+#
+# The chart's version and appVersion are the release's version, so its
+# images default to REGISTRY/<image>:<version>, as do the rendered
+# manifests'; make push sends the images and the chart there.
 #
 # Binaries are static (CGO_ENABLED=0), built with -trimpath and the version
 # from hack/ldflags.sh, and stripped (-s -w); mooring-agent with the build
@@ -17,9 +23,11 @@
 # outside the checkout ($MOORING_CACHE, as hack/build-k8s.sh).
 #
 # Environment: RELEASE_DIR (default bin/release), RELEASE_PLATFORMS (default
-# "linux/amd64 linux/arm64"), VERSION and SOURCE_DATE_EPOCH (see
-# hack/version.sh and hack/ldflags.sh). docs/release.md describes the outputs
-# and how to verify them.
+# "linux/amd64 linux/arm64"), RELEASE_COMMANDS (default all four commands),
+# REGISTRY (default ghcr.io/mooring-dev: where the chart and manifests name
+# the images), VERSION and SOURCE_DATE_EPOCH (see hack/version.sh and
+# hack/ldflags.sh). docs/release.md describes the outputs and how to verify
+# them.
 set -euo pipefail
 
 cyclonedx_version=v1.10.0
@@ -37,6 +45,20 @@ log() { echo "release: $*" >&2; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${RELEASE_DIR:-$root/bin/release}
 platforms=${RELEASE_PLATFORMS:-linux/amd64 linux/arm64}
+registry=${REGISTRY:-ghcr.io/mooring-dev}
+if [ -n "${RELEASE_COMMANDS:-}" ]; then
+  chosen=()
+  for name in $RELEASE_COMMANDS; do
+    found=""
+    for c in "${commands[@]}"; do [ "${c%%=*}" = "$name" ] && found=$c; done
+    if [ -z "$found" ]; then
+      log "RELEASE_COMMANDS: no command $name (have: ${commands[*]%%=*})"
+      exit 1
+    fi
+    chosen+=("$found")
+  done
+  commands=("${chosen[@]}")
+fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 if [ -n "$(ls -A "$out")" ]; then
@@ -70,11 +92,18 @@ for platform in $platforms; do
   os=${platform%/*}
   arch=${platform#*/}
   pkgs=()
-  for c in "${commands[@]}"; do [ "${c%%=*}" = mooring-agent ] || pkgs+=("${c#*=}"); done
+  agent=""
+  for c in "${commands[@]}"; do
+    if [ "${c%%=*}" = mooring-agent ]; then agent=${c#*=}; else pkgs+=("${c#*=}"); fi
+  done
   start=$(date +%s)
   mkdir -p "$work/bin/${os}_$arch"
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" "${pkgs[@]}"
-  CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -tags "$agent_tags" -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" ./agent/cmd/mooring-agent
+  if [ ${#pkgs[@]} -gt 0 ]; then
+    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" "${pkgs[@]}"
+  fi
+  if [ -n "$agent" ]; then
+    CGO_ENABLED=0 GOOS=$os GOARCH=$arch go build -trimpath -tags "$agent_tags" -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" "$agent"
+  fi
   log "built $platform in $(( $(date +%s) - start ))s"
 
   for c in "${commands[@]}"; do
@@ -93,6 +122,15 @@ for platform in $platforms; do
     artifacts+=("$base.tar.gz" "$base.cdx.json")
   done
 done
+
+# The chart and the rendered overlays, naming the images REGISTRY/<image>:<version>.
+start=$(date +%s)
+chart=$(SOURCE_DATE_EPOCH=$epoch go run ./hack/chart package --version "$version" --registry "$registry" --out "$out")
+artifacts+=("$(basename "$chart")")
+while read -r f; do
+  artifacts+=("$(basename "$f")")
+done < <(go run ./hack/manifests --version "$version" --registry "$registry" --out "$out")
+log "packaged the chart and rendered the overlays in $(( $(date +%s) - start ))s"
 
 (cd "$out" && sha256sum -- "${artifacts[@]}" > SHA256SUMS)
 log "wrote ${#artifacts[@]} files and SHA256SUMS into $out"
