@@ -86,6 +86,22 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# pack NAME BASE BINDIR writes BASE.tar.gz (a directory BASE holding the
+# binary, LICENSE, README.md) and BASE.cdx.json, its SBOM, into $out.
+pack() {
+  local name=$1 base=$2 bindir=$3
+  local stage="$work/stage/$base"
+  mkdir -p "$stage"
+  install -m 0755 "$bindir/$name" "$stage/$name"
+  install -m 0644 LICENSE README.md "$stage/"
+  # Reproducible: fixed order, owner and times; gzip without a name or time.
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
+    -C "$work/stage" -cf - "$base" | gzip -n > "$out/$base.tar.gz"
+  "$cyclonedx" bin -json -noserial -notimestamp -version "$version" \
+    -output "$out/$base.cdx.json" "$stage/$name" 2>"$work/$base.cyclonedx.log" ||
+    { cat "$work/$base.cyclonedx.log" >&2; return 1; }
+}
+
 log "version $version, platforms $platforms, into $out"
 artifacts=()
 for platform in $platforms; do
@@ -106,21 +122,17 @@ for platform in $platforms; do
   fi
   log "built $platform in $(( $(date +%s) - start ))s"
 
+  # The commands' tarballs and SBOMs side by side (gzip is single-threaded).
+  start=$(date +%s)
+  pids=()
   for c in "${commands[@]}"; do
-    name=${c%%=*}
-    base="${name}_${version}_${os}_${arch}"
-    stage="$work/stage/$base"
-    mkdir -p "$stage"
-    install -m 0755 "$work/bin/${os}_$arch/$name" "$stage/$name"
-    install -m 0644 LICENSE README.md "$stage/"
-    # Reproducible: fixed order, owner and times; gzip without a name or time.
-    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
-      -C "$work/stage" -cf - "$base" | gzip -n > "$out/$base.tar.gz"
-    "$cyclonedx" bin -json -noserial -notimestamp -version "$version" \
-      -output "$out/$base.cdx.json" "$stage/$name" 2>"$work/cyclonedx.log" ||
-      { cat "$work/cyclonedx.log" >&2; exit 1; }
+    base="${c%%=*}_${version}_${os}_${arch}"
+    pack "${c%%=*}" "$base" "$work/bin/${os}_$arch" &
+    pids+=($!)
     artifacts+=("$base.tar.gz" "$base.cdx.json")
   done
+  for pid in "${pids[@]}"; do wait "$pid"; done
+  log "packed $platform in $(( $(date +%s) - start ))s"
 done
 
 # The chart and the rendered overlays, naming the images REGISTRY/<image>:<version>.
