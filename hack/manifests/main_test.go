@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 )
 
@@ -43,6 +45,8 @@ type object struct {
 	} `json:"spec"`
 }
 
+var strictDecoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+
 // parse splits a rendered file into its objects.
 func parse(t *testing.T, b []byte) []object {
 	t.Helper()
@@ -54,6 +58,10 @@ func parse(t *testing.T, b []byte) []object {
 		}
 		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
 			t.Fatalf("%v in\n%s", err, doc)
+		}
+		// A Kubernetes object of a kind client-go knows, every field known.
+		if _, _, err := strictDecoder.Decode([]byte(doc), nil, nil); err != nil {
+			t.Errorf("%s %s: %v", o.Kind, o.Metadata.Name, err)
 		}
 		if o.Kind == "" || o.Metadata.Name == "" {
 			t.Fatalf("no kind or name:\n%s", doc)
