@@ -139,9 +139,8 @@ done
 start=$(date +%s)
 chart=$(SOURCE_DATE_EPOCH=$epoch go run ./hack/chart package --version "$version" --registry "$registry" --out "$out")
 artifacts+=("$(basename "$chart")")
-while read -r f; do
-  artifacts+=("$(basename "$f")")
-done < <(go run ./hack/manifests --version "$version" --registry "$registry" --out "$out")
+manifests=$(go run ./hack/manifests --version "$version" --registry "$registry" --out "$out")
+for f in $manifests; do artifacts+=("$(basename "$f")"); done
 log "packaged the chart and rendered the overlays in $(( $(date +%s) - start ))s"
 
 (cd "$out" && sha256sum -- "${artifacts[@]}" > SHA256SUMS)
