@@ -30,7 +30,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/test/chaos' -
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build release release-test test unit adversarial fuzz e2e chaos bench bench-tuning lint demo clean deps kube-bins docs chart helm-bin images push
+.PHONY: help build release release-test chart-package test unit adversarial fuzz e2e chaos bench bench-tuning lint demo clean deps kube-bins docs chart helm-bin images push
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -41,11 +41,11 @@ build: ## build every binary into bin/ (static, -trimpath, version stamped)
 	@if [ -n "$(MAIN_PKGS)" ]; then CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(filter-out $(AGENT_PKG),$(MAIN_PKGS)); fi
 	CGO_ENABLED=0 $(GO) build -trimpath -tags '$(AGENT_TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN)/ $(AGENT_PKG)
 
-release: ## tarballs, SBOMs and SHA256SUMS for linux/amd64 and linux/arm64 into bin/release (docs/release.md)
+release: ## tarballs and SBOMs for linux/amd64 and linux/arm64, the Helm chart, the rendered overlays and SHA256SUMS into bin/release (docs/release.md)
 	rm -rf $(BIN)/release
-	RELEASE_DIR=$(BIN)/release hack/release.sh
+	RELEASE_DIR=$(BIN)/release REGISTRY=$(REGISTRY) hack/release.sh
 
-release-test: ## make a release into a temporary directory and check it: checksums, --version, SBOMs
+release-test: ## make a release into a temporary directory and check it: checksums, --version, SBOMs, chart, manifests, reproducibility
 	$(GO) test -count=1 -timeout 30m ./hack/release/
 
 # Images (docs/images.md): built by hack/images with go-containerregistry, no
@@ -64,8 +64,17 @@ images: ## build the images (linux/amd64+arm64) into bin/images: OCI layouts and
 	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/images build --out $(BIN)/images \
 	  --registry $(REGISTRY) --tag $(TAG) --version "$(VERSION)" --revision "$(REVISION)" --ldflags "$(LDFLAGS) -s -w"
 
-push: images ## push the images to REGISTRY (default ghcr.io/mooring-dev) as TAG (default VERSION)
+push: images chart-package ## push the images to REGISTRY (default ghcr.io/mooring-dev) as TAG (default VERSION), and the chart to REGISTRY/charts/mooring:VERSION
 	$(GO) run ./hack/images push --out $(BIN)/images --registry $(REGISTRY) --tag $(TAG)
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/chart push --registry $(REGISTRY) $(BIN)/charts/mooring-$(VERSION).tgz
+
+# The Helm chart as make release packages it (hack/chart; docs/release.md):
+# version VERSION, appVersion TAG (the images' default tag), images in
+# REGISTRY.
+chart-package: helm-bin ## package the Helm chart into bin/charts/mooring-VERSION.tgz (appVersion TAG, images in REGISTRY)
+	rm -rf $(BIN)/charts
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run ./hack/chart package --out $(BIN)/charts \
+	  --version "$(VERSION)" --app-version "$(TAG)" --registry $(REGISTRY)
 
 docs: ## regenerate the flag references under docs/reference
 	$(GO) run ./ccm/cmd/mooring-ccm --help 2>&1 | sed -n '/^Usage:/,$$p' > docs/reference/mooring-ccm-flags.txt

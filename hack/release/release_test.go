@@ -18,6 +18,9 @@ import (
 	"time"
 
 	utilversion "k8s.io/apimachinery/pkg/util/version"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/hack/chart/helmchart"
 )
 
 // repoRoot is the checkout this test belongs to.
@@ -126,9 +129,12 @@ func TestVersionScheme(t *testing.T) {
 var commands = []string{"mooring-ccm", "mooring-csr-approver", "mooring-agent", "mooring-localcloud"}
 
 // TestRelease makes a release (hack/release.sh, as make release) into a
-// temporary directory and checks it: every artifact is in SHA256SUMS with
-// its digest, sha256sum -c agrees, the tarballs of this machine's platform
-// hold binaries that report the version, and the SBOMs list the modules.
+// temporary directory, building each platform once, and checks it: every
+// artifact is in SHA256SUMS with its digest, sha256sum -c agrees, the
+// tarballs of this machine's platform hold binaries that report the
+// version, the SBOMs list the modules, the chart and the rendered overlays
+// carry the version. Then it makes one command's release again and
+// compares the bytes.
 func TestRelease(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the release is built on Linux")
@@ -154,6 +160,14 @@ func TestRelease(t *testing.T) {
 			base := c + "_" + version + "_linux_" + arch
 			want = append(want, base+".tar.gz", base+".cdx.json")
 		}
+	}
+	want = append(want, "mooring-"+version+".tgz")
+	overlays, err := os.ReadDir(filepath.Join(root, "deploy", "overlays"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range overlays {
+		want = append(want, "mooring_"+version+"_"+o.Name()+".yaml")
 	}
 	sums := readSums(t, filepath.Join(out, "SHA256SUMS"))
 	entries, err := os.ReadDir(out)
@@ -190,6 +204,111 @@ func TestRelease(t *testing.T) {
 			"k8s.io/client-go", "k8s.io/api", "k8s.io/cloud-provider", "k8s.io/component-base")
 		checkSBOM(t, filepath.Join(out, "mooring-agent_"+version+"_linux_"+arch+".cdx.json"), version, "k8s.io/client-go", "k8s.io/api")
 	}
+
+	checkChart(t, root, filepath.Join(out, "mooring-"+version+".tgz"), version)
+	for _, o := range overlays {
+		checkManifest(t, filepath.Join(out, "mooring_"+version+"_"+o.Name()+".yaml"), version)
+	}
+
+	// Reproducible: one binary again, for this machine's platform (its
+	// packages are in Go's build cache by now, so this links and packs),
+	// with the chart and the manifests: the same bytes as the first time.
+	if t.Failed() || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
+		return
+	}
+	start = time.Now()
+	again := filepath.Join(t.TempDir(), "again")
+	cmd = exec.Command("hack/release.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "RELEASE_DIR="+again, "RELEASE_PLATFORMS=linux/"+runtime.GOARCH, "RELEASE_COMMANDS=mooring-localcloud")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/release.sh again: %v\n%s", err, b)
+	}
+	t.Logf("hack/release.sh of mooring-localcloud again took %s", time.Since(start).Round(time.Second))
+	entries, err = os.ReadDir(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == "SHA256SUMS" {
+			continue
+		}
+		if got, want := sha256File(t, filepath.Join(again, e.Name())), sums[e.Name()]; got != want {
+			t.Errorf("%s built again: sha256 %s, the release's %s", e.Name(), got, want)
+		}
+	}
+	if len(entries) != 3+len(overlays)+1 {
+		t.Errorf("the second release holds %d files, want a tarball, an SBOM, the chart, %d manifests and SHA256SUMS", len(entries), len(overlays))
+	}
+}
+
+// checkChart checks the packaged chart: Chart.yaml's version and appVersion
+// are the release's, and helm template (the Helm CLI hack/install-helm.sh
+// pins) installs the release's images.
+func checkChart(t *testing.T, root, path, version string) {
+	t.Helper()
+	tgz, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, md, err := helmchart.ReadChart(tgz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.Name != "mooring" || md.Version != version || md.AppVersion != version {
+		t.Errorf("%s: Chart.yaml name %q, version %q, appVersion %q; want mooring and %s", path, md.Name, md.Version, md.AppVersion, version)
+	}
+	helm := run(t, root, nil, "hack/install-helm.sh")
+	home := t.TempDir()
+	for values, image := range map[string]string{"aws-values.yaml": "mooring-ccm", "approver-only-values.yaml": "mooring-csr-approver"} {
+		out := run(t, root, []string{"HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home},
+			helm, "template", "mooring", path, "--namespace", "kube-system", "--kube-version", "v1.36.3",
+			"--values", filepath.Join("deploy/helm/mooring/ci", values))
+		got := images(t, out)
+		if want := "ghcr.io/mooring-dev/" + image + ":" + version; len(got) != 1 || got[0] != want {
+			t.Errorf("helm template %s with %s: images %v, want [%s]", path, values, got, want)
+		}
+	}
+}
+
+// checkManifest checks a rendered overlay parses and runs the release's
+// image (hack/manifests' test checks the rest).
+func checkManifest(t *testing.T, path, version string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := images(t, string(b))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "ghcr.io/mooring-dev/mooring-") || !strings.HasSuffix(got[0], ":"+version) {
+		t.Errorf("%s: images %v, want one ghcr.io/mooring-dev/mooring-*:%s", path, got, version)
+	}
+}
+
+// images are the container images of the objects in a YAML stream.
+func images(t *testing.T, manifests string) []string {
+	t.Helper()
+	var out []string
+	for _, doc := range strings.Split(manifests, "\n---") {
+		var obj struct {
+			Spec struct {
+				Template struct {
+					Spec struct {
+						Containers []struct {
+							Image string `json:"image"`
+						} `json:"containers"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		for _, c := range obj.Spec.Template.Spec.Containers {
+			out = append(out, c.Image)
+		}
+	}
+	return out
 }
 
 // readSums reads sha256sum's format: "<hex>  <name>" per line.

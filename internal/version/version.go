@@ -11,14 +11,19 @@
 //
 // A binary built without them (go build, go run, go install) falls back to
 // what the Go toolchain recorded in it (runtime/debug.ReadBuildInfo): the
-// module version and the VCS revision and commit time, when the build
-// stamped them. docs/release.md describes the version scheme.
+// module version (go install module@version; a pseudo-version such as
+// v0.0.0-20261123202800-eba10a7c0ffe+dirty when go build stamps VCS
+// information), else a pseudo-version made the same way from the VCS
+// revision, commit time and modified flag, else Go's "(devel)" (a build
+// from a checkout with -buildvcs=false). docs/release.md describes the
+// version scheme.
 package version
 
 import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"time"
 )
 
 // Set by the linker (-ldflags -X); empty in a plain go build.
@@ -30,6 +35,10 @@ var (
 
 // Unknown stands for a value neither the linker nor the build info gave.
 const Unknown = "unknown"
+
+// devel is the version Go records for a main module built from a checkout
+// without VCS information (go build -buildvcs=false, or no git).
+const devel = "(devel)"
 
 // Info is a binary's version.
 type Info struct {
@@ -60,18 +69,35 @@ func get(version, commit, buildDate string, bi *debug.BuildInfo) Info {
 	info := Info{Version: version, Commit: commit, BuildDate: buildDate,
 		GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if bi != nil {
-		// Go stamps the module version (a pseudo-version such as
-		// v0.0.0-20261123202800-eba10a7c0ffe+dirty when building in a VCS
-		// checkout; "(devel)" when it could not tell).
-		if info.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			info.Version = bi.Main.Version
-		}
+		var revision, vcsTime string
+		modified := false
 		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				revision = s.Value
+			case "vcs.time":
+				vcsTime = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+		if info.Commit == "" {
+			info.Commit = revision
+		}
+		if info.BuildDate == "" {
+			info.BuildDate = vcsTime
+		}
+		if info.Version == "" {
+			// Go stamps the module version: a pseudo-version such as
+			// v0.0.0-20261123202800-eba10a7c0ffe+dirty when building in a
+			// VCS checkout, "(devel)" when it could not tell.
 			switch {
-			case s.Key == "vcs.revision" && info.Commit == "":
-				info.Commit = s.Value
-			case s.Key == "vcs.time" && info.BuildDate == "":
-				info.BuildDate = s.Value
+			case bi.Main.Version != "" && bi.Main.Version != devel:
+				info.Version = bi.Main.Version
+			case revision != "":
+				info.Version = pseudoVersion(revision, vcsTime, modified)
+			case bi.Main.Version == devel:
+				info.Version = devel
 			}
 		}
 	}
@@ -81,6 +107,24 @@ func get(version, commit, buildDate string, bi *debug.BuildInfo) Info {
 		}
 	}
 	return info
+}
+
+// pseudoVersion is the version Go gives an untagged commit,
+// v0.0.0-<commit time as yyyymmddhhmmss UTC>-<12 hex digits of the
+// revision>, with +dirty when the checkout was modified; without a commit
+// time, v0.0.0-<revision>.
+func pseudoVersion(revision, vcsTime string, modified bool) string {
+	if len(revision) > 12 {
+		revision = revision[:12]
+	}
+	v := "v0.0.0-" + revision
+	if t, err := time.Parse(time.RFC3339Nano, vcsTime); err == nil {
+		v = "v0.0.0-" + t.UTC().Format("20060102150405") + "-" + revision
+	}
+	if modified {
+		v += "+dirty"
+	}
+	return v
 }
 
 // String is the one line --version prints after the program's name.

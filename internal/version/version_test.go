@@ -34,12 +34,41 @@ func TestBuildInfoFallback(t *testing.T) {
 	}
 }
 
-func TestNothingKnown(t *testing.T) {
-	for _, bi := range []*debug.BuildInfo{nil, {Main: debug.Module{Version: "(devel)"}}} {
-		got := get("", "", "", bi)
-		if got.Version != Unknown || got.Commit != Unknown || got.BuildDate != Unknown {
-			t.Errorf("%v: got %+v", bi, got)
+// With VCS information but no module version (Go before 1.24, or a
+// version Go could not work out), the version is made from the revision
+// the way Go makes a pseudo-version.
+func TestRevisionFallback(t *testing.T) {
+	for _, c := range []struct {
+		settings []debug.BuildSetting
+		want     string
+	}{
+		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "eba10a7c0ffe0123456789"}, {Key: "vcs.time", Value: "2026-11-23T20:28:00Z"},
+			{Key: "vcs.modified", Value: "false"}}, "v0.0.0-20261123202800-eba10a7c0ffe"},
+		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "eba10a7c0ffe0123456789"}, {Key: "vcs.time", Value: "2026-11-23T21:28:00+01:00"},
+			{Key: "vcs.modified", Value: "true"}}, "v0.0.0-20261123202800-eba10a7c0ffe+dirty"},
+		{[]debug.BuildSetting{{Key: "vcs.revision", Value: "eba10a7"}}, "v0.0.0-eba10a7"},
+	} {
+		got := get("", "", "", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: c.settings})
+		if got.Version != c.want {
+			t.Errorf("%v: version %q, want %q", c.settings, got.Version, c.want)
 		}
+		if got.Commit != c.settings[0].Value {
+			t.Errorf("%v: commit %q", c.settings, got.Commit)
+		}
+	}
+}
+
+// A build from a checkout without VCS information (-buildvcs=false) says
+// so, as Go does: "(devel)". Only without any build information is the
+// version unknown.
+func TestNothingKnown(t *testing.T) {
+	got := get("", "", "", &debug.BuildInfo{Main: debug.Module{Path: "github.com/mooring-dev/mooring", Version: "(devel)"}})
+	if got.Version != "(devel)" || got.Commit != Unknown || got.BuildDate != Unknown {
+		t.Errorf("(devel): got %+v", got)
+	}
+	got = get("", "", "", nil)
+	if got.Version != Unknown || got.Commit != Unknown || got.BuildDate != Unknown {
+		t.Errorf("no build info: got %+v", got)
 	}
 }
 
