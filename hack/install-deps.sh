@@ -4,7 +4,9 @@
 # (systemd, dbus-user-session, util-linux's unshare) for the agent's tests,
 # which run a private `systemd --user`, never systemd as PID 1, and cloud-init, whose `cloud-init schema`
 # checks the user-data mooring renders (the unit tests of agent/cmd/mooring-agent and deploy/cloudinit),
-# and ca-certificates, whose bundle `make images` copies into the images (and hack/images' test checks).
+# and ca-certificates, whose bundle `make images` copies into the images (and hack/images' test checks),
+# and containerd, runc and containernetworking-plugins (its loopback plugin), which the e2e tests run
+# directly, one containerd per control-plane node, for nodes whose kubelets run real pods (test/testbed/containerd.go).
 # Safe to run again; does nothing when all are present. Needs root (as on CI and the developers' machines).
 set -euo pipefail
 need=()
@@ -15,6 +17,9 @@ command -v systemd >/dev/null 2>&1 || [ -x /usr/lib/systemd/systemd ] || need+=(
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v cloud-init >/dev/null 2>&1 || need+=(cloud-init)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+command -v runc >/dev/null 2>&1 || need+=(runc)
+[ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "install-deps: installing ${need[*]}" >&2
 # Only its schema check is wanted here: installing cloud-init starts nothing, but it would run at the next

@@ -21,8 +21,9 @@ type Options struct {
 	NodeMonitorGracePeriod time.Duration
 	// Controllers: see Config.
 	Controllers []string
-	// Profiling: see Config.
+	// Profiling and Scheduler: see Config.
 	Profiling bool
+	Scheduler bool
 }
 
 // Cluster is a control plane, a bootstrap token and the nodes started with it.
@@ -55,6 +56,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		NodeMonitorGracePeriod: opts.NodeMonitorGracePeriod,
 		Controllers:            opts.Controllers,
 		Profiling:              opts.Profiling,
+		Scheduler:              opts.Scheduler,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
