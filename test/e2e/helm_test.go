@@ -39,6 +39,18 @@ func TestHelmInstallRunsMooringAsPods(t *testing.T) {
 	logs := harness.FollowPodLogs(c.Client, "kube-system", ccmApp)
 	t.Cleanup(logs.Stop)
 
+	// The control-plane Nodes wait for a cloud controller: the pods must
+	// tolerate that.
+	for _, n := range cps {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasTaint(node, uninitializedTaint, corev1.TaintEffectNoSchedule) {
+			t.Fatalf("node %s: taints %v, want %s before mooring runs", n.Name, node.Spec.Taints, uninitializedTaint)
+		}
+	}
+
 	// Install, as docs/install.md says, from the packaged chart.
 	values := chartValues(t, c, lc, first, "")
 	start := time.Now()

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -158,6 +157,10 @@ func localOverlayCopy(t *testing.T, c *testbed.Cluster, lc *harness.LocalCloud, 
 	if !strings.Contains(string(out), "apiserver-endpoint") {
 		t.Fatalf("kustomization: %s", out)
 	}
-	t.Logf("overlay copy:\n%s", fmt.Sprint(string(out)))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the overlay's copy, kustomization.yaml:\n%s", out)
+		}
+	})
 	return dir
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -167,10 +168,15 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
+// apiServerHost is the test bed apiserver's address, which the pods are
+// given as KUBERNETES_SERVICE_HOST.
+const apiServerHost = "127.0.0.1"
+
 // checkPodsAsShipped checks each pod's running process, from the host:
 // uid and gid 65532, no capabilities, no new privileges, a seccomp filter
-// (RuntimeDefault), a read-only root file system; and that the pods run
-// on distinct nodes.
+// (RuntimeDefault), a read-only root file system, the apiserver's own
+// address in KUBERNETES_SERVICE_HOST; and that the pods run on distinct
+// nodes.
 func checkPodsAsShipped(t *testing.T, nodes []*harness.PodNode, pods []corev1.Pod) {
 	t.Helper()
 	seen := map[string]string{}
@@ -199,6 +205,15 @@ func checkPodsAsShipped(t *testing.T, nodes []*harness.PodNode, pods []corev1.Po
 			if fields[k] != want {
 				t.Errorf("pod %s (pid %d): %s: %q, want %q", p.Name, pid, k, fields[k], want)
 			}
+		}
+		// In-cluster clients reach the apiserver at apiServer.host, not
+		// at the kubernetes Service's ClusterIP, which nothing routes here.
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(strings.Split(string(environ), "\x00"), "KUBERNETES_SERVICE_HOST="+apiServerHost) {
+			t.Errorf("pod %s (pid %d): KUBERNETES_SERVICE_HOST is not the apiserver's %s", p.Name, pid, apiServerHost)
 		}
 		mounts, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
 		if err != nil {
