@@ -37,7 +37,7 @@ func TestHelmInstallRunsMooringAsPods(t *testing.T) {
 	defer cancel()
 	c, lc, cps := podBed(t, ctx, 2, first.CCMTar, later.CCMTar)
 	logs := harness.FollowPodLogs(c.Client, "kube-system", ccmApp)
-	t.Cleanup(logs.Stop)
+	t.Cleanup(func() { logs.Stop(); logTailsIfFailed(t, logs) })
 
 	// The control-plane Nodes wait for a cloud controller: the pods must
 	// tolerate that.

@@ -61,7 +61,7 @@ func TestOverlayAndApproverOnlyRunAsPods(t *testing.T) {
 	// The approver-only layout beside another CCM.
 	harness.StartCCM(t, c, ccmBin, lc, harness.CCMOptions{Cluster: e2eCluster, Args: []string{"--controllers=*", "--v=2"}})
 	logs := harness.FollowPodLogs(c.Client, "kube-system", approverApp)
-	t.Cleanup(logs.Stop)
+	t.Cleanup(func() { logs.Stop(); logTailsIfFailed(t, logs) })
 	values := chartValues(t, c, lc, im, `mode: approver-only
 kubeletConfigRBAC: false
 # The bed's workers run the fake runtime: the pods go to the control-plane

@@ -532,3 +532,16 @@ func killLeaderPod(t *testing.T, ctx context.Context, c *testbed.Cluster, nodes 
 	})
 	return time.Since(killed)
 }
+
+// logTailsIfFailed logs the end of every container's log when the test
+// failed.
+func logTailsIfFailed(t *testing.T, logs *harness.PodLogs) {
+	if !t.Failed() {
+		return
+	}
+	texts, pods := logs.Logs()
+	for id, text := range texts {
+		lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+		t.Logf("pod %s, container %s, last log lines:\n%s", pods[id], id, strings.Join(lines[max(0, len(lines)-30):], "\n"))
+	}
+}

@@ -54,7 +54,9 @@ type containerd struct {
 // containerdConfig is containerd 1.6's configuration (version 2) for one
 // node. restrict_oom_score_adj: the test machine lacks CAP_SYS_RESOURCE,
 // so containers may not get a lower OOM score than containerd's own. The
-// plugins that would touch fixed paths or need other file systems are off.
+// plugins that would touch fixed paths or need other file systems are off;
+// runc keeps its state under dir too. (Only the shims' sockets go to a fixed
+// place, /run/containerd/s, named by a hash of the containerd socket.)
 const containerdConfig = `version = 2
 root = %[1]q
 state = %[2]q
@@ -83,6 +85,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = %[8]q
 `
 
 // loopbackConflist is the only network: the pod's loopback interface.
@@ -124,7 +127,7 @@ func startContainerd(ctx context.Context, name, dir, logPath string) (c *contain
 	}
 	config := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(config, fmt.Appendf(nil, containerdConfig, c.root, c.state, c.sock, c.sock+".ttrpc",
-		SandboxImage, CNIBinDir, cniConf), 0o600); err != nil {
+		SandboxImage, CNIBinDir, cniConf, filepath.Join(dir, "runc")), 0o600); err != nil {
 		return nil, err
 	}
 	if c.proc, err = startProcess(name, logPath, c.containerdBin, "--config", config); err != nil {
