@@ -85,7 +85,7 @@ docs: ## regenerate the flag references under docs/reference
 deps: ## install the Debian packages the tests need (etcd, systemd, cloud-init)
 	hack/install-deps.sh
 
-kube-bins: ## build kube-apiserver, kube-controller-manager, kubelet into the cache
+kube-bins: ## build kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl into the cache
 	hack/build-k8s.sh >/dev/null
 
 test: unit chart adversarial fuzz release-test e2e ## run all tests: unit, integration, the Helm chart, the adversarial suite, bounded fuzzing, the release and end-to-end
@@ -123,7 +123,7 @@ fuzz: ## run every fuzz target for FUZZ_TIME (default 30s) each
 		done; \
 	done
 
-e2e: deps kube-bins ## end-to-end tests on the real test bed, the reliability scenarios at reduced sizes among them (their table: bin/chaos-results-reduced.md)
+e2e: deps kube-bins helm-bin ## end-to-end tests on the real test bed, the reliability scenarios at reduced sizes among them (their table: bin/chaos-results-reduced.md)
 	@mkdir -p $(BIN)
 	MOORING_CHAOS_RESULTS=$(abspath $(BIN))/chaos-results-reduced.md $(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
 	@cat $(BIN)/chaos-results-reduced.md

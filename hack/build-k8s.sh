@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager and kubelet from the Go module
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl from the Go module
 # proxy into a cache outside the checkout, keyed by version, and prints the
 # directory that holds them. A cached binary is reused; only missing ones are
 # built. See docs/development.md.
@@ -8,7 +8,7 @@ set -euo pipefail
 version="${KUBE_VERSION:-v1.36.3}"
 cache="${MOORING_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mooring}"
 bindir="$cache/kubernetes/$version/bin"
-cmds=(kube-apiserver kube-controller-manager kubelet)
+cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 missing=()
 for c in "${cmds[@]}"; do
@@ -48,6 +48,8 @@ package k8sbuild
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO

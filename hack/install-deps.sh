@@ -6,7 +6,9 @@
 # checks the user-data mooring renders (the unit tests of agent/cmd/mooring-agent and deploy/cloudinit) and
 # which runs that user-data on the e2e tests' booted machines (test/harness/boot: runc containers, system-mode
 # systemd as their PID 1 over an overlay of /, with the system bus of dbus and curl for the agent's download),
-# and ca-certificates, whose bundle `make images` copies into the images (and hack/images' test checks).
+# and ca-certificates, whose bundle `make images` copies into the images (and hack/images' test checks),
+# and containerd, runc and containernetworking-plugins (its loopback plugin), which the e2e tests run
+# directly, one containerd per control-plane node, for nodes whose kubelets run real pods (test/testbed/containerd.go).
 # Safe to run again; does nothing when all are present. Needs root (as on CI and the developers' machines).
 set -euo pipefail
 need=()
@@ -20,6 +22,8 @@ command -v runc >/dev/null 2>&1 || need+=(runc)
 command -v dbus-daemon >/dev/null 2>&1 || need+=(dbus)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
+[ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "install-deps: installing ${need[*]}" >&2
 # Only its schema check is wanted here: installing cloud-init starts nothing, but it would run at the next

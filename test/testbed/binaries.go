@@ -16,6 +16,11 @@ type Binaries struct {
 	KubeAPIServer         string
 	KubeControllerManager string
 	Kubelet               string
+	// KubeScheduler and Kubectl are found when present: only control
+	// planes with Config.Scheduler run kube-scheduler, and only tests that
+	// apply manifests as users do run kubectl.
+	KubeScheduler string
+	Kubectl       string
 }
 
 // CacheDir is where hack/build-k8s.sh keeps what it builds:
@@ -48,6 +53,12 @@ func FindBinaries() (Binaries, error) {
 			return b, fmt.Errorf("testbed: %s is missing; build it with `make kube-bins` (hack/build-k8s.sh)", p)
 		}
 	}
+	if p := filepath.Join(dir, "kube-scheduler"); isExecutable(p) {
+		b.KubeScheduler = p
+	}
+	if p := filepath.Join(dir, "kubectl"); isExecutable(p) {
+		b.Kubectl = p
+	}
 	b.Etcd = os.Getenv("MOORING_ETCD")
 	if b.Etcd == "" {
 		p, err := exec.LookPath("etcd")
@@ -57,4 +68,9 @@ func FindBinaries() (Binaries, error) {
 		b.Etcd = p
 	}
 	return b, nil
+}
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }

@@ -7,7 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // cgroupMounts lists the mount points of every cgroup (v1) and cgroup2
@@ -127,4 +130,41 @@ func unescapeMountPath(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// killCgroupProcs sends SIGKILL to every process in the cgroups at or below
+// dirs (cgroups this test created), and waits up to 10 s for them to go.
+func killCgroupProcs(dirs []string) error {
+	procs := func() map[int]bool {
+		pids := map[int]bool{}
+		for _, root := range dirs {
+			_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+				if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+					return nil
+				}
+				data, _ := os.ReadFile(path)
+				for _, f := range strings.Fields(string(data)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						pids[pid] = true
+					}
+				}
+				return nil
+			})
+		}
+		return pids
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := procs()
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes left in the node's cgroups: %v", left)
+		}
+		for pid := range left {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

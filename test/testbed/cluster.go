@@ -21,9 +21,10 @@ type Options struct {
 	NodeMonitorGracePeriod time.Duration
 	// Controllers: see Config.
 	Controllers []string
-	// Profiling and APIServerArgs: see Config.
+	// Profiling, APIServerArgs and Scheduler: see Config.
 	Profiling     bool
 	APIServerArgs []string
+	Scheduler     bool
 }
 
 // Cluster is a control plane, a bootstrap token and the nodes started with it.
@@ -57,6 +58,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 		Controllers:            opts.Controllers,
 		Profiling:              opts.Profiling,
 		APIServerArgs:          opts.APIServerArgs,
+		Scheduler:              opts.Scheduler,
 	})
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)

@@ -52,6 +52,9 @@ type Config struct {
 	// APIServerArgs are more kube-apiserver flags (a repeated flag's last
 	// value wins).
 	APIServerArgs []string
+	// Scheduler runs kube-scheduler too, for tests whose pods are
+	// scheduled (a Deployment's, on nodes with NodeConfig.Containerd).
+	Scheduler bool
 }
 
 // ControlPlane is etcd, kube-apiserver and kube-controller-manager on
@@ -133,6 +136,11 @@ func StartControlPlane(ctx context.Context, cfg Config) (cp *ControlPlane, err e
 	}
 	if err := cp.startControllerManager(ctx, files, kcmPort); err != nil {
 		return nil, err
+	}
+	if cfg.Scheduler {
+		if err := cp.startScheduler(ctx); err != nil {
+			return nil, err
+		}
 	}
 	var rss int64
 	for _, p := range cp.procs {
@@ -388,6 +396,35 @@ func (cp *ControlPlane) startControllerManager(ctx context.Context, f *pkiFiles,
 	// self-signed.
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	return cp.waitHealthy(ctx, p, insecure, "https://"+hostPort("127.0.0.1", port)+"/healthz")
+}
+
+// startScheduler runs kube-scheduler as system:kube-scheduler (the
+// cluster's own bindings grant it what it needs).
+func (cp *ControlPlane) startScheduler(ctx context.Context) error {
+	if cp.cfg.Binaries.KubeScheduler == "" {
+		return errors.New("testbed: kube-scheduler is missing; build it with `make kube-bins` (hack/build-k8s.sh)")
+	}
+	kubeconfig, err := cp.WriteKubeconfig("scheduler", "system:kube-scheduler")
+	if err != nil {
+		return err
+	}
+	ports, err := FreePorts("127.0.0.1", 1)
+	if err != nil {
+		return err
+	}
+	p, err := cp.start("kube-scheduler", cp.cfg.Binaries.KubeScheduler,
+		"--kubeconfig="+kubeconfig,
+		"--authentication-kubeconfig="+kubeconfig,
+		"--authorization-kubeconfig="+kubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[0]),
+		"--leader-elect=false",
+		"--profiling=false",
+	)
+	if err != nil {
+		return err
+	}
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	return cp.waitHealthy(ctx, p, insecure, "https://"+hostPort("127.0.0.1", ports[0])+"/healthz")
 }
 
 // Stop stops the control plane's processes in reverse start order and

@@ -136,3 +136,7 @@ func (cp *ControlPlane) ComponentPIDs() map[string]int {
 	}
 	return pids
 }
+
+// Logf reports progress as the control plane's Config.Logf does (the test's
+// log).
+func (cp *ControlPlane) Logf(format string, args ...any) { cp.cfg.Logf(format, args...) }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,6 +47,11 @@ type NodeConfig struct {
 	// is where the kubelet's kubeconfig goes. A machine that lays its
 	// files out as a real one does (test/harness's fleet) sets both.
 	Dir, Kubeconfig string
+	// Containerd makes the node run real pods: a containerd of its own
+	// (Debian's containerd and runc) instead of the fake runtime, with a
+	// loopback-only network, so pods must use the host network
+	// (containerd.go). Import images with Node.ImportImages.
+	Containerd bool
 }
 
 // Node is a kubelet with its own fake container runtime, root directory,
@@ -66,11 +72,13 @@ type Node struct {
 	// Port is the kubelet's HTTPS port on Address.
 	Port int
 
-	kubelet *process
-	cri     *fakecri.Server
-	cgroups []string
-	healthz string
-	stopped bool
+	kubelet    *process
+	cri        *fakecri.Server
+	containerd *containerd
+	endpoint   string // the CRI endpoint
+	cgroups    []string
+	healthz    string
+	stopped    bool
 }
 
 // StartNode starts a kubelet with --cloud-provider=external, serving
@@ -131,8 +139,17 @@ func (cp *ControlPlane) PrepareNode(nc NodeConfig) (n *Node, argv []string, err 
 			return n, nil, err
 		}
 	}
-	if n.cri, err = fakecri.Start(filepath.Join(dir, "cri.sock"), filepath.Join(dir, "root")); err != nil {
-		return n, nil, err
+	if nc.Containerd {
+		if n.containerd, err = startContainerd(context.Background(), "containerd-"+nc.Name, filepath.Join(dir, "containerd"),
+			filepath.Join(cp.cfg.Dir, "logs", "containerd-"+nc.Name+".log")); err != nil {
+			return n, nil, err
+		}
+		n.endpoint = n.containerd.Endpoint()
+	} else {
+		if n.cri, err = fakecri.Start(filepath.Join(dir, "cri.sock"), filepath.Join(dir, "root")); err != nil {
+			return n, nil, err
+		}
+		n.endpoint = n.cri.Endpoint()
 	}
 	// A cgroup root of its own: kubelets sharing /kubepods delete each
 	// other's pod cgroups.
@@ -236,7 +253,7 @@ func nodeKubeletConfig(n *Node, healthzPort int, cgroupRoot string) map[string]a
 		"port":                     n.Port,
 		"healthzBindAddress":       n.Address,
 		"healthzPort":              healthzPort,
-		"containerRuntimeEndpoint": n.cri.Endpoint(),
+		"containerRuntimeEndpoint": n.endpoint,
 		"cgroupRoot":               cgroupRoot,
 		"staticPodPath":            filepath.Join(n.Dir, "manifests"),
 		"podLogsDir":               filepath.Join(n.Dir, "pod-logs"),
@@ -284,6 +301,12 @@ func (n *Node) Stop() error {
 	}
 	if n.cri != nil {
 		n.cri.Stop()
+	}
+	if n.containerd != nil {
+		errs = append(errs, n.containerd.stop())
+		// A container the runtime could not remove: its processes are in
+		// the node's cgroups, which this test made.
+		errs = append(errs, killCgroupProcs(n.cgroups))
 	}
 	mounts, err := mountsUnder(n.Dir)
 	errs = append(errs, err)
@@ -334,4 +357,26 @@ func (cp *ControlPlane) kubeletCredentials(n *Node, nc NodeConfig) ([]string, er
 	cfg.Contexts["mooring"] = &clientcmdapi.Context{Cluster: "mooring", AuthInfo: "kubelet"}
 	cfg.CurrentContext = "mooring"
 	return nil, clientcmd.WriteToFile(*cfg, n.Kubeconfig)
+}
+
+// ImportImages imports image archives (the oci-archive tars of `make
+// images`, or docker-save tars) into the node's containerd, where its pods
+// find them without a pull (imagePullPolicy IfNotPresent). Only for nodes
+// started with NodeConfig.Containerd.
+func (n *Node) ImportImages(ctx context.Context, tars ...string) error {
+	if n.containerd == nil {
+		return fmt.Errorf("testbed: node %s runs no containerd (NodeConfig.Containerd)", n.Name)
+	}
+	return n.containerd.importImages(ctx, tars...)
+}
+
+// ContainerPID is the host PID of a running container's main process; id
+// is the container's ID without its "containerd://" prefix (as a pod's
+// status.containerStatuses[].containerID has it). Only for nodes started
+// with NodeConfig.Containerd.
+func (n *Node) ContainerPID(id string) (int, error) {
+	if n.containerd == nil {
+		return 0, fmt.Errorf("testbed: node %s runs no containerd (NodeConfig.Containerd)", n.Name)
+	}
+	return readPID(filepath.Join(n.containerd.taskDir(strings.TrimPrefix(id, "containerd://")), "init.pid"))
 }

@@ -31,6 +31,21 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if not (has .Values.mode (list "ccm" "approver-only")) }}
 {{- fail (printf "mode must be ccm or approver-only, not %q" .Values.mode) }}
 {{- end }}
+{{- $bind := toString .Values.bindAddress }}
+{{- if not (or (eq $bind "hostIP") (regexMatch "^[0-9a-fA-F:.]+$" $bind)) }}
+{{- fail (printf "bindAddress must be an IP address (0.0.0.0, ::) or hostIP, not %q" $bind) }}
+{{- end }}
+{{- if .Values.apiServer.host }}
+{{- $port := int .Values.apiServer.port }}
+{{- if or (lt $port 1) (gt $port 65535) (ne (toString $port) (toString .Values.apiServer.port)) }}
+{{- fail (printf "apiServer.port must be a port number (1-65535), not %v" .Values.apiServer.port) }}
+{{- end }}
+{{- if regexMatch "[:/ ]" (toString .Values.apiServer.host) }}
+{{- if not (regexMatch "^[0-9a-fA-F:]+$" (toString .Values.apiServer.host)) }}
+{{- fail (printf "apiServer.host must be a host name or address without scheme or port, not %q" .Values.apiServer.host) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if not .Values.cloud.provider }}
 {{- fail "cloud.provider is required (local, aws, gce, azure, digitalocean, hetzner, vsphere, openstack)" }}
 {{- end }}
