@@ -9,7 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/mooring-dev/mooring/hack/chart/helmchart"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
@@ -38,23 +40,24 @@ func HelmBinary() (string, error) {
 	return helmBin.path, helmBin.err
 }
 
-// PackageChart packages the chart (helm package) into dir and returns the
-// archive: the tests install what a release ships, not the source tree.
+// ChartVersion is the version the tests package the chart as.
+const ChartVersion = "v0.0.0-e2e"
+
+// PackageChart packages the chart into dir as a release packages it
+// (hack/chart/helmchart: helm package of a copy with the version set,
+// reproducible), version ChartVersion, and returns the .tgz's path.
 func PackageChart(dir string) (string, error) {
 	helm, err := HelmBinary()
 	if err != nil {
 		return "", err
 	}
-	out, err := exec.Command(helm, "package", filepath.Join(RepoRoot(), ChartDir), "--destination", dir).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("helm package: %v\n%s", err, out)
-	}
-	// "Successfully packaged chart and saved it to: PATH"
-	_, path, ok := strings.Cut(strings.TrimSpace(string(out)), "saved it to: ")
-	if !ok {
-		return "", fmt.Errorf("helm package: no archive named in %q", out)
-	}
-	return path, nil
+	return helmchart.Package(context.Background(), helmchart.Options{
+		Helm:     helm,
+		ChartDir: filepath.Join(RepoRoot(), ChartDir),
+		Version:  ChartVersion,
+		FileTime: time.Unix(0, 0),
+		OutDir:   dir,
+	})
 }
 
 // Helm runs the Helm CLI against the cluster as its admin and returns its
