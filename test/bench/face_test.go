@@ -150,7 +150,7 @@ func (r faceRun) record(bench, ccm string, mooring bool) {
 	if mooring {
 		record(bench, "all initialized after", initialized, "< 60 s at 5,000 nodes", r.done == r.n && r.total < time.Minute)
 		share := beyondRegistration(r.registered, r.total)
-		record(bench, "time beyond registration alone", fmt.Sprintf("%.1f s, %.0f%% of registration's %s", (r.total - r.registered).Seconds(), 100*share,
+		record(bench, "time beyond registration alone", fmt.Sprintf("%.1f s, %.0f%% of registration's %s", (r.total-r.registered).Seconds(), 100*share,
 			seconds(r.registered)), "< 10%", r.done == r.n && share < 0.1)
 		record(bench, "per node, registration to initialized", perNode, "p99 < 2 s", r.done == r.n && percentile(r.lat, 99) < 2*time.Second)
 		record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", r.conflicts), "0", r.conflicts == 0)
@@ -184,5 +184,5 @@ func beyondRegistration(registered, total time.Duration) float64 {
 	if registered <= 0 {
 		return 0
 	}
-	return max(0, (total - registered).Seconds()) / registered.Seconds()
+	return max(0, (total-registered).Seconds()) / registered.Seconds()
 }

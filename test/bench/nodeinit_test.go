@@ -126,7 +126,7 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 	if mode == "mooring" {
 		record(bench, "all initialized after", seconds(total), "< 60 s at 5,000 nodes", total < time.Minute)
 		share := beyondRegistration(registered, total)
-		record(bench, "time beyond registration alone", fmt.Sprintf("%.1f s, %.0f%% of registration's %s", (total - registered).Seconds(), 100*share,
+		record(bench, "time beyond registration alone", fmt.Sprintf("%.1f s, %.0f%% of registration's %s", (total-registered).Seconds(), 100*share,
 			seconds(registered)), "< 10%", share < 0.1)
 		record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", calls, harness.CallsString(stats.Calls)), "< 50 at 5,000 nodes", calls < 50)
 	} else {
