@@ -69,7 +69,7 @@ func BenchmarkNodeInitAWS(b *testing.B) {
 						if runs < len(mooring) {
 							same = &mooring[runs]
 						}
-						r.record(fmt.Sprintf("%s, %s: upstream, %d node syncs", awsBench, limits, syncs), same)
+						r.record(fmt.Sprintf("%s, %s: upstream, --concurrent-node-syncs=%d", awsBench, limits, syncs), same)
 						runs++
 					}
 				})
