@@ -24,8 +24,6 @@ type face struct {
 	nodes []string
 	// calls are the cloud's API calls so far, by operation.
 	calls func() map[string]int64
-	// started runs once the CCM leads, just before the clock starts.
-	started func()
 	// timeout bounds the run; strict makes a run that does not
 	// initialize every Node within it fail the benchmark, else the run
 	// is reported with the Nodes it did initialize.
@@ -76,9 +74,6 @@ func runFace(b *testing.B, n int, build func(b *testing.B) face) faceRun {
 	usageBefore, err := usage(ccm.PID())
 	if err != nil {
 		b.Fatal(err)
-	}
-	if f.started != nil {
-		f.started()
 	}
 	start := time.Now()
 	regErr := make(chan error, 1)
