@@ -114,6 +114,9 @@ func TestViewThroughTheSDK(t *testing.T) {
 	if c.Calls("ListVMs") < 2 || c.Calls("ListScaleSetVMs") < 2 {
 		t.Fatalf("pages: ListVMs %d, ListScaleSetVMs %d; want the nextLinks followed", c.Calls("ListVMs"), c.Calls("ListScaleSetVMs"))
 	}
+	if c.Calls(azuretest.NextPage) == 0 {
+		t.Fatal("no next page counted")
+	}
 	// ConfirmInstance: gone, foreign, present.
 	if _, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/nope"); !cloud.DefinitiveNotFound(err) {
 		t.Fatalf("absent VM: %v", err)

@@ -26,14 +26,22 @@ const cloudRateLimit = 10
 
 // nodeCount is MOORING_BENCH_NODES, default 1000.
 func nodeCount(b *testing.B) int {
+	n, err := nodesFromEnv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+func nodesFromEnv() (int, error) {
 	if v := os.Getenv("MOORING_BENCH_NODES"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 20000 {
-			b.Fatalf("MOORING_BENCH_NODES=%q: want 1 to 20000", v)
+			return 0, fmt.Errorf("MOORING_BENCH_NODES=%q: want 1 to 20000", v)
 		}
-		return n
+		return n, nil
 	}
-	return 1000
+	return 1000, nil
 }
 
 // row is one figure of the results table.
@@ -77,6 +85,7 @@ func TestMain(m *testing.M) {
 			table = renderTable(summary) + fmt.Sprintf("\nEvery run's figures (%d runs):\n\n", runs) + renderTable(rows)
 		}
 		fmt.Print("\n" + table)
+		writeResultFiles(rows)
 		out := os.Getenv("MOORING_BENCH_OUT")
 		if out == "" {
 			out = filepath.Join(harness.RepoRoot(), "bin", "bench-results.md")
@@ -90,8 +99,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// renderTable is the results as a Markdown table, padded for a terminal.
+// renderTable is the results as a Markdown table, padded for a terminal,
+// under a line saying when and on which cloud they were taken.
 func renderTable(rows []row) string {
+	return fmt.Sprintf("mooring scale benchmarks, %s, local cloud API limited to %d calls/s\n\n",
+		time.Now().UTC().Format(time.RFC3339), cloudRateLimit) + renderRows(rows)
+}
+
+// renderRows is the Markdown table alone.
+func renderRows(rows []row) string {
 	header := row{"benchmark", "metric", "value", "target", "verdict"}
 	cells := func(r row) []string { return []string{r.bench, r.metric, r.value, r.target, r.verdict} }
 	width := make([]int, 5)
@@ -108,8 +124,6 @@ func renderTable(rows []row) string {
 		return sb.String() + "|\n"
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "mooring scale benchmarks, %s, local cloud API limited to %d calls/s\n\n",
-		time.Now().UTC().Format(time.RFC3339), cloudRateLimit)
 	sb.WriteString(line(cells(header)))
 	dashes := make([]string, 5)
 	for i := range dashes {

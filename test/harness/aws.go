@@ -102,3 +102,29 @@ func (a *AWSCloud) ProviderEnv() []string {
 		"AWS_CONFIG_FILE=/dev/null", "AWS_SHARED_CREDENTIALS_FILE=/dev/null",
 	}
 }
+
+// Upstream is this endpoint as the upstream AWS cloud-controller-manager
+// (k8s.io/cloud-provider-aws's provider, --cloud-provider=aws) is set up
+// for it: its own cloud-config (gcfg) whose [ServiceOverride] sections send
+// its EC2 calls here and its metadata calls to this loopback endpoint too
+// (which is no metadata service: the provider logs that and goes on), with
+// the same IAM user's keys. VPC and SubnetID are named so that it does not
+// look its own instance up at start, as off EC2 it must.
+func (a *AWSCloud) Upstream() Provider { return upstreamAWS{a} }
+
+type upstreamAWS struct{ a *AWSCloud }
+
+func (u upstreamAWS) ProviderName() string  { return "aws" }
+func (u upstreamAWS) ProviderEnv() []string { return u.a.ProviderEnv() }
+
+// WriteProviderConfig writes the upstream's cloud-config for cluster, with
+// extra lines (gcfg) appended.
+func (u upstreamAWS) WriteProviderConfig(dir, cluster, extra string) (string, error) {
+	path := filepath.Join(dir, "cloud.conf")
+	r, url := u.a.Region(), u.a.Endpoint()
+	cfg := fmt.Sprintf("[Global]\nRegion = %[1]s\nKubernetesClusterID = %[3]s\nVPC = vpc-0bench\nSubnetID = subnet-0bench\n\n"+
+		"[ServiceOverride \"ec2\"]\nService = EC2\nRegion = %[1]s\nURL = %[2]s\nSigningRegion = %[1]s\nSigningName = ec2\n\n"+
+		"[ServiceOverride \"imds\"]\nService = ec2imds\nRegion = %[1]s\nURL = %[2]s\nSigningRegion = %[1]s\n%[4]s",
+		r, url, cluster, extra)
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}

@@ -33,7 +33,14 @@ const AzureAddressBase = "127.0.81.10"
 // StartAzureCloud starts the endpoint; the test's cleanup stops it.
 func StartAzureCloud(t testing.TB) *AzureCloud {
 	t.Helper()
-	c := azuretest.Started(t, azuretest.Options{})
+	return StartAzureCloudWith(t, azuretest.Options{})
+}
+
+// StartAzureCloudWith starts the endpoint with opts (a benchmark's page
+// size); the test's cleanup stops it.
+func StartAzureCloudWith(t testing.TB, opts azuretest.Options) *AzureCloud {
+	t.Helper()
+	c := azuretest.Started(t, opts)
 	return &AzureCloud{Cloud: c, nextIP: netip.MustParseAddr(AzureAddressBase)}
 }
 

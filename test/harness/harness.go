@@ -7,6 +7,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -278,6 +279,10 @@ type CCMOptions struct {
 	CloudConfig string
 	// Args are extra flags.
 	Args []string
+	// Name names the process in logs; default mooring-ccm. Another CCM
+	// binary with the library's flags (BenchmarkNodeInitAWS's upstream
+	// one) runs the same way under its own name.
+	Name string
 }
 
 // Provider is a cloud as mooring-ccm and mooring-csr-approver are set up
@@ -340,7 +345,7 @@ func RunCCM(c *testbed.ControlPlane, bin string, cloud Provider, dir string, opt
 		"--cloud-provider=" + cloud.ProviderName(), "--cloud-config=" + cloudConfig, "--cluster-name=" + opts.Cluster,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[0]), "--leader-elect=true",
 	}, opts.Args...)
-	return c.RunEnv("mooring-ccm", cloud.ProviderEnv(), bin, args...)
+	return c.RunEnv(cmp.Or(opts.Name, "mooring-ccm"), cloud.ProviderEnv(), bin, args...)
 }
 
 // StartCCM is RunCCM for a test.
@@ -352,7 +357,7 @@ func StartCCM(t testing.TB, c *testbed.Cluster, bin string, cloud Provider, opts
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("mooring-ccm log tail:\n%s", p.LogTail(40))
+			t.Logf("%s log tail:\n%s", cmp.Or(opts.Name, "mooring-ccm"), p.LogTail(40))
 		}
 	})
 	return p

@@ -71,6 +71,8 @@ type Cloud struct {
 	mu        sync.Mutex
 	users     map[string]User          // by access key id
 	instances map[string]Instance      // by instance id
+	order     []string                 // instance ids, sorted; nil: to be made again
+	describe  DescribeStats            // DescribeInstances calls answered, by kind
 	seq       uint64                   // instance ids handed out
 	roleCreds map[string]*roleCred     // every set ever issued, by access key id
 	current   map[string]*roleCred     // the set IMDS serves, by instance id

@@ -92,7 +92,9 @@
 //     connections unanswered while the instance is not running.
 //   - Fault injection (Fail, after authentication, authorization and
 //     throttling) and counters (Calls of each action, throttled ones
-//     included; Refused by error code; Throttled by action).
+//     included; Refused by error code; Throttled by action; Describes:
+//     the answered DescribeInstances calls by ids, by private DNS name or
+//     address, and lists).
 //
 // Not modelled:
 //   - The IMDS hop limit (every client is one hop away on loopback), IMDSv1,

@@ -64,7 +64,62 @@ func (c *Cloud) serveDescribeInstances(q *queryRequest) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	c.countDescribe(dq)
 	return c.describeInstances(dq, q)
+}
+
+// DescribeStats sorts the DescribeInstances calls answered (past
+// throttling, faults and parameter checks; a DryRun not) by how they name
+// instances: what tells a batched lookup from a lookup per node, and both
+// from a listing of the fleet.
+type DescribeStats struct {
+	// ByID are the calls with InstanceId.N or an instance-id filter; IDs
+	// are the ids they named in all, MaxIDs the most one call named.
+	ByID, IDs, MaxIDs int
+	// ByAddress are the calls without ids that filter on private-dns-name
+	// or private-ip-address: a lookup of a node by its name or address.
+	ByAddress int
+	// Listed are the other calls: lists of the fleet and their pages.
+	Listed int
+}
+
+// Describes is the DescribeStats so far.
+func (c *Cloud) Describes() DescribeStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.describe
+}
+
+// ResetDescribes zeroes the DescribeStats.
+func (c *Cloud) ResetDescribes() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.describe = DescribeStats{}
+}
+
+// countDescribe adds a call to the DescribeStats.
+func (c *Cloud) countDescribe(dq describeQuery) {
+	ids, address := len(dq.ids), false
+	for _, f := range dq.filters {
+		switch f.name {
+		case "instance-id":
+			ids += len(f.values)
+		case "private-dns-name", "private-ip-address":
+			address = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case ids > 0:
+		c.describe.ByID++
+		c.describe.IDs += ids
+		c.describe.MaxIDs = max(c.describe.MaxIDs, ids)
+	case address:
+		c.describe.ByAddress++
+	default:
+		c.describe.Listed++
+	}
 }
 
 var dryRunOK = &apiError{http.StatusPreconditionFailed, "DryRunOperation", "Request would have succeeded, but DryRun flag is set."}
@@ -284,9 +339,16 @@ func (c *Cloud) describeInstances(dq describeQuery, q *queryRequest) (describeIn
 			return describeInstancesResponse{}, &apiError{http.StatusBadRequest, "InvalidInstanceID.NotFound", fmt.Sprintf("The instance IDs '%s' do not exist", strings.Join(missing, ", "))}
 		}
 	} else {
-		for id, in := range c.instances {
-			if c.visibleLocked(id) {
+		// Filters are matched before an instance's wire form is built: a
+		// filtered call looks at every instance, as EC2's does, and would
+		// otherwise cost the endpoint far more than the caller.
+		for _, id := range c.orderLocked() {
+			in := c.instances[id]
+			if c.visibleLocked(id) && (dq.after == "" || id > dq.after) && matchesAll(dq.filters, in) {
 				selected = append(selected, in)
+				if dq.maxResults > 0 && len(selected) > dq.maxResults {
+					break
+				}
 			}
 		}
 	}
@@ -297,14 +359,14 @@ func (c *Cloud) describeInstances(dq describeQuery, q *queryRequest) (describeIn
 		if dq.after != "" && in.ID <= dq.after {
 			continue
 		}
-		wire := c.wireInstance(in)
-		if !matchesAll(dq.filters, in, wire) {
+		if !matchesAll(dq.filters, in) {
 			continue
 		}
 		if dq.maxResults > 0 && len(resp.Reservations.Items) == dq.maxResults {
 			resp.NextToken = encodeNextToken(resp.Reservations.Items[len(resp.Reservations.Items)-1].Instances.Items[0].InstanceID, dq.digest())
 			break
 		}
+		wire := c.wireInstance(in)
 		resp.Reservations.Items = append(resp.Reservations.Items, xmlReservation{
 			ReservationID: fakeID("r", in.ID),
 			OwnerID:       c.account,

@@ -362,3 +362,60 @@ func TestNewInstanceDelay(t *testing.T) {
 		t.Fatal("hidden without a delay")
 	}
 }
+
+// Describes sorts answered DescribeInstances calls into lookups by id (how
+// many ids, the most in one call), lookups by private DNS name or address,
+// and lists; a filter on a private DNS name finds the one instance among
+// many, and a terminated instance has no name to be found by.
+func TestDescribeStats(t *testing.T) {
+	c, _ := newCloud(t, nil)
+	var all []Instance
+	for i := range 50 {
+		all = append(all, c.Put(Instance{PrivateIP: ip(i)}))
+	}
+	client := ec2Client(c, staticCreds(testUser))
+	ctx := context.Background()
+	byName := func(name string) []string {
+		t.Helper()
+		out, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{
+			Filters: []types.Filter{{Name: aws.String("private-dns-name"), Values: []string{name}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids(out)
+	}
+	if got := byName(all[7].PrivateDNSName); !slices.Equal(got, []string{all[7].ID}) {
+		t.Fatalf("by private DNS name: %v, want [%s]", got, all[7].ID)
+	}
+	if _, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{all[1].ID, all[2].ID, all[3].ID}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{
+		Filters: []types.Filter{{Name: aws.String("instance-id"), Values: []string{all[4].ID}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for p := ec2.NewDescribeInstancesPaginator(client, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(20)}); p.HasMorePages(); {
+		if _, err := p.NextPage(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A DryRun is not counted.
+	_, err := client.DescribeInstances(ctx, &ec2.DescribeInstancesInput{DryRun: aws.Bool(true)})
+	wantAPIError(t, err, http.StatusPreconditionFailed, "DryRunOperation")
+	want := DescribeStats{ByID: 2, IDs: 4, MaxIDs: 3, ByAddress: 1, Listed: 3}
+	if got := c.Describes(); got != want {
+		t.Fatalf("Describes() = %+v, want %+v", got, want)
+	}
+	if err := c.SetState(all[7].ID, "terminated"); err != nil {
+		t.Fatal(err)
+	}
+	if got := byName(all[7].PrivateDNSName); len(got) != 0 {
+		t.Fatalf("a terminated instance found by its private DNS name: %v", got)
+	}
+	c.ResetDescribes()
+	if got := c.Describes(); got != (DescribeStats{}) {
+		t.Fatalf("after ResetDescribes: %+v", got)
+	}
+}

@@ -12,9 +12,26 @@ import (
 type filter struct {
 	name   string
 	values []string
+	// patterns are the values compiled, in order.
+	patterns []pattern
 	// field lists what the filter looks at in an instance: nothing when
 	// the instance has no such thing (a tag it lacks).
-	field func(in Instance, wire xmlInstance) []string
+	field func(in Instance, addr addresses) []string
+}
+
+// addresses are an instance's private address and DNS name as
+// DescribeInstances shows them: none while it is shutting down or
+// terminated. Filters read them from here rather than from the whole wire
+// form, which costs far more to build (a filtered call looks at every
+// instance).
+type addresses struct{ privateIP, privateDNSName string }
+
+func addressesOf(in Instance) addresses {
+	switch in.State {
+	case "terminated", "shutting-down":
+		return addresses{}
+	}
+	return addresses{privateIP: in.PrivateIP, privateDNSName: in.PrivateDNSName}
 }
 
 // newFilter knows the filters mooring's code uses and a few neighbours:
@@ -26,26 +43,29 @@ func newFilter(name string, values []string) (filter, *apiError) {
 	if len(values) == 0 {
 		return f, invalidParameter(fmt.Sprintf("The filter '%s' has no values", name))
 	}
-	one := func(get func(in Instance, wire xmlInstance) string) func(Instance, xmlInstance) []string {
-		return func(in Instance, wire xmlInstance) []string { return []string{get(in, wire)} }
+	for _, v := range values {
+		f.patterns = append(f.patterns, compilePattern(v))
+	}
+	one := func(get func(in Instance, addr addresses) string) func(Instance, addresses) []string {
+		return func(in Instance, addr addresses) []string { return []string{get(in, addr)} }
 	}
 	switch name {
 	case "instance-id":
-		f.field = one(func(in Instance, _ xmlInstance) string { return in.ID })
+		f.field = one(func(in Instance, _ addresses) string { return in.ID })
 	case "instance-state-name":
-		f.field = one(func(in Instance, _ xmlInstance) string { return in.State })
+		f.field = one(func(in Instance, _ addresses) string { return in.State })
 	case "instance-state-code":
-		f.field = one(func(in Instance, _ xmlInstance) string { return strconv.Itoa(stateCodes[in.State]) })
+		f.field = one(func(in Instance, _ addresses) string { return strconv.Itoa(stateCodes[in.State]) })
 	case "private-dns-name":
-		f.field = one(func(_ Instance, wire xmlInstance) string { return wire.PrivateDNSName })
+		f.field = one(func(_ Instance, addr addresses) string { return addr.privateDNSName })
 	case "private-ip-address":
-		f.field = one(func(_ Instance, wire xmlInstance) string { return wire.PrivateIP })
+		f.field = one(func(_ Instance, addr addresses) string { return addr.privateIP })
 	case "availability-zone":
-		f.field = one(func(in Instance, _ xmlInstance) string { return in.Zone })
+		f.field = one(func(in Instance, _ addresses) string { return in.Zone })
 	case "instance-type":
-		f.field = one(func(in Instance, _ xmlInstance) string { return in.InstanceType })
+		f.field = one(func(in Instance, _ addresses) string { return in.InstanceType })
 	case "tag-key":
-		f.field = func(in Instance, _ xmlInstance) []string {
+		f.field = func(in Instance, _ addresses) []string {
 			keys := make([]string, 0, len(in.Tags))
 			for k := range in.Tags {
 				keys = append(keys, k)
@@ -53,7 +73,7 @@ func newFilter(name string, values []string) (filter, *apiError) {
 			return keys
 		}
 	case "tag-value":
-		f.field = func(in Instance, _ xmlInstance) []string {
+		f.field = func(in Instance, _ addresses) []string {
 			vals := make([]string, 0, len(in.Tags))
 			for _, v := range in.Tags {
 				vals = append(vals, v)
@@ -65,7 +85,7 @@ func newFilter(name string, values []string) (filter, *apiError) {
 		if !ok || key == "" {
 			return f, invalidParameter(fmt.Sprintf("The filter '%s' is invalid", name))
 		}
-		f.field = func(in Instance, _ xmlInstance) []string {
+		f.field = func(in Instance, _ addresses) []string {
 			if v, ok := in.Tags[key]; ok {
 				return []string{v}
 			}
@@ -75,10 +95,10 @@ func newFilter(name string, values []string) (filter, *apiError) {
 	return f, nil
 }
 
-func (f filter) matches(in Instance, wire xmlInstance) bool {
-	for _, got := range f.field(in, wire) {
-		for _, want := range f.values {
-			if wildcardMatch(want, got) {
+func (f filter) matches(in Instance, addr addresses) bool {
+	for _, got := range f.field(in, addr) {
+		for _, want := range f.patterns {
+			if want.match(got) {
 				return true
 			}
 		}
@@ -86,9 +106,13 @@ func (f filter) matches(in Instance, wire xmlInstance) bool {
 	return false
 }
 
-func matchesAll(filters []filter, in Instance, wire xmlInstance) bool {
+func matchesAll(filters []filter, in Instance) bool {
+	if len(filters) == 0 {
+		return true
+	}
+	addr := addressesOf(in)
 	for _, f := range filters {
-		if !f.matches(in, wire) {
+		if !f.matches(in, addr) {
 			return false
 		}
 	}
@@ -102,7 +126,15 @@ type patternRune struct {
 	wildcard bool
 }
 
-func compilePattern(p string) []patternRune {
+// pattern is a compiled filter value; literal holds it when it has no
+// wildcards, to be compared as a whole.
+type pattern struct {
+	runes   []patternRune
+	literal string
+	plain   bool
+}
+
+func compilePattern(p string) pattern {
 	var out []patternRune
 	escaped := false
 	for _, r := range p {
@@ -121,13 +153,31 @@ func compilePattern(p string) []patternRune {
 	if escaped {
 		out = append(out, patternRune{r: '\\'})
 	}
-	return out
+	pt := pattern{runes: out, plain: true}
+	var sb strings.Builder
+	for _, r := range out {
+		if r.wildcard {
+			pt.plain = false
+			break
+		}
+		sb.WriteRune(r.r)
+	}
+	if pt.plain {
+		pt.literal = sb.String()
+	}
+	return pt
 }
 
 // wildcardMatch matches s against an EC2 filter value: greedy matching of
 // *, backtracking to the last star on a mismatch.
-func wildcardMatch(pattern, s string) bool {
-	p := compilePattern(pattern)
+func wildcardMatch(pattern, s string) bool { return compilePattern(pattern).match(s) }
+
+// match is wildcardMatch of a compiled pattern.
+func (pt pattern) match(s string) bool {
+	if pt.plain {
+		return pt.literal == s
+	}
+	p := pt.runes
 	str := []rune(s)
 	pi, si := 0, 0
 	star, mark := -1, 0

@@ -151,6 +151,9 @@ func (c *Cloud) Put(in Instance) Instance {
 	if !existed && c.delay > 0 {
 		c.visibleAt[in.ID] = c.now().Add(c.delay)
 	}
+	if !existed {
+		c.order = nil
+	}
 	c.instances[in.ID] = in
 	return cloneInstance(in)
 }
@@ -247,6 +250,7 @@ func (c *Cloud) Delete(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.instances, id)
+	c.order = nil
 	delete(c.visibleAt, id)
 	c.forgetTokensLocked(id)
 }
@@ -286,4 +290,13 @@ func cloneInstance(in Instance) Instance {
 func fakeID(prefix, seed string) string {
 	sum := sha256.Sum256([]byte(prefix + "/" + seed))
 	return prefix + "-0" + hex.EncodeToString(sum[:8])
+}
+
+// orderLocked is every instance id, sorted (kept until an instance comes
+// or goes).
+func (c *Cloud) orderLocked() []string {
+	if c.order == nil {
+		c.order = slices.Sorted(maps.Keys(c.instances))
+	}
+	return c.order
 }

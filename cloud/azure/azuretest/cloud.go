@@ -364,12 +364,17 @@ func (c *Cloud) Delete(vmID string) {
 	delete(c.vms, vmID)
 }
 
+// NextPage is the name under which Calls counts the list calls that asked
+// for a page after the first (following a nextLink).
+const NextPage = "NextPage"
+
 // Calls is how many requests of an operation were answered: "ListVMs",
 // "ListVMStatuses", "GetVM", "ListScaleSets", "GetScaleSet",
 // "ListScaleSetVMs", "GetScaleSetVM", "ListNICs", "ListPublicIPs",
 // "Token", "Instance", "AttestedDocument", "StaleDocument" (a cached
 // document answered for another nonce), "Throttled" (429s), "AIA"
-// (issuing CA downloads).
+// (issuing CA downloads) and NextPage. Every page of a list counts as a
+// call of its list.
 func (c *Cloud) Calls(op string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -514,6 +514,7 @@ func (c *Cloud) page(w http.ResponseWriter, r *http.Request, items []any) {
 			return
 		}
 		start = n
+		c.count(NextPage)
 	}
 	end := min(start+c.opts.PageSize, len(items))
 	out := map[string]any{"value": append([]any{}, items[start:end]...)}

@@ -141,6 +141,9 @@ func (c *Cloud) serveAggregatedList(w http.ResponseWriter, r *http.Request, proj
 		after = cursor
 	}
 	c.mu.Lock()
+	if q.Get("pageToken") != "" {
+		c.calls[NextPage]++
+	}
 	known := c.hasProjectLocked(project)
 	all := c.sortedLocked(project)
 	unreachable := map[string]bool{}

@@ -452,7 +452,12 @@ func (c *Cloud) Fail(method string, n, status int) {
 	c.faults[method] = &fault{n: n, status: status}
 }
 
-// Calls counts the calls of method.
+// NextPage is the name under which Calls counts the aggregatedList calls
+// that asked for a page after the first (with a pageToken); they count
+// under "aggregatedList" too.
+const NextPage = "aggregatedList next page"
+
+// Calls counts the calls of method (and NextPage).
 func (c *Cloud) Calls(method string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

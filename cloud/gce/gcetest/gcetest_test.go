@@ -142,6 +142,9 @@ func TestAggregatedListScopes(t *testing.T) {
 	if strings.Join(all, ",") != "b-1,a-1,c-1" {
 		t.Fatalf("listed %v", all)
 	}
+	if c.Calls("aggregatedList") != 3 || c.Calls(NextPage) != 2 {
+		t.Fatalf("calls: aggregatedList %d, of them next pages %d; want 3 and 2", c.Calls("aggregatedList"), c.Calls(NextPage))
+	}
 	if _, err := s.Instances.AggregatedList("another-project").PageToken(token + "x").Context(ctx).Do(); err == nil {
 		t.Fatal("a foreign page token was taken")
 	}

@@ -1,0 +1,172 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mooring-dev/mooring/test/harness"
+)
+
+// fullScale is the node count from which a benchmark that keeps its
+// results (keepResults) writes them to a result file of its own, as
+// docs/scale.md cites them: docs/scale-results/<date>-<nodes>-<stem>.md.
+// MOORING_BENCH_RESULTS_DIR names another directory, and then files are
+// written at any node count.
+const fullScale = 5000
+
+var kept struct {
+	sync.Mutex
+	stems map[string]string // by benchmark name prefix
+}
+
+// keepResults makes the rows of benchmarks whose names start with prefix
+// go to a result file named with stem (see fullScale) as well as to the
+// table of every benchmark.
+func keepResults(prefix, stem string) {
+	kept.Lock()
+	defer kept.Unlock()
+	if kept.stems == nil {
+		kept.stems = map[string]string{}
+	}
+	kept.stems[prefix] = stem
+}
+
+// writeResultFiles writes each kept benchmark's rows to its result file,
+// if this run writes them; it says on stdout what it wrote or why not.
+func writeResultFiles(rows []row) {
+	dir := os.Getenv("MOORING_BENCH_RESULTS_DIR")
+	n, err := nodesFromEnv()
+	if err != nil || (dir == "" && n < fullScale) {
+		return
+	}
+	if dir == "" {
+		dir = filepath.Join(harness.RepoRoot(), "docs", "scale-results")
+	}
+	kept.Lock()
+	stems := kept.stems
+	kept.Unlock()
+	for _, prefix := range slices.Sorted(maps.Keys(stems)) {
+		var mine []row
+		for _, r := range rows {
+			if strings.HasPrefix(r.bench, prefix) {
+				mine = append(mine, r)
+			}
+		}
+		if len(mine) == 0 {
+			continue
+		}
+		path, err := writeResultFile(dir, n, stems[prefix], prefix, mine, time.Now().UTC())
+		if err != nil {
+			fmt.Printf("result file of %q not written: %v\n", prefix, err)
+			continue
+		}
+		fmt.Printf("results of %q written to %s\n", prefix, path)
+	}
+}
+
+// writeResultFile writes rows as dir/<date>-<n>-nodes-...md (a new name
+// if that is taken: -2, -3, ...) and returns its path.
+func writeResultFile(dir string, n int, stem, title string, rows []row, now time.Time) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	body := resultFileText(n, title, rows, now)
+	base := fmt.Sprintf("%s-%d-%s", now.Format("2006-01-02"), n, stem)
+	for i := 1; i < 100; i++ {
+		name := base + ".md"
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d.md", base, i)
+		}
+		path := filepath.Join(dir, name)
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = f.WriteString(body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return path, err
+	}
+	return "", fmt.Errorf("%s: 99 files of that name already", filepath.Join(dir, base))
+}
+
+// resultFileText is a result file: what was run, then the spread of
+// repeated runs, then every run's figures.
+func resultFileText(n int, title string, rows []row, now time.Time) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# %s, %d nodes\n\n", title, n)
+	bench, count := "?", "?"
+	if f := flag.Lookup("test.bench"); f != nil {
+		bench = f.Value.String()
+	}
+	if f := flag.Lookup("test.count"); f != nil {
+		count = f.Value.String()
+	}
+	fmt.Fprintf(&sb, "`make bench BENCH='%s' BENCH_NODES=%d BENCH_RUNS=%s`, %s, commit %s; load average at the end %s.\n\n",
+		bench, n, count, now.Format(time.RFC3339), commit(), loadAverage())
+	summary, runs := summarize(rows)
+	if runs > 1 {
+		sb.WriteString(renderRows(summary))
+		fmt.Fprintf(&sb, "\nEvery run's figures (%d runs):\n\n", runs)
+	}
+	sb.WriteString(renderRows(rows))
+	return sb.String()
+}
+
+// commit is the checkout's commit, marked when the tree has changes.
+func commit() string {
+	out, err := exec.Command("git", "-C", harness.RepoRoot(), "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A kept benchmark's rows go to a file of their own, named by date, node
+// count and stem, never over an earlier one; repeated runs are
+// summarized first.
+func TestResultFile(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	rows := []row{
+		{"node init, AWS face, x: mooring", "all initialized after", "20.0 s", "< 60 s", "met"},
+		{"node init, AWS face, x: mooring", "all initialized after", "22.0 s", "< 60 s", "met"},
+	}
+	var paths []string
+	for range 2 {
+		p, err := writeResultFile(dir, 5000, "nodes-aws", "node init, AWS face", rows, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, filepath.Base(p))
+	}
+	if !slices.Equal(paths, []string{"2026-11-26-5000-nodes-aws.md", "2026-11-26-5000-nodes-aws-2.md"}) {
+		t.Fatalf("files %v", paths)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, paths[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, want := range []string{"# node init, AWS face, 5000 nodes\n", "BENCH_NODES=5000", "(min/median/max of 2) | 20.0/21.0/22.0 s",
+		"Every run's figures (2 runs)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("result file lacks %q:\n%s", want, text)
+		}
+	}
+}
