@@ -22,17 +22,9 @@ func TestTicketJoinThroughTheApprover(t *testing.T) {
 	w.add("new-1", 10)
 	w.add("untagged-1", 11, "some-other-tag")
 
-	for _, tc := range []struct {
-		node   string
-		ticket []byte
-		want   string
-	}{
-		{"new-1", goodTicket, csrapprover.ReasonApproved},
-		{"old-1", oldTicket, csrapprover.ReasonInstanceCreatedOutsideTicket},
-		{"untagged-1", untaggedTicket, csrapprover.ReasonInstanceNotInCluster},
-	} {
-		if got := a.Join(tc.node, tc.ticket); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.node, got, tc.want)
-		}
-	}
+	a.Expect(
+		approvertest.Want{Node: "new-1", Ticket: goodTicket, Reason: csrapprover.ReasonApproved},
+		approvertest.Want{Node: "old-1", Ticket: oldTicket, Reason: csrapprover.ReasonInstanceCreatedOutsideTicket},
+		approvertest.Want{Node: "untagged-1", Ticket: untaggedTicket, Reason: csrapprover.ReasonInstanceNotInCluster},
+	)
 }

@@ -21,16 +21,8 @@ func TestTicketJoinThroughTheApprover(t *testing.T) {
 	goodTicket, oldTicket := a.Issue("new-1"), a.Issue("old-1")
 	w.add(t, vspheretest.VM{Name: "new-1", UUID: uuid(2), IP: "127.0.90.52"})
 
-	for _, tc := range []struct {
-		node   string
-		ticket []byte
-		want   string
-	}{
-		{"new-1", goodTicket, csrapprover.ReasonApproved},
-		{"old-1", oldTicket, csrapprover.ReasonInstanceCreatedOutsideTicket},
-	} {
-		if got := a.Join(tc.node, tc.ticket); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.node, got, tc.want)
-		}
-	}
+	a.Expect(
+		approvertest.Want{Node: "new-1", Ticket: goodTicket, Reason: csrapprover.ReasonApproved},
+		approvertest.Want{Node: "old-1", Ticket: oldTicket, Reason: csrapprover.ReasonInstanceCreatedOutsideTicket},
+	)
 }

@@ -107,6 +107,28 @@ func (a *Approver) Join(node string, tok []byte) string {
 	return ""
 }
 
+// Want is a join and the decision the approver is to make of it.
+type Want struct {
+	// Node is the Node (and instance) name the CSR asks for.
+	Node string
+	// Ticket is the join ticket after the request (Issue's).
+	Ticket []byte
+	// Reason is the decision's reason (csrapprover.ReasonApproved, a deny
+	// reason).
+	Reason string
+}
+
+// Expect submits each join in order (Join) and reports every decision
+// that is not the one wanted.
+func (a *Approver) Expect(wants ...Want) {
+	a.t.Helper()
+	for _, w := range wants {
+		if got := a.Join(w.Node, w.Ticket); got != w.Reason {
+			a.t.Errorf("join of %s: %q, want %q", w.Node, got, w.Reason)
+		}
+	}
+}
+
 // joinCSR is a kubelet client CSR (named join-<node>) for the Node node
 // by a bootstrap token holder, with the ticket after the request.
 func joinCSR(t testing.TB, node string, tok []byte) *certificatesv1.CertificateSigningRequest {
