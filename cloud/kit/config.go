@@ -1,6 +1,7 @@
 package kit
 
 import (
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -59,6 +60,23 @@ func CheckEndpoint(s string, withPath bool) error {
 		return nil
 	}
 	return fmt.Errorf("%q: want an https URL (plain http only to a loopback address)", s)
+}
+
+// CertPool reads a PEM bundle of the CAs a cloud API's certificate is
+// checked against (a config's caFile); "" is nil: the system's roots.
+func CertPool(path string) (*x509.CertPool, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err // names the file
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pool, nil
 }
 
 // IsLoopback reports whether host is localhost or a loopback address.

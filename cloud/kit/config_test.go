@@ -1,7 +1,14 @@
 package kit
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +120,37 @@ func TestSecret(t *testing.T) {
 	}
 	if errs := (Secret{Env: "GOOD_1"}).Check(); errs != nil {
 		t.Errorf("good name: %v", errs)
+	}
+}
+
+func TestCertPool(t *testing.T) {
+	if pool, err := CertPool(""); pool != nil || err != nil {
+		t.Fatalf("no file: %v %v", pool, err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, IsCA: true,
+		BasicConstraintsValid: true, NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(good, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if pool, err := CertPool(good); pool == nil || err != nil {
+		t.Errorf("good: %v", err)
+	}
+	for _, p := range []string{bad, filepath.Join(dir, "missing")} {
+		if _, err := CertPool(p); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v", p, err)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -213,16 +212,9 @@ func (c *Config) Secret() (string, error) {
 
 // certPool reads CAFile; nil when it is unset.
 func (c *Config) certPool() (*x509.CertPool, error) {
-	if c.CAFile == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(c.CAFile)
+	pool, err := kit.CertPool(c.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("openstack: caFile: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("openstack: caFile %s holds no PEM certificate", c.CAFile)
 	}
 	return pool, nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -238,16 +237,9 @@ func (c *Config) Password() (string, error) {
 
 // roots reads CAFile; nil (the system's roots) when it is unset.
 func (c *Config) roots() (*x509.CertPool, error) {
-	if c.CAFile == "" {
-		return nil, nil
-	}
-	data, err := os.ReadFile(c.CAFile)
+	pool, err := kit.CertPool(c.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("vsphere: caFile: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("vsphere: caFile %s holds no PEM certificate", c.CAFile)
 	}
 	return pool, nil
 }
