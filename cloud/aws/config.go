@@ -8,12 +8,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 )
 
 // Config is the AWS backend's cloud config file (the CCM's and the CSR
@@ -59,14 +56,9 @@ type Config struct {
 	// id, that of a role deleted and created again under the name, is
 	// denied. Optional, per role; a role without an id is trusted by name.
 	NodeRoleIDs map[string]string `json:"nodeRoleIDs,omitempty"`
-	// InstanceMaxAge is how old an instance answer may be for node
-	// initialization, the address sweep and lifecycle checks. Default 30s.
-	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
-	// MinRefreshInterval bounds how often lookups of unknown instances list
-	// EC2 again. Default 2s.
-	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
-	// RequestTimeout bounds one EC2 or STS call. Default 30s.
-	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
+	// EC2 or STS call).
+	kit.ViewConfig
 	// LoadBalancers says who manages the load balancers of LoadBalancer
 	// Services and the cloud routes: "none" (the default: nobody here) or
 	// "upstream", the upstream AWS cloud provider (see upstream.go).
@@ -80,9 +72,9 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultInstanceMaxAge     = 30 * time.Second
-	DefaultMinRefreshInterval = 2 * time.Second
-	DefaultRequestTimeout     = 30 * time.Second
+	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
+	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
+	DefaultRequestTimeout     = kit.DefaultRequestTimeout
 )
 
 // Load balancer modes (Config.LoadBalancers).
@@ -118,12 +110,7 @@ var (
 // ParseConfig reads a cloud config strictly: unknown fields are errors, and
 // every problem of the config is reported at once.
 func ParseConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := cloud.ReadConfig("aws", r, &c); err != nil {
-		return c, err
-	}
-	c.defaults()
-	return c, c.validate()
+	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
 }
 
 // ClusterTagKey is the tag key the cluster's instances carry.
@@ -138,15 +125,7 @@ func (c *Config) EffectiveSTSEndpoint() string {
 }
 
 func (c *Config) defaults() {
-	if c.InstanceMaxAge.Duration == 0 {
-		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
-	}
-	if c.MinRefreshInterval.Duration == 0 {
-		c.MinRefreshInterval.Duration = DefaultMinRefreshInterval
-	}
-	if c.RequestTimeout.Duration == 0 {
-		c.RequestTimeout.Duration = DefaultRequestTimeout
-	}
+	kit.DefaultDurations(c.ViewConfig.Durations())
 	if c.LoadBalancers == "" {
 		c.LoadBalancers = LoadBalancersNone
 	}
@@ -169,10 +148,10 @@ func (c *Config) validate() error {
 	if _, err := agentid.ParseNamePolicy(c.NodeNamePolicy); err != nil {
 		errs = append(errs, fmt.Errorf("nodeNamePolicy: %w", err))
 	}
-	if err := cloud.CheckEndpoint(c.EC2Endpoint, true); c.EC2Endpoint != "" && err != nil {
+	if err := kit.CheckEndpoint(c.EC2Endpoint, true); c.EC2Endpoint != "" && err != nil {
 		errs = append(errs, fmt.Errorf("ec2Endpoint: %w", err))
 	}
-	if err := cloud.CheckEndpoint(c.STSEndpoint, false); c.STSEndpoint != "" && err != nil {
+	if err := kit.CheckEndpoint(c.STSEndpoint, false); c.STSEndpoint != "" && err != nil {
 		errs = append(errs, fmt.Errorf("stsEndpoint: %w", err))
 	} else if c.STSEndpoint != "" && regionPattern.MatchString(c.Region) {
 		if err := agentid.CheckEndpointRegion(c.STSEndpoint, c.Region); err != nil {
@@ -195,14 +174,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("nodeRoleIDs: %w", err))
 		}
 	}
-	for name, d := range map[string]time.Duration{
-		"instanceMaxAge": c.InstanceMaxAge.Duration, "minRefreshInterval": c.MinRefreshInterval.Duration,
-		"requestTimeout": c.RequestTimeout.Duration,
-	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative", name))
-		}
-	}
+	errs = append(errs, kit.CheckDurations(c.ViewConfig.Durations())...)
 	switch c.LoadBalancers {
 	case LoadBalancersNone:
 		if c.UpstreamConfig != "" {

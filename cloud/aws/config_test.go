@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 )
 
 // minimalConfig has every required field.
@@ -110,7 +110,7 @@ func TestParseConfigInput(t *testing.T) {
 	if _, err := ParseConfig(nil); err == nil || !strings.Contains(err.Error(), "--cloud-config is required") {
 		t.Fatalf("nil reader: %v", err)
 	}
-	big := minimalConfig + "# " + strings.Repeat("x", cloud.MaxConfigSize) + "\n"
+	big := minimalConfig + "# " + strings.Repeat("x", kit.MaxConfigSize) + "\n"
 	if _, err := ParseConfig(strings.NewReader(big)); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("oversized config: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -136,7 +137,7 @@ func (g freshInstanceGate) Verify(ctx context.Context, data []byte, binding stri
 	}
 	var nyv *NotYetVisibleError
 	switch {
-	case err == nil, errors.As(err, new(*cloud.ForeignError)):
+	case err == nil, errors.As(err, new(*kit.ForeignError)):
 		// Shown (another cluster's instance is the approver's to deny).
 		return att, nil
 	case errors.Is(err, view.ErrNotFound), errors.As(err, &nyv):

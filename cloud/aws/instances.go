@@ -9,10 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
 	v1 "k8s.io/api/core/v1"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -22,8 +21,8 @@ const errCodeInstanceNotFound = "InvalidInstanceID.NotFound"
 
 // FindInstance finds a Node's instance in the shared view: by the
 // instance id of its providerID when it has one, else by the node name
-// policy. An outage is an error, never "not found" (cloud.InstanceFinder;
-// cloud.ViewInstances answers InstancesV2 with it: stopping and stopped
+// policy. An outage is an error, never "not found" (kit.InstanceFinder;
+// kit.ViewInstances answers InstancesV2 with it: stopping and stopped
 // instances are shut down, shutting-down and terminated ones gone).
 func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
 	if node.Spec.ProviderID == "" {
@@ -46,22 +45,9 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	return c.describeByID(ctx, id)
 }
 
-// metadata is EC2's record of an instance as the Node's metadata:
-// providerID, instance type, addresses, zone and region (the node
-// controller turns the last three into Kubernetes' standard labels).
-func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
-	return &cloudprovider.InstanceMetadata{
-		ProviderID:    in.ProviderID,
-		InstanceType:  in.InstanceType,
-		NodeAddresses: in.Addresses,
-		Zone:          in.Zone,
-		Region:        in.Region,
-	}
-}
-
 // describeByID asks EC2 for one instance by id. Its not-found answers are
-// definitive: a *cloud.AbsentError when EC2 does not know the id, a
-// *cloud.ForeignError when the instance is not tagged as the cluster's;
+// definitive: a *kit.AbsentError when EC2 does not know the id, a
+// *kit.ForeignError when the instance is not tagged as the cluster's;
 // except that an id EC2 never showed is retried for NewInstanceWindow
 // (*NotYetVisibleError, not a not-found answer).
 func (c *Cloud) describeByID(ctx context.Context, id string) (view.Instance, error) {
@@ -85,14 +71,14 @@ func (c *Cloud) describeByID(ctx context.Context, id string) (view.Instance, err
 			if in, ok := src.toView(&r.Instances[i]); ok {
 				return in, nil
 			}
-			return view.Instance{}, &cloud.ForeignError{ID: id,
+			return view.Instance{}, &kit.ForeignError{ID: id,
 				Why: fmt.Sprintf("does not carry tag %s=%s|%s", c.cfg.ClusterTagKey(), ClusterTagOwned, ClusterTagShared)}
 		}
 	}
 	return view.Instance{}, c.absent(id)
 }
 
-// absent is EC2's answer that it has no instance id: a *cloud.AbsentError,
+// absent is EC2's answer that it has no instance id: a *kit.AbsentError,
 // unless the instance may be a new one EC2 does not show yet (see
 // NewInstanceWindow): then a *NotYetVisibleError, to be retried.
 func (c *Cloud) absent(id string) error {
@@ -100,5 +86,5 @@ func (c *Cloud) absent(id string) error {
 		klog.V(2).InfoS("EC2 does not know an instance never seen before; it may be new, not believing the miss yet", "instance", id, "until", until)
 		return &NotYetVisibleError{ID: id, Until: until, Why: "EC2 has never shown it to this process"}
 	}
-	return &cloud.AbsentError{ID: id}
+	return &kit.AbsentError{ID: id}
 }

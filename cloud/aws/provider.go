@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"time"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -26,20 +26,14 @@ const ProviderName = agentid.Name
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it with mooring's backends (cloud.Register, built by cloud.NewProvider).
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := ParseConfig(r)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+var Factory = kit.Factory(ParseConfig, func(cfg Config) (*Cloud, error) { return New(cfg) })
 
 // Cloud is AWS as Kubernetes and mooring see it: InstancesV2 over the
-// shared view of the cluster's EC2 instances, the approver's STS evidence
-// verifier, and, with loadBalancers: upstream, the upstream AWS provider's
-// load balancers and routes (upstream.go).
+// shared view of the cluster's EC2 instances (found by instance id), the
+// approver's STS evidence verifier, and, with loadBalancers: upstream, the
+// upstream AWS provider's load balancers and routes (upstream.go).
 type Cloud struct {
-	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+	kit.Base // InstancesV2 over the view (no Zones), the Attester
 
 	cfg      Config
 	policy   agentid.NamePolicy
@@ -55,10 +49,9 @@ type Cloud struct {
 
 var (
 	_ cloudprovider.Interface    = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2  = (*Cloud)(nil)
 	_ cloudprovider.InformerUser = (*Cloud)(nil)
 	_ cloud.Attester             = (*Cloud)(nil)
-	_ cloud.InstanceFinder       = (*Cloud)(nil)
+	_ kit.InstanceFinder         = (*Cloud)(nil)
 )
 
 // New builds the provider with the AWS SDK's clients: credentials from its
@@ -140,7 +133,10 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 		upstream: up,
 		ids:      ids,
 	}
-	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	// FindInstance is the provider's own (by instance id), and so are
+	// EvidenceVerifiers (behind the gate of new instances).
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c})
 	return c, nil
 }
 
@@ -150,13 +146,6 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
 	return []cloud.EvidenceVerifier{freshInstanceGate{Verifier: c.verifier, view: c.view, maxAge: c.cfg.InstanceMaxAge.Duration, confirm: c.describeByID}}
 }
-
-// InstanceView is the shared view of the cluster's instances.
-func (c *Cloud) InstanceView() *view.View { return c.view }
-
-// ClusterTag is the cluster id: the cluster's instances carry the tag
-// kubernetes.io/cluster/<id>, and view.Instance.Cluster holds the id.
-func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
 
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
@@ -168,21 +157,3 @@ func (c *Cloud) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan 
 		c.upstream.Initialize(b, stop)
 	}
 }
-
-// Instances (the legacy interface) is not implemented: InstancesV2 is.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
-// InstancesV2 is implemented.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is deprecated; InstanceMetadata carries zones.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
-
-// Clusters is not implemented.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
-
-// ProviderName is "aws".
-func (c *Cloud) ProviderName() string { return ProviderName }
-
-// HasClusterID is true: the cluster id is required.
-func (c *Cloud) HasClusterID() bool { return true }

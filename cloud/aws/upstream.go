@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"gopkg.in/gcfg.v1"
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
@@ -97,12 +97,12 @@ func upstreamCloudConfig(cfg *Config) (string, error) {
 		return "", fmt.Errorf("aws: upstreamConfig: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, cloud.MaxConfigSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, kit.MaxConfigSize+1))
 	if err != nil {
 		return "", fmt.Errorf("aws: upstreamConfig %s: %w", cfg.UpstreamConfig, err)
 	}
-	if len(data) > cloud.MaxConfigSize {
-		return "", fmt.Errorf("aws: upstreamConfig %s: larger than %d bytes", cfg.UpstreamConfig, cloud.MaxConfigSize)
+	if len(data) > kit.MaxConfigSize {
+		return "", fmt.Errorf("aws: upstreamConfig %s: larger than %d bytes", cfg.UpstreamConfig, kit.MaxConfigSize)
 	}
 	var uc awsv1config.CloudConfig
 	if err := gcfg.FatalOnly(gcfg.ReadStringInto(&uc, string(data))); err != nil {

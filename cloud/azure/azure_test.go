@@ -10,6 +10,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/azure"
 	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -101,14 +102,18 @@ func TestViewThroughTheSDK(t *testing.T) {
 	}
 	// Zones, by a providerID whose resource group is not lower-cased (as
 	// an older Node's may be) and by Node name.
-	z, err := p.GetZoneByProviderID(ctx, strings.Replace(wantPID, "/mooring-rg/", "/Mooring-RG/", 1))
+	zones, ok := p.Zones()
+	if !ok {
+		t.Fatal("Zones is not implemented")
+	}
+	z, err := zones.GetZoneByProviderID(ctx, strings.Replace(wantPID, "/mooring-rg/", "/Mooring-RG/", 1))
 	if err != nil || z.FailureDomain != "westeurope-1" || z.Region != "westeurope" {
 		t.Fatalf("zone by providerID: %+v %v", z, err)
 	}
-	if z, err := p.GetZoneByNodeName(ctx, "pool000000"); err != nil || z.FailureDomain != "westeurope-2" {
+	if z, err := zones.GetZoneByNodeName(ctx, "pool000000"); err != nil || z.FailureDomain != "westeurope-2" {
 		t.Fatalf("zone by node name: %+v %v", z, err)
 	}
-	if _, err := p.GetZoneByProviderID(ctx, "gce://p/z/n"); err == nil {
+	if _, err := zones.GetZoneByProviderID(ctx, "gce://p/z/n"); err == nil {
 		t.Fatal("another cloud's providerID got a zone")
 	}
 	if c.Calls("ListVMs") < 2 || c.Calls("ListScaleSetVMs") < 2 {
@@ -118,10 +123,10 @@ func TestViewThroughTheSDK(t *testing.T) {
 		t.Fatal("no next page counted")
 	}
 	// ConfirmInstance: gone, foreign, present.
-	if _, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/nope"); !cloud.DefinitiveNotFound(err) {
+	if _, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/nope"); !kit.DefinitiveNotFound(err) {
 		t.Fatalf("absent VM: %v", err)
 	}
-	if _, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/foreign"); !cloud.DefinitiveNotFound(err) {
+	if _, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/foreign"); !kit.DefinitiveNotFound(err) {
 		t.Fatalf("foreign VM: %v", err)
 	}
 	if got, err := p.ConfirmInstance(ctx, ss.ProviderID); err != nil || got.ID != s0.VMID {

@@ -10,10 +10,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/azure/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -71,19 +70,17 @@ type Config struct {
 	// document's freshness is its nonce (genuine documents carry a
 	// createdOn hours old).
 	MaxDocumentAge metav1.Duration `json:"maxDocumentAge,omitempty"`
-	// InstanceMaxAge, MinRefreshInterval, RequestTimeout: as on AWS
+	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout
 	// (defaults 30s, 2s, 30s).
-	InstanceMaxAge     metav1.Duration `json:"instanceMaxAge,omitempty"`
-	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
-	RequestTimeout     metav1.Duration `json:"requestTimeout,omitempty"`
+	kit.ViewConfig
 }
 
 // Defaults.
 const (
 	DefaultARMEndpoint        = "https://management.azure.com"
-	DefaultInstanceMaxAge     = 30 * time.Second
-	DefaultMinRefreshInterval = 2 * time.Second
-	DefaultRequestTimeout     = 30 * time.Second
+	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
+	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
+	DefaultRequestTimeout     = kit.DefaultRequestTimeout
 )
 
 // Credential kinds.
@@ -111,12 +108,13 @@ var (
 
 // ParseConfig reads a cloud config strictly; every problem is reported.
 func ParseConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := cloud.ReadConfig("azure", r, &c); err != nil {
-		return c, err
-	}
-	c.defaults()
-	return c, c.validate()
+	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
+}
+
+func (c *Config) durations() []kit.Duration {
+	return append(c.ViewConfig.Durations(),
+		kit.Duration{Name: "attestationAIACacheTTL", Value: &c.AttestationAIACacheTTL, Default: DefaultAIACacheTTL},
+		kit.Duration{Name: "maxDocumentAge", Value: &c.MaxDocumentAge})
 }
 
 // ClusterTagKey is the tag key the cluster's VMs carry.
@@ -135,18 +133,7 @@ func (c *Config) defaults() {
 	if len(c.AttestationAIAAllowedHosts) == 0 {
 		c.AttestationAIAAllowedHosts = slices.Clone(DefaultAIAAllowedHosts)
 	}
-	if c.AttestationAIACacheTTL.Duration == 0 {
-		c.AttestationAIACacheTTL.Duration = DefaultAIACacheTTL
-	}
-	if c.InstanceMaxAge.Duration == 0 {
-		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
-	}
-	if c.MinRefreshInterval.Duration == 0 {
-		c.MinRefreshInterval.Duration = DefaultMinRefreshInterval
-	}
-	if c.RequestTimeout.Duration == 0 {
-		c.RequestTimeout.Duration = DefaultRequestTimeout
-	}
+	kit.DefaultDurations(c.durations())
 }
 
 func (c *Config) validate() error {
@@ -160,7 +147,7 @@ func (c *Config) validate() error {
 	if !clusterIDRE.MatchString(c.ClusterID) {
 		errs = append(errs, fmt.Errorf("clusterID %q: want 1-100 letters, digits or ._- (it ends the tag name %s<clusterID>)", c.ClusterID, ClusterTagPrefix))
 	}
-	if err := cloud.CheckEndpoint(c.ARMEndpoint, true); err != nil {
+	if err := kit.CheckEndpoint(c.ARMEndpoint, true); err != nil {
 		errs = append(errs, fmt.Errorf("armEndpoint: %w", err))
 	}
 	switch c.Credential {
@@ -178,14 +165,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("attestationAIAAllowedHosts: %w", err))
 		}
 	}
-	for name, d := range map[string]time.Duration{
-		"maxDocumentAge": c.MaxDocumentAge.Duration, "attestationAIACacheTTL": c.AttestationAIACacheTTL.Duration, "instanceMaxAge": c.InstanceMaxAge.Duration,
-		"minRefreshInterval": c.MinRefreshInterval.Duration, "requestTimeout": c.RequestTimeout.Duration,
-	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative", name))
-		}
-	}
+	errs = append(errs, kit.CheckDurations(c.durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("azure cloud config: %w", err)
 	}

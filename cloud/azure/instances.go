@@ -10,27 +10,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
-	v1 "k8s.io/api/core/v1"
-	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/azure/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
-
-// FindInstance finds a Node's instance in the shared view: by its
-// providerID (in the form this backend writes) when it has one, else by
-// its name (cloud.InstanceFinder).
-func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
-	if node.Spec.ProviderID == "" {
-		return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
-	}
-	r, err := agentid.ParseProviderID(node.Spec.ProviderID)
-	if err != nil {
-		return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	return c.view.ByProviderID(ctx, r.ProviderID(), c.cfg.InstanceMaxAge.Duration)
-}
 
 // ConfirmInstance asks ARM for the VM of a providerID itself, after
 // FindInstance missed it in the cluster's list: absent (HTTP 404), foreign
@@ -42,7 +26,7 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 		return view.Instance{}, err
 	}
 	if r.Subscription != strings.ToLower(c.cfg.SubscriptionID) || r.ResourceGroup != strings.ToLower(c.cfg.ResourceGroup) {
-		return view.Instance{}, &cloud.ForeignError{ID: r.ID(), Why: fmt.Sprintf("is not in subscription %s, resource group %s", c.cfg.SubscriptionID, c.cfg.ResourceGroup)}
+		return view.Instance{}, &kit.ForeignError{ID: r.ID(), Why: fmt.Sprintf("is not in subscription %s, resource group %s", c.cfg.SubscriptionID, c.cfg.ResourceGroup)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
 	defer cancel()
@@ -84,7 +68,7 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 }
 
 func (c *Cloud) untagged(r agentid.Resource) error {
-	return &cloud.ForeignError{ID: r.ID(), Why: fmt.Sprintf("does not carry tag %s=%s|%s", c.cfg.ClusterTagKey(), ClusterTagOwned, ClusterTagShared)}
+	return &kit.ForeignError{ID: r.ID(), Why: fmt.Sprintf("does not carry tag %s=%s|%s", c.cfg.ClusterTagKey(), ClusterTagOwned, ClusterTagShared)}
 }
 
 // armError: HTTP 404 is ARM's answer that the VM (or its scale set) does
@@ -92,18 +76,7 @@ func (c *Cloud) untagged(r agentid.Resource) error {
 func (c *Cloud) armError(r agentid.Resource, err error) error {
 	var re *azcore.ResponseError
 	if errors.As(err, &re) && re.StatusCode == http.StatusNotFound {
-		return &cloud.AbsentError{ID: r.ID()}
+		return &kit.AbsentError{ID: r.ID()}
 	}
 	return fmt.Errorf("azure: get %s: %w", r.ID(), err)
-}
-
-// metadata is ARM's record of a VM as the Node's metadata.
-func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
-	return &cloudprovider.InstanceMetadata{
-		ProviderID:    in.ProviderID,
-		InstanceType:  in.InstanceType,
-		NodeAddresses: in.Addresses,
-		Zone:          in.Zone,
-		Region:        in.Region,
-	}
 }

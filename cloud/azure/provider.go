@@ -3,7 +3,6 @@ package azure
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/azure/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -26,34 +26,24 @@ const ProviderName = agentid.Name
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it.
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := ParseConfig(r)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+var Factory = kit.Factory(ParseConfig, New)
 
 // Cloud is Azure as Kubernetes and mooring see it: InstancesV2 and Zones
 // over the shared view of the cluster's VMs, and the approver's attested
 // document verifier. It has no load balancers and no routes (docs/azure.md).
 type Cloud struct {
-	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
-	cloud.ViewZones
-	cloud.InstancesOnly // no load balancers or routes (docs/azure.md)
+	kit.Base          // InstancesV2 and Zones over the view, the Attester
+	kit.InstancesOnly // no load balancers or routes (docs/azure.md)
 
-	cfg      Config
-	clients  *Clients
-	view     *view.View
-	verifier *Verifier
+	cfg     Config
+	clients *Clients
+	view    *view.View
 }
 
 var (
-	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
-	_ cloudprovider.Zones       = (*Cloud)(nil)
-	_ cloud.Attester            = (*Cloud)(nil)
-	_ cloud.InstanceFinder      = (*Cloud)(nil)
+	_ cloudprovider.Interface = (*Cloud)(nil)
+	_ cloud.Attester          = (*Cloud)(nil)
+	_ kit.InstanceFinder      = (*Cloud)(nil)
 )
 
 // New builds the provider with the credential the config names
@@ -100,7 +90,7 @@ func ClientOptions(cfg Config) *arm.ClientOptions {
 		azcloud.ResourceManager: {Endpoint: cfg.ARMEndpoint, Audience: audience},
 	}
 	insecure := false
-	if u, err := url.Parse(cfg.ARMEndpoint); err == nil && u.Scheme == "http" && cloud.IsLoopback(u.Hostname()) {
+	if u, err := url.Parse(cfg.ARMEndpoint); err == nil && u.Scheme == "http" && kit.IsLoopback(u.Hostname()) {
 		insecure = true
 	}
 	return &arm.ClientOptions{ClientOptions: policy.ClientOptions{Cloud: conf, InsecureAllowCredentialWithHTTP: insecure}}
@@ -128,17 +118,18 @@ func NewWithCredential(cfg Config, cred azcore.TokenCredential) (*Cloud, error) 
 	if err != nil {
 		return nil, err
 	}
-	c := &Cloud{cfg: cfg, clients: clients, verifier: v}
+	c := &Cloud{cfg: cfg, clients: clients}
 	c.view = view.New(c.source(), view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})
-	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
-	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Verifiers: []cloud.EvidenceVerifier{v},
 		ProviderID: func(id string) (string, error) {
+			// In the form this backend writes (ARM ids compare case-blind).
 			r, err := agentid.ParseProviderID(id)
 			if err != nil {
 				return "", err
 			}
 			return r.ProviderID(), nil
-		}}
+		}})
 	klog.InfoS("Azure cloud provider configured", "subscription", cfg.SubscriptionID, "resourceGroup", cfg.ResourceGroup,
 		"clusterID", cfg.ClusterID, "armEndpoint", cfg.ARMEndpoint, "credential", cfg.Credential)
 	return c, nil
@@ -149,26 +140,5 @@ func (c *Cloud) source() Source {
 		ClusterID: c.cfg.ClusterID, RequestTimeout: c.cfg.RequestTimeout.Duration}
 }
 
-// EvidenceVerifiers verify IMDS attested documents.
-func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
-	return []cloud.EvidenceVerifier{c.verifier}
-}
-
-// InstanceView is the shared view of the cluster's VMs.
-func (c *Cloud) InstanceView() *view.View { return c.view }
-
-// ClusterTag is the cluster id (tag kubernetes.io_cluster_<id>).
-func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
-
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
-
-// InstancesV2 is implemented over the view.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is implemented over the view, for the nodes' zones by providerID
-// or name.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
-
-// ProviderName is "azure".
-func (c *Cloud) ProviderName() string { return ProviderName }

@@ -4,15 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
-	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 )
 
 // Config is the DigitalOcean backend's cloud config file (the CCM's and the
@@ -44,14 +41,9 @@ type Config struct {
 	// PageSize is the per_page of droplet lists, 1-200. Default 200 (the
 	// API's largest page: the fewest requests per refresh).
 	PageSize int `json:"pageSize,omitempty"`
-	// RequestTimeout bounds one API request. Default 30s.
-	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
-	// InstanceMaxAge is how old a droplet answer may be for node
-	// initialization, the address sweep and lifecycle checks. Default 30s.
-	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
-	// MinRefreshInterval bounds how often lookups of unknown droplets list
-	// the API again. Default 2s.
-	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
+	// API request).
+	kit.ViewConfig
 	// MaxFailureBackoff caps the pause between lists while the API fails.
 	// Default 16s.
 	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
@@ -63,37 +55,35 @@ const (
 	DefaultTokenEnv           = "DO_ACCESS_TOKEN"
 	DefaultClusterTagPrefix   = "k8s:"
 	DefaultPageSize           = MaxPageSize
-	DefaultRequestTimeout     = 30 * time.Second
-	DefaultInstanceMaxAge     = 30 * time.Second
-	DefaultMinRefreshInterval = 2 * time.Second
-	DefaultMaxFailureBackoff  = 16 * time.Second
+	DefaultRequestTimeout     = kit.DefaultRequestTimeout
+	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
+	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
+	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
 	// MaxPageSize is the API's largest per_page.
 	MaxPageSize = 200
 )
 
-var (
-	// tagPattern: DigitalOcean tag names are letters, digits, colons,
-	// dashes and underscores, at most 255 characters. It also keeps the
-	// tag safe in the list's query string, which the client library
-	// builds without escaping it.
-	tagPattern = regexp.MustCompile(`^[A-Za-z0-9:_-]{1,255}$`)
-	// envPattern: a POSIX environment variable name.
-	envPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
-
-// maxTokenSize bounds a token file.
-const maxTokenSize = 4096
+// tagPattern: DigitalOcean tag names are letters, digits, colons, dashes
+// and underscores, at most 255 characters. It also keeps the tag safe in
+// the list's query string, which the client library builds without
+// escaping it.
+var tagPattern = regexp.MustCompile(`^[A-Za-z0-9:_-]{1,255}$`)
 
 // ParseConfig reads a cloud config strictly: unknown fields are errors, and
 // every problem of the config is reported at once. It does not read the
 // token (New does).
 func ParseConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := cloud.ReadConfig(ProviderName, r, &c); err != nil {
-		return c, err
-	}
-	c.defaults()
-	return c, c.validate()
+	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
+}
+
+func (c *Config) durations() []kit.Duration {
+	return append(c.ViewConfig.Durations(),
+		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff})
+}
+
+// secret is where the API token is.
+func (c *Config) secret() kit.Secret {
+	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv"}
 }
 
 func (c *Config) defaults() {
@@ -112,17 +102,7 @@ func (c *Config) defaults() {
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
 	}
-	for _, d := range []struct {
-		v   *metav1.Duration
-		def time.Duration
-	}{
-		{&c.RequestTimeout, DefaultRequestTimeout}, {&c.InstanceMaxAge, DefaultInstanceMaxAge},
-		{&c.MinRefreshInterval, DefaultMinRefreshInterval}, {&c.MaxFailureBackoff, DefaultMaxFailureBackoff},
-	} {
-		if d.v.Duration == 0 {
-			d.v.Duration = d.def
-		}
-	}
+	kit.DefaultDurations(c.durations())
 }
 
 func (c *Config) validate() error {
@@ -136,32 +116,17 @@ func (c *Config) validate() error {
 	if c.ClusterTag != "" && !tagPattern.MatchString(c.ClusterTag) {
 		errs = append(errs, fmt.Errorf("clusterTag %q: want a DigitalOcean tag name (1-255 letters, digits, ':', '-' or '_')", c.ClusterTag))
 	}
-	if err := cloud.CheckEndpoint(c.APIEndpoint, true); err != nil {
+	if err := kit.CheckEndpoint(c.APIEndpoint, true); err != nil {
 		errs = append(errs, fmt.Errorf("apiEndpoint: %w", err))
 	}
-	switch {
-	case c.TokenFile != "" && c.TokenEnv != "":
-		errs = append(errs, errors.New("tokenFile and tokenEnv are exclusive: name one place for the API token"))
-	case c.TokenEnv != "" && !envPattern.MatchString(c.TokenEnv):
-		errs = append(errs, fmt.Errorf("tokenEnv %q is not an environment variable name", c.TokenEnv))
-	}
+	errs = append(errs, c.secret().Check()...)
 	if c.NodeNamePolicy != agentid.PolicyDropletName {
 		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyDropletName))
 	}
 	if c.PageSize < 1 || c.PageSize > MaxPageSize {
 		errs = append(errs, fmt.Errorf("pageSize %d: want 1-%d", c.PageSize, MaxPageSize))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"requestTimeout", c.RequestTimeout.Duration}, {"instanceMaxAge", c.InstanceMaxAge.Duration},
-		{"minRefreshInterval", c.MinRefreshInterval.Duration}, {"maxFailureBackoff", c.MaxFailureBackoff.Duration},
-	} {
-		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative", d.name))
-		}
-	}
+	errs = append(errs, kit.CheckDurations(c.durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%s cloud config: %w", ProviderName, err)
 	}
@@ -170,40 +135,14 @@ func (c *Config) validate() error {
 
 // TokenSource says where the API token comes from, for logs (never the
 // token).
-func (c *Config) TokenSource() string {
-	if c.TokenFile != "" {
-		return "file " + c.TokenFile
-	}
-	return "environment variable " + c.TokenEnv
-}
+func (c *Config) TokenSource() string { return c.secret().Source() }
 
 // token reads the API token from its file or environment variable. Its
 // errors name the place, never the content.
 func (c *Config) token() (string, error) {
-	var raw string
-	if c.TokenFile != "" {
-		f, err := os.Open(c.TokenFile)
-		if err != nil {
-			return "", fmt.Errorf("%s API token: %w", ProviderName, err)
-		}
-		defer f.Close()
-		data, err := io.ReadAll(io.LimitReader(f, maxTokenSize+1))
-		if err != nil {
-			return "", fmt.Errorf("%s API token: %s: %w", ProviderName, c.TokenFile, err)
-		}
-		if len(data) > maxTokenSize {
-			return "", fmt.Errorf("%s API token: %s is larger than %d bytes", ProviderName, c.TokenFile, maxTokenSize)
-		}
-		raw = string(data)
-	} else {
-		raw = os.Getenv(c.TokenEnv)
-	}
-	tok := strings.TrimSpace(raw)
-	switch {
-	case tok == "":
-		return "", fmt.Errorf("%s API token: %s is empty or unset", ProviderName, c.TokenSource())
-	case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }):
-		return "", fmt.Errorf("%s API token: %s holds characters a token has not (spaces, control or non-ASCII characters)", ProviderName, c.TokenSource())
+	tok, err := c.secret().Read()
+	if err != nil {
+		return "", fmt.Errorf("%s API token: %w", ProviderName, err)
 	}
 	return tok, nil
 }

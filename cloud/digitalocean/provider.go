@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
 	"github.com/digitalocean/godo"
-	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -27,22 +26,18 @@ const userAgent = "mooring"
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it with mooring's backends.
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := ParseConfig(r)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+var Factory = kit.Factory(ParseConfig, New)
 
 // Cloud is DigitalOcean as Kubernetes and mooring see it: InstancesV2 over
 // the shared view of the cluster's droplets, and the approver's Attester,
 // which verifies no evidence of its own (DigitalOcean signs no droplet
 // identity: droplets join with join tickets, which the approver verifies
-// itself). It has no zones, load balancers, routes or clusters.
+// itself). It has no zones (as in DigitalOcean's CCM: a region has none,
+// and InstanceMetadata carries the region), load balancers, routes or
+// clusters.
 type Cloud struct {
-	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
-	cloud.InstancesOnly // no load balancers or routes (docs/digitalocean.md)
+	kit.Base          // InstancesV2 over the view, the Attester
+	kit.InstancesOnly // no load balancers or routes (docs/digitalocean.md)
 
 	cfg    Config
 	client *godo.Client
@@ -50,10 +45,9 @@ type Cloud struct {
 }
 
 var (
-	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
-	_ cloud.Attester            = (*Cloud)(nil)
-	_ cloud.InstanceFinder      = (*Cloud)(nil)
+	_ cloudprovider.Interface = (*Cloud)(nil)
+	_ cloud.Attester          = (*Cloud)(nil)
+	_ kit.InstanceFinder      = (*Cloud)(nil)
 )
 
 // New builds the provider with godo over an HTTP client that sends the
@@ -94,15 +88,16 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 		RequestTimeout: cfg.RequestTimeout.Duration}
 	klog.InfoS("DigitalOcean cloud provider configured", "clusterID", cfg.ClusterID, "clusterTag", cfg.ClusterTag,
 		"apiEndpoint", cfg.APIEndpoint, "token", cfg.TokenSource(), "pageSize", cfg.PageSize)
-	c := &Cloud{
-		cfg:    cfg,
-		client: client,
-		view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration,
-			MaxFailureBackoff: cfg.MaxFailureBackoff.Duration}),
-	}
-	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
+	c := &Cloud{cfg: cfg, client: client, view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration,
+		MaxFailureBackoff: cfg.MaxFailureBackoff.Duration})}
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c,
+		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})
 	return c, nil
 }
+
+// Config is the provider's effective configuration.
+func (c *Cloud) Config() Config { return c.cfg }
 
 // bearer authenticates each request with the token token gives.
 type bearer struct {
@@ -123,45 +118,9 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
-// EvidenceVerifiers is empty: DigitalOcean signs no droplet identity. The
-// approver adds the join ticket verifier itself (--ticket-keys-file).
-func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier { return nil }
-
-// InstanceView is the shared view of the cluster's droplets.
-func (c *Cloud) InstanceView() *view.View { return c.view }
-
-// ClusterTag is the cluster id: the cluster's droplets carry the tag
-// clusterTag (k8s:<id> by default), and view.Instance.Cluster holds the id.
-func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
-
-// Config is the provider's effective configuration.
-func (c *Cloud) Config() Config { return c.cfg }
-
-// InstancesV2 is implemented.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is not implemented, as in DigitalOcean's CCM: the cloud node
-// controller reads a Node's region from InstancesV2's InstanceMetadata and
-// does not ask Zones when InstancesV2 is implemented (k8s.io/cloud-provider
-// controllers/node getInstanceMetadata), and a region has no zones.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
-
-// ProviderName is "digitalocean".
-func (c *Cloud) ProviderName() string { return ProviderName }
-
-// FindInstance finds a Node's droplet in the shared view: by its
-// providerID when it has one, else by its name (the droplet's name). An
-// outage is an error, never "not found".
-func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
-	return cloud.FindInView(ctx, c.view, node, c.cfg.InstanceMaxAge.Duration, func(id string) error {
-		_, err := ParseProviderID(id)
-		return err
-	})
-}
-
 // ConfirmInstance asks the API for the droplet of a providerID itself (GET
 // /v2/droplets/<id>), after FindInstance missed it in the cluster's list:
-// a *cloud.AbsentError when the API answers 404, a *cloud.ForeignError
+// a *kit.AbsentError when the API answers 404, a *kit.ForeignError
 // when the droplet lacks the cluster tag.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
 	id, err := ParseProviderID(providerID)
@@ -173,7 +132,7 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	d, _, err := c.client.Droplets.Get(ctx, id)
 	var derr *godo.ErrorResponse
 	if errors.As(err, &derr) && derr.Response != nil && derr.Response.StatusCode == http.StatusNotFound {
-		return view.Instance{}, &cloud.AbsentError{ID: providerID}
+		return view.Instance{}, &kit.AbsentError{ID: providerID}
 	}
 	if err != nil {
 		return view.Instance{}, fmt.Errorf("get droplet %d: %w", id, err)
@@ -185,16 +144,5 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	if vi, ok := src.toView(d); ok {
 		return vi, nil
 	}
-	return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry the tag %s", c.cfg.ClusterTag)}
-}
-
-// metadata is DigitalOcean's record of a droplet as the Node's metadata:
-// no zone, as DigitalOcean's CCM sets none.
-func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
-	return &cloudprovider.InstanceMetadata{
-		ProviderID:    in.ProviderID,
-		InstanceType:  in.InstanceType,
-		NodeAddresses: in.Addresses,
-		Region:        in.Region,
-	}
+	return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry the tag %s", c.cfg.ClusterTag)}
 }

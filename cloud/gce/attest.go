@@ -21,6 +21,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/gce/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/internal/jwsform"
 	"github.com/mooring-dev/mooring/internal/keyset"
 )
@@ -87,7 +88,7 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if o.Issuer == "" {
 		return nil, errors.New("gce verifier: an issuer is required")
 	}
-	if err := cloud.CheckEndpoint(o.CertsURL, true); err != nil {
+	if err := kit.CheckEndpoint(o.CertsURL, true); err != nil {
 		return nil, fmt.Errorf("gce verifier: certs URL: %w", err)
 	}
 	if len(o.Projects) == 0 {

@@ -8,8 +8,8 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/gce/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -50,14 +50,9 @@ type Config struct {
 	// MaxClockSkew is the skew tolerated on a token's iat and exp.
 	// Default 1m, at most 5m.
 	MaxClockSkew metav1.Duration `json:"maxClockSkew,omitempty"`
-	// InstanceMaxAge is how old an instance answer may be for node
-	// initialization, the address sweep and lifecycle checks. Default 30s.
-	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
-	// MinRefreshInterval bounds how often lookups of unknown instances list
-	// the Compute API again. Default 2s.
-	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
-	// RequestTimeout bounds one Compute API call or key fetch. Default 30s.
-	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+	// ViewConfig: instanceMaxAge, minRefreshInterval, and requestTimeout
+	// (one Compute API call or key fetch).
+	kit.ViewConfig
 }
 
 // Defaults.
@@ -68,9 +63,9 @@ const (
 	DefaultCertsURL           = "https://www.googleapis.com/oauth2/v3/certs"
 	DefaultMaxClockSkew       = time.Minute
 	MaxMaxClockSkew           = 5 * time.Minute
-	DefaultInstanceMaxAge     = 30 * time.Second
-	DefaultMinRefreshInterval = 2 * time.Second
-	DefaultRequestTimeout     = 30 * time.Second
+	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
+	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
+	DefaultRequestTimeout     = kit.DefaultRequestTimeout
 )
 
 var (
@@ -84,12 +79,11 @@ var (
 // ParseConfig reads a cloud config strictly: unknown fields are errors, and
 // every problem of the config is reported at once.
 func ParseConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := cloud.ReadConfig("gce", r, &c); err != nil {
-		return c, err
-	}
-	c.defaults()
-	return c, c.validate()
+	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
+}
+
+func (c *Config) durations() []kit.Duration {
+	return append(c.ViewConfig.Durations(), kit.Duration{Name: "maxClockSkew", Value: &c.MaxClockSkew, Default: DefaultMaxClockSkew})
 }
 
 func (c *Config) defaults() {
@@ -108,17 +102,7 @@ func (c *Config) defaults() {
 	if c.CertsURL == "" {
 		c.CertsURL = DefaultCertsURL
 	}
-	for _, d := range []struct {
-		v   *metav1.Duration
-		def time.Duration
-	}{
-		{&c.MaxClockSkew, DefaultMaxClockSkew}, {&c.InstanceMaxAge, DefaultInstanceMaxAge},
-		{&c.MinRefreshInterval, DefaultMinRefreshInterval}, {&c.RequestTimeout, DefaultRequestTimeout},
-	} {
-		if d.v.Duration == 0 {
-			d.v.Duration = d.def
-		}
-	}
+	kit.DefaultDurations(c.durations())
 }
 
 func (c *Config) validate() error {
@@ -148,28 +132,21 @@ func (c *Config) validate() error {
 	if c.NodeNamePolicy != agentid.PolicyInstanceName {
 		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyInstanceName))
 	}
-	if err := cloud.CheckEndpoint(c.ComputeEndpoint, true); err != nil {
+	if err := kit.CheckEndpoint(c.ComputeEndpoint, true); err != nil {
 		errs = append(errs, fmt.Errorf("computeEndpoint: %w", err))
 	} else if c.WithoutAuthentication && !loopbackURL(c.ComputeEndpoint) {
 		errs = append(errs, errors.New("withoutAuthentication is allowed only with a loopback computeEndpoint"))
 	}
-	if err := cloud.CheckEndpoint(c.CertsURL, true); err != nil {
+	if err := kit.CheckEndpoint(c.CertsURL, true); err != nil {
 		errs = append(errs, fmt.Errorf("certsURL: %w", err))
 	}
-	if u, err := url.Parse(c.TokenIssuer); err != nil || u.Scheme != "https" && !(u.Scheme == "http" && cloud.IsLoopback(u.Hostname())) || u.Host == "" {
+	if u, err := url.Parse(c.TokenIssuer); err != nil || u.Scheme != "https" && !(u.Scheme == "http" && kit.IsLoopback(u.Hostname())) || u.Host == "" {
 		errs = append(errs, fmt.Errorf("tokenIssuer %q: want an https URL (http only on loopback)", c.TokenIssuer))
 	}
 	if c.MaxClockSkew.Duration < 0 || c.MaxClockSkew.Duration > MaxMaxClockSkew {
 		errs = append(errs, fmt.Errorf("maxClockSkew %s: want 0-%s", c.MaxClockSkew.Duration, MaxMaxClockSkew))
 	}
-	for name, d := range map[string]time.Duration{
-		"instanceMaxAge": c.InstanceMaxAge.Duration, "minRefreshInterval": c.MinRefreshInterval.Duration,
-		"requestTimeout": c.RequestTimeout.Duration,
-	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative", name))
-		}
-	}
+	errs = append(errs, kit.CheckDurations(c.ViewConfig.Durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("gce cloud config: %w", err)
 	}
@@ -184,5 +161,5 @@ func (c *Config) ClusterFilter() string {
 
 func loopbackURL(s string) bool {
 	u, err := url.Parse(s)
-	return err == nil && cloud.IsLoopback(u.Hostname())
+	return err == nil && kit.IsLoopback(u.Hostname())
 }

@@ -404,7 +404,11 @@ func TestViewAndInstances(t *testing.T) {
 	if err != nil || md.ProviderID != "gce://mooring-test/us-central1-a/node-1" || md.Zone != "us-central1-a" || md.Region != "us-central1" {
 		t.Fatalf("%+v %v", md, err)
 	}
-	z, err := w.cloud.GetZoneByProviderID(ctx, "gce://mooring-test/europe-west4-b/node-z")
+	zones, ok := w.cloud.Zones()
+	if !ok {
+		t.Fatal("Zones is not implemented")
+	}
+	z, err := zones.GetZoneByProviderID(ctx, "gce://mooring-test/europe-west4-b/node-z")
 	if err != nil || z.FailureDomain != "europe-west4-b" || z.Region != "europe-west4" {
 		t.Fatalf("%+v %v", z, err)
 	}

@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
-	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/gce/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -26,34 +25,24 @@ const ProviderName = agentid.Name
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it with mooring's backends.
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := ParseConfig(r)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+var Factory = kit.Factory(ParseConfig, func(cfg Config) (*Cloud, error) { return New(cfg) })
 
 // Cloud is GCE as Kubernetes and mooring see it: InstancesV2 and Zones over
 // the shared view of the cluster's instances, and the approver's identity
 // token verifier. It has no load balancers and no routes.
 type Cloud struct {
-	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
-	cloud.ViewZones
-	cloud.InstancesOnly // no load balancers or routes (docs/gce.md)
+	kit.Base          // InstancesV2 and Zones over the view, the Attester
+	kit.InstancesOnly // no load balancers or routes (docs/gce.md)
 
-	cfg      Config
-	compute  *compute.Service
-	view     *view.View
-	verifier *Verifier
+	cfg     Config
+	compute *compute.Service
+	view    *view.View
 }
 
 var (
-	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
-	_ cloudprovider.Zones       = (*Cloud)(nil)
-	_ cloud.Attester            = (*Cloud)(nil)
-	_ cloud.InstanceFinder      = (*Cloud)(nil)
+	_ cloudprovider.Interface = (*Cloud)(nil)
+	_ cloud.Attester          = (*Cloud)(nil)
+	_ kit.InstanceFinder      = (*Cloud)(nil)
 )
 
 // New builds the provider with the Compute API client of
@@ -100,56 +89,20 @@ func NewWithClients(cfg Config, svc *compute.Service, keysClient *http.Client) (
 		RequestTimeout: cfg.RequestTimeout.Duration}
 	klog.InfoS("GCE cloud provider configured", "projects", cfg.Projects, "clusterLabel", cfg.ClusterLabel, "clusterID", cfg.ClusterID,
 		"computeEndpoint", cfg.ComputeEndpoint, "certsURL", cfg.CertsURL, "tokenIssuer", cfg.TokenIssuer)
-	c := &Cloud{
-		cfg:      cfg,
-		compute:  svc,
-		view:     view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
-		verifier: ver,
-	}
-	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
-	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
-		ProviderID: func(id string) (string, error) { _, _, _, err := ParseProviderID(id); return id, err }}
+	c := &Cloud{cfg: cfg, compute: svc, view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})}
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Verifiers: []cloud.EvidenceVerifier{ver},
+		ProviderID: func(id string) (string, error) { _, _, _, err := ParseProviderID(id); return id, err }})
 	return c, nil
 }
-
-// EvidenceVerifiers verify nodes' instance identity tokens.
-func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
-	return []cloud.EvidenceVerifier{c.verifier}
-}
-
-// InstanceView is the shared view of the cluster's instances.
-func (c *Cloud) InstanceView() *view.View { return c.view }
-
-// ClusterTag is the cluster id: the cluster's instances carry the label
-// <clusterLabel>=<id>, and view.Instance.Cluster holds the id.
-func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
 
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
 
-// InstancesV2 is implemented.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is implemented over the view.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
-
-// ProviderName is "gce".
-func (c *Cloud) ProviderName() string { return ProviderName }
-
-// FindInstance finds a Node's instance in the shared view: by its
-// providerID when it has one, else by its name (the instance's name). An
-// outage is an error, never "not found".
-func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
-	return cloud.FindInView(ctx, c.view, node, c.cfg.InstanceMaxAge.Duration, func(id string) error {
-		_, _, _, err := ParseProviderID(id)
-		return err
-	})
-}
-
 // ConfirmInstance asks the Compute API for the instance of a providerID
 // itself (instances.get), after FindInstance missed it in the cluster's
-// list: a *cloud.AbsentError when GCE has no such instance, a
-// *cloud.ForeignError when it is of a project not configured or lacks the
+// list: a *kit.AbsentError when GCE has no such instance, a
+// *kit.ForeignError when it is of a project not configured or lacks the
 // cluster label.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
 	project, zone, name, err := ParseProviderID(providerID)
@@ -157,14 +110,14 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 		return view.Instance{}, err
 	}
 	if !slices.Contains(c.cfg.Projects, project) {
-		return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: fmt.Sprintf("is of project %s, not one of %v", project, c.cfg.Projects)}
+		return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("is of project %s, not one of %v", project, c.cfg.Projects)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
 	defer cancel()
 	in, err := c.compute.Instances.Get(project, zone, name).Context(ctx).Do()
 	var gerr *googleapi.Error
 	if errors.As(err, &gerr) && gerr.Code == http.StatusNotFound {
-		return view.Instance{}, &cloud.AbsentError{ID: providerID}
+		return view.Instance{}, &kit.AbsentError{ID: providerID}
 	}
 	if err != nil {
 		return view.Instance{}, fmt.Errorf("compute instances.get of %s: %w", providerID, err)
@@ -173,16 +126,5 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	if vi, ok := src.toView(project, in); ok && vi.ProviderID == providerID {
 		return vi, nil
 	}
-	return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID)}
-}
-
-// metadata is GCE's record of an instance as the Node's metadata.
-func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
-	return &cloudprovider.InstanceMetadata{
-		ProviderID:    in.ProviderID,
-		InstanceType:  in.InstanceType,
-		NodeAddresses: in.Addresses,
-		Zone:          in.Zone,
-		Region:        in.Region,
-	}
+	return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID)}
 }

@@ -1,20 +1,16 @@
 package hetzner
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"regexp"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 )
 
 // Config is the Hetzner backend's cloud config file (the CCM's and the CSR
@@ -49,18 +45,12 @@ type Config struct {
 	// NodeNamePolicy maps servers to Node names: only ServerName (the
 	// default: the Node is named as the server is, lower-cased).
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
-	// InstanceMaxAge is how old a server answer may be for node
-	// initialization, the address sweep and lifecycle checks. Default 30s.
-	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
-	// MinRefreshInterval bounds how often lookups of unknown servers list
-	// the API again. Default 2s.
-	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
+	// API call, the library's retries included).
+	kit.ViewConfig
 	// MaxFailureBackoff caps the pause between Lists while the API fails.
 	// Default 16s.
 	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
-	// RequestTimeout bounds one API call, the library's retries included.
-	// Default 30s.
-	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
 }
 
 // Defaults.
@@ -68,10 +58,10 @@ const (
 	DefaultEndpoint           = "https://api.hetzner.cloud/v1"
 	DefaultTokenEnv           = "HCLOUD_TOKEN"
 	DefaultClusterLabel       = "mooring.dev/cluster"
-	DefaultInstanceMaxAge     = 30 * time.Second
-	DefaultMinRefreshInterval = 2 * time.Second
-	DefaultMaxFailureBackoff  = 16 * time.Second
-	DefaultRequestTimeout     = 30 * time.Second
+	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
+	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
+	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
+	DefaultRequestTimeout     = kit.DefaultRequestTimeout
 )
 
 // Address families.
@@ -81,26 +71,24 @@ const (
 	AddressFamilyDualStack = "dualstack"
 )
 
-// maxTokenFileSize bounds the token file (a Hetzner token is 64
-// characters).
-const maxTokenFileSize = 4096
-
 // reservedLabelPrefix is Hetzner's own label namespace.
 const reservedLabelPrefix = "hetzner.cloud/"
-
-// envNamePattern: a POSIX environment variable name.
-var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ParseConfig reads a cloud config strictly: unknown fields are errors, and
 // every problem of the config is reported at once. It does not read the
 // token (Config.Token does).
 func ParseConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := cloud.ReadConfig(ProviderName, r, &c); err != nil {
-		return c, err
-	}
-	c.defaults()
-	return c, c.validate()
+	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
+}
+
+func (c *Config) durations() []kit.Duration {
+	return append(c.ViewConfig.Durations(),
+		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff})
+}
+
+// secret is where the API token is.
+func (c *Config) secret() kit.Secret {
+	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv"}
 }
 
 func (c *Config) defaults() {
@@ -119,30 +107,15 @@ func (c *Config) defaults() {
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = agentid.PolicyServerName
 	}
-	for _, d := range []struct {
-		v   *metav1.Duration
-		def time.Duration
-	}{
-		{&c.InstanceMaxAge, DefaultInstanceMaxAge}, {&c.MinRefreshInterval, DefaultMinRefreshInterval},
-		{&c.MaxFailureBackoff, DefaultMaxFailureBackoff}, {&c.RequestTimeout, DefaultRequestTimeout},
-	} {
-		if d.v.Duration == 0 {
-			d.v.Duration = d.def
-		}
-	}
+	kit.DefaultDurations(c.durations())
 }
 
 func (c *Config) validate() error {
 	var errs []error
-	if err := cloud.CheckEndpoint(c.Endpoint, true); err != nil {
+	if err := kit.CheckEndpoint(c.Endpoint, true); err != nil {
 		errs = append(errs, fmt.Errorf("endpoint: %w", err))
 	}
-	switch {
-	case c.TokenFile != "" && c.TokenEnv != "":
-		errs = append(errs, errors.New("tokenFile and tokenEnv: set one, not both"))
-	case c.TokenEnv != "" && !envNamePattern.MatchString(c.TokenEnv):
-		errs = append(errs, fmt.Errorf("tokenEnv %q is not an environment variable name", c.TokenEnv))
-	}
+	errs = append(errs, c.secret().Check()...)
 	for _, msg := range validation.IsQualifiedName(c.ClusterLabel) {
 		errs = append(errs, fmt.Errorf("clusterLabel %q: %s", c.ClusterLabel, msg))
 	}
@@ -168,17 +141,7 @@ func (c *Config) validate() error {
 	if c.NodeNamePolicy != agentid.PolicyServerName {
 		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyServerName))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"instanceMaxAge", c.InstanceMaxAge.Duration}, {"minRefreshInterval", c.MinRefreshInterval.Duration},
-		{"maxFailureBackoff", c.MaxFailureBackoff.Duration}, {"requestTimeout", c.RequestTimeout.Duration},
-	} {
-		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative", d.name))
-		}
-	}
+	errs = append(errs, kit.CheckDurations(c.durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("hetzner cloud config: %w", err)
 	}
@@ -194,32 +157,9 @@ func (c *Config) LabelSelector() string {
 // Token reads the API token from TokenFile or TokenEnv. Its errors name
 // where the token was looked for, never what was found there.
 func (c *Config) Token() (string, error) {
-	var raw []byte
-	from := ""
-	if c.TokenFile != "" {
-		from = "tokenFile " + c.TokenFile
-		f, err := os.Open(c.TokenFile)
-		if err != nil {
-			return "", fmt.Errorf("hetzner: API token: %w", err)
-		}
-		defer f.Close()
-		raw, err = io.ReadAll(io.LimitReader(f, maxTokenFileSize+1))
-		if err != nil {
-			return "", fmt.Errorf("hetzner: API token: %s: %w", from, err)
-		}
-		if len(raw) > maxTokenFileSize {
-			return "", fmt.Errorf("hetzner: API token: %s is larger than %d bytes", from, maxTokenFileSize)
-		}
-	} else {
-		from = "environment variable " + c.TokenEnv
-		raw = []byte(os.Getenv(c.TokenEnv))
-	}
-	tok := string(bytes.TrimSpace(raw))
-	switch {
-	case tok == "":
-		return "", fmt.Errorf("hetzner: API token: %s is empty or unset", from)
-	case strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r > '~' }):
-		return "", fmt.Errorf("hetzner: API token: %s holds white space or characters that are not printable ASCII", from)
+	tok, err := c.secret().Read()
+	if err != nil {
+		return "", fmt.Errorf("hetzner: API token: %w", err)
 	}
 	return tok, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	"github.com/mooring-dev/mooring/cloud/hetzner/hetznertest"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -288,7 +289,7 @@ func TestTokenSentAndNotLeaked(t *testing.T) {
 	t.Setenv("SPACEY_TOKEN", "secret part")
 	for _, cfg := range []Config{
 		{TokenEnv: "EMPTY_TOKEN"}, {TokenEnv: "SPACEY_TOKEN"}, {TokenFile: filepath.Join(t.TempDir(), "missing")},
-		{TokenFile: writeToken(t, strings.Repeat("x", maxTokenFileSize+1))},
+		{TokenFile: writeToken(t, strings.Repeat("x", kit.MaxSecretSize+1))},
 	} {
 		cfg.ClusterID = testCluster
 		_, err := New(cfg)
@@ -450,11 +451,15 @@ func TestInstancesV2(t *testing.T) {
 		md.Region != "fsn1" || md.AdditionalLabels[ProvidedByLabel] != "cloud" || len(md.NodeAddresses) != 3 {
 		t.Fatalf("%+v", md)
 	}
-	z, err := w.cloud.GetZoneByProviderID(ctx, agentid.ProviderID(servers[2].ID))
+	zones, ok := w.cloud.Zones()
+	if !ok {
+		t.Fatal("Zones is not implemented")
+	}
+	z, err := zones.GetZoneByProviderID(ctx, agentid.ProviderID(servers[2].ID))
 	if err != nil || z.FailureDomain != "fsn1-dc14" || z.Region != "fsn1" {
 		t.Fatalf("%+v %v", z, err)
 	}
-	if z, err := w.cloud.GetZoneByNodeName(ctx, types.NodeName("node-3")); err != nil || z.Region != "fsn1" {
+	if z, err := zones.GetZoneByNodeName(ctx, types.NodeName("node-3")); err != nil || z.Region != "fsn1" {
 		t.Fatalf("%+v %v", z, err)
 	}
 	if ok, err := w.cloud.InstanceExists(ctx, node("node-0", agentid.ProviderID(servers[0].ID))); err != nil || !ok {

@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
-	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/version"
 )
@@ -30,13 +29,7 @@ const maxRetries = 2
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it with mooring's backends.
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := ParseConfig(r)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+var Factory = kit.Factory(ParseConfig, func(cfg Config) (*Cloud, error) { return New(cfg) })
 
 // Cloud is Hetzner Cloud as Kubernetes and mooring see it: InstancesV2 and
 // Zones over the shared view of the cluster's servers, and the approver's
@@ -45,9 +38,8 @@ func Factory(r io.Reader) (cloudprovider.Interface, error) {
 // approver adds itself (--ticket-keys-file). It has no load balancers, no
 // routes and no clusters.
 type Cloud struct {
-	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
-	cloud.ViewZones
-	cloud.InstancesOnly // no load balancers, routes or clusters (docs/hetzner.md)
+	kit.Base          // InstancesV2 and Zones over the view, the Attester
+	kit.InstancesOnly // no load balancers, routes or clusters (docs/hetzner.md)
 
 	cfg    Config
 	client *hcloud.Client
@@ -55,11 +47,9 @@ type Cloud struct {
 }
 
 var (
-	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
-	_ cloudprovider.Zones       = (*Cloud)(nil)
-	_ cloud.Attester            = (*Cloud)(nil)
-	_ cloud.InstanceFinder      = (*Cloud)(nil)
+	_ cloudprovider.Interface = (*Cloud)(nil)
+	_ cloud.Attester          = (*Cloud)(nil)
+	_ kit.InstanceFinder      = (*Cloud)(nil)
 )
 
 // New reads the API token and builds the provider with the hcloud-go
@@ -105,9 +95,9 @@ func NewWithClient(cfg Config, client *hcloud.Client) (*Cloud, error) {
 	c.view = view.New(c.source(), view.Options{
 		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
 	})
-	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
-	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
-		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }}
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Metadata: metadata,
+		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})
 	return c, nil
 }
 
@@ -116,44 +106,13 @@ func (c *Cloud) source() Source {
 		Network: c.cfg.Network, AddressFamily: c.cfg.AddressFamily, RequestTimeout: c.cfg.RequestTimeout.Duration}
 }
 
-// EvidenceVerifiers is empty: Hetzner signs no instance identity. The
-// approver accepts join tickets when it is given their keys.
-func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier { return nil }
-
-// InstanceView is the shared view of the cluster's servers.
-func (c *Cloud) InstanceView() *view.View { return c.view }
-
-// ClusterTag is the cluster id: the cluster's servers carry the label
-// <clusterLabel>=<id>, view.Instance.Cluster holds it, and join tickets
-// name it as their audience.
-func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
-
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
 
-// InstancesV2 is implemented.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is implemented over the view.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
-
-// ProviderName is "hetzner".
-func (c *Cloud) ProviderName() string { return ProviderName }
-
-// FindInstance finds a Node's server in the shared view: by its providerID
-// when it has one, else by its name (the server's name, lower-cased). An
-// outage is an error, never "not found".
-func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
-	return cloud.FindInView(ctx, c.view, node, c.cfg.InstanceMaxAge.Duration, func(id string) error {
-		_, err := ParseProviderID(id)
-		return err
-	})
-}
-
 // ConfirmInstance asks the API for the server of a providerID itself
 // (GET /servers/{id}), after FindInstance missed it in the cluster's list:
-// a *cloud.AbsentError when the project has no such server (not_found), a
-// *cloud.ForeignError when the server lacks the cluster label.
+// a *kit.AbsentError when the project has no such server (not_found), a
+// *kit.ForeignError when the server lacks the cluster label.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
 	id, err := ParseProviderID(providerID)
 	if err != nil {
@@ -168,7 +127,7 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	}
 	if srv == nil {
 		// The library turns the API's not_found into a nil server.
-		return view.Instance{}, &cloud.AbsentError{ID: providerID}
+		return view.Instance{}, &kit.AbsentError{ID: providerID}
 	}
 	if srv.ID != id {
 		return view.Instance{}, fmt.Errorf("hetzner servers get %d: the API answered with server %d", id, srv.ID)
@@ -176,7 +135,7 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	if vi, ok := c.source().toView(srv); ok {
 		return vi, nil
 	}
-	return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID)}
+	return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID)}
 }
 
 // ProvidedByLabel is the Node label hcloud-cloud-controller-manager sets to
@@ -187,12 +146,7 @@ const ProvidedByLabel = "instance.hetzner.cloud/provided-by"
 // metadata is Hetzner's record of a server as the Node's metadata: zone,
 // region and labels as hcloud-cloud-controller-manager sets them.
 func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
-	return &cloudprovider.InstanceMetadata{
-		ProviderID:       in.ProviderID,
-		InstanceType:     in.InstanceType,
-		NodeAddresses:    in.Addresses,
-		Zone:             in.Zone,
-		Region:           in.Region,
-		AdditionalLabels: map[string]string{ProvidedByLabel: "cloud"},
-	}
+	md := kit.Metadata(in)
+	md.AdditionalLabels = map[string]string{ProvidedByLabel: "cloud"}
+	return md
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 const (
@@ -117,9 +118,7 @@ func serviceOf(params url.Values) string {
 
 // refuse counts a refusal.
 func (c *Cloud) refuse(e *apiError) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.refusals[e.code]++
+	c.refusals.Add(e.code)
 }
 
 // begin counts an authorized call of action and answers its throttling
@@ -128,11 +127,11 @@ func (c *Cloud) refuse(e *apiError) {
 func (c *Cloud) begin(w http.ResponseWriter, service, action, reqID string) bool {
 	c.mu.Lock()
 	throttled := !c.takeTokenLocked(action)
-	var f *faultEntry
+	var f *cloudtest.Fault
 	if throttled {
-		c.calls[action]++
+		c.calls.Add(action)
 	} else {
-		f = c.countCallLocked(action)
+		f = c.countCall(action)
 	}
 	c.mu.Unlock()
 	if throttled {
@@ -140,7 +139,7 @@ func (c *Cloud) begin(w http.ResponseWriter, service, action, reqID string) bool
 		return false
 	}
 	if f != nil {
-		writeError(w, service, reqID, &apiError{f.status, f.code, "awstest: fault injected by Fail"})
+		writeError(w, service, reqID, &apiError{f.Status, f.Code, "awstest: fault injected by Fail"})
 		return false
 	}
 	return true

@@ -1,15 +1,15 @@
 package awstest
 
 import (
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // DefaultAccount is the account of a Cloud whose Options name none.
@@ -69,26 +69,25 @@ type Cloud struct {
 	lifetime time.Duration
 
 	mu        sync.Mutex
-	users     map[string]User          // by access key id
-	instances map[string]Instance      // by instance id
-	order     []string                 // instance ids, sorted; nil: to be made again
-	describe  DescribeStats            // DescribeInstances calls answered, by kind
-	seq       uint64                   // instance ids handed out
-	roleCreds map[string]*roleCred     // every set ever issued, by access key id
-	current   map[string]*roleCred     // the set IMDS serves, by instance id
-	roleIDs   map[string]string        // unique ids of recreated roles, by name
-	imds      map[string]*imdsServer   // by instance id
-	calls     map[string]int           // by action
-	refusals  map[string]int           // by error code
-	faults    map[string][]*faultEntry // by action, in order
-	delay     time.Duration            // NewInstanceDelay
-	visibleAt map[string]time.Time     // instances hidden until then, by id
-	zones     []string                 // Options.Zones
-	buckets   map[string]*bucketState  // by action; nil: no throttling
-	throttled map[string]int           // by action
-	api       *http.Server
-	endpoint  string
-	closed    bool
+	users     map[string]User              // by access key id
+	instances map[string]Instance          // by instance id
+	order     []string                     // instance ids, sorted; nil: to be made again
+	describe  DescribeStats                // DescribeInstances calls answered, by kind
+	seq       uint64                       // instance ids handed out
+	roleCreds map[string]*roleCred         // every set ever issued, by access key id
+	current   map[string]*roleCred         // the set IMDS serves, by instance id
+	roleIDs   map[string]string            // unique ids of recreated roles, by name
+	imds      map[string]*imdsServer       // by instance id
+	delay     time.Duration                // NewInstanceDelay
+	visibleAt map[string]time.Time         // instances hidden until then, by id
+	zones     []string                     // Options.Zones
+	buckets   map[string]*cloudtest.Bucket // by action; nil: no throttling
+
+	servers   cloudtest.Servers[string] // the API; metadata services by instance id
+	calls     cloudtest.Counter         // by action
+	refusals  cloudtest.Counter         // by error code
+	throttled cloudtest.Counter         // by action
+	faults    cloudtest.Faults          // by action
 }
 
 // New makes a Cloud; Start serves its API. It panics on options that are a
@@ -105,13 +104,9 @@ func New(opts Options) *Cloud {
 		current:   map[string]*roleCred{},
 		roleIDs:   map[string]string{},
 		imds:      map[string]*imdsServer{},
-		calls:     map[string]int{},
-		refusals:  map[string]int{},
-		faults:    map[string][]*faultEntry{},
 		delay:     opts.NewInstanceDelay,
 		visibleAt: map[string]time.Time{},
 		zones:     slices.Clone(opts.Zones),
-		throttled: map[string]int{},
 	}
 	if c.account == "" {
 		c.account = DefaultAccount
@@ -152,10 +147,7 @@ func New(opts Options) *Cloud {
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
 	c := New(opts)
-	if err := c.Start(); err != nil {
-		t.Fatalf("awstest: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	cloudtest.Start(t, c)
 	return c
 }
 
@@ -175,56 +167,23 @@ func (c *Cloud) AddUser(u User) {
 
 // Start serves the EC2 and STS Query APIs on 127.0.0.1 at a free port.
 func (c *Cloud) Start() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return errors.New("awstest: start: the cloud is closed")
+	if err := c.servers.Serve(http.HandlerFunc(c.serveAPI)); err != nil {
+		return fmt.Errorf("awstest: start: %w", err)
 	}
-	if c.api != nil {
-		return errors.New("awstest: start: already started")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return fmt.Errorf("awstest: listen for the API: %w", err)
-	}
-	c.api = &http.Server{Handler: http.HandlerFunc(c.serveAPI), ReadHeaderTimeout: 10 * time.Second}
-	c.endpoint = "http://" + ln.Addr().String()
-	go func(s *http.Server) { _ = s.Serve(ln) }(c.api)
 	return nil
 }
 
 // Close stops the API and every instance metadata service. A closed Cloud
 // cannot start again.
-func (c *Cloud) Close() error {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil
-	}
-	c.closed = true
-	servers := make([]*http.Server, 0, len(c.imds)+1)
-	if c.api != nil {
-		servers = append(servers, c.api)
-	}
-	for _, s := range c.imds {
-		servers = append(servers, s.srv)
-	}
-	c.mu.Unlock()
-	var errs []error
-	for _, s := range servers {
-		if err := s.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (c *Cloud) Close() error { return c.servers.Close() }
 
 // Endpoint is the API's base URL, "http://127.0.0.1:PORT", to be the
 // BaseEndpoint of both the ec2 and the sts client; "" before Start.
 func (c *Cloud) Endpoint() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.endpoint
+	if addr := c.servers.Addr(); addr != "" {
+		return "http://" + addr
+	}
+	return ""
 }
 
 // Account is the cloud's account id.

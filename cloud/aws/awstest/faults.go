@@ -1,6 +1,10 @@
 package awstest
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
+)
 
 // Actions counted by Calls and failed by Fail.
 const (
@@ -13,13 +17,6 @@ const (
 	ActionIMDS = "IMDS"
 )
 
-// faultEntry is a Fail call not used up yet.
-type faultEntry struct {
-	left   int
-	status int
-	code   string
-}
-
 // Fail makes the next n calls of action (an EC2 action,
 // ActionGetCallerIdentity or ActionIMDS) answer HTTP status with the error
 // code (in the API's XML error format; as the plain-text body of a metadata
@@ -28,19 +25,13 @@ type faultEntry struct {
 // second one starts when the first is used up. n <= 0 clears the action's
 // queue; status 0 is 500.
 func (c *Cloud) Fail(action string, n int, status int, code string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n <= 0 {
-		delete(c.faults, action)
-		return
-	}
 	if status == 0 {
 		status = http.StatusInternalServerError
 	}
 	if code == "" {
 		code = http.StatusText(status)
 	}
-	c.faults[action] = append(c.faults[action], &faultEntry{left: n, status: status, code: code})
+	c.faults.Add(action, cloudtest.Fault{Left: n, Status: status, Code: code})
 }
 
 // Calls is how many calls of action were answered: for the API actions the
@@ -48,39 +39,17 @@ func (c *Cloud) Fail(action string, n int, status int, code string) {
 // answered (an injected fault, a refused parameter, DryRunOperation); for
 // ActionIMDS the requests any metadata service answered while its instance
 // was running (401s and 403s included).
-func (c *Cloud) Calls(action string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[action]
-}
+func (c *Cloud) Calls(action string) int { return c.calls.Get(action) }
 
 // Refused is how many API calls were refused with the error code before
 // reaching their action: authentication (SignatureDoesNotMatch,
 // InvalidClientTokenId, ExpiredToken, IncompleteSignature,
 // MissingAuthenticationToken) and authorization (UnauthorizedOperation).
-func (c *Cloud) Refused(code string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.refusals[code]
-}
+func (c *Cloud) Refused(code string) int { return c.refusals.Get(code) }
 
-// countCallLocked counts a call of action and returns the fault it must
-// answer with, if any.
-func (c *Cloud) countCallLocked(action string) *faultEntry {
-	c.calls[action]++
-	q := c.faults[action]
-	if len(q) == 0 {
-		return nil
-	}
-	f := q[0]
-	f.left--
-	if f.left == 0 {
-		q = q[1:]
-		if len(q) == 0 {
-			delete(c.faults, action)
-		} else {
-			c.faults[action] = q
-		}
-	}
-	return f
+// countCall counts a call of action and returns the fault it must answer
+// with, if any.
+func (c *Cloud) countCall(action string) *cloudtest.Fault {
+	c.calls.Add(action)
+	return c.faults.Take(action, 0)
 }

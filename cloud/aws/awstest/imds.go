@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 const (
@@ -27,7 +28,6 @@ const (
 // imdsServer is one instance's metadata service.
 type imdsServer struct {
 	id     string
-	srv    *http.Server
 	url    string
 	tokens map[string]time.Time // token -> expiry; guarded by Cloud.mu
 }
@@ -39,23 +39,22 @@ type imdsServer struct {
 func (c *Cloud) IMDS(id string) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
-		return "", errors.New("awstest: metadata service: the cloud is closed")
-	}
 	if _, ok := c.instances[id]; !ok {
 		return "", fmt.Errorf("awstest: metadata service of %s: no such instance", id)
 	}
-	if s, ok := c.imds[id]; ok {
-		return s.url, nil
+	s, ok := c.imds[id]
+	if !ok {
+		s = &imdsServer{id: id, tokens: map[string]time.Time{}}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := c.servers.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveIMDS(s, w, r) }))
+	if errors.Is(err, cloudtest.ErrClosed) {
+		return "", errors.New("awstest: metadata service: the cloud is closed")
+	}
 	if err != nil {
 		return "", fmt.Errorf("awstest: metadata service of %s: listen: %w", id, err)
 	}
-	s := &imdsServer{id: id, url: "http://" + ln.Addr().String(), tokens: map[string]time.Time{}}
-	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveIMDS(s, w, r) }), ReadHeaderTimeout: 10 * time.Second}
+	s.url = "http://" + addr
 	c.imds[id] = s
-	go func() { _ = s.srv.Serve(ln) }()
 	return s.url, nil
 }
 
@@ -76,11 +75,11 @@ func (c *Cloud) serveIMDS(s *imdsServer, w http.ResponseWriter, r *http.Request)
 		// The machine is not running: nothing answers.
 		panic(http.ErrAbortHandler)
 	}
-	f := c.countCallLocked(ActionIMDS)
+	f := c.countCall(ActionIMDS)
 	c.mu.Unlock()
 	w.Header().Set("Server", "EC2ws")
 	if f != nil {
-		http.Error(w, f.code, f.status)
+		http.Error(w, f.Code, f.Status)
 		return
 	}
 	if r.URL.Path == imdsTokenPath {

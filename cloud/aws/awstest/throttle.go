@@ -1,18 +1,13 @@
 package awstest
 
-import (
-	"time"
-)
+import "github.com/mooring-dev/mooring/cloud/cloudtest"
 
 // Bucket is a token bucket of EC2's request rate limiting (EC2 Developer
 // Guide, "Request throttling for the Amazon EC2 API"): each call of its
 // action takes a token; a call that finds none is throttled
 // (RequestLimitExceeded, HTTP 503); Refill tokens come back each second,
 // up to Size.
-type Bucket struct {
-	Size   float64
-	Refill float64 // tokens a second
-}
+type Bucket = cloudtest.Bucket
 
 // DefaultBuckets are the request rate limits AWS documents as the default
 // for the EC2 actions modelled: non-mutating (Describe*) actions have a
@@ -26,13 +21,6 @@ func DefaultBuckets() map[string]Bucket {
 	}
 }
 
-// bucketState is a Bucket's tokens at a time.
-type bucketState struct {
-	Bucket
-	tokens float64
-	at     time.Time
-}
-
 // Throttle turns request rate limiting on, with buckets by action (nil:
 // DefaultBuckets), each starting full; an action without a bucket is never
 // throttled. Throttle(nil) after Throttle(b) refills every bucket.
@@ -43,10 +31,9 @@ func (c *Cloud) Throttle(buckets map[string]Bucket) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
-	c.buckets = map[string]*bucketState{}
+	c.buckets = map[string]*cloudtest.Bucket{}
 	for action, b := range buckets {
-		c.buckets[action] = &bucketState{Bucket: b, tokens: b.Size, at: now}
+		c.buckets[action] = &cloudtest.Bucket{Size: b.Size, Refill: b.Refill}
 	}
 }
 
@@ -58,11 +45,7 @@ func (c *Cloud) NoThrottle() {
 }
 
 // Throttled is how many calls of action were throttled.
-func (c *Cloud) Throttled(action string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.throttled[action]
-}
+func (c *Cloud) Throttled(action string) int { return c.throttled.Get(action) }
 
 // takeTokenLocked takes a token of action's bucket, refilled to Now; false
 // (counted) when there is none.
@@ -71,15 +54,9 @@ func (c *Cloud) takeTokenLocked(action string) bool {
 	if b == nil {
 		return true
 	}
-	now := c.now()
-	if d := now.Sub(b.at); d > 0 {
-		b.tokens = min(b.Size, b.tokens+d.Seconds()*b.Refill)
-		b.at = now
-	}
-	if b.tokens < 1 {
-		c.throttled[action]++
+	if !b.Take(c.now()) {
+		c.throttled.Add(action)
 		return false
 	}
-	b.tokens--
 	return true
 }

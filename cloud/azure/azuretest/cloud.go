@@ -39,7 +39,6 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -52,6 +51,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/google/uuid"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // Options describe the cloud.
@@ -112,16 +112,16 @@ type Cloud struct {
 	published map[string]*x509.Certificate // AIA path -> CA certificate
 	caSerial  int
 	failAIA   bool
-	lastDoc   map[string]cachedDoc // by VMID
-	imdsHits  map[string][]time.Time
-	vms       map[string]*VM // by VMID
+	lastDoc   map[string]cachedDoc         // by VMID
+	imdsHits  map[string]*cloudtest.Window // by VMID
+	vms       map[string]*VM               // by VMID
 	scaleSets map[string]map[string]string
-	calls     map[string]int
 	token     string
 	header    string
 
-	ln  net.Listener
-	srv *http.Server
+	servers cloudtest.Servers[string] // the one listener: ARM, IMDS, AIA, identity
+	addr    string
+	calls   cloudtest.Counter
 }
 
 type cachedDoc struct {
@@ -155,21 +155,21 @@ func New(o Options) (*Cloud, error) {
 	if o.IMDSRateLimit == 0 {
 		o.IMDSRateLimit = 5
 	}
-	c := &Cloud{opts: o, vms: map[string]*VM{}, scaleSets: map[string]map[string]string{}, calls: map[string]int{},
+	c := &Cloud{opts: o, vms: map[string]*VM{}, scaleSets: map[string]map[string]string{},
 		token: randomHex(24), header: randomHex(16),
-		published: map[string]*x509.Certificate{}, lastDoc: map[string]cachedDoc{}, imdsHits: map[string][]time.Time{}}
+		published: map[string]*x509.Certificate{}, lastDoc: map[string]cachedDoc{}, imdsHits: map[string]*cloudtest.Window{}}
 	// The address is taken now: the signer's AIA URL names it.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := c.servers.Listen()
 	if err != nil {
 		return nil, err
 	}
-	c.ln = ln
+	c.addr = addr
 	if c.Root, err = NewRootCA("mooring test Azure root"); err != nil {
-		_ = ln.Close()
+		_ = c.servers.Close()
 		return nil, err
 	}
 	if _, err := c.RotateIntermediate(); err != nil {
-		_ = ln.Close()
+		_ = c.servers.Close()
 		return nil, err
 	}
 	return c, nil
@@ -228,7 +228,7 @@ func (c *Cloud) FailAIA(fail bool) {
 
 // AIAHost is this endpoint's host:port, the entry of the verifier's AIA
 // allow-list that lets it fetch the issuing CAs.
-func (c *Cloud) AIAHost() string { return c.ln.Addr().String() }
+func (c *Cloud) AIAHost() string { return c.addr }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -237,12 +237,7 @@ func randomHex(n int) string {
 }
 
 // Start serves on the address New took (127.0.0.1, a free port).
-func (c *Cloud) Start() error {
-	ln := c.ln
-	c.srv = &http.Server{Handler: http.HandlerFunc(c.serve), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = c.srv.Serve(ln) }()
-	return nil
-}
+func (c *Cloud) Start() error { return c.servers.Serve(http.HandlerFunc(c.serve)) }
 
 // Started is a started cloud that the test's cleanup closes.
 func Started(t testing.TB, o Options) *Cloud {
@@ -251,25 +246,15 @@ func Started(t testing.TB, o Options) *Cloud {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	cloudtest.Start(t, c)
 	return c
 }
 
 // Close stops serving.
-func (c *Cloud) Close() error {
-	if c.srv == nil {
-		return c.ln.Close()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return c.srv.Shutdown(ctx)
-}
+func (c *Cloud) Close() error { return c.servers.Close() }
 
 // Endpoint is ARM's URL (armEndpoint).
-func (c *Cloud) Endpoint() string { return "http://" + c.ln.Addr().String() }
+func (c *Cloud) Endpoint() string { return "http://" + c.addr }
 
 // Subscription, ResourceGroup and Location of the cloud.
 func (c *Cloud) Subscription() string  { return c.opts.Subscription }
@@ -375,17 +360,9 @@ const NextPage = "NextPage"
 // document answered for another nonce), "Throttled" (429s), "AIA"
 // (issuing CA downloads) and NextPage. Every page of a list counts as a
 // call of its list.
-func (c *Cloud) Calls(op string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[op]
-}
+func (c *Cloud) Calls(op string) int { return c.calls.Get(op) }
 
-func (c *Cloud) count(op string) {
-	c.mu.Lock()
-	c.calls[op]++
-	c.mu.Unlock()
-}
+func (c *Cloud) count(op string) { c.calls.Add(op) }
 
 // sortedVMs is a snapshot of the VMs, by name and instance id.
 func (c *Cloud) sortedVMs() []VM {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // TimeLayout is the attested document's timestamp layout for parsing;
@@ -73,8 +75,7 @@ func (c *Cloud) serve(w http.ResponseWriter, r *http.Request) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	cloudtest.WriteJSON(w, status, v)
 }
 
 // serveToken answers App Service's managed identity protocol.
@@ -118,18 +119,15 @@ func (c *Cloud) throttled(vmID string, now time.Time) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	recent := c.imdsHits[vmID][:0]
-	for _, t := range c.imdsHits[vmID] {
-		if now.Sub(t) < time.Second {
-			recent = append(recent, t)
-		}
+	win := c.imdsHits[vmID]
+	if win == nil {
+		win = &cloudtest.Window{Limit: c.opts.IMDSRateLimit, Period: time.Second}
+		c.imdsHits[vmID] = win
 	}
-	if len(recent) >= c.opts.IMDSRateLimit {
-		c.imdsHits[vmID] = recent
-		c.calls["Throttled"]++
+	if !win.Take(now) {
+		c.calls.Add("Throttled")
 		return true
 	}
-	c.imdsHits[vmID] = append(recent, now)
 	return false
 }
 
@@ -339,7 +337,7 @@ func armError(w http.ResponseWriter, status int, code, msg string) {
 
 // serveARM answers the ARM paths the backend calls.
 func (c *Cloud) serveARM(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+c.token {
+	if !cloudtest.Bearer(r, c.token) {
 		w.Header().Set("WWW-Authenticate", `Bearer authorization_uri="https://login.microsoftonline.com/common", error="invalid_token"`)
 		armError(w, http.StatusUnauthorized, "InvalidAuthenticationToken", "The access token is invalid.")
 		return

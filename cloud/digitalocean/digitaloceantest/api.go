@@ -2,7 +2,6 @@ package digitaloceantest
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // errorIDs are the error ids DigitalOcean answers with, by status.
@@ -41,8 +42,7 @@ func requestID() string {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	cloudtest.WriteJSON(w, status, v)
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -66,8 +66,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "Service Unavailable (injected outage)")
 		return
 	}
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(c.opts.Token)) != 1 {
+	if !cloudtest.Bearer(r, c.opts.Token) {
 		writeError(w, http.StatusUnauthorized, "Unable to authenticate you")
 		return
 	}
@@ -91,22 +90,8 @@ func (c *Cloud) rateLimit(w http.ResponseWriter) bool {
 	now := c.opts.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cut := 0
-	for cut < len(c.window) && now.Sub(c.window[cut]) >= time.Hour {
-		cut++
-	}
-	c.window = c.window[cut:]
-	allowed := len(c.window) < c.opts.HourlyLimit
-	if allowed {
-		c.window = append(c.window, now)
-	}
-	reset := now.Add(time.Hour)
-	if len(c.window) > 0 {
-		reset = c.window[0].Add(time.Hour)
-	}
-	w.Header().Set("RateLimit-Limit", strconv.Itoa(c.opts.HourlyLimit))
-	w.Header().Set("RateLimit-Remaining", strconv.Itoa(c.opts.HourlyLimit-len(c.window)))
-	w.Header().Set("RateLimit-Reset", strconv.FormatInt(reset.Unix(), 10))
+	allowed := c.window.Take(now)
+	cloudtest.SetRateLimitHeaders(w.Header(), c.opts.HourlyLimit, c.window.Remaining(), c.window.ResetAt(now))
 	return allowed
 }
 
@@ -184,12 +169,11 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 	}
 	c.mu.Lock()
 	all := c.sortedLocked(tag)
-	base := "http://" + c.apiAddr + "/v2/droplets"
 	c.mu.Unlock()
+	base := "http://" + c.servers.Addr() + "/v2/droplets"
 
 	total := len(all)
-	last := max(1, (total+perPage-1)/perPage)
-	from, to := min((page-1)*perPage, total), min(page*perPage, total)
+	from, to, last := cloudtest.Page(total, page, perPage)
 	out := listAnswer{Droplets: []wireDroplet{}, Meta: wireMeta{Total: total}}
 	items := all[from:to]
 	if short && page < last && len(items) > 0 {

@@ -1,19 +1,17 @@
 package digitaloceantest
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // Defaults.
@@ -82,28 +80,18 @@ type Droplet struct {
 type Cloud struct {
 	opts Options
 
+	servers cloudtest.Servers[int] // the API; metadata services by droplet id
+	calls   cloudtest.Counter
+	faults  cloudtest.Faults
+
 	mu       sync.Mutex
-	api      *http.Server
-	apiAddr  string
 	droplets map[int]*Droplet
-	metadata map[int]*mdServer
 	nextID   int
-	calls    map[string]int
-	faults   map[string]*fault
 	pageFail map[int]int // page -> status
 	short    map[int]bool
 	outage   bool
 	before   func(page int)
-	window   []time.Time // requests of the last hour, for the rate limit
-	closed   bool
-}
-
-type fault struct{ n, status int }
-
-type mdServer struct {
-	id   int
-	srv  *http.Server
-	addr string
+	window   cloudtest.Window // the hourly rate limit
 }
 
 // New makes a Cloud; Start starts it.
@@ -124,8 +112,8 @@ func New(opts Options) (*Cloud, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, droplets: map[int]*Droplet{}, metadata: map[int]*mdServer{}, nextID: 500000001,
-		calls: map[string]int{}, faults: map[string]*fault{}, pageFail: map[int]int{}, short: map[int]bool{}}, nil
+	return &Cloud{opts: opts, droplets: map[int]*Droplet{}, nextID: 500000001, pageFail: map[int]int{}, short: map[int]bool{},
+		window: cloudtest.Window{Limit: opts.HourlyLimit, Period: time.Hour}}, nil
 }
 
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
@@ -135,56 +123,19 @@ func NewStarted(t testing.TB, opts Options) *Cloud {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	cloudtest.Start(t, c)
 	return c
 }
 
 // Start listens on 127.0.0.1 for the API.
-func (c *Cloud) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(c.serveAPI), ReadHeaderTimeout: 10 * time.Second}
-	c.mu.Lock()
-	c.api, c.apiAddr = srv, ln.Addr().String()
-	c.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-	return nil
-}
+func (c *Cloud) Start() error { return c.servers.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // Close stops every listener.
-func (c *Cloud) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	var servers []*http.Server
-	if c.api != nil {
-		servers = append(servers, c.api)
-	}
-	for _, m := range c.metadata {
-		servers = append(servers, m.srv)
-	}
-	c.metadata = map[int]*mdServer{}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var errs []error
-	for _, s := range servers {
-		if err := s.Shutdown(ctx); err != nil {
-			errs = append(errs, s.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
+func (c *Cloud) Close() error { return c.servers.Close() }
 
 // Endpoint is the API's base URL (the config's apiEndpoint).
 func (c *Cloud) Endpoint() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return "http://" + c.apiAddr + "/"
+	return "http://" + c.servers.Addr() + "/"
 }
 
 // Token is the API token requests must carry.
@@ -204,14 +155,7 @@ func (c *Cloud) Put(d Droplet) Droplet {
 	if d.Status == "" {
 		d.Status = StatusActive
 	}
-	for _, a := range []string{d.PrivateIP, d.PublicIP} {
-		if a == "" {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a); err != nil || !ip.Is4() || !ip.IsLoopback() {
-			panic(fmt.Sprintf("digitaloceantest: address %q is not a loopback IPv4 address", a))
-		}
-	}
+	cloudtest.MustLoopback("digitaloceantest", true, d.PrivateIP, d.PublicIP)
 	if d.PublicIPv6 != "" && d.PublicIPv6 != "::1" {
 		panic(fmt.Sprintf("digitaloceantest: IPv6 address %q: only ::1 is allowed", d.PublicIPv6))
 	}
@@ -265,35 +209,20 @@ func (c *Cloud) Delete(id int) {
 // MetadataURL starts (once) the droplet's metadata service and returns its
 // base URL (the agent's metadataURL).
 func (c *Cloud) MetadataURL(id int) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return "", errors.New("digitaloceantest: closed")
-	}
-	if _, ok := c.droplets[id]; !ok {
+	if _, ok := c.Get(id); !ok {
 		return "", fmt.Errorf("digitaloceantest: no droplet %d", id)
 	}
-	if m, ok := c.metadata[id]; ok {
-		return "http://" + m.addr, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := c.servers.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("digitaloceantest: %w", err)
 	}
-	m := &mdServer{id: id, addr: ln.Addr().String()}
-	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(m, w, r) }),
-		ReadHeaderTimeout: 10 * time.Second}
-	c.metadata[id] = m
-	go func() { _ = m.srv.Serve(ln) }()
-	return "http://" + m.addr, nil
+	return "http://" + addr, nil
 }
 
 // Fail makes the next n calls of method (MethodList, MethodGet,
 // MethodMetadata) answer HTTP status with DigitalOcean's error body.
 func (c *Cloud) Fail(method string, n, status int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults[method] = &fault{n: n, status: status}
+	c.faults.Set(method, cloudtest.Fault{Left: n, Status: status})
 }
 
 // FailPage makes every request of that page of the droplet list answer
@@ -333,21 +262,14 @@ func (c *Cloud) BeforePage(f func(page int)) {
 }
 
 // Calls counts the calls of method, answered or failed.
-func (c *Cloud) Calls(method string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[method]
-}
+func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 
 // count counts a call and says which status a fault makes it answer (0:
 // none).
 func (c *Cloud) count(method string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls[method]++
-	if f := c.faults[method]; f != nil && f.n > 0 {
-		f.n--
-		return f.status
+	c.calls.Add(method)
+	if f := c.faults.Take(method, 0); f != nil {
+		return f.Status
 	}
 	return 0
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // The metadata document's parts (GET /metadata/v1.json).
@@ -64,17 +66,11 @@ type mdFeatures struct {
 // serveMetadata answers a droplet's metadata service: only
 // /metadata/v1.json is modelled. A droplet that is not active answers
 // nothing (its connections are closed), as a machine that is off.
-func (c *Cloud) serveMetadata(m *mdServer, w http.ResponseWriter, r *http.Request) {
+func (c *Cloud) serveMetadata(id int, w http.ResponseWriter, r *http.Request) {
 	st := c.count(MethodMetadata)
-	d, ok := c.Get(m.id)
+	d, ok := c.Get(id)
 	if !ok || d.Status != StatusActive {
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close()
-				return
-			}
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
+		cloudtest.HangUp(w)
 		return
 	}
 	if st != 0 {

@@ -4,9 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"sort"
@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	compute "google.golang.org/api/compute/v1"
 )
 
@@ -64,8 +65,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	cloudtest.WriteJSON(w, status, v)
 }
 
 func (c *Cloud) serveCerts(w http.ResponseWriter, asPEM bool) {
@@ -140,10 +140,10 @@ func (c *Cloud) serveAggregatedList(w http.ResponseWriter, r *http.Request, proj
 		}
 		after = cursor
 	}
-	c.mu.Lock()
 	if q.Get("pageToken") != "" {
-		c.calls[NextPage]++
+		c.calls.Add(NextPage)
 	}
+	c.mu.Lock()
 	known := c.hasProjectLocked(project)
 	all := c.sortedLocked(project)
 	unreachable := map[string]bool{}
@@ -218,7 +218,7 @@ func wire(in Instance) *compute.Instance {
 		Kind: "compute#instance", Id: in.ID, Name: in.Name, Zone: zoneURL,
 		MachineType:       zoneURL + "/machineTypes/" + in.MachineType,
 		Status:            in.Status,
-		Labels:            cloneLabels(in.Labels),
+		Labels:            maps.Clone(in.Labels),
 		Hostname:          in.Hostname,
 		NetworkInterfaces: []*compute.NetworkInterface{nic},
 		CreationTimestamp: in.Created.Format("2006-01-02T15:04:05.000-07:00"),

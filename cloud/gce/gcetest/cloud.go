@@ -1,22 +1,21 @@
 package gcetest
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"maps"
 	"math/big"
-	"net"
 	"net/http"
-	"net/netip"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // Defaults.
@@ -74,34 +73,22 @@ type Instance struct {
 type Cloud struct {
 	opts Options
 
+	servers cloudtest.Servers[string] // the API; metadata servers by project/zone/name
+	calls   cloudtest.Counter
+	faults  cloudtest.Faults
+
 	mu        sync.Mutex
-	api       *http.Server
-	apiAddr   string
 	instances map[string]*Instance // by project/zone/name
-	metadata  map[string]*mdServer // by project/zone/name
 	nextID    uint64
 	keys      []*signingKey // published, in publication order
 	signing   string        // the kid that signs
 	unreach   map[string]bool
-	calls     map[string]int
-	faults    map[string]*fault
-	closed    bool
 }
 
 type signingKey struct {
 	kid  string
 	priv *rsa.PrivateKey
 	cert []byte // DER, self-signed
-}
-
-type fault struct {
-	n, status int
-}
-
-type mdServer struct {
-	key  string
-	srv  *http.Server
-	addr string
 }
 
 // New makes a Cloud with one signing key; Start starts it.
@@ -118,8 +105,7 @@ func New(opts Options) (*Cloud, error) {
 	if opts.CertsMaxAge <= 0 {
 		opts.CertsMaxAge = DefaultCertsMaxAge
 	}
-	c := &Cloud{opts: opts, instances: map[string]*Instance{}, metadata: map[string]*mdServer{},
-		nextID: 4242000000000000001, calls: map[string]int{}, faults: map[string]*fault{}, unreach: map[string]bool{}}
+	c := &Cloud{opts: opts, instances: map[string]*Instance{}, nextID: 4242000000000000001, unreach: map[string]bool{}}
 	if _, err := c.Rotate(); err != nil {
 		return nil, err
 	}
@@ -133,72 +119,31 @@ func NewStarted(t testing.TB, opts Options) *Cloud {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	cloudtest.Start(t, c)
 	return c
 }
 
 // Start listens on 127.0.0.1 for the API and the published keys.
-func (c *Cloud) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(c.serveAPI), ReadHeaderTimeout: 10 * time.Second}
-	c.mu.Lock()
-	c.api, c.apiAddr = srv, ln.Addr().String()
-	c.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-	return nil
-}
+func (c *Cloud) Start() error { return c.servers.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // Close stops every listener.
-func (c *Cloud) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	servers := []*http.Server{}
-	if c.api != nil {
-		servers = append(servers, c.api)
-	}
-	for _, m := range c.metadata {
-		servers = append(servers, m.srv)
-	}
-	c.metadata = map[string]*mdServer{}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var errs []error
-	for _, s := range servers {
-		if err := s.Shutdown(ctx); err != nil {
-			errs = append(errs, s.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
+func (c *Cloud) Close() error { return c.servers.Close() }
 
 // Endpoint is the Compute API's base URL (option.WithEndpoint).
 func (c *Cloud) Endpoint() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return "http://" + c.apiAddr + "/compute/v1/"
+	return "http://" + c.servers.Addr() + "/compute/v1/"
 }
 
 // CertsURL publishes the signing keys as a JWK set (Google's
 // oauth2/v3/certs).
 func (c *Cloud) CertsURL() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return "http://" + c.apiAddr + "/oauth2/v3/certs"
+	return "http://" + c.servers.Addr() + "/oauth2/v3/certs"
 }
 
 // PEMCertsURL publishes them as key ids to PEM certificates (Google's
 // oauth2/v1/certs).
 func (c *Cloud) PEMCertsURL() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return "http://" + c.apiAddr + "/oauth2/v1/certs"
+	return "http://" + c.servers.Addr() + "/oauth2/v1/certs"
 }
 
 // Issuer is the tokens' iss.
@@ -342,14 +287,7 @@ func (c *Cloud) Put(in Instance) Instance {
 	if in.Status == "" {
 		in.Status = "RUNNING"
 	}
-	for _, a := range []string{in.InternalIP, in.ExternalIP} {
-		if a == "" {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a); err != nil || !ip.IsLoopback() {
-			panic(fmt.Sprintf("gcetest: address %q is not a loopback address", a))
-		}
-	}
+	cloudtest.MustLoopback("gcetest", false, in.InternalIP, in.ExternalIP)
 	if in.InternalIP == "" {
 		panic("gcetest: an instance needs an InternalIP")
 	}
@@ -370,7 +308,7 @@ func (c *Cloud) Put(in Instance) Instance {
 	if in.Created.IsZero() {
 		in.Created = c.opts.Now()
 	}
-	in.Labels = cloneLabels(in.Labels)
+	in.Labels = maps.Clone(in.Labels)
 	cp := in
 	c.instances[key] = &cp
 	return in
@@ -385,7 +323,7 @@ func (c *Cloud) Get(project, zone, name string) (Instance, bool) {
 		return Instance{}, false
 	}
 	out := *in
-	out.Labels = cloneLabels(in.Labels)
+	out.Labels = maps.Clone(in.Labels)
 	return out, true
 }
 
@@ -413,26 +351,16 @@ func (c *Cloud) Delete(project, zone, name string) {
 func (c *Cloud) MetadataHost(project, zone, name string) (string, error) {
 	key := instanceKey(project, zone, name)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return "", errors.New("gcetest: closed")
-	}
-	if _, ok := c.instances[key]; !ok {
+	_, ok := c.instances[key]
+	c.mu.Unlock()
+	if !ok {
 		return "", fmt.Errorf("gcetest: no instance %s", key)
 	}
-	if m, ok := c.metadata[key]; ok {
-		return m.addr, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := c.servers.Instance(key, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(key, w, r) }))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("gcetest: %w", err)
 	}
-	m := &mdServer{key: key, addr: ln.Addr().String()}
-	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(m, w, r) }),
-		ReadHeaderTimeout: 10 * time.Second}
-	c.metadata[key] = m
-	go func() { _ = m.srv.Serve(ln) }()
-	return m.addr, nil
+	return addr, nil
 }
 
 // MetadataURL is MetadataHost as an http URL (the agent's metadataURL).
@@ -445,11 +373,9 @@ func (c *Cloud) MetadataURL(project, zone, name string) (string, error) {
 }
 
 // Fail makes the next n calls of method (aggregatedList, get, identity,
-// certs) answer HTTP status.
+// certs) answer HTTP status (n 0: none), in place of an earlier Fail.
 func (c *Cloud) Fail(method string, n, status int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults[method] = &fault{n: n, status: status}
+	c.faults.Set(method, cloudtest.Fault{Left: n, Status: status})
 }
 
 // NextPage is the name under which Calls counts the aggregatedList calls
@@ -458,21 +384,14 @@ func (c *Cloud) Fail(method string, n, status int) {
 const NextPage = "aggregatedList next page"
 
 // Calls counts the calls of method (and NextPage).
-func (c *Cloud) Calls(method string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[method]
-}
+func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 
 // count counts a call and says which status a fault makes it answer (0:
 // none).
 func (c *Cloud) count(method string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls[method]++
-	if f := c.faults[method]; f != nil && f.n > 0 {
-		f.n--
-		return f.status
+	c.calls.Add(method)
+	if f := c.faults.Take(method, 0); f != nil {
+		return f.Status
 	}
 	return 0
 }
@@ -484,17 +403,6 @@ func projectNumber(project string) int64 {
 		n = (n*31 + int64(r)) % 900000000000
 	}
 	return 100000000000 + n
-}
-
-func cloneLabels(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // sortedLocked lists a project's instances in (zone, name) order.

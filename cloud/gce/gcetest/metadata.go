@@ -10,27 +10,21 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 const metadataPrefix = "/computeMetadata/v1/"
 
-func (c *Cloud) serveMetadata(m *mdServer, w http.ResponseWriter, r *http.Request) {
+func (c *Cloud) serveMetadata(key string, w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
-	inp, ok := c.instances[m.key]
+	inp, ok := c.instances[key]
 	var in Instance
 	if ok {
 		in = *inp
 	}
 	c.mu.Unlock()
 	if !ok || in.Status != "RUNNING" {
-		// A machine that is not running answers nothing.
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close()
-				return
-			}
-		}
-		w.WriteHeader(http.StatusServiceUnavailable)
+		cloudtest.HangUp(w) // a machine that is not running answers nothing
 		return
 	}
 	w.Header().Set("Metadata-Flavor", "Google")

@@ -1,16 +1,16 @@
 package hetznertest
 
 import (
-	"crypto/subtle"
-	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 var serverPath = regexp.MustCompile(`^/v1/servers/([0-9]+)$`)
@@ -20,17 +20,15 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	down := c.down
 	c.mu.Unlock()
 	if down {
-		hangUp(w)
+		cloudtest.HangUp(w)
 		return
 	}
 	if !c.spend(w) {
 		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "limit of requests per hour reached", nil)
 		return
 	}
-	if !c.authorized(r) {
-		c.mu.Lock()
-		c.calls["unauthorized"]++
-		c.mu.Unlock()
+	if !cloudtest.Bearer(r, c.opts.Token) {
+		c.calls.Add("unauthorized")
 		writeError(w, http.StatusUnauthorized, "unauthorized", "unable to authenticate", nil)
 		return
 	}
@@ -53,42 +51,14 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// hangUp closes the connection unanswered.
-func hangUp(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-	}
-	w.WriteHeader(http.StatusServiceUnavailable)
-}
-
-// authorized checks Authorization: Bearer <token>.
-func (c *Cloud) authorized(r *http.Request) bool {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(tok), []byte(c.opts.Token)) == 1
-}
-
 // spend takes one request from the budget, refilled evenly over the hour,
 // and sets the RateLimit headers; false when it is spent.
 func (c *Cloud) spend(w http.ResponseWriter) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.opts.Now()
-	limit := float64(c.opts.RateLimit)
-	perSecond := limit / 3600
-	c.budget = math.Min(limit, c.budget+now.Sub(c.refilled).Seconds()*perSecond)
-	c.refilled = now
-	ok := c.budget >= 1
-	if ok {
-		c.budget--
-	}
-	full := now.Add(time.Duration((limit - c.budget) / perSecond * float64(time.Second)))
-	h := w.Header()
-	h.Set("RateLimit-Limit", strconv.Itoa(c.opts.RateLimit))
-	h.Set("RateLimit-Remaining", strconv.Itoa(int(c.budget)))
-	h.Set("RateLimit-Reset", strconv.FormatInt(full.Unix(), 10))
+	ok := c.budget.Take(now)
+	cloudtest.SetRateLimitHeaders(w.Header(), c.opts.RateLimit, c.budget.Remaining(), c.budget.FullAt(now))
 	return ok
 }
 
@@ -105,7 +75,7 @@ type apiError struct {
 func writeError(w http.ResponseWriter, status int, code, msg string, details any) {
 	var e apiError
 	e.Error.Code, e.Error.Message, e.Error.Details = code, msg, details
-	writeJSON(w, status, e)
+	cloudtest.WriteJSON(w, status, e)
 }
 
 // invalidInput is the invalid_input error naming a field.
@@ -114,19 +84,13 @@ func invalidInput(w http.ResponseWriter, field, msg string) {
 	writeError(w, http.StatusBadRequest, "invalid_input", "invalid input in field '"+field+"'", details)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
 // faultAnswer writes an injected fault's answer.
-func faultAnswer(w http.ResponseWriter, f *fault) {
-	code := f.code
+func faultAnswer(w http.ResponseWriter, f *cloudtest.Fault) {
+	code := f.Code
 	if code == "" {
 		code = "server_error"
 	}
-	writeError(w, f.status, code, "injected fault", nil)
+	writeError(w, f.Status, code, "injected fault", nil)
 }
 
 // listParams are the query parameters of GET /servers this endpoint
@@ -187,16 +151,16 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 	c.mu.Unlock()
 	var match []Server
 	for _, s := range all {
-		if sel.matches(s.Labels) && (q.Get("name") == "" || s.Name == q.Get("name")) && statusIn(s.Status, q["status"]) {
+		if sel.Matches(labels.Set(s.Labels)) && (q.Get("name") == "" || s.Name == q.Get("name")) && statusIn(s.Status, q["status"]) {
 			match = append(match, s)
 		}
 	}
 	sort.SliceStable(match, func(i, j int) bool { return less(match[i], match[j]) })
 	total := len(match)
-	last := max(1, (total+perPage-1)/perPage)
+	from, to, last := cloudtest.Page(total, page, perPage)
 	servers := []wireServer{}
-	for i := (page - 1) * perPage; i < total && i < page*perPage; i++ {
-		servers = append(servers, wire(match[i]))
+	for _, s := range match[from:to] {
+		servers = append(servers, wire(s))
 	}
 	body := map[string]any{"servers": servers}
 	if !noMeta {
@@ -211,7 +175,7 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 		}
 		body["meta"] = map[string]any{"pagination": p}
 	}
-	writeJSON(w, http.StatusOK, body)
+	cloudtest.WriteJSON(w, http.StatusOK, body)
 }
 
 // pagination is meta.pagination; the page numbers and total are null when
@@ -285,79 +249,22 @@ func compare(a, b int64) int {
 	return 0
 }
 
-// selector is a parsed label selector: terms joined by commas, all of
-// which must hold.
-type selector []term
-
-type term struct {
-	key, value string
-	op         string // "==", "!=", "exists", "!exists"
-}
-
-// labelPart is what a label key (with its optional prefix) or value may
-// hold.
-var labelPart = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._/-]*[A-Za-z0-9])?$`)
-
-// parseSelector reads k==v, k=v, k!=v, k and !k terms; the set forms
-// (k in (...), k notin (...)) are not modelled.
-func parseSelector(s string) (selector, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
+// parseSelector reads a label selector with Kubernetes' grammar
+// (labels.Parse: k=v, k==v, k!=v, k, !k, k in (v1,v2), k notin (v1,v2),
+// joined by commas), and refuses what it has and Hetzner's has not: the
+// numeric comparisons k>n and k<n.
+func parseSelector(s string) (labels.Selector, error) {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, err
 	}
-	if strings.ContainsAny(s, "()") {
-		return nil, fmt.Errorf("set-based selectors are not modelled by hetznertest: %q", s)
-	}
-	var sel selector
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		var t term
-		switch {
-		case strings.Contains(part, "!="):
-			t.key, t.value, _ = strings.Cut(part, "!=")
-			t.op = "!="
-		case strings.Contains(part, "=="):
-			t.key, t.value, _ = strings.Cut(part, "==")
-			t.op = "=="
-		case strings.Contains(part, "="):
-			t.key, t.value, _ = strings.Cut(part, "=")
-			t.op = "=="
-		case strings.HasPrefix(part, "!"):
-			t.key, t.op = part[1:], "!exists"
-		default:
-			t.key, t.op = part, "exists"
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if op := r.Operator(); op == selection.GreaterThan || op == selection.LessThan {
+			return nil, fmt.Errorf("the operator %s of %q is not one of the Cloud API's label selectors", op, r.String())
 		}
-		t.key, t.value = strings.TrimSpace(t.key), strings.TrimSpace(t.value)
-		if !labelPart.MatchString(t.key) || (t.value != "" && !labelPart.MatchString(t.value)) {
-			return nil, fmt.Errorf("invalid label selector term %q", part)
-		}
-		sel = append(sel, t)
 	}
 	return sel, nil
-}
-
-func (sel selector) matches(labels map[string]string) bool {
-	for _, t := range sel {
-		v, ok := labels[t.key]
-		switch t.op {
-		case "==":
-			if !ok || v != t.value {
-				return false
-			}
-		case "!=":
-			if ok && v == t.value {
-				return false
-			}
-		case "exists":
-			if !ok {
-				return false
-			}
-		case "!exists":
-			if ok {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func (c *Cloud) serveGet(w http.ResponseWriter, id int64) {
@@ -370,5 +277,5 @@ func (c *Cloud) serveGet(w http.ResponseWriter, id int64) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("server with ID '%d' not found", id), nil)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"server": wire(s)})
+	cloudtest.WriteJSON(w, http.StatusOK, map[string]any{"server": wire(s)})
 }

@@ -1,17 +1,15 @@
 package hetznertest
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
-	"net/netip"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // Defaults.
@@ -79,34 +77,17 @@ type Server struct {
 type Cloud struct {
 	opts Options
 
-	mu       sync.Mutex
-	api      *http.Server
-	apiAddr  string
-	servers  map[int64]*Server
-	metadata map[int64]*mdServer
-	nextID   int64
-	calls    map[string]int
-	faults   []*fault
-	down     bool
-	noMeta   bool
-	onList   func(page int)
-	budget   float64 // requests left
-	refilled time.Time
-	closed   bool
-}
+	listeners cloudtest.Servers[int64] // the API; metadata services by server id
+	calls     cloudtest.Counter
+	faults    cloudtest.Faults
 
-type fault struct {
-	method string
-	page   int // list only; 0: any
-	n      int
-	status int
-	code   string
-}
-
-type mdServer struct {
-	id   int64
-	srv  *http.Server
-	addr string
+	mu      sync.Mutex
+	servers map[int64]*Server
+	nextID  int64
+	down    bool
+	noMeta  bool
+	onList  func(page int)
+	budget  cloudtest.Bucket // the hourly rate limit
 }
 
 // New makes a Cloud; Start starts it.
@@ -123,65 +104,28 @@ func New(opts Options) *Cloud {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, servers: map[int64]*Server{}, metadata: map[int64]*mdServer{}, nextID: 10_000_001,
-		calls: map[string]int{}, budget: float64(opts.RateLimit), refilled: opts.Now()}
+	return &Cloud{opts: opts, servers: map[int64]*Server{}, nextID: 10_000_001,
+		budget: cloudtest.Bucket{Size: float64(opts.RateLimit), Refill: float64(opts.RateLimit) / 3600}}
 }
 
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
 	c := New(opts)
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	cloudtest.Start(t, c)
 	return c
 }
 
 // Start listens on 127.0.0.1 for the API.
-func (c *Cloud) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(c.serveAPI), ReadHeaderTimeout: 10 * time.Second}
-	c.mu.Lock()
-	c.api, c.apiAddr = srv, ln.Addr().String()
-	c.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-	return nil
-}
+func (c *Cloud) Start() error { return c.listeners.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // Close stops every listener.
-func (c *Cloud) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	var servers []*http.Server
-	if c.api != nil {
-		servers = append(servers, c.api)
-	}
-	for _, m := range c.metadata {
-		servers = append(servers, m.srv)
-	}
-	c.metadata = map[int64]*mdServer{}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var errs []error
-	for _, s := range servers {
-		if err := s.Shutdown(ctx); err != nil {
-			errs = append(errs, s.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
+func (c *Cloud) Close() error { return c.listeners.Close() }
 
 // Endpoint is the API's base URL (hcloud.WithEndpoint, the config's
 // endpoint).
 func (c *Cloud) Endpoint() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return "http://" + c.apiAddr + "/v1"
+	return "http://" + c.listeners.Addr() + "/v1"
 }
 
 // Token is the bearer token the API accepts.
@@ -200,14 +144,7 @@ func (c *Cloud) Put(s Server) Server {
 	if s.Location == "" {
 		s.Location = DefaultLocation
 	}
-	for _, a := range append([]string{s.PublicIPv4}, ips(s.PrivateNets)...) {
-		if a == "" {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a); err != nil || !ip.Is4() || !ip.IsLoopback() {
-			panic(fmt.Sprintf("hetznertest: address %q is not an IPv4 loopback address", a))
-		}
-	}
+	cloudtest.MustLoopback("hetznertest", true, append([]string{s.PublicIPv4}, ips(s.PrivateNets)...)...)
 	if s.PublicIPv6 != "" && s.PublicIPv6 != "::/64" {
 		panic(fmt.Sprintf("hetznertest: IPv6 network %q: only ::/64 (host address ::1) is allowed", s.PublicIPv6))
 	}
@@ -283,27 +220,14 @@ func (c *Cloud) Delete(id int64) {
 // loopback listener and returns its base URL, .../hetzner/v1/metadata (the
 // agent's metadataURL).
 func (c *Cloud) MetadataURL(id int64) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return "", errors.New("hetznertest: closed")
-	}
-	if _, ok := c.servers[id]; !ok {
+	if _, ok := c.Get(id); !ok {
 		return "", fmt.Errorf("hetznertest: no server %d", id)
 	}
-	if m, ok := c.metadata[id]; ok {
-		return "http://" + m.addr + metadataBase, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := c.listeners.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("hetznertest: %w", err)
 	}
-	m := &mdServer{id: id, addr: ln.Addr().String()}
-	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(m, w, r) }),
-		ReadHeaderTimeout: 10 * time.Second}
-	c.metadata[id] = m
-	go func() { _ = m.srv.Serve(ln) }()
-	return "http://" + m.addr + metadataBase, nil
+	return "http://" + addr + metadataBase, nil
 }
 
 // Fail makes the next n calls of method (list, get, metadata) answer HTTP
@@ -315,9 +239,9 @@ func (c *Cloud) Fail(method string, n, status int, code string) {
 
 // FailPage is Fail for one page of the list only (page 0: any).
 func (c *Cloud) FailPage(method string, page, n, status int, code string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults = append(c.faults, &fault{method: method, page: page, n: n, status: status, code: code})
+	if n > 0 {
+		c.faults.Add(method, cloudtest.Fault{Page: page, Left: n, Status: status, Code: code})
+	}
 }
 
 // SetDown makes the API close every connection unanswered (an outage), or
@@ -346,24 +270,12 @@ func (c *Cloud) OnList(f func(page int)) {
 
 // Calls counts the calls of method: list, get, metadata, and
 // unauthorized (calls refused for their token).
-func (c *Cloud) Calls(method string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[method]
-}
+func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 
 // count counts a call and returns the fault it is to answer, if any.
-func (c *Cloud) count(method string, page int) *fault {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls[method]++
-	for _, f := range c.faults {
-		if f.method == method && f.n > 0 && (f.page == 0 || f.page == page) {
-			f.n--
-			return f
-		}
-	}
-	return nil
+func (c *Cloud) count(method string, page int) *cloudtest.Fault {
+	c.calls.Add(method)
+	return c.faults.Take(method, page)
 }
 
 // sortedLocked lists the servers by id.

@@ -15,8 +15,9 @@
 //     RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset (when the
 //     budget is full again, Unix seconds) on every answer, and 429
 //     rate_limit_exceeded when it is spent;
-//   - GET /v1/servers with label_selector (terms k==v, k=v, k!=v, k and !k,
-//     joined by commas), name, status, sort (id, name, created, each :asc
+//   - GET /v1/servers with label_selector (Kubernetes' grammar, as the
+//     Cloud API's: k==v, k=v, k!=v, k, !k, k in (...), k notin (...),
+//     joined by commas; k>n and k<n refused), name, status, sort (id, name, created, each :asc
 //     or :desc; by id without one), page (from 1) and per_page (1-50,
 //     default 25; Options.PageLimit lowers the largest page served, as the
 //     answer's per_page says); the answer {"servers": [...], "meta":

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -29,15 +30,14 @@ type mdPrivateNetwork struct {
 	Gateway      string   `json:"gateway"`
 }
 
-func (c *Cloud) serveMetadata(m *mdServer, w http.ResponseWriter, r *http.Request) {
-	s, ok := c.Get(m.id)
+func (c *Cloud) serveMetadata(id int64, w http.ResponseWriter, r *http.Request) {
+	s, ok := c.Get(id)
 	if !ok || s.Status != "running" {
-		// A machine that is not running answers nothing.
-		hangUp(w)
+		cloudtest.HangUp(w) // a machine that is not running answers nothing
 		return
 	}
 	if f := c.count("metadata", 0); f != nil {
-		http.Error(w, "injected fault", f.status)
+		http.Error(w, "injected fault", f.Status)
 		return
 	}
 	if r.Method != http.MethodGet {

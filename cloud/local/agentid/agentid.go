@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
@@ -27,8 +28,22 @@ const EvidenceType = "MOORING LOCAL IDENTITY TOKEN"
 
 // ProviderIDPrefix starts every Node providerID of a local cloud instance
 // (the backend's name, then "://"). It is the one definition: the cloud
-// provider and the verifier use it too.
+// provider and the verifier write and read providerIDs with ProviderID
+// and InstanceID.
 const ProviderIDPrefix = Name + "://"
+
+// ProviderID is the Node providerID of the instance of that id.
+func ProviderID(instanceID string) string { return ProviderIDPrefix + instanceID }
+
+// InstanceID is the instance id of a local cloud providerID (ProviderID's
+// form).
+func InstanceID(providerID string) (string, error) {
+	id, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	if !ok || id == "" || strings.Contains(id, "/") {
+		return "", fmt.Errorf("providerID %q is not %s<instance-id>", providerID, ProviderIDPrefix)
+	}
+	return id, nil
+}
 
 func init() {
 	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return New(cfg) })
@@ -65,7 +80,7 @@ func (l *Identity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	if err != nil {
 		return nodeid.Instance{}, err
 	}
-	out := nodeid.Instance{ID: in.ID, Name: in.Name, NodeName: l.policy.NodeName(in.ID, in.Name), ProviderID: ProviderIDPrefix + in.ID}
+	out := nodeid.Instance{ID: in.ID, Name: in.Name, NodeName: l.policy.NodeName(in.ID, in.Name), ProviderID: ProviderID(in.ID)}
 	for _, a := range in.Addresses {
 		if a.Type == api.InternalIP {
 			out.InternalIP = a.Address

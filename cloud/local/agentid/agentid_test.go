@@ -106,3 +106,21 @@ func TestNamePolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderIDOnePlace: the providerID is written by ProviderID and read
+// by InstanceID, the one place the provider, the verifier and the agent
+// take it from.
+func TestProviderIDOnePlace(t *testing.T) {
+	pid := ProviderID("i-0a1b")
+	if pid != "local://i-0a1b" {
+		t.Fatalf("ProviderID %q", pid)
+	}
+	if id, err := InstanceID(pid); err != nil || id != "i-0a1b" {
+		t.Fatalf("InstanceID(%q) = %q, %v", pid, id, err)
+	}
+	for _, bad := range []string{"", "local://", "aws:///us-east-1a/i-1", "local://a/b", "LOCAL://i-1", "i-1"} {
+		if id, err := InstanceID(bad); err == nil {
+			t.Errorf("InstanceID(%q) = %q", bad, id)
+		}
+	}
+}

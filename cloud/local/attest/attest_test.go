@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
@@ -56,7 +57,7 @@ func TestVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if att.InstanceID != in.ID || att.ProviderID != "local://"+in.ID || att.ReplayKey == "" || !att.ExpiresAt.After(att.IssuedAt) {
+	if att.InstanceID != in.ID || att.ProviderID != agentid.ProviderID(in.ID) || att.ReplayKey == "" || !att.ExpiresAt.After(att.IssuedAt) {
 		t.Fatalf("attestation %+v", att)
 	}
 	_, err = v.Verify(ctx, tok, "another-key-binding", time.Now())

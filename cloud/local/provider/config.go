@@ -5,13 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"strings"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
-
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 )
@@ -28,14 +23,8 @@ type Config struct {
 	Cluster string `json:"cluster"`
 	// NodeNamePolicy maps instances to Node names (InstanceName, InstanceID).
 	NodeNamePolicy agentid.NamePolicy `json:"nodeNamePolicy,omitempty"`
-	// InstanceMaxAge is how old an instance answer may be for node
-	// initialization, the address sweep and lifecycle checks. Default 30s.
-	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
-	// MinRefreshInterval bounds how often lookups of unknown instances
-	// list the cloud again. Default 2s.
-	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
-	// RequestTimeout bounds one API call. Default 30s.
-	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
+	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout.
+	kit.ViewConfig
 	// IdentityIssuer is the iss of the cloud's identity tokens (the
 	// daemon's --issuer). Default mooring-localcloud.
 	IdentityIssuer string `json:"identityIssuer,omitempty"`
@@ -53,9 +42,9 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultInstanceMaxAge     = 30 * time.Second
-	DefaultMinRefreshInterval = 2 * time.Second
-	DefaultRequestTimeout     = 30 * time.Second
+	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
+	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
+	DefaultRequestTimeout     = kit.DefaultRequestTimeout
 	DefaultIdentityIssuer     = "mooring-localcloud"
 )
 
@@ -69,36 +58,16 @@ const (
 
 // ParseConfig reads a cloud config strictly: unknown fields are errors.
 func ParseConfig(r io.Reader) (Config, error) {
-	var c Config
-	if r == nil {
-		return c, errors.New("local cloud: --cloud-config is required")
-	}
-	data, err := io.ReadAll(io.LimitReader(r, 1<<20))
-	if err != nil {
-		return c, fmt.Errorf("local cloud config: %w", err)
-	}
-	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return c, fmt.Errorf("local cloud config: %w", err)
-	}
-	c.defaults()
-	return c, c.validate()
+	return kit.ParseConfig("local", r, (*Config).defaults, (*Config).validate)
 }
 
 func (c *Config) defaults() {
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = agentid.NameFromInstanceName
 	}
-	if c.InstanceMaxAge.Duration == 0 {
-		c.InstanceMaxAge.Duration = DefaultInstanceMaxAge
-	}
-	if c.MinRefreshInterval.Duration == 0 {
-		c.MinRefreshInterval.Duration = DefaultMinRefreshInterval
-	}
+	kit.DefaultDurations(c.ViewConfig.Durations())
 	if c.IdentityIssuer == "" {
 		c.IdentityIssuer = DefaultIdentityIssuer
-	}
-	if c.RequestTimeout.Duration == 0 {
-		c.RequestTimeout.Duration = DefaultRequestTimeout
 	}
 	if c.InstanceLookup == "" {
 		c.InstanceLookup = InstanceLookupView
@@ -120,14 +89,7 @@ func (c *Config) validate() error {
 	if _, err := agentid.ParseNamePolicy(string(c.NodeNamePolicy)); err != nil {
 		errs = append(errs, err)
 	}
-	for name, d := range map[string]time.Duration{
-		"instanceMaxAge": c.InstanceMaxAge.Duration, "minRefreshInterval": c.MinRefreshInterval.Duration,
-		"requestTimeout": c.RequestTimeout.Duration,
-	} {
-		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative", name))
-		}
-	}
+	errs = append(errs, kit.CheckDurations(c.ViewConfig.Durations())...)
 	switch c.InstanceLookup {
 	case InstanceLookupView, InstanceLookupDirect:
 	default:
@@ -147,13 +109,9 @@ func (c *Config) validate() error {
 
 // token reads the API token from TokenFile.
 func (c *Config) token() (string, error) {
-	data, err := os.ReadFile(c.TokenFile)
+	tok, err := kit.Secret{File: c.TokenFile}.Read()
 	if err != nil {
 		return "", fmt.Errorf("local cloud token: %w", err)
-	}
-	tok := strings.TrimSpace(string(data))
-	if tok == "" {
-		return "", fmt.Errorf("local cloud token: %s is empty", c.TokenFile)
 	}
 	return tok, nil
 }

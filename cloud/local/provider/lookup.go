@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
@@ -16,8 +16,8 @@ import (
 // (Config.InstanceLookup picks one). Every implementation answers only with
 // this cluster's instances; an instance it cannot find is an error that
 // wraps view.ErrNotFound, and a cloud error is never one. A not-found answer
-// is definitive (no second look needed) when it is a *cloud.AbsentError or
-// a *cloud.ForeignError.
+// is definitive (no second look needed) when it is a *kit.AbsentError or
+// a *kit.ForeignError.
 type instanceLookup interface {
 	// byProviderID finds the instance of a valid local cloud providerID.
 	byProviderID(ctx context.Context, providerID string) (view.Instance, error)
@@ -52,7 +52,7 @@ type directLookup struct {
 }
 
 func (l directLookup) byProviderID(ctx context.Context, providerID string) (view.Instance, error) {
-	id, err := InstanceID(providerID)
+	id, err := agentid.InstanceID(providerID)
 	if err != nil {
 		return view.Instance{}, err
 	}
@@ -90,11 +90,11 @@ func instanceByID(ctx context.Context, c *client.Client, cluster string, policy 
 	got, err := c.GetInstance(ctx, id)
 	switch {
 	case client.IsNotFound(err):
-		return view.Instance{}, &cloud.AbsentError{ID: id}
+		return view.Instance{}, &kit.AbsentError{ID: id}
 	case err != nil:
 		return view.Instance{}, err
 	case got.Cluster != cluster:
-		return view.Instance{}, &cloud.ForeignError{ID: id, Why: fmt.Sprintf("belongs to cluster %q", got.Cluster)}
+		return view.Instance{}, &kit.ForeignError{ID: id, Why: fmt.Sprintf("belongs to cluster %q", got.Cluster)}
 	}
 	return ToView(got, policy), nil
 }

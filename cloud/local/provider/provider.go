@@ -7,14 +7,13 @@ package provider
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
@@ -29,34 +28,26 @@ const Name = agentid.Name
 const ClusterLabel = "mooring.dev/cluster"
 
 // Factory builds the provider from its cloud-config (the backend's
-// registration, cloud/local, hands it to k8s.io/cloud-provider).
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := ParseConfig(r)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+// registration, cloud/local, registers it with mooring's backends).
+var Factory = kit.Factory(ParseConfig, New)
 
 // Cloud is the local cloud as Kubernetes sees it.
 type Cloud struct {
-	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
+	kit.Base // InstancesV2 over the view (no Zones), the Attester
 
-	cfg      Config
-	client   *client.Client
-	view     *view.View
-	lookup   instanceLookup // of the InstancesV2 methods
-	verifier *attest.Verifier
+	cfg    Config
+	client *client.Client
+	view   *view.View
+	lookup instanceLookup // of the InstancesV2 methods
 }
 
 var (
 	_ cloudprovider.Interface     = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2   = (*Cloud)(nil)
 	_ cloudprovider.LoadBalancer  = (*Cloud)(nil)
 	_ cloudprovider.Routes        = (*Cloud)(nil)
 	_ cloud.LoadBalancerInventory = (*Cloud)(nil)
 	_ cloud.Attester              = (*Cloud)(nil)
-	_ cloud.InstanceFinder        = (*Cloud)(nil)
+	_ kit.InstanceFinder          = (*Cloud)(nil)
 )
 
 // New connects to the cloud that cfg names. It makes no call yet.
@@ -89,12 +80,13 @@ func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 		return nil, err
 	}
 	cl := &Cloud{
-		cfg:      cfg,
-		client:   c,
-		view:     view.New(Source{Client: c, Cluster: cfg.Cluster, NamePolicy: cfg.NodeNamePolicy}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
-		verifier: v,
+		cfg:    cfg,
+		client: c,
+		view:   view.New(Source{Client: c, Cluster: cfg.Cluster, NamePolicy: cfg.NodeNamePolicy}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
 	}
-	cl.ViewInstances = cloud.ViewInstances{Finder: cl, View: cl.view, Metadata: Metadata}
+	// FindInstance is the provider's own (through the view or direct).
+	cl.Base = kit.NewBase(kit.Options{Name: Name, View: cl.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.Cluster, Finder: cl, Metadata: Metadata, Verifiers: []cloud.EvidenceVerifier{v}})
 	switch cfg.InstanceLookup {
 	case InstanceLookupView:
 		cl.lookup = viewLookup{view: cl.view, cfg: &cl.cfg}
@@ -105,17 +97,6 @@ func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 	}
 	return cl, nil
 }
-
-// EvidenceVerifiers verify the local cloud's identity tokens.
-func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier {
-	return []cloud.EvidenceVerifier{c.verifier}
-}
-
-// InstanceView is the shared instance view.
-func (c *Cloud) InstanceView() *view.View { return c.view }
-
-// ClusterTag is the configured cluster tag.
-func (c *Cloud) ClusterTag() string { return c.cfg.Cluster }
 
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
@@ -129,26 +110,8 @@ func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{
 // LoadBalancer is implemented.
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
 
-// Instances (the legacy interface) is not: InstancesV2 replaces it.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
-// InstancesV2 is implemented.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is deprecated; InstanceMetadata carries zones.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
-
-// Clusters is not implemented.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
-
 // Routes is implemented.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c, true }
-
-// ProviderName is "local".
-func (c *Cloud) ProviderName() string { return Name }
-
-// HasClusterID is true: the cluster tag is required.
-func (c *Cloud) HasClusterID() bool { return true }
 
 // Source lists a local cloud's instances of one cluster for the shared view.
 type Source struct {
@@ -175,7 +138,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 // ExternalIP, InternalDNS, Hostname.
 func ToView(in *api.Instance, policy agentid.NamePolicy) view.Instance {
 	out := view.Instance{
-		ProviderID: agentid.ProviderIDPrefix + in.ID, ID: in.ID, Name: in.Name, NodeName: policy.NodeName(in.ID, in.Name), Zone: in.Zone, Region: in.Region,
+		ProviderID: agentid.ProviderID(in.ID), ID: in.ID, Name: in.Name, NodeName: policy.NodeName(in.ID, in.Name), Zone: in.Zone, Region: in.Region,
 		InstanceType: in.InstanceType, Cluster: in.Cluster, State: view.State(in.State), Labels: in.Labels, Created: in.CreatedAt,
 	}
 	for _, t := range []api.AddressType{api.InternalIP, api.ExternalIP, api.InternalDNS, api.Hostname} {
@@ -186,13 +149,4 @@ func ToView(in *api.Instance, policy agentid.NamePolicy) view.Instance {
 		}
 	}
 	return out
-}
-
-// InstanceID parses a local cloud providerID.
-func InstanceID(providerID string) (string, error) {
-	id, ok := strings.CutPrefix(providerID, agentid.ProviderIDPrefix)
-	if !ok || id == "" || strings.Contains(id, "/") {
-		return "", fmt.Errorf("providerID %q is not %s<instance-id>", providerID, agentid.ProviderIDPrefix)
-	}
-	return id, nil
 }

@@ -1,4 +1,4 @@
-package cloud
+package kit
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // ViewZones is the Zones of a backend whose instances are in the shared
-// view: embedded in a provider, it answers a Node's zone and region from
+// view (Base's Zones, with Options.Zones): a Node's zone and region from
 // the view, by providerID or by Node name.
 type ViewZones struct {
 	// Cloud names the backend in errors.
@@ -56,10 +56,10 @@ func (z ViewZones) GetZoneByNodeName(ctx context.Context, nodeName types.NodeNam
 }
 
 // InstancesOnly is the part of a cloudprovider.Interface that a backend
-// giving the CCM only instances and zones shares with every other such
-// backend: embedded in its provider, it starts nothing, offers no load
-// balancers, routes, clusters or legacy Instances, and requires a cluster
-// id. The provider adds InstancesV2, Zones and ProviderName.
+// giving the CCM only instances and zones adds to Base: embedded in its
+// provider beside Base, it starts nothing and offers no load balancers or
+// routes. A backend with load balancers or routes (the local cloud, AWS
+// with the upstream provider's) writes these three methods itself.
 type InstancesOnly struct{}
 
 // Initialize has nothing to start.
@@ -68,14 +68,5 @@ func (InstancesOnly) Initialize(cloudprovider.ControllerClientBuilder, <-chan st
 // LoadBalancer is not provided (the backend's docs say why).
 func (InstancesOnly) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
 
-// Instances (the legacy interface) is not implemented: InstancesV2 is.
-func (InstancesOnly) Instances() (cloudprovider.Instances, bool) { return nil, false }
-
-// Clusters is not implemented.
-func (InstancesOnly) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
-
 // Routes are not provided (the backend's docs say why).
 func (InstancesOnly) Routes() (cloudprovider.Routes, bool) { return nil, false }
-
-// HasClusterID is true: the cluster id is required.
-func (InstancesOnly) HasClusterID() bool { return true }

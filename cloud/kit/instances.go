@@ -1,10 +1,9 @@
-package cloud
+package kit
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -28,7 +27,7 @@ type InstanceFinder interface {
 }
 
 // ViewInstances is the InstancesV2 of a backend whose lookups go through the
-// shared view: embedded in a provider, it answers InstanceExists,
+// shared view (Base embeds it): it answers InstanceExists,
 // InstanceShutdown and InstanceMetadata with one rule for every cloud: a
 // Node's instance is gone only when the cloud itself says so.
 type ViewInstances struct {
@@ -140,18 +139,4 @@ func DefinitiveNotFound(err error) bool {
 	var absent *AbsentError
 	var foreign *ForeignError
 	return errors.As(err, &absent) || errors.As(err, &foreign)
-}
-
-// FindInView is InstanceFinder.FindInstance for a backend whose providerIDs
-// are the view's own keys: by the Node's providerID when it has one
-// (checked first with validProviderID: a providerID not of this cloud is an
-// error, never a miss), else by its name under the node name policy.
-func FindInView(ctx context.Context, v *view.View, node *v1.Node, maxAge time.Duration, validProviderID func(string) error) (view.Instance, error) {
-	if node.Spec.ProviderID == "" {
-		return v.ByNodeName(ctx, node.Name, maxAge)
-	}
-	if err := validProviderID(node.Spec.ProviderID); err != nil {
-		return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
-	}
-	return v.ByProviderID(ctx, node.Spec.ProviderID, maxAge)
 }

@@ -1,0 +1,14 @@
+// Package cloudtest is the machinery the test endpoints of the cloud
+// backends (cloud/<name>/<name>test) share, so that an endpoint holds only
+// what is its cloud's own (its wire format, its instances, its evidence):
+//
+//   - Servers: the endpoint's API and its per-instance metadata services
+//     on loopback listeners, started once each and closed together;
+//   - Counter and Faults: calls counted by method, and the failures a test
+//     injects into the next calls of a method (or of one page of a list);
+//   - Bucket and Window: request rate limits (a token bucket, a sliding
+//     window) and the RateLimit-* headers;
+//   - Page: the arithmetic of page/per_page pagination;
+//   - HangUp (a machine that is off answers nothing), WriteJSON, Bearer,
+//     MustLoopback (a test's instance addresses stay on loopback), Start.
+package cloudtest

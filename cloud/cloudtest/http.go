@@ -1,0 +1,69 @@
+package cloudtest
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// HangUp closes the request's connection unanswered, as a machine that is
+// off (or an API that is down) answers nothing; where the connection
+// cannot be taken over, it answers 503.
+func HangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+}
+
+// WriteJSON answers status with v as JSON, under the Content-Type already
+// set (a cloud's own, with its charset) or application/json.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Bearer reports whether the request carries Authorization: Bearer token
+// (compared in constant time).
+func Bearer(r *http.Request, token string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// MustLoopback panics, naming the endpoint, on an address that is not a
+// loopback address (with ipv4Only, a 127.0.0.0/8 one); "" is skipped.
+// Instances' addresses are where kube-apiserver reaches their Nodes, so a
+// test's must stay on this machine.
+func MustLoopback(endpoint string, ipv4Only bool, addrs ...string) {
+	for _, a := range addrs {
+		if a == "" {
+			continue
+		}
+		ip, err := netip.ParseAddr(a)
+		switch {
+		case err != nil || !ip.IsLoopback():
+			panic(fmt.Sprintf("%s: address %q is not a loopback address", endpoint, a))
+		case ipv4Only && !ip.Is4():
+			panic(fmt.Sprintf("%s: address %q is not an IPv4 loopback address", endpoint, a))
+		}
+	}
+}
+
+// Page is the arithmetic of page/per_page pagination (pages counted from
+// 1): the items [from, to) of total that page holds, and the last page (1
+// when there is nothing).
+func Page(total, page, perPage int) (from, to, last int) {
+	last = max(1, (total+perPage-1)/perPage)
+	from = min(max(page-1, 0)*perPage, total)
+	to = min(max(page, 0)*perPage, total)
+	return from, to, last
+}

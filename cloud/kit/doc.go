@@ -1,0 +1,21 @@
+// Package kit is what a cloud backend's provider half is built from, so
+// that the backend holds only what is its own (its SDK calls, its names,
+// its evidence):
+//
+//   - Base, embedded in the backend's Cloud: InstancesV2 over the shared
+//     view (ViewInstances: a Node's instance is gone only when the cloud
+//     itself says so), Zones over the view or none, ProviderName, the
+//     approver's Attester, and the cloudprovider.Interface methods every
+//     backend answers alike; InstancesOnly adds the rest for a backend
+//     without load balancers or routes. The backend writes
+//     ConfirmInstance (its SDK's lookup of one instance, answering
+//     *AbsentError or *ForeignError) and, when its view is not indexed by
+//     providerID, FindInstance;
+//   - Factory, the backend's registered provider factory;
+//   - the cloud config's parts: ParseConfig (strict YAML or JSON, defaults,
+//     every problem at once), ViewConfig (instanceMaxAge,
+//     minRefreshInterval, requestTimeout), Duration tables, Secret (an API
+//     token from a file or an environment variable), CheckEndpoint.
+//
+// cloud/cloudtest is its counterpart for the test endpoints.
+package kit
