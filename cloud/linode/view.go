@@ -69,7 +69,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		}
 		klog.V(2).InfoS("The instance list changed while it was read; listing again", "tag", s.ClusterTag, "attempt", attempt, "why", err)
 	}
-	return nil, fmt.Errorf("Linodes tagged %s: %w %d times in a row", s.ClusterTag, err, listAttempts)
+	return nil, fmt.Errorf("list Linodes tagged %s: %w %d times in a row", s.ClusterTag, err, listAttempts)
 }
 
 // Filter is the X-Filter of the cluster's list: {"tags": "<tag>"}, which

@@ -2,6 +2,7 @@ package linodetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -109,7 +110,7 @@ func filter(r *http.Request) (tag string, err error) {
 	}
 	var f map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &f); err != nil {
-		return "", fmt.Errorf("Invalid JSON")
+		return "", errors.New("invalid JSON") // the API says "Invalid JSON"
 	}
 	for k, v := range f {
 		if k != "tags" {
