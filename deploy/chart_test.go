@@ -45,6 +45,7 @@ var chartCases = []struct {
 	{"overlays/local", "ci/local-values.yaml", []string{"cloud.config=overlays/local/cloud.yaml", "cloud.files.token=overlays/local/token"}, nil, nil},
 	{"overlays/aws", "ci/aws-values.yaml", []string{"cloud.config=overlays/aws/cloud.yaml"}, nil, nil},
 	{"overlays/digitalocean", "ci/digitalocean-values.yaml", []string{"cloud.config=overlays/digitalocean/cloud.yaml", "cloud.files.token=overlays/digitalocean/token"}, nil, nil},
+	{"overlays/linode", "ci/linode-values.yaml", []string{"cloud.config=overlays/linode/cloud.yaml", "cloud.files.token=overlays/linode/token"}, nil, nil},
 	{"overlays/hetzner", "ci/hetzner-values.yaml", []string{"cloud.config=overlays/hetzner/cloud.yaml", "cloud.files.token=overlays/hetzner/token"}, nil, nil},
 	{"overlays/vsphere", "ci/vsphere-values.yaml", []string{"cloud.config=overlays/vsphere/cloud.yaml", "cloud.files.password=overlays/vsphere/password"}, nil, nil},
 	{"overlays/openstack", "ci/openstack-values.yaml", []string{"cloud.config=overlays/openstack/cloud.yaml", "cloud.files.secret=overlays/openstack/secret"}, nil, nil},
@@ -310,6 +311,7 @@ func TestChartValues(t *testing.T) {
 		// Clouds whose nodes join with tickets only, without them.
 		{"--set", "cloud.provider=digitalocean"},
 		{"--set", "cloud.provider=hetzner", "--set", "mode=approver-only"},
+		{"--set", "cloud.provider=linode"},
 		{"--set", "cloud.provider=vsphere"},
 		{"--set", "cloud.provider=openstack"},
 	} {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/digitalocean"
 	"github.com/mooring-dev/mooring/cloud/hetzner"
+	"github.com/mooring-dev/mooring/cloud/linode"
 	"github.com/mooring-dev/mooring/cloud/openstack"
 	"github.com/mooring-dev/mooring/cloud/vsphere"
 )
@@ -104,12 +105,12 @@ func decode[T any](t *testing.T, r *resource.Resource) *T {
 }
 
 // The overlays users apply; base and the pieces are not applicable alone.
-var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/vsphere", "overlays/openstack", "overlays/approver-only"}
+var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/linode", "overlays/vsphere", "overlays/openstack", "overlays/approver-only"}
 
 // ticketOnly are the overlays of clouds that sign no instance identity:
 // their nodes join with join tickets only, so they include
 // components/join-tickets.
-var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner", "overlays/vsphere", "overlays/openstack"}
+var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner", "overlays/linode", "overlays/vsphere", "overlays/openstack"}
 
 // composed are overlays with a component added, as an operator adds it
 // (components: [...] in a kustomization of their own), by overlay and
@@ -191,7 +192,7 @@ func TestKustomizationsRender(t *testing.T) {
 	slices.Sort(withCloud)
 
 	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure",
-		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner", "overlays/vsphere": "vsphere",
+		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner", "overlays/linode": "linode", "overlays/vsphere": "vsphere",
 		"overlays/openstack": "openstack"} {
 		m := render(t, dir)
 		if got := ids(m); !slices.Equal(got, withCloud) {
@@ -242,6 +243,7 @@ func TestKustomizationsRender(t *testing.T) {
 	for dir, parse := range map[string]func(io.Reader) error{
 		"overlays/digitalocean": func(r io.Reader) error { _, err := digitalocean.ParseConfig(r); return err },
 		"overlays/hetzner":      func(r io.Reader) error { _, err := hetzner.ParseConfig(r); return err },
+		"overlays/linode":       func(r io.Reader) error { _, err := linode.ParseConfig(r); return err },
 	} {
 		m := render(t, dir)
 		secret := decode[corev1.Secret](t, find(t, m, "Secret", "mooring-cloud-config"))

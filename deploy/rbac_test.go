@@ -156,6 +156,7 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 		{"overlays/azure", nil, "cloud-controller-manager", ccm},
 		{"overlays/digitalocean", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/hetzner", nil, "cloud-controller-manager", ccmTickets},
+		{"overlays/linode", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/vsphere", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/openstack", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/approver-only", nil, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},

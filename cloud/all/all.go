@@ -17,6 +17,8 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/gce"
 	// Hetzner Cloud.
 	_ "github.com/mooring-dev/mooring/cloud/hetzner"
+	// Linode (Akamai Cloud).
+	_ "github.com/mooring-dev/mooring/cloud/linode"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local"
 	// VMware vSphere.

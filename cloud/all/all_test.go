@@ -27,7 +27,7 @@ func TestEveryBackendWhole(t *testing.T) {
 			t.Errorf("%s: %v; want its provider's refusal of no cloud-config", name, err)
 		}
 	}
-	for _, want := range []string{"aws", "azure", "digitalocean", "gce", "hetzner", "local", "openstack", "vsphere"} {
+	for _, want := range []string{"aws", "azure", "digitalocean", "gce", "hetzner", "linode", "local", "openstack", "vsphere"} {
 		if !slices.Contains(nodes, want) {
 			t.Errorf("%s is not registered: %v", want, nodes)
 		}

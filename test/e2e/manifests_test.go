@@ -48,7 +48,7 @@ func TestManifestsDryRun(t *testing.T) {
 	root := harness.RepoRoot()
 
 	sets := map[string][]byte{}
-	for _, overlay := range []string{"local", "aws", "gce", "azure", "digitalocean", "hetzner", "vsphere", "openstack", "approver-only"} {
+	for _, overlay := range []string{"local", "aws", "gce", "azure", "digitalocean", "hetzner", "linode", "vsphere", "openstack", "approver-only"} {
 		sets["kustomize overlays/"+overlay] = kustomize(t, filepath.Join(root, "deploy", "overlays", overlay))
 		// The overlay with the ServiceMonitor component.
 		dir := t.TempDir()
@@ -73,7 +73,7 @@ func TestManifestsDryRun(t *testing.T) {
 		"--set", "metrics.readerRole.subjects[0].kind=ServiceAccount", "--set", "metrics.readerRole.subjects[0].name=prometheus",
 		"--set", "metrics.readerRole.subjects[0].namespace=monitoring", "--set", "podAnnotations.example\\.com/a=b",
 		"--set", "extraArgs={--v=2}", "--set", "imagePullSecrets[0].name=registry", "--set", "tickets.enabled=true"}
-	for _, values := range []string{"local", "aws", "digitalocean", "hetzner", "vsphere", "openstack", "approver-only"} {
+	for _, values := range []string{"local", "aws", "digitalocean", "hetzner", "linode", "vsphere", "openstack", "approver-only"} {
 		args := []string{"template", "mooring", chart, "--namespace", "kube-system", "--values", filepath.Join(chart, "ci", values+"-values.yaml")}
 		sets["helm "+values] = helmTemplate(t, helm, args...)
 		sets["helm "+values+" with every option"] = helmTemplate(t, helm, append(args, everything...)...)

@@ -30,6 +30,7 @@ func TestLinksNoProvider(t *testing.T) {
 		{"github.com/digitalocean/godo", "the DigitalOcean API client"},
 		{"github.com/vmware/govmomi", "the vSphere API client"},
 		{"github.com/gophercloud/gophercloud", "the OpenStack API client"},
+		{"github.com/linode/linodego", "the Linode API client"},
 		{mooring + "cloud=", "package cloud (the providers' seam)"},
 		{mooring + "cloud/view", "the instance view"},
 		{mooring + "cloud/local/provider", "the local cloud's provider"},

@@ -63,6 +63,8 @@ var backendArgs = map[string][]string{
 	"vsphere": {"--cloud-setting=vmName=web-1"},
 	// OpenStack servers too.
 	"openstack": nil,
+	// Linodes too.
+	"linode": nil,
 }
 
 // TestUserDataPassesCloudInitSchema renders user-data for every registered

@@ -15,6 +15,8 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/gce/agentid"
 	// Hetzner Cloud.
 	_ "github.com/mooring-dev/mooring/cloud/hetzner/agentid"
+	// Linode (Akamai Cloud).
+	_ "github.com/mooring-dev/mooring/cloud/linode/agentid"
 	// The local cloud.
 	_ "github.com/mooring-dev/mooring/cloud/local/agentid"
 	// VMware vSphere.

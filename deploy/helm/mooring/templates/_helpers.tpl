@@ -47,7 +47,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 {{- end }}
 {{- if not .Values.cloud.provider }}
-{{- fail "cloud.provider is required (local, aws, gce, azure, digitalocean, hetzner, vsphere, openstack)" }}
+{{- fail "cloud.provider is required (local, aws, gce, azure, digitalocean, hetzner, linode, vsphere, openstack)" }}
 {{- end }}
 {{- if and (not .Values.cloud.existingSecret) (not .Values.cloud.config) }}
 {{- fail "cloud.config (the backend's cloud.yaml) or cloud.existingSecret is required" }}
@@ -62,7 +62,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if not .Values.tickets.keysSecret }}
 {{- fail "tickets.keysSecret (the join ticket keys Secret) is required with tickets.enabled" }}
 {{- end }}
-{{- else if and (include "mooring.approver" .) (has .Values.cloud.provider (list "digitalocean" "hetzner" "vsphere" "openstack")) }}
+{{- else if and (include "mooring.approver" .) (has .Values.cloud.provider (list "digitalocean" "hetzner" "linode" "vsphere" "openstack")) }}
 {{- fail (printf "cloud.provider %s signs no instance identity: its nodes join with join tickets only, and without tickets.enabled the approver denies every join (docs/tickets.md)" .Values.cloud.provider) }}
 {{- end }}
 {{- end -}}

@@ -1,0 +1,762 @@
+package linode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linode/linodego"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/linode/agentid"
+	"github.com/mooring-dev/mooring/cloud/linode/linodetest"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+const (
+	testCluster = "c1"
+	testTag     = "k8s:c1"
+	// testPrivate holds the tests' private addresses (127.0.97.x) in place
+	// of Linode's 192.168.128.0/17.
+	testPrivate = "127.0.97.0/24"
+)
+
+type world struct {
+	ln        *linodetest.Cloud
+	cloud     *Cloud
+	cfg       Config
+	tokenFile string
+}
+
+// newWorld starts the endpoint and a provider over it whose token is in a
+// file; edit changes the config first.
+func newWorld(t *testing.T, opts linodetest.Options, edit func(*Config)) *world {
+	t.Helper()
+	ln := linodetest.NewStarted(t, opts)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(ln.Token()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	none := 0
+	cfg := Config{ClusterID: testCluster, APIEndpoint: ln.Endpoint(), TokenFile: tokenFile,
+		PrivateCIDRs: []string{testPrivate}, MaxRetries: &none}
+	cfg.MinRefreshInterval.Duration = time.Millisecond
+	cfg.MaxFailureBackoff.Duration = time.Millisecond
+	cfg.RetryWait.Duration = time.Millisecond
+	cfg.MaxRetryWait.Duration = 50 * time.Millisecond
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &world{ln: ln, cloud: c, cfg: c.Config(), tokenFile: tokenFile}
+}
+
+// add makes a running Linode of the cluster at public 127.0.98.<n>,
+// private 127.0.97.<n>.
+func (w *world) add(label string, n int, tags ...string) linodetest.Instance {
+	if tags == nil {
+		tags = []string{testTag}
+	}
+	return w.ln.Put(linodetest.Instance{Label: label, PublicIP: fmt.Sprintf("127.0.98.%d", n),
+		PrivateIP: fmt.Sprintf("127.0.97.%d", n), Tags: tags})
+}
+
+func (w *world) source() Source {
+	return Source{Client: w.cloud.client, ClusterTag: w.cfg.ClusterTag, ClusterID: w.cfg.ClusterID, PageSize: w.cfg.PageSize,
+		Private: w.cfg.privateRanges()}
+}
+
+func node(name, providerID string) *v1.Node {
+	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: providerID}}
+}
+
+// Every field of a Linode maps onto the view as Linode's CCM reads it:
+// providerID linode://<id>, region only, type, addresses Hostname, then
+// the IPv4 addresses in the API's order by range, then IPv6, and created.
+func TestMapping(t *testing.T) {
+	w := newWorld(t, linodetest.Options{}, nil)
+	created := time.Date(2026, 11, 24, 9, 30, 15, 0, time.UTC)
+	in := w.ln.Put(linodetest.Instance{Label: "Web-1", Region: "eu-central", Type: "g6-dedicated-4", PublicIP: "127.0.98.10",
+		PrivateIP: "127.0.97.10", IPv6: "::1", Tags: []string{"env:prod", testTag}, Created: created})
+	all, err := w.source().ListInstances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 {
+		t.Fatalf("%d instances", len(all))
+	}
+	got := all[0]
+	id := fmt.Sprint(in.ID)
+	want := view.Instance{
+		ProviderID: "linode://" + id, ID: id, Name: "Web-1", NodeName: "web-1",
+		Region: "eu-central", Zone: "", InstanceType: "g6-dedicated-4", Cluster: testCluster, State: view.StateRunning,
+		Addresses: []v1.NodeAddress{
+			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "127.0.98.10"},
+			{Type: v1.NodeInternalIP, Address: "127.0.97.10"}, {Type: v1.NodeExternalIP, Address: "::1"},
+		},
+		Labels:  map[string]string{"env:prod": "", testTag: ""},
+		Created: created,
+	}
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Fatalf("got  %+v\nwant %+v", got, want)
+	}
+	if !got.Created.Equal(created) {
+		t.Fatalf("created %v, want %v", got.Created, created)
+	}
+}
+
+// With the default private range, 192.168.128.0/17 is internal and
+// anything else (even 10/8 or another 192.168 address) external, as
+// Linode's CCM classifies; the addresses here are never dialled.
+func TestDefaultPrivateRange(t *testing.T) {
+	var in linodego.Instance
+	if err := json.Unmarshal([]byte(`{"id": 5, "label": "x", "tags": ["k8s:c1"], "ipv4": ["192.0.2.7", "192.168.139.4", "192.168.1.4", "10.0.0.1"]}`), &in); err != nil {
+		t.Fatal(err)
+	}
+	vi, ok := Source{ClusterTag: testTag, ClusterID: testCluster}.toView(&in)
+	if !ok {
+		t.Fatal("left out")
+	}
+	if got := fmt.Sprint(vi.Addresses); got != "[{Hostname x} {ExternalIP 192.0.2.7} {InternalIP 192.168.139.4} {ExternalIP 192.168.1.4} {ExternalIP 10.0.0.1}]" {
+		t.Fatal(got)
+	}
+	if !vi.Created.IsZero() {
+		t.Fatal("a Linode without created has a creation time")
+	}
+}
+
+// Statuses: running runs, offline and shutting_down are stopped, deleting
+// is gone, the rest pending; an unknown status is pending. Labels that are
+// no DNS-1123 subdomain give no Node name.
+func TestStatesAndNames(t *testing.T) {
+	w := newWorld(t, linodetest.Options{}, nil)
+	for i, c := range []struct{ label, status string }{
+		{"a-running", "running"}, {"b-offline", "offline"}, {"c-shutting", "shutting_down"}, {"d-deleting", "deleting"},
+		{"e-booting", "booting"}, {"f-provisioning", "provisioning"}, {"g-resizing", "resizing"}, {"h-odd", "levitating"},
+	} {
+		in := w.add(c.label, 10+i)
+		if err := w.ln.SetStatus(in.ID, c.status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.add("under_score", 30)
+	all, err := w.source().ListInstances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, in := range all {
+		got[in.Name] = string(in.State) + "/" + in.NodeName
+	}
+	want := map[string]string{
+		"a-running": "running/a-running", "b-offline": "stopped/b-offline", "c-shutting": "stopped/c-shutting",
+		"d-deleting": "terminated/d-deleting", "e-booting": "pending/e-booting", "f-provisioning": "pending/f-provisioning",
+		"g-resizing": "pending/g-resizing", "h-odd": "pending/h-odd", "under_score": "running/",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v\nwant %v", got, want)
+	}
+}
+
+// The list follows every page (page_size as configured), keeps only the
+// cluster's Linodes (the X-Filter, checked again client-side), and sends
+// the token.
+func TestPagination(t *testing.T) {
+	w := newWorld(t, linodetest.Options{}, func(c *Config) { c.PageSize = 25 })
+	for i := range 60 {
+		w.add(fmt.Sprintf("node-%d", i), 10+i)
+	}
+	w.add("other", 100, "k8s:c2")
+	w.add("untagged", 101, "web")
+	w.add("prefix", 102, "k8s:c1x")
+	all, err := w.source().ListInstances(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 60 {
+		t.Fatalf("%d instances", len(all))
+	}
+	for i, in := range all {
+		if in.Name != fmt.Sprintf("node-%d", i) || in.Cluster != testCluster {
+			t.Fatalf("instance %d: %+v", i, in)
+		}
+	}
+	if n := w.ln.Calls(linodetest.MethodList); n != 3 {
+		t.Fatalf("%d list calls for 60 Linodes in pages of 25, want 3", n)
+	}
+	// A page of 500 (the default) holds them all: one request. No Linode
+	// at all is one request too (pages 1, results 0).
+	w2 := newWorld(t, linodetest.Options{}, nil)
+	if all, err := w2.source().ListInstances(context.Background()); err != nil || len(all) != 0 {
+		t.Fatalf("no Linodes: %d instances, %v", len(all), err)
+	}
+	for i := range 60 {
+		w2.add(fmt.Sprintf("node-%d", i), 10+i)
+	}
+	if all, err := w2.source().ListInstances(context.Background()); err != nil || len(all) != 60 {
+		t.Fatalf("%d instances, %v", len(all), err)
+	}
+	if n := w2.ln.Calls(linodetest.MethodList); n != 2 {
+		t.Fatalf("%d list calls for two lists of one page of 500", n)
+	}
+}
+
+// The client-side check: a Linode the server returns without the tag is
+// not the cluster's; the filter is JSON with the tag escaped as JSON.
+func TestTagCheckedClientSide(t *testing.T) {
+	src := Source{ClusterTag: testTag, ClusterID: testCluster}
+	for _, tags := range [][]string{nil, {"k8s:C1"}, {"k8s:c1 "}, {"k8s:c2"}} {
+		if _, ok := src.toView(&linodego.Instance{ID: 5, Label: "x", Tags: tags}); ok {
+			t.Errorf("tags %q: taken as the cluster's", tags)
+		}
+	}
+	if _, ok := src.toView(&linodego.Instance{ID: 5, Label: "x", Tags: []string{"a", testTag}}); !ok {
+		t.Error("a tagged Linode was left out")
+	}
+	if _, ok := src.toView(&linodego.Instance{ID: 0, Label: "x", Tags: []string{testTag}}); ok {
+		t.Error("a Linode without an id was taken")
+	}
+	if got := Filter(`a"b\c`); got != `{"tags":"a\"b\\c"}` {
+		t.Errorf("filter %s", got)
+	}
+}
+
+// A failed page, an incomplete page, an outage, a refused token or a spent
+// rate limit is an error, never a shorter list.
+func TestListFailures(t *testing.T) {
+	w := newWorld(t, linodetest.Options{ListLimit: 40}, func(c *Config) { c.PageSize = 25 })
+	for i := range 60 {
+		w.add(fmt.Sprintf("node-%d", i), 10+i)
+	}
+	ctx := context.Background()
+	check := func(what, want string) {
+		t.Helper()
+		all, err := w.source().ListInstances(ctx)
+		if err == nil || all != nil {
+			t.Fatalf("%s: %d instances, no error", what, len(all))
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s: %v, want it to say %q", what, err, want)
+		}
+		if strings.Contains(err.Error(), w.ln.Token()) {
+			t.Fatalf("%s: the error holds the token: %v", what, err)
+		}
+	}
+	w.ln.FailPage(2, 1, http.StatusInternalServerError)
+	check("page 2 fails", "page 2")
+	w.ln.ShortPage(1, true)
+	check("page 1 short", "incomplete")
+	w.ln.ShortPage(1, false)
+	w.ln.ShortPage(3, true)
+	check("the last page short", "incomplete")
+	w.ln.ShortPage(3, false)
+	w.ln.SetOutage(true)
+	check("outage", "503")
+	w.ln.SetOutage(false)
+	if err := os.WriteFile(w.tokenFile, []byte("wrong-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("a refused token", "Invalid Token")
+	if err := os.WriteFile(w.tokenFile, []byte(""), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	check("no token", "token")
+	if err := os.WriteFile(w.tokenFile, []byte(w.ln.Token()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.source().ListInstances(ctx); err != nil {
+		t.Fatalf("a rotated token back in place: %v", err)
+	}
+	// 40 list requests a minute: the next lists spend them.
+	for range 40 {
+		if _, err := w.source().ListInstances(ctx); err != nil {
+			break
+		}
+	}
+	check("rate limit spent", "429")
+}
+
+// A 429 is retried after its Retry-After, within maxRetries; a 503 too.
+func TestRetries(t *testing.T) {
+	two := 2
+	w := newWorld(t, linodetest.Options{}, func(c *Config) { c.MaxRetries = &two })
+	w.add("node-1", 10)
+	ctx := context.Background()
+	w.ln.Fail(linodetest.MethodList, 2, http.StatusServiceUnavailable)
+	if all, err := w.source().ListInstances(ctx); err != nil || len(all) != 1 {
+		t.Fatalf("after two 503s: %d, %v", len(all), err)
+	}
+	if n := w.ln.Calls(linodetest.MethodList); n != 3 {
+		t.Fatalf("%d list calls, want 3", n)
+	}
+	w.ln.Fail(linodetest.MethodList, 3, http.StatusServiceUnavailable)
+	if _, err := w.source().ListInstances(ctx); err == nil {
+		t.Fatal("three 503s with two retries: no error")
+	}
+	// The rate limit: Retry-After says a minute, capped at maxRetryWait
+	// (50ms here); still limited, the list fails after its retries.
+	lim := newWorld(t, linodetest.Options{ListLimit: 1}, func(c *Config) { c.MaxRetries = &two })
+	lim.add("node-1", 10)
+	if _, err := lim.source().ListInstances(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := lim.source().ListInstances(ctx); err == nil || !strings.Contains(err.Error(), "429") {
+		t.Fatalf("rate limited: %v", err)
+	}
+	if n := lim.ln.Calls(linodetest.MethodThrottled); n != 3 {
+		t.Fatalf("%d throttled calls, want 3 (one and two retries)", n)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond || d > 10*time.Second {
+		t.Fatalf("two retries took %v: want the capped Retry-After, twice", d)
+	}
+}
+
+// Linodes made or deleted between two pages shift the pages after them:
+// the listing starts over, and gives up after listAttempts.
+func TestListChangesBetweenPages(t *testing.T) {
+	w := newWorld(t, linodetest.Options{}, func(c *Config) { c.PageSize = 25 })
+	var ids []int
+	for i := range 60 {
+		ids = append(ids, w.add(fmt.Sprintf("node-%02d", i), 10+i).ID)
+	}
+	ctx := context.Background()
+	// node-00 is deleted while page 2 is asked: results changes, and the
+	// second listing is whole.
+	deleted := false
+	w.ln.BeforePage(func(page int) {
+		if page == 2 && !deleted {
+			deleted = true
+			w.ln.Delete(ids[0])
+		}
+	})
+	all, err := w.source().ListInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 59 || all[0].Name != "node-01" {
+		t.Fatalf("listed %d, first %s", len(all), all[0].Name)
+	}
+	// One made before the others in id order and one deleted while page 2
+	// is asked: results is the same, one Linode repeats: listed again.
+	swapped := false
+	w.ln.BeforePage(func(page int) {
+		if page == 2 && !swapped {
+			swapped = true
+			w.ln.Put(linodetest.Instance{ID: 1, Label: "early", PrivateIP: "127.0.97.200", Tags: []string{testTag}})
+			w.ln.Delete(ids[59])
+		}
+	})
+	if all, err = w.source().ListInstances(ctx); err != nil || len(all) != 59 || all[0].Name != "early" {
+		t.Fatalf("%d instances, %v", len(all), err)
+	}
+	// A list that changes every time is an error.
+	n := 0
+	w.ln.BeforePage(func(page int) {
+		if page == 2 {
+			n++
+			w.ln.Put(linodetest.Instance{Label: fmt.Sprintf("churn-%d", n), PrivateIP: "127.0.97.201", Tags: []string{testTag}})
+		}
+	})
+	if _, err = w.source().ListInstances(ctx); err == nil || !strings.Contains(err.Error(), "changed") {
+		t.Fatalf("a list changing at every attempt: %v", err)
+	}
+	if n != listAttempts {
+		t.Fatalf("%d attempts, want %d", n, listAttempts)
+	}
+}
+
+// InstancesV2 over the view: metadata by providerID and by Node name,
+// shutdown while offline, gone only when the API says so.
+func TestInstancesV2(t *testing.T) {
+	w := newWorld(t, linodetest.Options{}, nil)
+	ctx := context.Background()
+	l1 := w.add("node-1", 10)
+	l2 := w.add("node-2", 11)
+	l3 := w.add("node-3", 12)
+	foreign := w.add("foreign", 13, "k8s:c2")
+	pid := func(in linodetest.Instance) string { return agentid.ProviderID(in.ID) }
+
+	md, err := w.cloud.InstanceMetadata(ctx, node("node-1", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.ProviderID != pid(l1) || md.Region != linodetest.DefaultRegion || md.Zone != "" || md.InstanceType != linodetest.DefaultType ||
+		fmt.Sprint(md.NodeAddresses) != "[{Hostname node-1} {ExternalIP 127.0.98.10} {InternalIP 127.0.97.10}]" {
+		t.Fatalf("metadata %+v", md)
+	}
+	if md2, err := w.cloud.InstanceMetadata(ctx, node("node-2", pid(l2))); err != nil || md2.ProviderID != pid(l2) {
+		t.Fatalf("%+v %v", md2, err)
+	}
+	if err := w.ln.SetStatus(l2.ID, linodetest.StatusOffline); err != nil {
+		t.Fatal(err)
+	}
+	w.cloud.InstanceView().Invalidate()
+	if down, err := w.cloud.InstanceShutdown(ctx, node("node-2", pid(l2))); err != nil || !down {
+		t.Fatalf("offline Linode: shutdown %v %v", down, err)
+	}
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-2", pid(l2))); err != nil || !ok {
+		t.Fatalf("offline Linode: exists %v %v", ok, err)
+	}
+	// Deleted: the list misses it, GET /v4/linode/instances/<id> answers 404.
+	w.ln.Delete(l3.ID)
+	w.cloud.InstanceView().Invalidate()
+	gets := w.ln.Calls(linodetest.MethodGet)
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-3", pid(l3))); err != nil || ok {
+		t.Fatalf("deleted Linode: exists %v %v", ok, err)
+	}
+	if w.ln.Calls(linodetest.MethodGet) != gets+1 {
+		t.Fatal("the miss was not confirmed by a GET of the Linode")
+	}
+	if _, err := w.cloud.InstanceMetadata(ctx, node("node-3", pid(l3))); !errors.Is(err, cloudprovider.InstanceNotFound) {
+		t.Fatalf("deleted Linode: metadata %v", err)
+	}
+	// Deleting: gone.
+	if err := w.ln.SetStatus(l1.ID, linodetest.StatusDeleting); err != nil {
+		t.Fatal(err)
+	}
+	w.cloud.InstanceView().Invalidate()
+	if ok, err := w.cloud.InstanceExists(ctx, node("node-1", pid(l1))); err != nil || ok {
+		t.Fatalf("deleting Linode: exists %v %v", ok, err)
+	}
+	// Another cluster's Linode is left alone, not deleted; so is one that
+	// lost the tag.
+	if ok, err := w.cloud.InstanceExists(ctx, node("foreign", pid(foreign))); err != nil || !ok {
+		t.Fatalf("another cluster's Linode: exists %v %v (want left alone)", ok, err)
+	}
+	// A GET that fails is an error, never "gone".
+	w.ln.Delete(l2.ID)
+	w.cloud.InstanceView().Invalidate()
+	w.ln.Fail(linodetest.MethodGet, 1, http.StatusInternalServerError)
+	if _, err := w.cloud.InstanceExists(ctx, node("node-2", pid(l2))); err == nil {
+		t.Fatal("a failed GET answered InstanceExists")
+	}
+	// Not a Linode providerID: an error, never "gone".
+	if _, err := w.cloud.InstanceExists(ctx, node("x", "gce://p/z/x")); err == nil {
+		t.Fatal("a foreign providerID answered")
+	}
+	// An outage answers nothing.
+	w.ln.SetOutage(true)
+	w.cloud.InstanceView().Invalidate()
+	if _, err := w.cloud.InstanceExists(ctx, node("foreign", pid(foreign))); err == nil {
+		t.Fatal("an outage answered InstanceExists")
+	}
+	if _, err := w.cloud.InstanceExists(ctx, node("node-9", agentid.ProviderID(999999999))); err == nil {
+		t.Fatal("an outage answered InstanceExists for an unknown Linode")
+	}
+}
+
+// The provider's other faces: no zones, load balancers, routes or
+// clusters; no evidence verifiers (tickets); the cluster id as its tag.
+func TestProviderFaces(t *testing.T) {
+	w := newWorld(t, linodetest.Options{}, nil)
+	c := w.cloud
+	if _, ok := c.Zones(); ok {
+		t.Error("Zones implemented")
+	}
+	if _, ok := c.LoadBalancer(); ok {
+		t.Error("LoadBalancer implemented")
+	}
+	if _, ok := c.Routes(); ok {
+		t.Error("Routes implemented")
+	}
+	if _, ok := c.Clusters(); ok {
+		t.Error("Clusters implemented")
+	}
+	if _, ok := c.Instances(); ok {
+		t.Error("legacy Instances implemented")
+	}
+	if _, ok := c.InstancesV2(); !ok {
+		t.Error("InstancesV2 not implemented")
+	}
+	if len(c.EvidenceVerifiers()) != 0 {
+		t.Error("evidence verifiers")
+	}
+	if c.ClusterTag() != testCluster || c.ProviderName() != "linode" || c.InstanceView() == nil || !c.HasClusterID() {
+		t.Errorf("%q %q", c.ClusterTag(), c.ProviderName())
+	}
+}
+
+// Join tickets need the Linode's creation time: the view's Named answer
+// carries created, and every instance of a name.
+func TestNamedCarriesCreation(t *testing.T) {
+	w := newWorld(t, linodetest.Options{}, nil)
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	w.ln.Put(linodetest.Instance{Label: "web-1", PrivateIP: "127.0.97.10", Tags: []string{testTag}, Created: at})
+	w.ln.Put(linodetest.Instance{Label: "WEB-1", PrivateIP: "127.0.97.11", Tags: []string{testTag}, Created: at.Add(time.Second)})
+	got, err := w.cloud.InstanceView().Named(context.Background(), "web-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !got[0].Created.Equal(at) || !got[1].Created.Equal(at.Add(time.Second)) {
+		t.Fatalf("%+v", got)
+	}
+}
+
+// The registry builds the provider from a config file, and the node
+// identity.
+func TestRegistered(t *testing.T) {
+	ln := linodetest.NewStarted(t, linodetest.Options{})
+	dir := t.TempDir()
+	t.Setenv("MOORING_TEST_LINODE_TOKEN", ln.Token())
+	path := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(path, []byte("clusterID: c1\ntokenEnv: MOORING_TEST_LINODE_TOKEN\napiEndpoint: "+ln.Endpoint()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cloud.NewProvider(ProviderName, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := cp.(cloud.Attester)
+	if !ok {
+		t.Fatal("not an Attester")
+	}
+	ln.Put(linodetest.Instance{Label: "n", PrivateIP: "127.0.97.10", Tags: []string{"k8s:c1"}})
+	if all, err := a.InstanceView().List(context.Background(), 0); err != nil || len(all) != 1 {
+		t.Fatalf("%d, %v", len(all), err)
+	}
+	if _, err := nodeid.New(ProviderName, nodeid.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if !cloud.Known(ProviderName) {
+		t.Fatal("not known")
+	}
+}
+
+func TestProviderIDs(t *testing.T) {
+	for _, bad := range []string{"", "linode://", "linode://0", "linode://012", "linode://-5",
+		"linode://+5", "linode://5x", "linode:///5", "linode://99999999999999999999", "lin://5", "gce://p/z/n"} {
+		if _, err := ParseProviderID(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if id, err := ParseProviderID("linode://31644449"); err != nil || id != 31644449 || agentid.ProviderID(id) != "linode://31644449" {
+		t.Fatal(id, err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	good := "clusterID: c1\ntokenFile: /etc/mooring/linode-token\n"
+	c, err := ParseConfig(strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ClusterTag != "k8s:c1" || c.APIEndpoint != DefaultAPIEndpoint || c.PageSize != 500 || c.TokenEnv != "" ||
+		c.RequestTimeout.Duration != DefaultRequestTimeout || c.InstanceMaxAge.Duration != DefaultInstanceMaxAge ||
+		c.NodeNamePolicy != agentid.PolicyLabel || fmt.Sprint(c.PrivateCIDRs) != "[192.168.128.0/17]" ||
+		*c.MaxRetries != DefaultMaxRetries || c.RetryWait.Duration != time.Second || c.MaxRetryWait.Duration != 10*time.Second {
+		t.Fatalf("%+v", c)
+	}
+	if c, err := ParseConfig(strings.NewReader("clusterID: c1\n")); err != nil || c.TokenEnv != DefaultTokenEnv {
+		t.Fatalf("%+v %v", c, err)
+	}
+	if c, err := ParseConfig(strings.NewReader("clusterID: c1\nclusterTag: lke12345\nmaxRetries: 0\npageSize: 25\n")); err != nil ||
+		c.ClusterTag != "lke12345" || *c.MaxRetries != 0 || c.PageSize != 25 {
+		t.Fatalf("%+v %v", c, err)
+	}
+	for _, bad := range []string{
+		"", "tokenFile: /t\n", "clusterID: 'a b'\n", "clusterID: c1\nclusterTag: 'k8s c1'\n", "clusterID: c1\nclusterTag: ab\n",
+		"clusterID: " + strings.Repeat("x", 47) + "\n",
+		good + "apiEndpoint: http://10.0.0.1/\n", good + "apiEndpoint: https://u:p@api.linode.com/\n",
+		good + "apiEndpoint: https://api.linode.com/v4\n",
+		good + "tokenEnv: LINODE_TOKEN\n", "clusterID: c1\ntokenEnv: 1BAD\n", good + "pageSize: 501\n", good + "pageSize: 24\n",
+		good + "nodeNamePolicy: LinodeID\n", good + "requestTimeout: -1s\n", good + "unknown: 1\n", good + "token: x\n",
+		good + "privateCIDRs: []\n", good + "privateCIDRs: [192.168.128.0]\n", good + "privateCIDRs: ['fd00::/8']\n",
+		good + "maxRetries: -1\n", good + "maxRetries: 11\n", good + "retryWait: 20s\n",
+	} {
+		if _, err := ParseConfig(strings.NewReader(bad)); err == nil {
+			t.Errorf("accepted:\n%s", bad)
+		}
+	}
+	if _, err := ParseConfig(nil); err == nil {
+		t.Error("no config accepted")
+	}
+}
+
+// The token is read from its file or variable, trimmed, and never shown.
+func TestToken(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	secret := "0123456789abcdef0123456789abcdef"
+	if err := os.WriteFile(file, []byte("  "+secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{ClusterID: "c1", TokenFile: file}
+	c.defaults()
+	if tok, err := c.token(); err != nil || tok != secret {
+		t.Fatalf("%q %v", tok, err)
+	}
+	if err := os.WriteFile(file, []byte("with spaces "+secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.token(); err == nil || strings.Contains(err.Error(), secret) {
+		t.Fatalf("a token with spaces: %v", err)
+	}
+	t.Setenv("MOORING_TEST_EMPTY", "")
+	e := Config{ClusterID: "c1", TokenEnv: "MOORING_TEST_EMPTY"}
+	if _, err := New(e); err == nil || !strings.Contains(err.Error(), "MOORING_TEST_EMPTY") {
+		t.Fatalf("no token: %v", err)
+	}
+}
+
+// The environment linodego reads (LINODE_URL, LINODE_API_VERSION) does not
+// redirect the provider: its config decides.
+func TestEnvironmentIgnored(t *testing.T) {
+	t.Setenv("LINODE_URL", "http://127.0.0.1:1")
+	t.Setenv("LINODE_API_VERSION", "v4beta")
+	w := newWorld(t, linodetest.Options{}, nil)
+	w.add("node-1", 10)
+	if all, err := w.source().ListInstances(context.Background()); err != nil || len(all) != 1 {
+		t.Fatalf("%d, %v", len(all), err)
+	}
+}
+
+// The agent's side: a token first, then the instance and network
+// documents give the Linode's id, label, providerID, Node name and private
+// address; Evidence is ErrNoEvidence.
+func TestNodeIdentity(t *testing.T) {
+	w := newWorld(t, linodetest.Options{}, nil)
+	ctx := context.Background()
+	in := w.ln.Put(linodetest.Instance{Label: "Node-7", PrivateIP: "127.0.97.17", PublicIP: "127.0.98.17",
+		IPv6: "::1", Tags: []string{testTag}, UserData: "#cloud-config\nwrite_files: [secret ticket]\n"})
+	u, err := w.ln.MetadataURL(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ni, err := id.Instance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := nodeid.Instance{ID: fmt.Sprint(in.ID), Name: "Node-7", ProviderID: agentid.ProviderID(in.ID), NodeName: "node-7", InternalIP: "127.0.97.17"}
+	if ni != want {
+		t.Fatalf("got %+v\nwant %+v", ni, want)
+	}
+	if w.ln.Calls(linodetest.MethodToken) != 1 || w.ln.Calls(linodetest.MethodInstance) != 1 || w.ln.Calls(linodetest.MethodNetwork) != 1 {
+		t.Fatal("not one token, one instance and one network call")
+	}
+	md, nw, err := id.Metadata(ctx)
+	if err != nil || md.Region != linodetest.DefaultRegion || md.Type != linodetest.DefaultType ||
+		fmt.Sprint(nw.IPv4.Public) != "[127.0.98.17/32]" || fmt.Sprint(md.Tags) != "["+testTag+"]" {
+		t.Fatalf("%+v %+v %v", md, nw, err)
+	}
+	// The agent's node matches the view's.
+	vi, err := w.cloud.InstanceView().ByProviderID(ctx, ni.ProviderID, 0)
+	if err != nil || vi.NodeName != ni.NodeName || vi.ID != ni.ID {
+		t.Fatalf("%+v %v", vi, err)
+	}
+	if _, err := id.Evidence(ctx, "binding"); !errors.Is(err, nodeid.ErrNoEvidence) {
+		t.Fatalf("evidence: %v", err)
+	}
+	// A Linode without a private address has no InternalIP.
+	l2 := w.ln.Put(linodetest.Instance{Label: "pub", PublicIP: "127.0.98.18", Tags: []string{testTag}})
+	u2, _ := w.ln.MetadataURL(l2.ID)
+	id2, _ := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u2 + "/"})
+	if ni, err := id2.Instance(ctx); err != nil || ni.InternalIP != "" || ni.NodeName != "pub" {
+		t.Fatalf("%+v %v", ni, err)
+	}
+	// A label with an underscore is no Node name.
+	l3 := w.ln.Put(linodetest.Instance{Label: "under_score", Tags: []string{testTag}})
+	u3, _ := w.ln.MetadataURL(l3.ID)
+	id3, _ := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u3})
+	if _, err := id3.Instance(ctx); err == nil || !strings.Contains(err.Error(), "Node name") {
+		t.Fatalf("under_score: %v", err)
+	}
+	// A Linode that is offline answers nothing; a failing service is an
+	// error, the token's as the instance's.
+	if err := w.ln.SetStatus(in.ID, linodetest.StatusOffline); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := id.Instance(ctx); err == nil {
+		t.Fatal("a Linode that is offline answered")
+	}
+	w.ln.Fail(linodetest.MethodToken, 1, http.StatusInternalServerError)
+	if _, err := id2.Instance(ctx); err == nil || !strings.Contains(err.Error(), "/v1/token: HTTP 500") {
+		t.Fatalf("failing token: %v", err)
+	}
+	w.ln.Fail(linodetest.MethodInstance, 1, http.StatusInternalServerError)
+	if _, err := id2.Instance(ctx); err == nil || !strings.Contains(err.Error(), "/v1/instance: HTTP 500") {
+		t.Fatalf("failing instance: %v", err)
+	}
+	for _, cfg := range []nodeid.Config{
+		{NodeNamePolicy: "LinodeID"}, {Settings: map[string]string{"x": "y"}}, {MetadataURL: "https://169.254.169.254"},
+		{MetadataURL: "http://169.254.169.254/v1/instance"}, {MetadataURL: "http://u:p@169.254.169.254"},
+	} {
+		if _, err := agentid.NewNodeIdentity(cfg); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+}
+
+// The Metadata service wants its token: none, another Linode's or an
+// expired one is refused, and the token needs its expiry header.
+func TestMetadataToken(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	ln := linodetest.NewStarted(t, linodetest.Options{Now: func() time.Time { return clock() }})
+	a := ln.Put(linodetest.Instance{Label: "a", Tags: []string{testTag}, UserData: "hello"})
+	b := ln.Put(linodetest.Instance{Label: "b", Tags: []string{testTag}})
+	ua, _ := ln.MetadataURL(a.ID)
+	ub, _ := ln.MetadataURL(b.ID)
+	do := func(method, url string, hdr map[string]string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	if st, _ := do("PUT", ua+agentid.TokenPath, nil); st != http.StatusBadRequest {
+		t.Fatalf("a token without its expiry: %d", st)
+	}
+	st, tok := do("PUT", ua+agentid.TokenPath, map[string]string{agentid.TokenExpiryHeader: "60"})
+	if st != http.StatusOK || tok == "" {
+		t.Fatalf("token: %d %q", st, tok)
+	}
+	jsonHdr := func(tok string) map[string]string {
+		return map[string]string{agentid.TokenHeader: tok, "Accept": "application/json"}
+	}
+	if st, _ := do("GET", ua+agentid.InstancePath, jsonHdr(tok)); st != http.StatusOK {
+		t.Fatalf("instance with its token: %d", st)
+	}
+	if st, body := do("GET", ua+agentid.UserDataPath, jsonHdr(tok)); st != http.StatusOK || body != "aGVsbG8=" {
+		t.Fatalf("user data: %d %q", st, body)
+	}
+	if st, _ := do("GET", ua+agentid.InstancePath, jsonHdr("")); st != http.StatusUnauthorized {
+		t.Fatalf("no token: %d", st)
+	}
+	if st, _ := do("GET", ub+agentid.InstancePath, jsonHdr(tok)); st != http.StatusUnauthorized {
+		t.Fatalf("another Linode's token: %d", st)
+	}
+	clock = func() time.Time { return now.Add(61 * time.Second) }
+	if st, _ := do("GET", ua+agentid.InstancePath, jsonHdr(tok)); st != http.StatusUnauthorized {
+		t.Fatalf("an expired token: %d", st)
+	}
+}

@@ -1,0 +1,332 @@
+package linodetest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
+)
+
+// Defaults.
+const (
+	DefaultRegion = "us-east"
+	DefaultType   = "g6-standard-2"
+	// DefaultListLimit is the documented limit of GET requests for a
+	// collection (data): 100 per minute per user.
+	DefaultListLimit = 100
+	// DefaultLimit is the documented limit of every other operation: 800
+	// requests per minute per user.
+	DefaultLimit = 800
+	// MinPageSize and MaxPageSize bound page_size; DefaultPageSize is a
+	// page's size when the request names none.
+	MinPageSize     = 25
+	MaxPageSize     = 500
+	DefaultPageSize = 100
+)
+
+// Statuses of a Linode (the documented ones).
+const (
+	StatusRunning      = "running"
+	StatusOffline      = "offline"
+	StatusBooting      = "booting"
+	StatusRebooting    = "rebooting"
+	StatusShuttingDown = "shutting_down"
+	StatusProvisioning = "provisioning"
+	StatusDeleting     = "deleting"
+	StatusMigrating    = "migrating"
+	StatusRebuilding   = "rebuilding"
+	StatusCloning      = "cloning"
+	StatusRestoring    = "restoring"
+	StatusStopped      = "stopped"
+	StatusResizing     = "resizing"
+)
+
+// Methods, for Calls and Fail.
+const (
+	MethodList     = "list"     // GET /v4/linode/instances
+	MethodGet      = "get"      // GET /v4/linode/instances/{id}
+	MethodToken    = "token"    // PUT /v1/token on a Linode's Metadata service
+	MethodInstance = "instance" // GET /v1/instance
+	MethodNetwork  = "network"  // GET /v1/network
+	MethodUserData = "userdata" // GET /v1/user-data
+	// MethodThrottled counts the API requests answered 429.
+	MethodThrottled = "throttled"
+)
+
+// Options configure a Cloud.
+type Options struct {
+	// Token is the personal access token requests must carry
+	// (Authorization: Bearer); "" makes a random one (Cloud.Token).
+	Token string
+	// ListLimit is how many list requests a minute allows (default
+	// 100); Limit the other API requests' (default 800). A request beyond
+	// answers 429 with Retry-After.
+	ListLimit, Limit int
+	// Now is the clock of creation times and the rate limits (default
+	// time.Now).
+	Now func() time.Time
+}
+
+// Instance is one Linode.
+type Instance struct {
+	// ID is assigned by Put when 0.
+	ID     int
+	Label  string
+	Region string // default us-east
+	Type   string // default g6-standard-2
+	// Status: running (Put's default), or another of the documented
+	// statuses.
+	Status string
+	// PublicIP and PrivateIP (in 192.168.128.0/17 on Linode) must be
+	// loopback IPv4 addresses here; IPv6 is "" or ::1 (its SLAAC address).
+	PublicIP, PrivateIP, IPv6 string
+	Tags                      []string
+	// Created defaults to Put's time (the API shows it to the second).
+	Created time.Time
+	// UserData is what the Metadata service's /v1/user-data serves
+	// (base64-encoded there).
+	UserData string
+}
+
+// Cloud is the endpoint.
+type Cloud struct {
+	opts Options
+
+	servers cloudtest.Servers[int] // the API; Metadata services by Linode id
+	calls   cloudtest.Counter
+	faults  cloudtest.Faults
+
+	mu        sync.Mutex
+	instances map[int]*Instance
+	nextID    int
+	short     map[int]bool
+	outage    bool
+	before    func(page int)
+	listRate  cloudtest.Window
+	rate      cloudtest.Window
+	tokens    map[string]mdToken // metadata tokens
+}
+
+// mdToken is a Metadata service token: the Linode it was given to and when
+// it expires.
+type mdToken struct {
+	id      int
+	expires time.Time
+}
+
+// New makes a Cloud; Start starts it.
+func New(opts Options) (*Cloud, error) {
+	if opts.Token == "" {
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		opts.Token = hex.EncodeToString(b[:])
+	}
+	if opts.ListLimit <= 0 {
+		opts.ListLimit = DefaultListLimit
+	}
+	if opts.Limit <= 0 {
+		opts.Limit = DefaultLimit
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Cloud{opts: opts, instances: map[int]*Instance{}, nextID: 70000001, short: map[int]bool{},
+		listRate: cloudtest.Window{Limit: opts.ListLimit, Period: time.Minute},
+		rate:     cloudtest.Window{Limit: opts.Limit, Period: time.Minute},
+		tokens:   map[string]mdToken{}}, nil
+}
+
+// NewStarted makes and starts a Cloud that the test's cleanup closes.
+func NewStarted(t testing.TB, opts Options) *Cloud {
+	t.Helper()
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cloudtest.Start(t, c)
+	return c
+}
+
+// Start listens on 127.0.0.1 for the API.
+func (c *Cloud) Start() error { return c.servers.Serve(http.HandlerFunc(c.serveAPI)) }
+
+// Close stops every listener.
+func (c *Cloud) Close() error { return c.servers.Close() }
+
+// Endpoint is the API's base URL without its version (the config's
+// apiEndpoint).
+func (c *Cloud) Endpoint() string { return "http://" + c.servers.Addr() }
+
+// Token is the personal access token requests must carry.
+func (c *Cloud) Token() string { return c.opts.Token }
+
+// Put adds or replaces a Linode (defaults: region us-east, type
+// g6-standard-2, status running, an id, created now) and returns it. It
+// panics on an address outside 127.0.0.0/8 (or ::1): nodes are reached at
+// their addresses.
+func (c *Cloud) Put(in Instance) Instance {
+	if in.Region == "" {
+		in.Region = DefaultRegion
+	}
+	if in.Type == "" {
+		in.Type = DefaultType
+	}
+	if in.Status == "" {
+		in.Status = StatusRunning
+	}
+	cloudtest.MustLoopback("linodetest", true, in.PublicIP, in.PrivateIP)
+	if in.IPv6 != "" && in.IPv6 != "::1" {
+		panic(fmt.Sprintf("linodetest: IPv6 address %q: only ::1 is allowed", in.IPv6))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in.ID == 0 {
+		in.ID = c.nextID
+		c.nextID += 6421
+	}
+	if in.Created.IsZero() {
+		in.Created = c.opts.Now()
+	}
+	in.Created = in.Created.UTC().Truncate(time.Second)
+	in.Tags = slices.Clone(in.Tags)
+	cp := in
+	c.instances[in.ID] = &cp
+	return in
+}
+
+// Get returns a Linode.
+func (c *Cloud) Get(id int) (Instance, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[id]
+	if !ok {
+		return Instance{}, false
+	}
+	out := *in
+	out.Tags = slices.Clone(in.Tags)
+	return out, true
+}
+
+// SetStatus changes a Linode's status.
+func (c *Cloud) SetStatus(id int, status string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[id]
+	if !ok {
+		return fmt.Errorf("linodetest: no Linode %d", id)
+	}
+	in.Status = status
+	return nil
+}
+
+// SetTags replaces a Linode's tags.
+func (c *Cloud) SetTags(id int, tags ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	in, ok := c.instances[id]
+	if !ok {
+		return fmt.Errorf("linodetest: no Linode %d", id)
+	}
+	in.Tags = slices.Clone(tags)
+	return nil
+}
+
+// Delete deletes a Linode.
+func (c *Cloud) Delete(id int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.instances, id)
+}
+
+// MetadataURL starts (once) the Linode's Metadata service and returns its
+// base URL (the agent's metadataURL).
+func (c *Cloud) MetadataURL(id int) (string, error) {
+	if _, ok := c.Get(id); !ok {
+		return "", fmt.Errorf("linodetest: no Linode %d", id)
+	}
+	addr, err := c.servers.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
+	if err != nil {
+		return "", fmt.Errorf("linodetest: %w", err)
+	}
+	return "http://" + addr, nil
+}
+
+// Fail makes the next n calls of method (MethodList, MethodGet, or a
+// Metadata service's) answer HTTP status with Linode's error body.
+func (c *Cloud) Fail(method string, n, status int) {
+	c.faults.Set(method, cloudtest.Fault{Left: n, Status: status})
+}
+
+// FailPage makes the next n requests of that page of the list answer
+// status.
+func (c *Cloud) FailPage(page, n, status int) {
+	c.faults.Add(MethodList, cloudtest.Fault{Page: page, Left: n, Status: status})
+}
+
+// ShortPage makes that page of the list leave out its last Linode while
+// the answer still counts it in results (an incomplete answer).
+func (c *Cloud) ShortPage(page int, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.short[page] = on
+}
+
+// SetOutage makes every API request answer 503 while on.
+func (c *Cloud) SetOutage(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.outage = on
+}
+
+// BeforePage sets f, called before each page of the list is answered with
+// its page number (nil clears it): a test changes the Linodes between
+// pages there.
+func (c *Cloud) BeforePage(f func(page int)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.before = f
+}
+
+// Calls counts the calls of method, answered or failed.
+func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
+
+// count counts a call and says which status a fault makes it answer (0:
+// none).
+func (c *Cloud) count(method string, page int) int {
+	c.calls.Add(method)
+	if f := c.faults.Take(method, page); f != nil {
+		return f.Status
+	}
+	return 0
+}
+
+// sortedLocked lists the Linodes in ascending id order, those carrying
+// tag when tag is not "".
+func (c *Cloud) sortedLocked(tag string) []Instance {
+	var out []Instance
+	for _, in := range c.instances {
+		if tag == "" || slices.Contains(in.Tags, tag) {
+			cp := *in
+			cp.Tags = slices.Clone(in.Tags)
+			out = append(out, cp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Instances lists every Linode in ascending id order.
+func (c *Cloud) Instances() []Instance {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sortedLocked("")
+}

@@ -1,0 +1,149 @@
+package linode
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/linode/linodego"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/linode/agentid"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// ProviderName is the backend's name, for --cloud-provider and the node
+// agent's cloud setting (the name Linode's CCM registers too).
+const ProviderName = agentid.Name
+
+// userAgent goes before linodego's own.
+const userAgent = "mooring"
+
+// Factory builds the provider from its cloud-config; backend.go registers
+// it with mooring's backends.
+var Factory = kit.Factory(ParseConfig, New)
+
+// Cloud is Linode as Kubernetes and mooring see it: InstancesV2 over the
+// shared view of the cluster's Linodes, and the approver's Attester, which
+// verifies no evidence of its own (Linode signs no instance identity:
+// Linodes join with join tickets, which the approver verifies itself). It
+// has no zones (as in Linode's CCM: a region has none, and
+// InstanceMetadata carries the region), load balancers, routes or
+// clusters.
+type Cloud struct {
+	kit.Base          // InstancesV2 over the view, the Attester
+	kit.InstancesOnly // no load balancers or routes (docs/linode.md)
+
+	cfg    Config
+	client *linodego.Client
+	view   *view.View
+}
+
+var (
+	_ cloudprovider.Interface = (*Cloud)(nil)
+	_ cloud.Attester          = (*Cloud)(nil)
+	_ kit.InstanceFinder      = (*Cloud)(nil)
+)
+
+// New builds the provider with linodego over an HTTP client that sends the
+// configured token as a bearer token, read again before every request. It
+// reads the token once to fail at start when there is none, and makes no
+// call.
+func New(cfg Config) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if _, err := cfg.token(); err != nil {
+		return nil, err
+	}
+	hc := &http.Client{
+		Timeout:   cfg.RequestTimeout.Duration,
+		Transport: &bearer{token: cfg.token, next: http.DefaultTransport},
+	}
+	return NewWithHTTPClient(cfg, hc)
+}
+
+// NewWithHTTPClient builds the provider over an HTTP client that
+// authenticates the requests itself. It makes no call.
+func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	client := linodego.NewClient(hc)
+	// Set after NewClient, which reads LINODE_URL and LINODE_API_VERSION
+	// from the environment: the config decides.
+	client.SetBaseURL(strings.TrimRight(cfg.APIEndpoint, "/"))
+	client.SetAPIVersion(apiVersion)
+	client.SetUserAgent(userAgent + " " + linodego.DefaultUserAgent)
+	client.UseCache(false)
+	client.SetRetryCount(*cfg.MaxRetries)
+	client.SetRetryWaitTime(cfg.RetryWait.Duration)
+	client.SetRetryMaxWaitTime(cfg.MaxRetryWait.Duration)
+	src := Source{Client: &client, ClusterTag: cfg.ClusterTag, ClusterID: cfg.ClusterID, PageSize: cfg.PageSize,
+		Private: cfg.privateRanges(), RequestTimeout: cfg.RequestTimeout.Duration}
+	klog.InfoS("Linode cloud provider configured", "clusterID", cfg.ClusterID, "clusterTag", cfg.ClusterTag,
+		"apiEndpoint", cfg.APIEndpoint, "token", cfg.TokenSource(), "pageSize", cfg.PageSize,
+		"privateCIDRs", cfg.PrivateCIDRs, "maxRetries", *cfg.MaxRetries)
+	c := &Cloud{cfg: cfg, client: &client, view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration,
+		MaxFailureBackoff: cfg.MaxFailureBackoff.Duration})}
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c,
+		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})
+	return c, nil
+}
+
+// Config is the provider's effective configuration.
+func (c *Cloud) Config() Config { return c.cfg }
+
+// bearer authenticates each request with the token token gives.
+type bearer struct {
+	token func() (string, error)
+	next  http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	tok, err := b.token()
+	if err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close()
+		}
+		return nil, err
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+tok)
+	return b.next.RoundTrip(r)
+}
+
+// ConfirmInstance asks the API for the Linode of a providerID itself (GET
+// /v4/linode/instances/<id>), after FindInstance missed it in the
+// cluster's list: a *kit.AbsentError when the API answers 404, a
+// *kit.ForeignError when the Linode lacks the cluster tag.
+func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
+	id, err := ParseProviderID(providerID)
+	if err != nil {
+		return view.Instance{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
+	defer cancel()
+	in, err := c.client.GetInstance(ctx, id)
+	if linodego.IsNotFound(err) {
+		return view.Instance{}, &kit.AbsentError{ID: providerID}
+	}
+	if err != nil {
+		return view.Instance{}, fmt.Errorf("get Linode %d: %w", id, err)
+	}
+	if in == nil || in.ID != id {
+		return view.Instance{}, fmt.Errorf("get Linode %d: the answer is not that Linode", id)
+	}
+	src := Source{ClusterTag: c.cfg.ClusterTag, ClusterID: c.cfg.ClusterID, Private: c.cfg.privateRanges()}
+	if vi, ok := src.toView(in); ok {
+		return vi, nil
+	}
+	return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry the tag %s", c.cfg.ClusterTag)}
+}
