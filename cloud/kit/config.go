@@ -154,15 +154,19 @@ const MaxSecretSize = 4096
 // envName is a POSIX environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Secret is where a cloud config says a secret (an API token) is, never the
-// secret itself: a file (mounted from a Kubernetes Secret) or, without
-// one, an environment variable.
+// Secret is where a cloud config says a secret (an API token, a password)
+// is, never the secret itself: a file (mounted from a Kubernetes Secret)
+// or, without one, an environment variable.
 type Secret struct {
 	// File holds the secret; FileField is its config field's name.
 	File, FileField string
 	// Env names the variable that holds it; EnvField is its config
 	// field's name.
 	Env, EnvField string
+	// Password makes it a password, which may hold any character (its
+	// client sends it in a request body or encoded, never raw in a
+	// header); without it, a token of printable ASCII.
+	Password bool
 }
 
 // Check reports a secret named in both places, or a variable name that is
@@ -170,7 +174,7 @@ type Secret struct {
 func (s Secret) Check() []error {
 	switch {
 	case s.File != "" && s.Env != "":
-		return []error{fmt.Errorf("%s and %s are exclusive: name one place for the secret", s.FileField, s.EnvField)}
+		return []error{fmt.Errorf("%s and %s: set one, not both", s.FileField, s.EnvField)}
 	case s.Env != "" && !envName.MatchString(s.Env):
 		return []error{fmt.Errorf("%s %q is not an environment variable name", s.EnvField, s.Env)}
 	}
@@ -187,9 +191,9 @@ func (s Secret) Source() string {
 }
 
 // Read reads the secret from File, or else from Env: at most MaxSecretSize
-// bytes, white space around it dropped, and nothing but printable ASCII
-// without spaces (what an HTTP header can carry). Its errors name the
-// place, never the content.
+// bytes, white space around it dropped, not empty, and (unless Password)
+// nothing but printable ASCII without spaces (what an HTTP header can
+// carry). Its errors name the place, never the content.
 func (s Secret) Read() (string, error) {
 	var raw string
 	if s.File != "" {
@@ -213,7 +217,7 @@ func (s Secret) Read() (string, error) {
 	switch {
 	case secret == "":
 		return "", fmt.Errorf("%s is empty or unset", s.Source())
-	case strings.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r > '~' }):
+	case !s.Password && strings.ContainsFunc(secret, func(r rune) bool { return r <= ' ' || r > '~' }):
 		return "", fmt.Errorf("%s holds characters a token has not (white space, control or non-ASCII characters)", s.Source())
 	}
 	return secret, nil

@@ -84,6 +84,8 @@ func TestSecret(t *testing.T) {
 	}{
 		{Secret{File: write("ok", "file-token\n")}, "file-token"},
 		{Secret{Env: "KIT_TEST_TOKEN"}, "env-token"},
+		{Secret{File: write("password", " pass wörd\n"), Password: true}, "pass wörd"},
+		{Secret{Env: "KIT_TEST_SPACEY", Password: true}, "s3cr3t x"},
 	} {
 		if got, err := tc.s.Read(); err != nil || got != tc.want {
 			t.Errorf("%s: %q %v", tc.s.Source(), got, err)
@@ -92,7 +94,7 @@ func TestSecret(t *testing.T) {
 	for _, s := range []Secret{
 		{File: write("empty", " \n")}, {File: write("large", strings.Repeat("x", MaxSecretSize+1))},
 		{File: write("spacey", "s3cr3t x")}, {File: write("binary", "s3cr3t\x00")}, {File: filepath.Join(dir, "missing")},
-		{Env: "KIT_TEST_UNSET"}, {Env: "KIT_TEST_SPACEY"},
+		{Env: "KIT_TEST_UNSET"}, {Env: "KIT_TEST_SPACEY"}, {File: write("empty-password", "\n"), Password: true},
 	} {
 		_, err := s.Read()
 		if err == nil {
@@ -103,7 +105,7 @@ func TestSecret(t *testing.T) {
 			t.Errorf("%s: the error shows the content: %v", s.Source(), err)
 		}
 	}
-	if errs := (Secret{File: "/f", FileField: "tokenFile", Env: "E", EnvField: "tokenEnv"}).Check(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "tokenFile and tokenEnv") {
+	if errs := (Secret{File: "/f", FileField: "tokenFile", Env: "E", EnvField: "tokenEnv"}).Check(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "tokenFile and tokenEnv: set one, not both") {
 		t.Errorf("both: %v", errs)
 	}
 	if errs := (Secret{Env: "1BAD", EnvField: "tokenEnv"}).Check(); len(errs) != 1 {

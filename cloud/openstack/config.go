@@ -1,19 +1,16 @@
 package openstack
 
 import (
-	"bytes"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 )
 
@@ -72,18 +69,12 @@ type Config struct {
 	// NodeNamePolicy maps servers to Node names: only ServerName (the
 	// default: the Node is named as the server is, lower-cased).
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
-	// InstanceMaxAge is how old a server answer may be for node
-	// initialization, the address sweep and lifecycle checks. Default 30s.
-	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
-	// MinRefreshInterval bounds how often lookups of unknown servers list
-	// the API again. Default 2s.
-	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
+	// API call, a re-authentication included).
+	kit.ViewConfig
 	// MaxFailureBackoff caps the pause between listings while the API
 	// fails. Default 16s.
 	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
-	// RequestTimeout bounds one API call, a re-authentication included.
-	// Default 30s.
-	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
 }
 
 // Defaults.
@@ -91,33 +82,34 @@ const (
 	DefaultSecretEnv          = "OS_APPLICATION_CREDENTIAL_SECRET"
 	DefaultClusterTagPrefix   = "mooring-cluster="
 	DefaultInterface          = "public"
-	DefaultInstanceMaxAge     = 30 * time.Second
-	DefaultMinRefreshInterval = 2 * time.Second
-	DefaultMaxFailureBackoff  = 16 * time.Second
-	DefaultRequestTimeout     = 30 * time.Second
+	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
+	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
+	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
+	DefaultRequestTimeout     = kit.DefaultRequestTimeout
 )
 
-// maxSecretFileSize bounds the secret file; maxTagLength is Nova's limit
-// on a tag, maxMetadataLength on a metadata key or value.
+// maxTagLength is Nova's limit on a tag, maxMetadataLength on a metadata
+// key or value.
 const (
-	maxSecretFileSize = 4096
 	maxTagLength      = 60
 	maxMetadataLength = 255
 )
-
-// envNamePattern: a POSIX environment variable name.
-var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ParseConfig reads a cloud config strictly: unknown fields are errors, and
 // every problem of the config is reported at once. It reads no secret and
 // no CA file (Config.Secret and New do).
 func ParseConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := cloud.ReadConfig(ProviderName, r, &c); err != nil {
-		return c, err
-	}
-	c.defaults()
-	return c, c.validate()
+	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
+}
+
+func (c *Config) durations() []kit.Duration {
+	return append(c.ViewConfig.Durations(),
+		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff})
+}
+
+// secret is where the application credential's secret is.
+func (c *Config) secret() kit.Secret {
+	return kit.Secret{File: c.SecretFile, FileField: "secretFile", Env: c.SecretEnv, EnvField: "secretEnv"}
 }
 
 func (c *Config) defaults() {
@@ -133,17 +125,7 @@ func (c *Config) defaults() {
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = agentid.PolicyServerName
 	}
-	for _, d := range []struct {
-		v   *metav1.Duration
-		def time.Duration
-	}{
-		{&c.InstanceMaxAge, DefaultInstanceMaxAge}, {&c.MinRefreshInterval, DefaultMinRefreshInterval},
-		{&c.MaxFailureBackoff, DefaultMaxFailureBackoff}, {&c.RequestTimeout, DefaultRequestTimeout},
-	} {
-		if d.v.Duration == 0 {
-			d.v.Duration = d.def
-		}
-	}
+	kit.DefaultDurations(c.durations())
 }
 
 func (c *Config) validate() error {
@@ -151,7 +133,7 @@ func (c *Config) validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.AuthURL == "" {
 		bad("authURL is required (Keystone's v3 endpoint, https://.../v3)")
-	} else if err := cloud.CheckEndpoint(c.AuthURL, true); err != nil {
+	} else if err := kit.CheckEndpoint(c.AuthURL, true); err != nil {
 		bad("authURL: %w", err)
 	} else if !strings.HasSuffix(strings.TrimSuffix(c.AuthURL, "/"), "/v3") {
 		bad("authURL %q: want Keystone's v3 endpoint, ending in /v3", c.AuthURL)
@@ -166,12 +148,7 @@ func (c *Config) validate() error {
 	default:
 		bad("applicationCredentialID (or applicationCredentialName with userID) is required")
 	}
-	switch {
-	case c.SecretFile != "" && c.SecretEnv != "":
-		bad("secretFile and secretEnv: set one, not both")
-	case c.SecretEnv != "" && !envNamePattern.MatchString(c.SecretEnv):
-		bad("secretEnv %q is not an environment variable name", c.SecretEnv)
-	}
+	errs = append(errs, c.secret().Check()...)
 	if c.Region == "" {
 		bad("region is required (the catalog region, e.g. RegionOne)")
 	} else if strings.ContainsAny(c.Region, "/ \t\n") {
@@ -214,17 +191,7 @@ func (c *Config) validate() error {
 	if c.NodeNamePolicy != agentid.PolicyServerName {
 		bad("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyServerName)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"instanceMaxAge", c.InstanceMaxAge.Duration}, {"minRefreshInterval", c.MinRefreshInterval.Duration},
-		{"maxFailureBackoff", c.MaxFailureBackoff.Duration}, {"requestTimeout", c.RequestTimeout.Duration},
-	} {
-		if d.v < 0 {
-			bad("%s must not be negative", d.name)
-		}
-	}
+	errs = append(errs, kit.CheckDurations(c.durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("openstack cloud config: %w", err)
 	}
@@ -237,34 +204,11 @@ func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 // SecretEnv. Its errors name where the secret was looked for, never what
 // was found there.
 func (c *Config) Secret() (string, error) {
-	var raw []byte
-	from := ""
-	if c.SecretFile != "" {
-		from = "secretFile " + c.SecretFile
-		f, err := os.Open(c.SecretFile)
-		if err != nil {
-			return "", fmt.Errorf("openstack: application credential secret: %w", err)
-		}
-		defer f.Close()
-		raw, err = io.ReadAll(io.LimitReader(f, maxSecretFileSize+1))
-		if err != nil {
-			return "", fmt.Errorf("openstack: application credential secret: %s: %w", from, err)
-		}
-		if len(raw) > maxSecretFileSize {
-			return "", fmt.Errorf("openstack: application credential secret: %s is larger than %d bytes", from, maxSecretFileSize)
-		}
-	} else {
-		from = "environment variable " + c.SecretEnv
-		raw = []byte(os.Getenv(c.SecretEnv))
+	secret, err := c.secret().Read()
+	if err != nil {
+		return "", fmt.Errorf("openstack: application credential secret: %w", err)
 	}
-	s := string(bytes.TrimSpace(raw))
-	switch {
-	case s == "":
-		return "", fmt.Errorf("openstack: application credential secret: %s is empty or unset", from)
-	case strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' }):
-		return "", fmt.Errorf("openstack: application credential secret: %s holds white space or characters that are not printable ASCII", from)
-	}
-	return s, nil
+	return secret, nil
 }
 
 // certPool reads CAFile; nil when it is unset.

@@ -13,9 +13,11 @@
 //   - provider.go authenticates with gophercloud v2 on first use (POST
 //     /v3/auth/tokens, method application_credential; the token is renewed
 //     when Nova answers 401), finds Nova in the catalog, and is the CCM's
-//     k8s.io/cloud-provider provider (InstancesV2 and Zones over the view;
-//     GET /servers/{id} only to confirm that a server the list misses is
-//     gone) and the approver's cloud.Attester, with no evidence verifiers;
+//     k8s.io/cloud-provider provider and the approver's cloud.Attester, with
+//     no evidence verifiers, on the kit (cloud/kit: InstancesV2 and Zones
+//     over the view); its own parts are the lookup by server id in the view
+//     and GET /servers/{id}, only to confirm that a server the list misses
+//     is gone;
 //   - view.go lists the cluster's servers with GET /servers/detail at
 //     microversion 2.47 (tags=<clusterTag>, limit, marker, oldest first),
 //     while servers_links names a next page (asked of the catalog's

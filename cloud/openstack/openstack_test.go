@@ -20,6 +20,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 	"github.com/mooring-dev/mooring/cloud/openstack/openstacktest"
@@ -389,7 +390,7 @@ func TestAuthentication(t *testing.T) {
 	t.Setenv("SPACEY_SECRET", "secret part")
 	for _, cfg := range []Config{
 		{SecretEnv: "EMPTY_SECRET"}, {SecretEnv: "SPACEY_SECRET"}, {SecretFile: filepath.Join(t.TempDir(), "missing")},
-		{SecretFile: writeSecret(t, strings.Repeat("x", maxSecretFileSize+1))},
+		{SecretFile: writeSecret(t, strings.Repeat("x", kit.MaxSecretSize+1))},
 	} {
 		cfg.AuthURL, cfg.ApplicationCredentialID, cfg.Region, cfg.ClusterID = o.AuthURL(), "x", "r", testCluster
 		_, err := New(cfg)
@@ -538,7 +539,11 @@ func TestInstancesV2(t *testing.T) {
 		t.Fatalf("%+v", md)
 	}
 	// The regional form of this region is read; another region's is not.
-	if z, err := w.cloud.GetZoneByProviderID(ctx, "openstack://RegionOne/"+srvs[2].ID); err != nil || z.FailureDomain != "nova" || z.Region != "RegionOne" {
+	zones, ok := w.cloud.Zones()
+	if !ok {
+		t.Fatal("Zones is not implemented")
+	}
+	if z, err := zones.GetZoneByProviderID(ctx, "openstack://RegionOne/"+srvs[2].ID); err != nil || z.FailureDomain != "nova" || z.Region != "RegionOne" {
 		t.Fatalf("%+v %v", z, err)
 	}
 	if _, err := w.cloud.InstanceExists(ctx, node("node-2", "openstack://RegionTwo/"+srvs[2].ID)); err == nil {
@@ -547,7 +552,7 @@ func TestInstancesV2(t *testing.T) {
 	if md, err := w.cloud.InstanceMetadata(ctx, node("node-2", "openstack://RegionOne/"+srvs[2].ID)); err != nil || md.ProviderID != "openstack:///"+srvs[2].ID {
 		t.Fatalf("regional providerID: %+v %v", md, err)
 	}
-	if z, err := w.cloud.GetZoneByNodeName(ctx, types.NodeName("node-3")); err != nil || z.Region != "RegionOne" {
+	if z, err := zones.GetZoneByNodeName(ctx, types.NodeName("node-3")); err != nil || z.Region != "RegionOne" {
 		t.Fatalf("%+v %v", z, err)
 	}
 	if ok, err := w.cloud.InstanceExists(ctx, node("node-0", agentid.ProviderID("", srvs[0].ID))); err != nil || !ok {

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 
@@ -17,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/version"
@@ -28,13 +28,7 @@ const ProviderName = agentid.Name
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it with mooring's backends.
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := ParseConfig(r)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+var Factory = kit.Factory(ParseConfig, New)
 
 // Cloud is OpenStack as Kubernetes and mooring see it: InstancesV2 and
 // Zones over the shared view of the cluster's Nova servers, and the
@@ -43,9 +37,8 @@ func Factory(r io.Reader) (cloudprovider.Interface, error) {
 // tickets, whose verifier the approver adds itself (--ticket-keys-file).
 // It has no load balancers (docs/openstack.md), no routes and no clusters.
 type Cloud struct {
-	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
-	cloud.ViewZones
-	cloud.InstancesOnly // no load balancers, routes or clusters
+	kit.Base          // InstancesV2 and Zones over the view, the Attester
+	kit.InstancesOnly // no load balancers, routes or clusters
 
 	cfg     Config
 	secret  string
@@ -56,11 +49,9 @@ type Cloud struct {
 }
 
 var (
-	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
-	_ cloudprovider.Zones       = (*Cloud)(nil)
-	_ cloud.Attester            = (*Cloud)(nil)
-	_ cloud.InstanceFinder      = (*Cloud)(nil)
+	_ cloudprovider.Interface = (*Cloud)(nil)
+	_ cloud.Attester          = (*Cloud)(nil)
+	_ kit.InstanceFinder      = (*Cloud)(nil)
 )
 
 // New reads the application credential's secret and the CA file, and
@@ -91,8 +82,10 @@ func New(cfg Config) (*Cloud, error) {
 	c.view = view.New(c.source(), view.Options{
 		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
 	})
-	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
-	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration, ProviderID: c.canonical}
+	// The cluster id names the cluster: view.Instance.Cluster holds it and
+	// join tickets name it as their audience.
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, ProviderID: c.canonical})
 	return c, nil
 }
 
@@ -137,7 +130,7 @@ func (c *Cloud) computeClient(ctx context.Context) (*gophercloud.ServiceClient, 
 	if err != nil {
 		return nil, fmt.Errorf("openstack: no %s compute endpoint in region %s in the catalog: %w", c.cfg.Interface, c.cfg.Region, err)
 	}
-	if err := cloud.CheckEndpoint(compute.Endpoint, true); err != nil {
+	if err := kit.CheckEndpoint(compute.Endpoint, true); err != nil {
 		return nil, fmt.Errorf("openstack: the catalog's compute endpoint: %w", err)
 	}
 	compute.Microversion = Microversion
@@ -183,32 +176,13 @@ func (c *Cloud) serverID(providerID string) (string, error) {
 	return id, nil
 }
 
-// EvidenceVerifiers is empty: OpenStack signs no server identity mooring
-// checks. The approver accepts join tickets when it is given their keys.
-func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier { return nil }
-
-// InstanceView is the shared view of the cluster's servers.
-func (c *Cloud) InstanceView() *view.View { return c.view }
-
-// ClusterTag is the cluster id: view.Instance.Cluster holds it, and join
-// tickets name it as their audience.
-func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
-
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
-
-// InstancesV2 is implemented.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is implemented over the view.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
-
-// ProviderName is "openstack".
-func (c *Cloud) ProviderName() string { return ProviderName }
 
 // FindInstance finds a Node's server in the shared view: by the server id
 // of its providerID (either form) when it has one, else by its name (the
 // server's name, lower-cased). An outage is an error, never "not found".
+// It is its own, not Base's: the view is asked by id.
 func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
 	if node.Spec.ProviderID == "" {
 		return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
@@ -222,8 +196,8 @@ func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance,
 
 // ConfirmInstance asks Nova for the server of a providerID itself (GET
 // /servers/{id}), after FindInstance missed it in the cluster's list: a
-// *cloud.AbsentError when the project has no such server (404), a
-// *cloud.ForeignError when the server is not the cluster's.
+// *kit.AbsentError when the project has no such server (404), a
+// *kit.ForeignError when the server is not the cluster's.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
 	id, err := c.serverID(providerID)
 	if err != nil {
@@ -237,7 +211,7 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	}
 	srv, err := servers.Get(ctx, client, id).Extract()
 	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
-		return view.Instance{}, &cloud.AbsentError{ID: providerID}
+		return view.Instance{}, &kit.AbsentError{ID: providerID}
 	}
 	if err != nil {
 		return view.Instance{}, fmt.Errorf("openstack servers get %s: %w", id, err)
@@ -247,22 +221,10 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	}
 	src := c.source()
 	if ok, why := src.member(srv); !ok {
-		return view.Instance{}, &cloud.ForeignError{ID: providerID, Why: why}
+		return view.Instance{}, &kit.ForeignError{ID: providerID, Why: why}
 	}
 	if vi, ok := src.toView(srv); ok {
 		return vi, nil
 	}
 	return view.Instance{}, errors.New("openstack: unreachable: a member server that does not convert")
-}
-
-// metadata is Nova's record of a server as the Node's metadata: zone,
-// region and instance type as the OpenStack CCM sets them.
-func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
-	return &cloudprovider.InstanceMetadata{
-		ProviderID:    in.ProviderID,
-		InstanceType:  in.InstanceType,
-		NodeAddresses: in.Addresses,
-		Zone:          in.Zone,
-		Region:        in.Region,
-	}
 }

@@ -1,7 +1,6 @@
 package vsphere
 
 import (
-	"bytes"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -9,14 +8,13 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
 )
 
@@ -65,18 +63,12 @@ type Config struct {
 	// NodeNamePolicy maps VMs to Node names: only VMName (the default: the
 	// Node is named as the VM is, lower-cased).
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
-	// InstanceMaxAge is how old a VM answer may be for node
-	// initialization, the address sweep and lifecycle checks. Default 30s.
-	InstanceMaxAge metav1.Duration `json:"instanceMaxAge,omitempty"`
-	// MinRefreshInterval bounds how often lookups of unknown VMs list
-	// vCenter again. Default 2s.
-	MinRefreshInterval metav1.Duration `json:"minRefreshInterval,omitempty"`
+	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
+	// listing, its few calls, or one lookup).
+	kit.ViewConfig
 	// MaxFailureBackoff caps the pause between lists while vCenter fails.
 	// Default 16s.
 	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
-	// RequestTimeout bounds one listing (its few calls) or one lookup.
-	// Default 30s.
-	RequestTimeout metav1.Duration `json:"requestTimeout,omitempty"`
 	// TagCacheTTL is how long tag and category names are kept before they
 	// are read again (a tag renamed in vCenter shows after at most this
 	// long). Default 10m.
@@ -109,30 +101,32 @@ type Nodes struct {
 // Defaults.
 const (
 	DefaultPasswordEnv        = "VSPHERE_PASSWORD"
-	DefaultInstanceMaxAge     = 30 * time.Second
-	DefaultMinRefreshInterval = 2 * time.Second
-	DefaultMaxFailureBackoff  = 16 * time.Second
-	DefaultRequestTimeout     = 30 * time.Second
+	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
+	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
+	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
+	DefaultRequestTimeout     = kit.DefaultRequestTimeout
 	DefaultTagCacheTTL        = 10 * time.Minute
 	IPv4Family                = "ipv4"
 	IPv6Family                = "ipv6"
 )
 
-// maxPasswordFileSize bounds the password file.
-const maxPasswordFileSize = 4096
-
-var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // ParseConfig reads a cloud config strictly: unknown fields are errors, and
 // every problem of the config is reported at once. It reads neither the
 // password nor the CA file.
 func ParseConfig(r io.Reader) (Config, error) {
-	var c Config
-	if err := cloud.ReadConfig(ProviderName, r, &c); err != nil {
-		return c, err
-	}
-	c.defaults()
-	return c, c.validate()
+	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
+}
+
+func (c *Config) durations() []kit.Duration {
+	return append(c.ViewConfig.Durations(),
+		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff},
+		kit.Duration{Name: "tagCacheTTL", Value: &c.TagCacheTTL, Default: DefaultTagCacheTTL})
+}
+
+// secret is where the password is: any characters are kept (govmomi sends
+// it in the SOAP login's body and base64-encoded to the REST API).
+func (c *Config) secret() kit.Secret {
+	return kit.Secret{File: c.PasswordFile, FileField: "passwordFile", Env: c.PasswordEnv, EnvField: "passwordEnv", Password: true}
 }
 
 func (c *Config) defaults() {
@@ -148,18 +142,7 @@ func (c *Config) defaults() {
 	if c.Nodes.IPFamily == "" {
 		c.Nodes.IPFamily = IPv4Family
 	}
-	for _, d := range []struct {
-		v   *metav1.Duration
-		def time.Duration
-	}{
-		{&c.InstanceMaxAge, DefaultInstanceMaxAge}, {&c.MinRefreshInterval, DefaultMinRefreshInterval},
-		{&c.MaxFailureBackoff, DefaultMaxFailureBackoff}, {&c.RequestTimeout, DefaultRequestTimeout},
-		{&c.TagCacheTTL, DefaultTagCacheTTL},
-	} {
-		if d.v.Duration == 0 {
-			d.v.Duration = d.def
-		}
-	}
+	kit.DefaultDurations(c.durations())
 }
 
 func (c *Config) validate() error {
@@ -167,18 +150,13 @@ func (c *Config) validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.Server == "" {
 		bad("server is required (vCenter's https://<host>/sdk)")
-	} else if err := cloud.CheckEndpoint(c.Server, true); err != nil {
+	} else if err := kit.CheckEndpoint(c.Server, true); err != nil {
 		bad("server: %v", err)
 	}
 	if c.Username == "" {
 		bad("username is required")
 	}
-	switch {
-	case c.PasswordFile != "" && c.PasswordEnv != "":
-		bad("passwordFile and passwordEnv: set one, not both")
-	case c.PasswordEnv != "" && !envNamePattern.MatchString(c.PasswordEnv):
-		bad("passwordEnv %q is not an environment variable name", c.PasswordEnv)
-	}
+	errs = append(errs, c.secret().Check()...)
 	if c.ClusterID == "" {
 		bad("clusterID is required: it is the cluster's name in join tickets (and its tag's, with clusterTagCategory)")
 	} else {
@@ -209,18 +187,7 @@ func (c *Config) validate() error {
 	if c.NodeNamePolicy != agentid.PolicyVMName {
 		bad("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyVMName)
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"instanceMaxAge", c.InstanceMaxAge.Duration}, {"minRefreshInterval", c.MinRefreshInterval.Duration},
-		{"maxFailureBackoff", c.MaxFailureBackoff.Duration}, {"requestTimeout", c.RequestTimeout.Duration},
-		{"tagCacheTTL", c.TagCacheTTL.Duration},
-	} {
-		if d.v < 0 {
-			bad("%s must not be negative", d.name)
-		}
-	}
+	errs = append(errs, kit.CheckDurations(c.durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("vsphere cloud config: %w", err)
 	}
@@ -262,29 +229,9 @@ func parseCIDRs(s string) ([]*net.IPNet, error) {
 // Password reads the password from PasswordFile or PasswordEnv. Its errors
 // name where it was looked for, never what was found there.
 func (c *Config) Password() (string, error) {
-	var raw []byte
-	from := ""
-	if c.PasswordFile != "" {
-		from = "passwordFile " + c.PasswordFile
-		f, err := os.Open(c.PasswordFile)
-		if err != nil {
-			return "", fmt.Errorf("vsphere: password: %w", err)
-		}
-		defer f.Close()
-		raw, err = io.ReadAll(io.LimitReader(f, maxPasswordFileSize+1))
-		if err != nil {
-			return "", fmt.Errorf("vsphere: password: %s: %w", from, err)
-		}
-		if len(raw) > maxPasswordFileSize {
-			return "", fmt.Errorf("vsphere: password: %s is larger than %d bytes", from, maxPasswordFileSize)
-		}
-	} else {
-		from = "environment variable " + c.PasswordEnv
-		raw = []byte(os.Getenv(c.PasswordEnv))
-	}
-	pw := string(bytes.TrimSpace(raw))
-	if pw == "" {
-		return "", fmt.Errorf("vsphere: password: %s is empty or unset", from)
+	pw, err := c.secret().Read()
+	if err != nil {
+		return "", fmt.Errorf("vsphere: password: %w", err)
 	}
 	return pw, nil
 }

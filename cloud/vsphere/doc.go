@@ -20,10 +20,11 @@
 //     time a join ticket's VM must fall within;
 //   - session.go holds the SOAP and REST sessions, logged in again when
 //     vCenter forgets them;
-//   - provider.go is the CCM's k8s.io/cloud-provider provider (InstancesV2
-//     and Zones over the view; SearchIndex.FindByUuid only to confirm that
-//     a VM the list misses is gone) and the approver's cloud.Attester, with
-//     no evidence verifiers of its own;
+//   - provider.go is the CCM's k8s.io/cloud-provider provider and the
+//     approver's cloud.Attester, with no evidence verifiers, on the kit
+//     (cloud/kit: InstancesV2 and Zones over the view); its own part is
+//     SearchIndex.FindByUuid, only to confirm that a VM the list misses is
+//     gone;
 //   - agentid (cloud/vsphere/agentid) is the node agent's side: the BIOS
 //     UUID from SMBIOS in the vSphere API's byte order, and the VM's name.
 //

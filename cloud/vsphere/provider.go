@@ -3,15 +3,14 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/vmware/govmomi/object"
-	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
 )
@@ -22,13 +21,7 @@ const ProviderName = agentid.Name
 
 // Factory builds the provider from its cloud-config; backend.go registers
 // it with mooring's backends.
-func Factory(r io.Reader) (cloudprovider.Interface, error) {
-	cfg, err := ParseConfig(r)
-	if err != nil {
-		return nil, err
-	}
-	return New(cfg)
-}
+var Factory = kit.Factory(ParseConfig, func(cfg Config) (*Cloud, error) { return New(cfg) })
 
 // Cloud is vSphere as Kubernetes and mooring see it: InstancesV2 and Zones
 // over the shared view of the cluster's VMs, and the approver's Attester.
@@ -37,21 +30,17 @@ func Factory(r io.Reader) (cloudprovider.Interface, error) {
 // (--ticket-keys-file). It has no load balancers, no routes and no
 // clusters.
 type Cloud struct {
-	cloud.ViewInstances // InstancesV2, over FindInstance and ConfirmInstance
-	cloud.ViewZones
-	cloud.InstancesOnly // no load balancers, routes or clusters (docs/vsphere.md)
+	kit.Base          // InstancesV2 and Zones over the view, the Attester
+	kit.InstancesOnly // no load balancers, routes or clusters (docs/vsphere.md)
 
 	cfg    Config
 	source *Source
-	view   *view.View
 }
 
 var (
-	_ cloudprovider.Interface   = (*Cloud)(nil)
-	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
-	_ cloudprovider.Zones       = (*Cloud)(nil)
-	_ cloud.Attester            = (*Cloud)(nil)
-	_ cloud.InstanceFinder      = (*Cloud)(nil)
+	_ cloudprovider.Interface = (*Cloud)(nil)
+	_ cloud.Attester          = (*Cloud)(nil)
+	_ kit.InstanceFinder      = (*Cloud)(nil)
 )
 
 // Option changes how New connects.
@@ -86,12 +75,14 @@ func New(cfg Config, opts ...Option) (*Cloud, error) {
 		"clusterID", cfg.ClusterID, "clusterTagCategory", cfg.ClusterTagCategory, "zoneCategory", cfg.Labels.Zone, "regionCategory", cfg.Labels.Region)
 	c := &Cloud{cfg: cfg, source: &Source{cfg: cfg, conn: cn, tags: newTagCache(cfg.TagCacheTTL.Duration),
 		internalNets: internal, externalNets: external}}
-	c.view = view.New(c.source, view.Options{
+	v := view.New(c.source, view.Options{
 		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
 	})
-	c.ViewInstances = cloud.ViewInstances{Finder: c, View: c.view, Metadata: metadata}
-	c.ViewZones = cloud.ViewZones{Cloud: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
-		ProviderID: viewKey}
+	// The cluster id names the cluster: view.Instance.Cluster holds it and
+	// join tickets name it as their audience. A providerID is found by its
+	// UUID in lower case (viewKey).
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: v, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, ProviderID: viewKey})
 	return c, nil
 }
 
@@ -105,47 +96,13 @@ func viewKey(providerID string) (string, error) {
 	return agentid.ProviderID(uuid), nil
 }
 
-// EvidenceVerifiers is empty: vSphere signs no VM identity. The approver
-// accepts join tickets when it is given their keys.
-func (c *Cloud) EvidenceVerifiers() []cloud.EvidenceVerifier { return nil }
-
-// InstanceView is the shared view of the cluster's VMs.
-func (c *Cloud) InstanceView() *view.View { return c.view }
-
-// ClusterTag is the cluster id, which view.Instance.Cluster holds and join
-// tickets name as their audience.
-func (c *Cloud) ClusterTag() string { return c.cfg.ClusterID }
-
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
 
-// InstancesV2 is implemented.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
-
-// Zones is implemented over the view.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return c, true }
-
-// ProviderName is "vsphere".
-func (c *Cloud) ProviderName() string { return ProviderName }
-
-// FindInstance finds a Node's VM in the shared view: by its providerID when
-// it has one (its UUID compared in lower case), else by its name (the VM's
-// name, lower-cased). An outage is an error, never "not found".
-func (c *Cloud) FindInstance(ctx context.Context, node *v1.Node) (view.Instance, error) {
-	if node.Spec.ProviderID != "" {
-		key, err := viewKey(node.Spec.ProviderID)
-		if err != nil {
-			return view.Instance{}, fmt.Errorf("node %s: %w", node.Name, err)
-		}
-		return c.view.ByProviderID(ctx, key, c.cfg.InstanceMaxAge.Duration)
-	}
-	return c.view.ByNodeName(ctx, node.Name, c.cfg.InstanceMaxAge.Duration)
-}
-
 // ConfirmInstance asks vCenter for the VM of a providerID itself
 // (SearchIndex.FindByUuid), after FindInstance missed it in the cluster's
-// list: a *cloud.AbsentError when vCenter has no VM of that BIOS UUID, a
-// *cloud.ForeignError when the VM is not in the cluster's folder or lacks
+// list: a *kit.AbsentError when vCenter has no VM of that BIOS UUID, a
+// *kit.ForeignError when the VM is not in the cluster's folder or lacks
 // the cluster tag.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
 	uuid, err := ParseProviderID(providerID)
@@ -161,7 +118,7 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 			return fmt.Errorf("vsphere: find VM by BIOS UUID %s: %w", uuid, err)
 		}
 		if ref == nil {
-			return &cloud.AbsentError{ID: providerID}
+			return &kit.AbsentError{ID: providerID}
 		}
 		r := ref.Reference()
 		inv, err := c.source.retrieve(ctx, cl, &r)
@@ -177,7 +134,7 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 			inFolder = inFolder || o == folder
 		}
 		if !inFolder {
-			return &cloud.ForeignError{ID: providerID, Why: "is not in folder " + c.cfg.Folder}
+			return &kit.ForeignError{ID: providerID, Why: "is not in folder " + c.cfg.Folder}
 		}
 		cands, err := c.source.toView(ctx, cl, inv)
 		if err != nil {
@@ -188,23 +145,12 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 				continue
 			}
 			if cd.why != "" {
-				return &cloud.ForeignError{ID: providerID, Why: cd.why}
+				return &kit.ForeignError{ID: providerID, Why: cd.why}
 			}
 			out = cd.Instance
 			return nil
 		}
-		return &cloud.ForeignError{ID: providerID, Why: "is a template or has no BIOS UUID"}
+		return &kit.ForeignError{ID: providerID, Why: "is a template or has no BIOS UUID"}
 	})
 	return out, err
-}
-
-// metadata is vCenter's record of a VM as the Node's metadata.
-func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
-	return &cloudprovider.InstanceMetadata{
-		ProviderID:    in.ProviderID,
-		InstanceType:  in.InstanceType,
-		NodeAddresses: in.Addresses,
-		Zone:          in.Zone,
-		Region:        in.Region,
-	}
 }

@@ -1,26 +1,12 @@
 package vsphere
 
 import (
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
-
 	"github.com/mooring-dev/mooring/cloud/vsphere/vspheretest"
 	"github.com/mooring-dev/mooring/csrapprover"
-	"github.com/mooring-dev/mooring/internal/evidence"
-	"github.com/mooring-dev/mooring/internal/ticket"
+	"github.com/mooring-dev/mooring/csrapprover/approvertest"
 )
 
 // A join with a ticket goes through the approver as mooring-csr-approver
@@ -29,42 +15,10 @@ import (
 // VM created within the ticket's life, denied for one created before.
 func TestTicketJoinThroughTheApprover(t *testing.T) {
 	w := newWorld(t, nil)
-	keys := &ticket.KeySet{}
-	if _, err := keys.AddKey(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := keys.Data()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keysFile := filepath.Join(t.TempDir(), ticket.KeysFile)
-	if err := os.WriteFile(keysFile, data[ticket.KeysFile], 0o600); err != nil {
-		t.Fatal(err)
-	}
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	ctrl, err := csrapprover.NewFromCloud(client, nil, factory, w.cloud, csrapprover.Flags{
-		Workers: 2, TicketKeysFile: keysFile, InstanceMaxAge: time.Second, MaxSANs: 16,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	done := make(chan struct{})
-	go func() { ctrl.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
-
+	a := approvertest.Start(t, w.cloud)
 	// The old VM predates its ticket; the new one is made after.
 	w.sim.SetCreated(w.add(t, vspheretest.VM{Name: "old-1", UUID: uuid(1), IP: "127.0.90.51"}), time.Now().Add(-time.Hour))
-	issue := func(name string) []byte {
-		tok, _, err := keys.Issue(name, w.cloud.ClusterTag(), time.Now(), time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []byte(tok)
-	}
-	goodTicket, oldTicket := issue("new-1"), issue("old-1")
+	goodTicket, oldTicket := a.Issue("new-1"), a.Issue("old-1")
 	w.add(t, vspheretest.VM{Name: "new-1", UUID: uuid(2), IP: "127.0.90.52"})
 
 	for _, tc := range []struct {
@@ -75,50 +29,8 @@ func TestTicketJoinThroughTheApprover(t *testing.T) {
 		{"new-1", goodTicket, csrapprover.ReasonApproved},
 		{"old-1", oldTicket, csrapprover.ReasonInstanceCreatedOutsideTicket},
 	} {
-		csr := joinCSR(t, tc.node, tc.ticket)
-		if _, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var got string
-		for deadline := time.Now().Add(10 * time.Second); got == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			c, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(c.Status.Conditions) > 0 {
-				got = c.Status.Conditions[0].Reason
-			}
-		}
-		if got != tc.want {
+		if got := a.Join(tc.node, tc.ticket); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.node, got, tc.want)
 		}
-	}
-}
-
-// joinCSR is a kubelet client CSR of node by a bootstrap token holder,
-// with the ticket after it.
-func joinCSR(t *testing.T, node string, tok []byte) *certificatesv1.CertificateSigningRequest {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-	}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := evidence.Encode(der, evidence.Block{Type: ticket.BlockType, Data: tok})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "join-" + node},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request: req, SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
-			Usages:   []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
-			Username: "system:bootstrap:abcdef", Groups: []string{"system:bootstrappers", "system:authenticated"},
-		},
 	}
 }

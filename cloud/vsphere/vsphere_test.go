@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/cloud/vsphere/vspheretest"
 )
@@ -278,8 +278,8 @@ func TestConfirmInstance(t *testing.T) {
 	if err != nil || got.Name != "in" || got.Zone != "zone-b" {
 		t.Errorf("in: %+v %v", got, err)
 	}
-	var foreign *cloud.ForeignError
-	var absent *cloud.AbsentError
+	var foreign *kit.ForeignError
+	var absent *kit.AbsentError
 	if _, err := w.cloud.ConfirmInstance(ctx, "vsphere://"+uuid(2)); !errors.As(err, &foreign) || !strings.Contains(err.Error(), "tag") {
 		t.Errorf("untagged: %v", err)
 	}
@@ -298,6 +298,13 @@ func TestConfirmInstance(t *testing.T) {
 	md, err := w.cloud.InstanceMetadata(ctx, node)
 	if err != nil || md.ProviderID != "vsphere://"+uuid(1) || md.Zone != "zone-b" || md.Region != "region-a" {
 		t.Fatalf("metadata: %+v %v", md, err)
+	}
+	zones, ok := w.cloud.Zones()
+	if !ok {
+		t.Fatal("Zones is not implemented")
+	}
+	if z, err := zones.GetZoneByProviderID(ctx, node.Spec.ProviderID); err != nil || z.FailureDomain != "zone-b" || z.Region != "region-a" {
+		t.Errorf("zone: %+v %v", z, err)
 	}
 	if err := w.sim.PowerOff(in); err != nil {
 		t.Fatal(err)
@@ -366,6 +373,20 @@ func TestFailuresAreErrors(t *testing.T) {
 	w = newWorld(t, func(c *Config) { c.Labels.Zone = "no-such-category" })
 	if _, err := w.cloud.source.ListInstances(context.Background()); err == nil || !strings.Contains(err.Error(), "no tag category") {
 		t.Errorf("missing category: %v", err)
+	}
+}
+
+// A password is any text (only the white space around it is dropped), and
+// errors about it never show it.
+func TestPassword(t *testing.T) {
+	c := Config{PasswordFile: writeFile(t, "pw", " pass wörd\t\n")}
+	if pw, err := c.Password(); err != nil || pw != "pass wörd" {
+		t.Errorf("%q %v", pw, err)
+	}
+	t.Setenv("EMPTY_PASSWORD", " ")
+	c = Config{PasswordEnv: "EMPTY_PASSWORD"}
+	if _, err := c.Password(); err == nil || !strings.Contains(err.Error(), "environment variable EMPTY_PASSWORD is empty") {
+		t.Errorf("empty: %v", err)
 	}
 }
 

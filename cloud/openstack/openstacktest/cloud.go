@@ -1,21 +1,19 @@
 package openstacktest
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // Defaults.
@@ -107,34 +105,19 @@ type Server struct {
 
 // Cloud is the endpoint.
 type Cloud struct {
-	opts Options
+	opts      Options
+	listeners cloudtest.Servers[string] // Keystone and Nova; metadata services by server id
+	calls     cloudtest.Counter
+	faults    cloudtest.Faults
 
-	mu       sync.Mutex
-	api      *http.Server
-	apiAddr  string
-	servers  map[string]*Server
-	metadata map[string]*mdServer
-	serial   int64
-	tokens   map[string]time.Time // token -> expiry
-	revoked  bool
-	calls    map[string]int
-	faults   []*fault
-	down     bool
-	onList   func(marker string)
-	lastMV   string
-	closed   bool
-}
-
-type fault struct {
-	method string
-	n      int
-	status int
-}
-
-type mdServer struct {
-	id   string
-	srv  *http.Server
-	addr string
+	mu      sync.Mutex
+	servers map[string]*Server
+	serial  int64
+	tokens  map[string]time.Time // token -> expiry
+	revoked bool
+	down    bool
+	onList  func(marker string)
+	lastMV  string
 }
 
 // New makes a Cloud; Start starts it.
@@ -160,72 +143,28 @@ func New(opts Options) *Cloud {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, servers: map[string]*Server{}, metadata: map[string]*mdServer{},
-		tokens: map[string]time.Time{}, calls: map[string]int{}}
+	return &Cloud{opts: opts, servers: map[string]*Server{}, tokens: map[string]time.Time{}}
 }
 
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
 	c := New(opts)
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	cloudtest.Start(t, c)
 	return c
 }
 
 // Start listens on 127.0.0.1 for Keystone and Nova.
-func (c *Cloud) Start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(c.serveAPI), ReadHeaderTimeout: 10 * time.Second}
-	c.mu.Lock()
-	c.api, c.apiAddr = srv, ln.Addr().String()
-	c.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
-	return nil
-}
+func (c *Cloud) Start() error { return c.listeners.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // Close stops every listener.
-func (c *Cloud) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	var servers []*http.Server
-	if c.api != nil {
-		servers = append(servers, c.api)
-	}
-	for _, m := range c.metadata {
-		servers = append(servers, m.srv)
-	}
-	c.metadata = map[string]*mdServer{}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var errs []error
-	for _, s := range servers {
-		if err := s.Shutdown(ctx); err != nil {
-			errs = append(errs, s.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
+func (c *Cloud) Close() error { return c.listeners.Close() }
 
 // AuthURL is Keystone's v3 URL (the provider config's authURL).
-func (c *Cloud) AuthURL() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return "http://" + c.apiAddr + identityBase
-}
+func (c *Cloud) AuthURL() string { return "http://" + c.listeners.Addr() + identityBase }
 
 // ComputeURL is Nova's endpoint as the catalog gives it.
-func (c *Cloud) ComputeURL() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return "http://" + c.apiAddr + computeBase
-}
+func (c *Cloud) ComputeURL() string { return "http://" + c.listeners.Addr() + computeBase }
 
 // Credential is the application credential's id and secret.
 func (c *Cloud) Credential() (id, secret string) { return c.opts.CredentialID, c.opts.CredentialSecret }
@@ -252,14 +191,7 @@ func (c *Cloud) Put(s Server) Server {
 			s.Addresses[i].Network = DefaultNetwork
 		}
 	}
-	for _, a := range append(addrs(s.Addresses), s.AccessIPv4) {
-		if a == "" {
-			continue
-		}
-		if ip, err := netip.ParseAddr(a); err != nil || !ip.IsLoopback() {
-			panic(fmt.Sprintf("openstacktest: address %q is not a loopback address", a))
-		}
-	}
+	cloudtest.MustLoopback("openstacktest", false, append(addrs(s.Addresses), s.AccessIPv4)...)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s.ID == "" {
@@ -336,35 +268,22 @@ func (c *Cloud) Delete(id string) {
 // loopback listener and returns its base URL, http://127.0.0.1:port (the
 // agent's metadataURL).
 func (c *Cloud) MetadataURL(id string) (string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return "", errors.New("openstacktest: closed")
-	}
-	if _, ok := c.servers[id]; !ok {
+	if _, ok := c.Get(id); !ok {
 		return "", fmt.Errorf("openstacktest: no server %s", id)
 	}
-	if m, ok := c.metadata[id]; ok {
-		return "http://" + m.addr, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := c.listeners.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("openstacktest: %w", err)
 	}
-	m := &mdServer{id: id, addr: ln.Addr().String()}
-	m.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(m, w, r) }),
-		ReadHeaderTimeout: 10 * time.Second}
-	c.metadata[id] = m
-	go func() { _ = m.srv.Serve(ln) }()
-	return "http://" + m.addr, nil
+	return "http://" + addr, nil
 }
 
 // Fail makes the next n calls of method (auth, list, get, metadata)
 // answer HTTP status with the service's error body.
 func (c *Cloud) Fail(method string, n, status int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults = append(c.faults, &fault{method: method, n: n, status: status})
+	if n > 0 {
+		c.faults.Add(method, cloudtest.Fault{Left: n, Status: status})
+	}
 }
 
 // SetDown makes Keystone and Nova close every connection unanswered (an
@@ -405,11 +324,7 @@ func (c *Cloud) OnList(f func(marker string)) {
 
 // Calls counts the calls of method: auth, list, get, metadata, and
 // unauthorized (Nova calls refused for their token).
-func (c *Cloud) Calls(method string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[method]
-}
+func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 
 // LastMicroversion is the microversion the last Nova call was served at.
 func (c *Cloud) LastMicroversion() string {
@@ -419,17 +334,9 @@ func (c *Cloud) LastMicroversion() string {
 }
 
 // count counts a call and returns the fault it is to answer, if any.
-func (c *Cloud) count(method string) *fault {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls[method]++
-	for _, f := range c.faults {
-		if f.method == method && f.n > 0 {
-			f.n--
-			return f
-		}
-	}
-	return nil
+func (c *Cloud) count(method string) *cloudtest.Fault {
+	c.calls.Add(method)
+	return c.faults.Take(method, 0)
 }
 
 // newToken issues a token and returns it with its times.
@@ -451,15 +358,4 @@ func (c *Cloud) validToken(tok string) bool {
 	defer c.mu.Unlock()
 	exp, ok := c.tokens[tok]
 	return ok && c.opts.Now().Before(exp)
-}
-
-// hangUp closes the connection unanswered.
-func hangUp(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-	}
-	w.WriteHeader(http.StatusServiceUnavailable)
 }

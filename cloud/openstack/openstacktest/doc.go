@@ -59,6 +59,9 @@
 //     unanswered), ExpireTokens (every token issued so far expires now),
 //     Revoke (the application credential is deleted: auth fails).
 //
+// Its listeners, counters, faults and hang-ups are cloud/cloudtest's; what
+// is here is OpenStack's own.
+//
 // Not modelled: every other service (Neutron, Octavia, Glance, Cinder) and
 // Compute resource, password and token auth, scoped-token rules beyond the
 // application credential's project, policy (every credential may list),

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // The services' paths under the one listener (as DevStack lays them out).
@@ -40,7 +42,7 @@ type authRequest struct {
 
 // keystoneError is Keystone's error body.
 func keystoneError(w http.ResponseWriter, status int, title, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{"code": status, "title": title, "message": msg}})
+	cloudtest.WriteJSON(w, status, map[string]any{"error": map[string]any{"code": status, "title": title, "message": msg}})
 }
 
 func unauthorized(w http.ResponseWriter) {
@@ -57,7 +59,7 @@ func (c *Cloud) serveIdentity(w http.ResponseWriter, r *http.Request, path strin
 		return
 	}
 	if f := c.count("auth"); f != nil {
-		keystoneError(w, f.status, http.StatusText(f.status), "injected fault")
+		keystoneError(w, f.Status, http.StatusText(f.Status), "injected fault")
 		return
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
@@ -90,7 +92,7 @@ func (c *Cloud) serveIdentity(w http.ResponseWriter, r *http.Request, path strin
 	}
 	tok, issued, expires := c.newToken()
 	w.Header().Set("X-Subject-Token", tok)
-	writeJSON(w, http.StatusCreated, map[string]any{"token": c.tokenBody(r, issued, expires)})
+	cloudtest.WriteJSON(w, http.StatusCreated, map[string]any{"token": c.tokenBody(r, issued, expires)})
 }
 
 // tokenBody is the token Keystone answers with: its user, project, roles,
@@ -123,10 +125,4 @@ func (c *Cloud) tokenBody(r *http.Request, issued, expires time.Time) map[string
 			{"id": "1dent1ty0000000000000000000000000", "type": "identity", "name": "keystone", "endpoints": endpoints(base + identityBase)},
 		},
 	}
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -3,6 +3,8 @@ package openstacktest
 import (
 	"net/http"
 	"net/netip"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // The metadata service's paths served.
@@ -12,15 +14,15 @@ const (
 	localIPv4Path = "/latest/meta-data/local-ipv4"
 )
 
-func (c *Cloud) serveMetadata(m *mdServer, w http.ResponseWriter, r *http.Request) {
-	s, ok := c.Get(m.id)
+func (c *Cloud) serveMetadata(id string, w http.ResponseWriter, r *http.Request) {
+	s, ok := c.Get(id)
 	if !ok || s.Status != StatusActive {
 		// A machine that is not running answers nothing.
-		hangUp(w)
+		cloudtest.HangUp(w)
 		return
 	}
 	if f := c.count("metadata"); f != nil {
-		http.Error(w, "injected fault", f.status)
+		http.Error(w, "injected fault", f.Status)
 		return
 	}
 	if r.Method != http.MethodGet {
@@ -33,7 +35,7 @@ func (c *Cloud) serveMetadata(m *mdServer, w http.ResponseWriter, r *http.Reques
 		for k, v := range s.Metadata {
 			meta[k] = v
 		}
-		writeJSON(w, http.StatusOK, map[string]any{
+		cloudtest.WriteJSON(w, http.StatusOK, map[string]any{
 			"uuid": s.ID, "name": s.Name, "hostname": hostname(s.Name) + ".novalocal",
 			"availability_zone": s.AvailabilityZone, "project_id": DefaultProjectID, "launch_index": 0,
 			"meta": meta, "public_keys": map[string]string{}, "keys": []any{}, "devices": []any{},

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // microversion is a Compute API microversion, major.minor.
@@ -88,7 +90,7 @@ func novaError(w http.ResponseWriter, status int, msg string) {
 	if !ok {
 		name = "computeFault"
 	}
-	writeJSON(w, status, map[string]any{name: map[string]any{"code": status, "message": msg}})
+	cloudtest.WriteJSON(w, status, map[string]any{name: map[string]any{"code": status, "message": msg}})
 }
 
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +98,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	down := c.down
 	c.mu.Unlock()
 	if down {
-		hangUp(w)
+		cloudtest.HangUp(w)
 		return
 	}
 	switch p := r.URL.Path; {
@@ -113,9 +115,7 @@ var serverPath = regexp.MustCompile(`^/servers/([^/]+)$`)
 
 func (c *Cloud) serveCompute(w http.ResponseWriter, r *http.Request, path string) {
 	if !c.validToken(r.Header.Get("X-Auth-Token")) {
-		c.mu.Lock()
-		c.calls["unauthorized"]++
-		c.mu.Unlock()
+		c.calls.Add("unauthorized")
 		unauthorized(w)
 		return
 	}
@@ -158,7 +158,7 @@ var sortKeys = map[string]func(a, b *Server) int{
 
 func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request, mv microversion) {
 	if f := c.count("list"); f != nil {
-		novaError(w, f.status, "injected fault")
+		novaError(w, f.Status, "injected fault")
 		return
 	}
 	q := r.URL.Query()
@@ -255,7 +255,7 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request, mv microversio
 		next.Set("marker", page[len(page)-1].ID)
 		body["servers_links"] = []map[string]any{{"rel": "next", "href": base + "/servers/detail?" + next.Encode()}}
 	}
-	writeJSON(w, http.StatusOK, body)
+	cloudtest.WriteJSON(w, http.StatusOK, body)
 }
 
 // tagsMatch is the tag filters of a list: tags (all of them), tags-any
@@ -306,7 +306,7 @@ func compare(a, b int64) int {
 
 func (c *Cloud) serveGet(w http.ResponseWriter, r *http.Request, mv microversion, id string) {
 	if f := c.count("get"); f != nil {
-		novaError(w, f.status, "injected fault")
+		novaError(w, f.Status, "injected fault")
 		return
 	}
 	s, ok := c.Get(id)
@@ -314,5 +314,5 @@ func (c *Cloud) serveGet(w http.ResponseWriter, r *http.Request, mv microversion
 		novaError(w, http.StatusNotFound, "Instance "+id+" could not be found.")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"server": wire(s, mv, c.linkBase(r))})
+	cloudtest.WriteJSON(w, http.StatusOK, map[string]any{"server": wire(s, mv, c.linkBase(r))})
 }

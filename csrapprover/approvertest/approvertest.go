@@ -1,0 +1,136 @@
+// Package approvertest runs mooring's CSR approver as mooring-csr-approver
+// and mooring-ccm build it (csrapprover.NewFromCloud over a backend's
+// cloud.Attester, with --ticket-keys-file) against a fake clientset, so
+// that the tests of a backend whose machines join with join tickets see
+// what the approver decides for its instances. Only for tests.
+package approvertest
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/internal/evidence"
+	"github.com/mooring-dev/mooring/internal/ticket"
+)
+
+// DecisionTimeout bounds how long Join waits for the approver's decision.
+const DecisionTimeout = 10 * time.Second
+
+// Approver is a running approver over one Attester, with one ticket
+// signing key.
+type Approver struct {
+	t        testing.TB
+	ctx      context.Context
+	keys     *ticket.KeySet
+	client   *fake.Clientset
+	attester cloud.Attester
+}
+
+// Start writes a ticket keys file with one new key and runs the approver
+// over attester with it (2 workers, instances at most a second old) until
+// the test ends.
+func Start(t testing.TB, attester cloud.Attester) *Approver {
+	t.Helper()
+	keys := &ticket.KeySet{}
+	if _, err := keys.AddKey(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := keys.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keysFile := filepath.Join(t.TempDir(), ticket.KeysFile)
+	if err := os.WriteFile(keysFile, data[ticket.KeysFile], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	ctrl, err := csrapprover.NewFromCloud(client, nil, factory, attester, csrapprover.Flags{
+		Workers: 2, TicketKeysFile: keysFile, InstanceMaxAge: time.Second, MaxSANs: 16,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() { ctrl.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
+	return &Approver{t: t, ctx: ctx, keys: keys, client: client, attester: attester}
+}
+
+// Issue issues a ticket for the instance name, for the Attester's cluster,
+// valid for an hour from now.
+func (a *Approver) Issue(name string) []byte {
+	a.t.Helper()
+	tok, _, err := a.keys.Issue(name, a.attester.ClusterTag(), time.Now(), time.Hour)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return []byte(tok)
+}
+
+// Join submits a kubelet client CSR for the Node node by a bootstrap token
+// holder, with tok after it, and returns the reason of the approver's
+// decision ("" when there is none within DecisionTimeout).
+func (a *Approver) Join(node string, tok []byte) string {
+	a.t.Helper()
+	csrs := a.client.CertificatesV1().CertificateSigningRequests()
+	csr := joinCSR(a.t, node, tok)
+	if _, err := csrs.Create(a.ctx, csr, metav1.CreateOptions{}); err != nil {
+		a.t.Fatal(err)
+	}
+	for deadline := time.Now().Add(DecisionTimeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c, err := csrs.Get(a.ctx, csr.Name, metav1.GetOptions{})
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		if len(c.Status.Conditions) > 0 {
+			return c.Status.Conditions[0].Reason
+		}
+	}
+	return ""
+}
+
+// joinCSR is a kubelet client CSR (named join-<node>) for the Node node
+// by a bootstrap token holder, with the ticket after the request.
+func joinCSR(t testing.TB, node string, tok []byte) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := evidence.Encode(der, evidence.Block{Type: ticket.BlockType, Data: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: "join-" + node},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request: req, SignerName: certificatesv1.KubeAPIServerClientKubeletSignerName,
+			Usages:   []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth},
+			Username: "system:bootstrap:abcdef", Groups: []string{"system:bootstrappers", "system:authenticated"},
+		},
+	}
+}
