@@ -32,7 +32,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- fail (printf "mode must be ccm or approver-only, not %q" .Values.mode) }}
 {{- end }}
 {{- if not .Values.cloud.provider }}
-{{- fail "cloud.provider is required (local, aws, gce, azure, digitalocean, hetzner, vsphere, openstack)" }}
+{{- fail "cloud.provider is required (local, aws, gce, azure, oci, digitalocean, hetzner, vsphere, openstack)" }}
 {{- end }}
 {{- if and (not .Values.cloud.existingSecret) (not .Values.cloud.config) }}
 {{- fail "cloud.config (the backend's cloud.yaml) or cloud.existingSecret is required" }}
