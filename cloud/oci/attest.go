@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -32,6 +33,12 @@ const (
 	certTypeInst  = "instance"
 )
 
+// RSA key sizes accepted in instance certificates.
+const (
+	minRSABits = 2048
+	maxRSABits = 4096
+)
+
 // Evidence limits.
 const (
 	// DefaultMaxEvidenceAge is how long after its signing evidence is
@@ -41,7 +48,9 @@ const (
 	// from its notBefore, however long it is valid: OCI rotates instance
 	// certificates several times a day, so one older than a day has been
 	// superseded, and is treated as revoked (OCI publishes no revocation
-	// list an approver could read).
+	// list an approver could read). Genuine certificates are valid about
+	// two hours, so their expiry comes first; this bounds one OCI might
+	// issue for longer.
 	DefaultMaxCertificateAge = 24 * time.Hour
 )
 
@@ -161,6 +170,11 @@ func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now ti
 	var alg x509.SignatureAlgorithm
 	switch leaf.PublicKeyAlgorithm {
 	case x509.RSA:
+		// OCI's instance keys are RSA 2048; a key outside 2048-4096 bits
+		// is not one OCI issued.
+		if n := leaf.PublicKey.(*rsa.PublicKey).N.BitLen(); n < minRSABits || n > maxRSABits {
+			return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, fmt.Errorf("certificate key of %d bits, want %d-%d", n, minRSABits, maxRSABits))
+		}
 		alg = x509.SHA256WithRSA
 	case x509.ECDSA:
 		alg = x509.ECDSAWithSHA256

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -450,6 +451,17 @@ func TestAttacks(t *testing.T) {
 			data, _ := myID.Evidence(b, now.Add(-10*time.Minute))
 			return data
 		}(), naiveSignature, cloud.RejectExpired},
+		{"an RSA-1024 key certified by the CA", func() []byte {
+			weak, err := rsa.GenerateKey(rand.Reader, 1024)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := ep.CA().IssueFor(ep.Subject(mine), now.Add(-time.Minute), time.Hour, weak)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sign(id)
+		}(), naiveSignature, cloud.RejectMalformed},
 		{"the intermediate as the leaf", func() []byte {
 			data, _ := ocitest.SignEvidence(myID.Intermediate, myID.Intermediate, myID.Key, b, now)
 			return data

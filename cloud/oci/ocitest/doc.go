@@ -43,8 +43,11 @@
 //     opc-instance:<OCID>, opc-compartment:<OCID>, opc-tenant:<OCID>), a
 //     new key with each. Rotation: the metadata service serves a new
 //     certificate and key once the current one is Options.RotateEvery old
-//     (default 2h; OCI says only "multiple times a day"), each valid
-//     Options.CertLifetime (default 4h); Rotate replaces one at once.
+//     (default 1h; OCI says only "multiple times a day"), each valid
+//     Options.CertLifetime (default 2h 1min, as a genuine one); Rotate
+//     replaces one at once. The intermediate is named as OCI's (common
+//     name ... Identity Intermediate r2, organizational unit
+//     opc-device:<fingerprint>).
 //   - Fault injection (Fail) and counters (Calls) per method:
 //     ListInstances, GetInstance, ListVnicAttachments, GetVnic, identity;
 //     refused signatures count as unauthenticated.

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/oci/agentid"
@@ -44,7 +45,10 @@ func NewCA(name string, now time.Time) (*CA, error) {
 		return nil, err
 	}
 	interT := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: name + " Identity Intermediate"},
+		// OCI's intermediate names itself PKISVC Identity Intermediate r2,
+		// with an organizational unit opc-device:<fingerprint>.
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: name + " Identity Intermediate r2",
+			OrganizationalUnit: []string{"opc-device:" + fingerprint(&interKey.PublicKey)}},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(5 * 365 * 24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	}
@@ -83,6 +87,11 @@ func (ca *CA) Issue(s Subject, notBefore time.Time, lifetime time.Duration) (Ide
 	if err != nil {
 		return Identity{}, err
 	}
+	return ca.IssueFor(s, notBefore, lifetime, key)
+}
+
+// IssueFor is Issue for a key of the caller's (a weak one, for attacks).
+func (ca *CA) IssueFor(s Subject, notBefore time.Time, lifetime time.Duration, key *rsa.PrivateKey) (Identity, error) {
 	t := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject: pkix.Name{CommonName: s.Instance, OrganizationalUnit: []string{
@@ -140,4 +149,18 @@ func serial() *big.Int {
 		panic(fmt.Sprintf("ocitest: random serial: %v", err))
 	}
 	return n.Add(n, big.NewInt(1))
+}
+
+// fingerprint is the SHA-256 of a public key's DER, colon hex.
+func fingerprint(pub *rsa.PublicKey) string {
+	der, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		panic(err)
+	}
+	sum := sha256.Sum256(der)
+	parts := make([]string, len(sum))
+	for i, b := range sum {
+		parts[i] = fmt.Sprintf("%02x", b)
+	}
+	return strings.Join(parts, ":")
 }
