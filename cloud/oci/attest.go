@@ -18,9 +18,10 @@ import (
 )
 
 // ReplayKeyPrefix starts the replay key of OCI evidence; the rest is the
-// SHA-256 (hex) of the signature. RSA PKCS #1 v1.5 signatures are
-// deterministic, so one signed message has one key.
-const ReplayKeyPrefix = "oci-signature:"
+// SHA-256 (hex) of what was signed and by whom: the leaf certificate (DER)
+// and the signed message. Not the signature: an ECDSA signature has a
+// second valid form, which would be a second key for the same evidence.
+const ReplayKeyPrefix = "oci-evidence:"
 
 // Subject attributes of an instance principal's certificate: its
 // organizational units are these prefixes and the OCIDs, its common name
@@ -108,12 +109,14 @@ func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	return replayKeyOf(e.Signature), e.Binding, nil
+	return replayKeyOf(e), e.Binding, nil
 }
 
-func replayKeyOf(sig []byte) string {
-	sum := sha256.Sum256(sig)
-	return ReplayKeyPrefix + hex.EncodeToString(sum[:])
+func replayKeyOf(e agentid.Evidence) string {
+	h := sha256.New()
+	h.Write(e.Certificate)
+	h.Write(agentid.SignedMessage(e.Binding, e.SignedAt))
+	return ReplayKeyPrefix + hex.EncodeToString(h.Sum(nil))
 }
 
 // subject is what an instance principal's certificate says of itself.
@@ -193,7 +196,7 @@ func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now ti
 	return cloud.Attestation{
 		InstanceID: sub.instance,
 		ProviderID: agentid.ProviderID(sub.instance),
-		ReplayKey:  replayKeyOf(e.Signature),
+		ReplayKey:  replayKeyOf(e),
 		IssuedAt:   signedAt,
 		ExpiresAt:  expires,
 		Principal:  "instance " + sub.instance + " of compartment " + sub.compartment,
