@@ -48,6 +48,8 @@ var chartCases = []struct {
 	{"overlays/linode", "ci/linode-values.yaml", []string{"cloud.config=overlays/linode/cloud.yaml", "cloud.files.token=overlays/linode/token"}, nil, nil},
 	{"overlays/hetzner", "ci/hetzner-values.yaml", []string{"cloud.config=overlays/hetzner/cloud.yaml", "cloud.files.token=overlays/hetzner/token"}, nil, nil},
 	{"overlays/vsphere", "ci/vsphere-values.yaml", []string{"cloud.config=overlays/vsphere/cloud.yaml", "cloud.files.password=overlays/vsphere/password"}, nil, nil},
+	{"overlays/oci", "ci/oci-values.yaml", []string{"cloud.config=overlays/oci/cloud.yaml", "cloud.files.oci_config=overlays/oci/oci_config",
+		"cloud.files.oci_api_key=overlays/oci/oci_api_key", "cloud.files.oci_roots=overlays/oci/oci_roots"}, nil, nil},
 	{"overlays/openstack", "ci/openstack-values.yaml", []string{"cloud.config=overlays/openstack/cloud.yaml", "cloud.files.secret=overlays/openstack/secret"}, nil, nil},
 	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"}, nil, nil},
 	{"overlays/approver-only", "ci/approver-only-values.yaml", []string{"cloud.config=overlays/approver-only/cloud.yaml"},

@@ -28,6 +28,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/digitalocean"
 	"github.com/mooring-dev/mooring/cloud/hetzner"
 	"github.com/mooring-dev/mooring/cloud/linode"
+	"github.com/mooring-dev/mooring/cloud/oci"
 	"github.com/mooring-dev/mooring/cloud/openstack"
 	"github.com/mooring-dev/mooring/cloud/vsphere"
 )
@@ -105,7 +106,7 @@ func decode[T any](t *testing.T, r *resource.Resource) *T {
 }
 
 // The overlays users apply; base and the pieces are not applicable alone.
-var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/linode", "overlays/vsphere", "overlays/openstack", "overlays/approver-only"}
+var overlays = []string{"overlays/local", "overlays/aws", "overlays/gce", "overlays/azure", "overlays/digitalocean", "overlays/hetzner", "overlays/linode", "overlays/vsphere", "overlays/openstack", "overlays/oci", "overlays/approver-only"}
 
 // ticketOnly are the overlays of clouds that sign no instance identity:
 // their nodes join with join tickets only, so they include
@@ -193,7 +194,7 @@ func TestKustomizationsRender(t *testing.T) {
 
 	for dir, provider := range map[string]string{"overlays/local": "local", "overlays/aws": "aws", "overlays/gce": "gce", "overlays/azure": "azure",
 		"overlays/digitalocean": "digitalocean", "overlays/hetzner": "hetzner", "overlays/linode": "linode", "overlays/vsphere": "vsphere",
-		"overlays/openstack": "openstack"} {
+		"overlays/openstack": "openstack", "overlays/oci": "oci"} {
 		m := render(t, dir)
 		if got := ids(m); !slices.Equal(got, withCloud) {
 			t.Fatalf("%s renders %v", dir, got)
@@ -271,6 +272,23 @@ func TestKustomizationsRender(t *testing.T) {
 		}
 		if !bytes.Contains(secret.Data["cloud.yaml"], []byte("secretFile: "+cloudConfigDir+"/secret")) || len(bytes.TrimSpace(secret.Data["secret"])) == 0 {
 			t.Errorf("overlays/openstack: the application credential secret is not the Secret's file secret")
+		}
+	}
+
+	// OCI's: the config file, API key and roots are the Secret's files,
+	// and the config file names the key there.
+	{
+		secret := decode[corev1.Secret](t, find(t, render(t, "overlays/oci"), "Secret", "mooring-cloud-config"))
+		if _, err := oci.ParseConfig(bytes.NewReader(secret.Data["cloud.yaml"])); err != nil {
+			t.Errorf("overlays/oci: cloud.yaml: %v", err)
+		}
+		for _, f := range []string{"oci_config", "oci_roots"} {
+			if !bytes.Contains(secret.Data["cloud.yaml"], []byte(": "+cloudConfigDir+"/"+f+"\n")) || len(bytes.TrimSpace(secret.Data[f])) == 0 {
+				t.Errorf("overlays/oci: cloud.yaml does not name the Secret's file %s", f)
+			}
+		}
+		if !bytes.Contains(secret.Data["oci_config"], []byte("key_file="+cloudConfigDir+"/oci_api_key\n")) || len(bytes.TrimSpace(secret.Data["oci_api_key"])) == 0 {
+			t.Errorf("overlays/oci: oci_config does not name the Secret's file oci_api_key")
 		}
 	}
 

@@ -159,6 +159,7 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 		{"overlays/linode", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/vsphere", nil, "cloud-controller-manager", ccmTickets},
 		{"overlays/openstack", nil, "cloud-controller-manager", ccmTickets},
+		{"overlays/oci", nil, "cloud-controller-manager", ccm},
 		{"overlays/approver-only", nil, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds)},
 		{"ccm", nil, "cloud-controller-manager", ccmNeeds},
 		// The ticket keys are mounted: no read of Secrets is granted; the

@@ -23,6 +23,8 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/local"
 	// VMware vSphere.
 	_ "github.com/mooring-dev/mooring/cloud/vsphere"
+	// Oracle Cloud Infrastructure.
+	_ "github.com/mooring-dev/mooring/cloud/oci"
 	// OpenStack.
 	_ "github.com/mooring-dev/mooring/cloud/openstack"
 )

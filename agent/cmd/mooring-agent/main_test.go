@@ -53,6 +53,7 @@ var backendArgs = map[string][]string{
 	"aws":   nil,
 	"gce":   nil,
 	"azure": nil,
+	"oci":   nil,
 	// Hetzner servers join with a join ticket, whose flags are every
 	// backend's.
 	"hetzner": nil,

@@ -21,6 +21,8 @@ import (
 	_ "github.com/mooring-dev/mooring/cloud/local/agentid"
 	// VMware vSphere.
 	_ "github.com/mooring-dev/mooring/cloud/vsphere/agentid"
+	// Oracle Cloud Infrastructure.
+	_ "github.com/mooring-dev/mooring/cloud/oci/agentid"
 	// OpenStack.
 	_ "github.com/mooring-dev/mooring/cloud/openstack/agentid"
 )

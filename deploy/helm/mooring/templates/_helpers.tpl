@@ -47,7 +47,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 {{- end }}
 {{- if not .Values.cloud.provider }}
-{{- fail "cloud.provider is required (local, aws, gce, azure, digitalocean, hetzner, linode, vsphere, openstack)" }}
+{{- fail "cloud.provider is required (local, aws, gce, azure, oci, digitalocean, hetzner, linode, vsphere, openstack)" }}
 {{- end }}
 {{- if and (not .Values.cloud.existingSecret) (not .Values.cloud.config) }}
 {{- fail "cloud.config (the backend's cloud.yaml) or cloud.existingSecret is required" }}

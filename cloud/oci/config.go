@@ -1,0 +1,254 @@
+package oci
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/oci/agentid"
+)
+
+// Config is the OCI backend's cloud config file (the CCM's and the CSR
+// approver's --cloud-config), YAML or JSON, read strictly. It holds no
+// secrets: API calls are signed with an API key that an OCI config file
+// names (auth: APIKey) or as the instance principal of the machine the
+// binary runs on (auth: InstancePrincipal).
+type Config struct {
+	// Tenancy is the OCID of the tenancy whose instances may join: the
+	// opc-tenant of their certificates. Required.
+	Tenancy string `json:"tenancy"`
+	// Compartments are the OCIDs of the compartments whose instances may
+	// join (at least one; the tenancy's OCID is its root compartment): the
+	// instance view lists each of them (not their subcompartments).
+	Compartments []string `json:"compartments"`
+	// Region is the region's identifier (us-ashburn-1), whose API
+	// endpoints are called. Required.
+	Region string `json:"region"`
+	// ClusterID names the cluster: its instances carry the tag
+	// <ClusterTag>=<ClusterID>. Required.
+	ClusterID string `json:"clusterID"`
+	// ClusterTag is the tag key that names an instance's cluster; default
+	// mooring-cluster.
+	ClusterTag string `json:"clusterTag,omitempty"`
+	// ClusterTagNamespace makes ClusterTag a defined tag of that
+	// namespace; "" (the default): a freeform tag.
+	ClusterTagNamespace string `json:"clusterTagNamespace,omitempty"`
+	// NodeNamePolicy maps instances to Node names: only DisplayName (the
+	// default: the display name, lower-cased, as the upstream OCI CCM).
+	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
+	// Auth is how API calls are signed: APIKey (the default; the key and
+	// the user the OCI config file ConfigFile names, under Profile) or
+	// InstancePrincipal (the machine's own identity; a dynamic group
+	// holds it).
+	Auth string `json:"auth,omitempty"`
+	// ConfigFile is the OCI SDK/CLI config file of auth: APIKey (user,
+	// fingerprint, key_file, tenancy, region). Required with APIKey.
+	ConfigFile string `json:"configFile,omitempty"`
+	// Profile is the config file's profile; default DEFAULT.
+	Profile string `json:"profile,omitempty"`
+	// ComputeEndpoint and NetworkEndpoint override the Core Services
+	// API's endpoints (default https://iaas.<region>.oraclecloud.com, as
+	// the SDK builds it): https, or http to loopback (tests).
+	ComputeEndpoint string `json:"computeEndpoint,omitempty"`
+	NetworkEndpoint string `json:"networkEndpoint,omitempty"`
+	// RootCAFile holds, PEM, OCI's instance identity root certificates:
+	// the only trust roots of evidence. Required.
+	RootCAFile string `json:"rootCAFile"`
+	// MaxClockSkew is tolerated on signing times and certificate
+	// validity. Default 1m, at most 5m.
+	MaxClockSkew metav1.Duration `json:"maxClockSkew,omitempty"`
+	// MaxEvidenceAge is how long after its signing evidence is accepted.
+	// Default 5m, at most 15m.
+	MaxEvidenceAge metav1.Duration `json:"maxEvidenceAge,omitempty"`
+	// MaxCertificateAge is the oldest instance certificate accepted (from
+	// its notBefore): OCI rotates them several times a day, so an older
+	// one has been superseded, and is taken as revoked. Default 24h, at
+	// most 7 days.
+	MaxCertificateAge metav1.Duration `json:"maxCertificateAge,omitempty"`
+	// ViewConfig: instanceMaxAge, minRefreshInterval, and requestTimeout
+	// (one API call).
+	kit.ViewConfig
+}
+
+// Auth methods.
+const (
+	AuthAPIKey            = "APIKey"
+	AuthInstancePrincipal = "InstancePrincipal"
+)
+
+// Defaults and limits.
+const (
+	DefaultClusterTag     = "mooring-cluster"
+	DefaultProfile        = "DEFAULT"
+	DefaultMaxClockSkew   = time.Minute
+	MaxMaxClockSkew       = 5 * time.Minute
+	MaxMaxEvidenceAge     = 15 * time.Minute
+	MaxMaxCertificateAge  = 7 * 24 * time.Hour
+	DefaultRequestTimeout = kit.DefaultRequestTimeout
+	maxRootCAFileSize     = 1 << 20
+	maxTagLen             = 100
+	maxTagValueLen        = 256
+)
+
+var (
+	// regionPattern: OCI region identifiers (us-ashburn-1,
+	// eu-frankfurt-1, us-gov-phoenix-1).
+	regionPattern = regexp.MustCompile(`^[a-z]+(-[a-z]+)+-[0-9]+$`)
+	// tagKeyPattern: tag keys and namespaces, 1-100 characters, no
+	// spaces and no dot (OCI refuses both in keys).
+	tagKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}$`)
+)
+
+// ParseConfig reads a cloud config strictly: unknown fields are errors, and
+// every problem of the config is reported at once.
+func ParseConfig(r io.Reader) (Config, error) {
+	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
+}
+
+func (c *Config) durations() []kit.Duration {
+	return append(c.ViewConfig.Durations(),
+		kit.Duration{Name: "maxClockSkew", Value: &c.MaxClockSkew, Default: DefaultMaxClockSkew},
+		kit.Duration{Name: "maxEvidenceAge", Value: &c.MaxEvidenceAge, Default: DefaultMaxEvidenceAge},
+		kit.Duration{Name: "maxCertificateAge", Value: &c.MaxCertificateAge, Default: DefaultMaxCertificateAge})
+}
+
+func (c *Config) defaults() {
+	if c.ClusterTag == "" {
+		c.ClusterTag = DefaultClusterTag
+	}
+	if c.NodeNamePolicy == "" {
+		c.NodeNamePolicy = agentid.PolicyDisplayName
+	}
+	if c.Auth == "" {
+		c.Auth = AuthAPIKey
+	}
+	if c.Profile == "" && c.Auth == AuthAPIKey {
+		c.Profile = DefaultProfile
+	}
+	kit.DefaultDurations(c.durations())
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if !agentid.ValidOCID(c.Tenancy, "tenancy") {
+		errs = append(errs, fmt.Errorf("tenancy %q: want the tenancy's OCID (ocid1.tenancy.oc1..)", c.Tenancy))
+	}
+	if len(c.Compartments) == 0 {
+		errs = append(errs, errors.New("compartments is required: name the compartments whose instances may join"))
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Compartments {
+		switch {
+		case !agentid.ValidCompartment(p):
+			errs = append(errs, fmt.Errorf("compartments: %q is not a compartment's OCID", p))
+		case seen[p]:
+			errs = append(errs, fmt.Errorf("compartments: %q is named twice", p))
+		}
+		seen[p] = true
+	}
+	if !regionPattern.MatchString(c.Region) {
+		errs = append(errs, fmt.Errorf("region %q: want a region identifier such as us-ashburn-1", c.Region))
+	}
+	switch {
+	case c.ClusterID == "":
+		errs = append(errs, fmt.Errorf("clusterID is required: only instances tagged %s=<clusterID> are the cluster's", c.ClusterTag))
+	case len(c.ClusterID) > maxTagValueLen:
+		errs = append(errs, fmt.Errorf("clusterID: longer than %d characters (a tag value)", maxTagValueLen))
+	}
+	if !tagKeyPattern.MatchString(c.ClusterTag) || len(c.ClusterTag) > maxTagLen {
+		errs = append(errs, fmt.Errorf("clusterTag %q: want a tag key (1-100 letters, digits, _, - or .)", c.ClusterTag))
+	}
+	if c.ClusterTagNamespace != "" && !tagKeyPattern.MatchString(c.ClusterTagNamespace) {
+		errs = append(errs, fmt.Errorf("clusterTagNamespace %q: want a tag namespace (1-100 letters, digits, _, - or .)", c.ClusterTagNamespace))
+	}
+	if c.NodeNamePolicy != agentid.PolicyDisplayName {
+		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyDisplayName))
+	}
+	switch c.Auth {
+	case AuthAPIKey:
+		if c.ConfigFile == "" {
+			errs = append(errs, errors.New("configFile is required with auth APIKey: the OCI config file naming the API key"))
+		}
+	case AuthInstancePrincipal:
+		if c.ConfigFile != "" || c.Profile != "" {
+			errs = append(errs, errors.New("configFile and profile are for auth APIKey, not InstancePrincipal"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("auth %q: want %s or %s", c.Auth, AuthAPIKey, AuthInstancePrincipal))
+	}
+	for _, ep := range []struct{ name, url string }{{"computeEndpoint", c.ComputeEndpoint}, {"networkEndpoint", c.NetworkEndpoint}} {
+		if ep.url == "" {
+			continue
+		}
+		if err := kit.CheckEndpoint(ep.url, false); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
+		}
+	}
+	if c.RootCAFile == "" {
+		errs = append(errs, errors.New("rootCAFile is required: OCI's instance identity root certificates, PEM"))
+	}
+	if c.MaxClockSkew.Duration > MaxMaxClockSkew {
+		errs = append(errs, fmt.Errorf("maxClockSkew %s: at most %s", c.MaxClockSkew.Duration, MaxMaxClockSkew))
+	}
+	if c.MaxEvidenceAge.Duration > MaxMaxEvidenceAge {
+		errs = append(errs, fmt.Errorf("maxEvidenceAge %s: at most %s", c.MaxEvidenceAge.Duration, MaxMaxEvidenceAge))
+	}
+	if c.MaxCertificateAge.Duration > MaxMaxCertificateAge {
+		errs = append(errs, fmt.Errorf("maxCertificateAge %s: at most %s", c.MaxCertificateAge.Duration, MaxMaxCertificateAge))
+	}
+	errs = append(errs, kit.CheckDurations(c.durations())...)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("oci cloud config: %w", err)
+	}
+	return nil
+}
+
+// ReadRoots reads the root certificates of a PEM file: at least one, each
+// a CA certificate, nothing but CERTIFICATE blocks.
+func ReadRoots(path string) (*x509.CertPool, int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("rootCAFile: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRootCAFileSize+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("rootCAFile %s: %w", path, err)
+	}
+	if len(data) > maxRootCAFileSize {
+		return nil, 0, fmt.Errorf("rootCAFile %s: larger than %d bytes", path, maxRootCAFileSize)
+	}
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := data; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			return nil, 0, fmt.Errorf("rootCAFile %s: a %q block, want only CERTIFICATE", path, b.Type)
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, 0, fmt.Errorf("rootCAFile %s: certificate %d: %w", path, n+1, err)
+		}
+		if !c.IsCA {
+			return nil, 0, fmt.Errorf("rootCAFile %s: certificate %d (%s) is not a CA", path, n+1, c.Subject)
+		}
+		pool.AddCert(c)
+		n++
+	}
+	if n == 0 {
+		return nil, 0, fmt.Errorf("rootCAFile %s: no PEM certificate", path)
+	}
+	return pool, n, nil
+}

@@ -1,0 +1,522 @@
+package oci_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/oci"
+	"github.com/mooring-dev/mooring/cloud/oci/agentid"
+	"github.com/mooring-dev/mooring/cloud/oci/ocitest"
+	"github.com/mooring-dev/mooring/cloud/view"
+	"github.com/mooring-dev/mooring/internal/evidence"
+)
+
+const cluster = "prod"
+
+// setup starts an endpoint and builds the provider against it, through
+// the config file as mooring-ccm reads it.
+func setup(t *testing.T, opts ocitest.Options, extra string) (*ocitest.Cloud, *oci.Cloud) {
+	t.Helper()
+	ep := ocitest.NewStarted(t, opts)
+	dir := t.TempDir()
+	cfgFile, err := ep.WriteAPIConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := ep.WriteRootCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nrootCAFile: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\nminRefreshInterval: 1ms\n%s",
+		ep.Tenancy(), ep.Compartment(), ep.Region(), cluster, cfgFile, roots, ep.Endpoint(), ep.Endpoint(), extra)
+	cfg, err := oci.ParseConfig(strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := oci.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep, c
+}
+
+func tagged(c string) map[string]string { return map[string]string{oci.DefaultClusterTag: c} }
+
+func TestViewListsTheClustersInstances(t *testing.T) {
+	ep, c := setup(t, ocitest.Options{MaxPageSize: 2}, "")
+	var mine []ocitest.Instance
+	for i := range 5 {
+		mine = append(mine, ep.Put(ocitest.Instance{DisplayName: fmt.Sprintf("Node-%d", i), PrivateIP: fmt.Sprintf("127.0.91.%d", 10+i),
+			PublicIP: fmt.Sprintf("127.0.92.%d", 10+i), FreeformTags: tagged(cluster)}))
+	}
+	ep.Put(ocitest.Instance{DisplayName: "other", PrivateIP: "127.0.91.50", FreeformTags: tagged("another")})
+	ep.Put(ocitest.Instance{DisplayName: "untagged", PrivateIP: "127.0.91.51"})
+	ep.Put(ocitest.Instance{DisplayName: "elsewhere", PrivateIP: "127.0.91.52", FreeformTags: tagged(cluster),
+		Compartment: "ocid1.compartment.oc1..aaaaotherotherother"})
+	if err := ep.SetState(mine[4].ID, "TERMINATED"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.SetState(mine[3].ID, "STOPPED"); err != nil {
+		t.Fatal(err)
+	}
+
+	list, err := c.InstanceView().List(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 5 {
+		t.Fatalf("listed %d instances, want the cluster's 5: %+v", len(list), list)
+	}
+	byID := map[string]view.Instance{}
+	for _, in := range list {
+		byID[in.ID] = in
+	}
+	got := byID[mine[0].ID]
+	want := view.Instance{ProviderID: "oci://" + mine[0].ID, ID: mine[0].ID, Name: "Node-0", NodeName: "node-0",
+		Zone: "US-ASHBURN-AD-1", Region: "iad", InstanceType: ocitest.DefaultShape, Cluster: cluster, State: view.StateRunning}
+	if got.ProviderID != want.ProviderID || got.NodeName != want.NodeName || got.Zone != want.Zone || got.Region != want.Region ||
+		got.InstanceType != want.InstanceType || got.State != want.State || got.Created.IsZero() {
+		t.Errorf("instance: %+v, want %+v", got, want)
+	}
+	if len(got.Addresses) != 2 || got.Addresses[0] != (v1.NodeAddress{Type: v1.NodeInternalIP, Address: "127.0.91.10"}) ||
+		got.Addresses[1] != (v1.NodeAddress{Type: v1.NodeExternalIP, Address: "127.0.92.10"}) {
+		t.Errorf("addresses %v", got.Addresses)
+	}
+	if got.Labels[oci.FaultDomainLabel] != ocitest.DefaultFaultDomain {
+		t.Errorf("labels %v", got.Labels)
+	}
+	if s := byID[mine[3].ID].State; s != view.StateStopped {
+		t.Errorf("stopped instance: %s", s)
+	}
+	if in := byID[mine[4].ID]; in.State != view.StateTerminated || len(in.Addresses) != 0 {
+		t.Errorf("terminated instance: %+v", in)
+	}
+	// 8 instances in the compartment, pages of 2: 4 pages; the VNIC
+	// attachments of 6 attached instances: 3 pages.
+	if n := ep.Calls("ListInstances"); n != 4 {
+		t.Errorf("ListInstances calls %d, want 4", n)
+	}
+	if n := ep.Calls("ListVnicAttachments"); n != 3 {
+		t.Errorf("ListVnicAttachments calls %d, want 3", n)
+	}
+	vnics := ep.Calls("GetVnic")
+	if _, err := c.InstanceView().List(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := ep.Calls("GetVnic"); n != vnics {
+		t.Errorf("a second listing read VNICs again: %d GetVnic calls, then %d", vnics, n)
+	}
+
+	// A fault on a page is an error, never a shorter list.
+	ep.Fail("ListInstances", 1, http.StatusInternalServerError)
+	if _, err := c.InstanceView().List(context.Background(), 0); err == nil {
+		t.Error("a failed page listed")
+	}
+
+	// Node metadata as the OCI CCM writes it.
+	md, err := c.InstanceMetadata(context.Background(), &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if md.ProviderID != "oci://"+mine[0].ID || md.Zone != "US-ASHBURN-AD-1" || md.Region != "iad" ||
+		md.AdditionalLabels[oci.FaultDomainLabel] != ocitest.DefaultFaultDomain {
+		t.Errorf("metadata %+v", md)
+	}
+}
+
+func TestConfirmInstance(t *testing.T) {
+	ep, c := setup(t, ocitest.Options{}, "")
+	ctx := context.Background()
+	mine := ep.Put(ocitest.Instance{DisplayName: "a", PrivateIP: "127.0.91.10", FreeformTags: tagged(cluster)})
+	other := ep.Put(ocitest.Instance{DisplayName: "b", PrivateIP: "127.0.91.11", FreeformTags: tagged("another")})
+	elsewhere := ep.Put(ocitest.Instance{DisplayName: "c", PrivateIP: "127.0.91.12", FreeformTags: tagged(cluster),
+		Compartment: "ocid1.compartment.oc1..aaaaotherotherother"})
+	in, err := c.ConfirmInstance(ctx, "oci://"+mine.ID)
+	if err != nil || in.ID != mine.ID || len(in.Addresses) != 1 {
+		t.Fatalf("mine: %+v, %v", in, err)
+	}
+	var foreign *kit.ForeignError
+	for _, id := range []string{other.ID, elsewhere.ID} {
+		if _, err := c.ConfirmInstance(ctx, "oci://"+id); !errors.As(err, &foreign) {
+			t.Errorf("%s: %v, want foreign", id, err)
+		}
+	}
+	var absent *kit.AbsentError
+	if _, err := c.ConfirmInstance(ctx, "oci://ocid1.instance.oc1.iad.aaaanothere"); !errors.As(err, &absent) {
+		t.Errorf("unknown: %v, want absent", err)
+	}
+	if err := ep.SetState(mine.ID, "TERMINATED"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ConfirmInstance(ctx, "oci://"+mine.ID); !errors.As(err, &absent) {
+		t.Errorf("terminated: %v, want absent", err)
+	}
+	ep.Fail("GetInstance", 1, http.StatusServiceUnavailable)
+	if _, err := c.ConfirmInstance(ctx, "oci://"+other.ID); err == nil || errors.As(err, &absent) || errors.As(err, &foreign) {
+		t.Errorf("an outage: %v, want an error that is no verdict", err)
+	}
+	if _, err := c.ConfirmInstance(ctx, "gce://p/z/n"); err == nil {
+		t.Error("a foreign providerID parsed")
+	}
+}
+
+func TestDefinedTag(t *testing.T) {
+	ep, c := setup(t, ocitest.Options{}, "clusterTagNamespace: mooring\n")
+	ep.Put(ocitest.Instance{DisplayName: "freeform", PrivateIP: "127.0.91.10", FreeformTags: tagged(cluster)})
+	d := ep.Put(ocitest.Instance{DisplayName: "defined", PrivateIP: "127.0.91.11",
+		DefinedTags: map[string]map[string]any{"mooring": {oci.DefaultClusterTag: cluster}}})
+	list, err := c.InstanceView().List(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || list[0].ID != d.ID {
+		t.Fatalf("listed %+v, want only the instance with the defined tag", list)
+	}
+}
+
+func TestRequestsMustBeSigned(t *testing.T) {
+	ep := ocitest.NewStarted(t, ocitest.Options{})
+	resp, err := http.Get(ep.Endpoint() + "/20160918/instances?compartmentId=" + ep.Compartment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("unsigned: %s", resp.Status)
+	}
+	// Another key under the endpoint's keyId: the provider of a second
+	// endpoint, pointed at the first.
+	other := ocitest.NewStarted(t, ocitest.Options{Tenancy: ep.Tenancy(), Compartment: ep.Compartment()})
+	dir := t.TempDir()
+	cfgFile, _ := other.WriteAPIConfig(dir)
+	roots, _ := ep.WriteRootCA(dir)
+	yaml := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nrootCAFile: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\n",
+		ep.Tenancy(), ep.Compartment(), ep.Region(), cluster, cfgFile, roots, ep.Endpoint(), ep.Endpoint())
+	cfg, err := oci.ParseConfig(strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := oci.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InstanceView().List(context.Background(), 0); err == nil || !strings.Contains(err.Error(), "NotAuthenticated") {
+		t.Fatalf("signed with a key the endpoint does not know: %v", err)
+	}
+	if ep.Calls("unauthenticated") < 2 {
+		t.Errorf("unauthenticated calls %d", ep.Calls("unauthenticated"))
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	_, err := oci.ParseConfig(strings.NewReader("tenancy: x\ncompartments: [y, y]\nregion: Ashburn\nclusterTag: 'a b'\nauth: Password\nmaxClockSkew: 1h\nbogus: 1\n"))
+	if err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("unknown field: %v", err)
+	}
+	_, err = oci.ParseConfig(strings.NewReader("tenancy: x\ncompartments: [y, y]\nregion: Ashburn\nclusterTag: 'a b'\nauth: Password\nmaxClockSkew: 1h\ncomputeEndpoint: http://example.com\n"))
+	for _, want := range []string{"tenancy", "compartments", "region", "clusterID is required", "clusterTag", "auth", "maxClockSkew", "computeEndpoint", "rootCAFile"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error naming %s: %v", want, err)
+		}
+	}
+	_, err = oci.ParseConfig(strings.NewReader("tenancy: ocid1.tenancy.oc1..aaaa\ncompartments: [ocid1.tenancy.oc1..aaaa]\nregion: us-ashburn-1\nclusterID: c\nauth: InstancePrincipal\nrootCAFile: /r.pem\n"))
+	if err != nil {
+		t.Errorf("instance principal, root compartment: %v", err)
+	}
+}
+
+// node is an instance's node identity, as mooring-agent builds it.
+func node(t *testing.T, ep *ocitest.Cloud, in ocitest.Instance) nodeid.Identity {
+	t.Helper()
+	md, err := ep.MetadataURL(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := nodeid.New("oci", nodeid.Config{MetadataURL: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func binding(t *testing.T) string {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := evidence.Binding(k.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func verifier(t *testing.T, c *oci.Cloud) cloud.EvidenceVerifier {
+	t.Helper()
+	vs := c.EvidenceVerifiers()
+	if len(vs) != 1 || vs[0].Type() != agentid.EvidenceType {
+		t.Fatalf("verifiers %v", vs)
+	}
+	return vs[0]
+}
+
+func TestAgentEvidenceVerifies(t *testing.T) {
+	ep, c := setup(t, ocitest.Options{}, "")
+	ctx := context.Background()
+	in := ep.Put(ocitest.Instance{DisplayName: "Worker-1", PrivateIP: "127.0.91.10", FreeformTags: tagged(cluster)})
+	id := node(t, ep, in)
+	got, err := id.Instance(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != (nodeid.Instance{ID: in.ID, Name: "Worker-1", NodeName: "worker-1", ProviderID: "oci://" + in.ID, InternalIP: "127.0.91.10"}) {
+		t.Errorf("instance %+v", got)
+	}
+	b := binding(t)
+	blk, err := id.Evidence(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := verifier(t, c)
+	att, err := v.Verify(ctx, blk.Data, b, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if att.InstanceID != in.ID || att.ProviderID != "oci://"+in.ID || !strings.HasPrefix(att.ReplayKey, oci.ReplayKeyPrefix) {
+		t.Errorf("attestation %+v", att)
+	}
+	key, claimed, err := v.Peek(blk.Data)
+	if err != nil || key != att.ReplayKey || claimed != b {
+		t.Errorf("peek %q %q %v", key, claimed, err)
+	}
+	if _, err := id.Evidence(ctx, "has space"); err == nil {
+		t.Error("a binding with a space signed")
+	}
+	// The metadata service wants its header; a stopped instance answers
+	// nothing.
+	md, _ := ep.MetadataURL(in.ID)
+	resp, err := http.Get(md + "/opc/v2/identity/cert.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without Authorization: Bearer Oracle: %s", resp.Status)
+	}
+	if err := ep.SetState(in.ID, "STOPPED"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := id.Evidence(ctx, b); err == nil {
+		t.Error("a stopped instance's metadata service answered")
+	}
+}
+
+// TestRotation: the metadata service serves a new certificate and key once
+// the current one is RotateEvery old; evidence made with either verifies
+// while the certificate is young enough, and one older than
+// maxCertificateAge is refused though still valid.
+func TestRotation(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	ep, c := setup(t, ocitest.Options{Now: clock, RotateEvery: time.Hour, CertLifetime: 30 * time.Hour}, "maxCertificateAge: 2h\n")
+	ctx := context.Background()
+	in := ep.Put(ocitest.Instance{DisplayName: "w", PrivateIP: "127.0.91.10", FreeformTags: tagged(cluster)})
+	first, err := ep.CurrentIdentity(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(30 * time.Minute)
+	if again, _ := ep.CurrentIdentity(in.ID); again.Certificate.SerialNumber.Cmp(first.Certificate.SerialNumber) != 0 {
+		t.Fatal("rotated before RotateEvery")
+	}
+	now = now.Add(31 * time.Minute)
+	second, err := ep.CurrentIdentity(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Certificate.SerialNumber.Cmp(first.Certificate.SerialNumber) == 0 || second.Key.Equal(first.Key) {
+		t.Fatal("not rotated after RotateEvery")
+	}
+	v := verifier(t, c)
+	b := binding(t)
+	for name, ident := range map[string]ocitest.Identity{"current": second, "superseded, an hour old": first} {
+		data, err := ident.Evidence(b, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := v.Verify(ctx, data, b, now); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	later := now.Add(2 * time.Hour)
+	data, _ := first.Evidence(b, later)
+	if _, err := v.Verify(ctx, data, b, later); !isRejection(err, cloud.RejectExpired) {
+		t.Errorf("a certificate superseded 3 hours ago, still valid: %v, want expired (revoked)", err)
+	}
+}
+
+func isRejection(err error, reason string) bool {
+	r, ok := cloud.IsRejection(err)
+	return ok && r.Reason == reason
+}
+
+// TestAttacks: evidence an attacker can make or obtain. Each is first
+// shown to pass a naive verifier (one that checks the signature with the
+// certificate it is handed, or the chain and subject alone), then to be
+// denied by the verifier with its reason.
+func TestAttacks(t *testing.T) {
+	ep, c := setup(t, ocitest.Options{}, "")
+	v := verifier(t, c)
+	ctx := context.Background()
+	now := time.Now()
+	mine := ep.Put(ocitest.Instance{DisplayName: "mine", PrivateIP: "127.0.91.10", FreeformTags: tagged(cluster)})
+	victim := ep.Put(ocitest.Instance{DisplayName: "victim", PrivateIP: "127.0.91.11", FreeformTags: tagged(cluster)})
+	myID, err := ep.CurrentIdentity(mine.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimID, err := ep.CurrentIdentity(victim.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	issue := func(s ocitest.Subject, notBefore time.Time, life time.Duration) ocitest.Identity {
+		id, err := ep.CA().Issue(s, notBefore, life)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	rogue, err := ocitest.NewCA("rogue", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rogueID, err := rogue.Issue(ep.Subject(victim), now.Add(-time.Minute), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherTenancy := ep.Subject(mine)
+	otherTenancy.Tenancy = "ocid1.tenancy.oc1..aaaaanothertenancy"
+	b := binding(t)
+	sign := func(id ocitest.Identity) []byte {
+		data, err := id.Evidence(b, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ep.CA().Root)
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		naive func([]byte) error
+		want  string
+	}{
+		{"a certificate of another tenancy", sign(issue(otherTenancy, now.Add(-time.Minute), time.Hour)), naiveSignature, cloud.RejectIssuer},
+		{"an expired certificate", sign(issue(ep.Subject(mine), now.Add(-5*time.Hour), 4*time.Hour)), naiveSignature, cloud.RejectExpired},
+		{"a certificate OCI has rotated since (revoked)", sign(issue(ep.Subject(mine), now.Add(-25*time.Hour), 48*time.Hour)), naiveSignature, cloud.RejectExpired},
+		{"a chain to a root not configured", sign(rogueID), naiveSignature, cloud.RejectSignature},
+		{"the victim's certificate signed by my key", func() []byte {
+			data, err := ocitest.SignEvidence(victimID.Certificate, victimID.Intermediate, myID.Key, b, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return data
+		}(), naiveChain(roots), cloud.RejectSignature},
+		{"evidence for another key", func() []byte {
+			data, err := myID.Evidence(binding(t), now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return data
+		}(), naiveChain(roots), cloud.RejectBinding},
+		{"evidence signed 10 minutes ago", func() []byte {
+			data, _ := myID.Evidence(b, now.Add(-10*time.Minute))
+			return data
+		}(), naiveSignature, cloud.RejectExpired},
+		{"an RSA-1024 key certified by the CA", func() []byte {
+			weak, err := rsa.GenerateKey(rand.Reader, 1024)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := ep.CA().IssueFor(ep.Subject(mine), now.Add(-time.Minute), time.Hour, weak)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sign(id)
+		}(), naiveSignature, cloud.RejectMalformed},
+		{"the intermediate as the leaf", func() []byte {
+			data, _ := ocitest.SignEvidence(myID.Intermediate, myID.Intermediate, myID.Key, b, now)
+			return data
+		}(), nil, cloud.RejectMalformed},
+	} {
+		if tc.naive != nil {
+			if err := tc.naive(tc.data); err != nil {
+				t.Errorf("%s: a naive verifier denies it already (%v): the case tests nothing", tc.name, err)
+			}
+		}
+		_, err := v.Verify(ctx, tc.data, b, now)
+		if !isRejection(err, tc.want) {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.want)
+		} else {
+			t.Logf("%s: %v", tc.name, err)
+		}
+	}
+	if _, err := v.Verify(ctx, sign(myID), b, now); err != nil {
+		t.Errorf("good evidence: %v", err)
+	}
+}
+
+// naiveSignature trusts the certificate it is handed: it checks only
+// that its key signed the binding.
+func naiveSignature(data []byte) error {
+	e, err := agentid.ParseEvidence(data)
+	if err != nil {
+		return err
+	}
+	leaf, err := x509.ParseCertificate(e.Certificate)
+	if err != nil {
+		return err
+	}
+	return leaf.CheckSignature(x509.SHA256WithRSA, agentid.SignedMessage(e.Binding, e.SignedAt), e.Signature)
+}
+
+// naiveChain checks the chain to the roots and nothing of the signature
+// or the binding.
+func naiveChain(roots *x509.CertPool) func([]byte) error {
+	return func(data []byte) error {
+		e, err := agentid.ParseEvidence(data)
+		if err != nil {
+			return err
+		}
+		leaf, err := x509.ParseCertificate(e.Certificate)
+		if err != nil {
+			return err
+		}
+		inter, err := x509.ParseCertificate(e.Intermediate)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(inter)
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		return err
+	}
+}

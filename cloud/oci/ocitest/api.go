@@ -1,0 +1,289 @@
+package ocitest
+
+import (
+	"crypto/rsa"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oracle/oci-go-sdk/v65/common"
+	"github.com/oracle/oci-go-sdk/v65/core"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
+)
+
+const apiPrefix = "/20160918/"
+
+// maxDateSkew is how far a request's date may be from now: OCI refuses
+// signed requests whose date is more than 5 minutes off.
+const maxDateSkew = 5 * time.Minute
+
+// ociError answers OCI's error JSON.
+func ociError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("opc-request-id", "ocitest")
+	cloudtest.WriteJSON(w, status, map[string]string{"code": code, "message": msg})
+}
+
+// codeOf is OCI's error code of a status, for injected faults.
+func codeOf(status int) string {
+	switch status {
+	case http.StatusTooManyRequests:
+		return "TooManyRequests"
+	case http.StatusNotFound:
+		return "NotAuthorizedOrNotFound"
+	case http.StatusUnauthorized:
+		return "NotAuthenticated"
+	}
+	if status >= 500 {
+		return "InternalServerError"
+	}
+	return "InvalidParameter"
+}
+
+func (c *Cloud) apiHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path, ok := strings.CutPrefix(r.URL.Path, apiPrefix)
+		if !ok {
+			ociError(w, http.StatusNotFound, "NotFound", "unknown API version or path")
+			return
+		}
+		if r.Method != http.MethodGet {
+			ociError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "only GET is modelled")
+			return
+		}
+		if err := c.checkSignature(r); err != nil {
+			c.calls.Add("unauthenticated")
+			ociError(w, http.StatusUnauthorized, "NotAuthenticated", err.Error())
+			return
+		}
+		switch {
+		case path == "instances" || path == "instances/":
+			c.listInstances(w, r)
+		case strings.HasPrefix(path, "instances/"):
+			c.getInstance(w, strings.TrimPrefix(path, "instances/"))
+		case path == "vnicAttachments" || path == "vnicAttachments/":
+			c.listVnicAttachments(w, r)
+		case strings.HasPrefix(path, "vnics/"):
+			c.getVnic(w, strings.TrimPrefix(path, "vnics/"))
+		default:
+			ociError(w, http.StatusNotFound, "NotFound", "path not modelled")
+		}
+	})
+}
+
+// authPattern reads the parameters of OCI's Authorization header
+// (draft-cavage HTTP signatures): name="value", comma separated.
+var authPattern = regexp.MustCompile(`([a-zA-Z]+)="([^"]*)"`)
+
+// checkSignature checks a request's signature: OCI's HTTP signature
+// scheme, the keyId of the endpoint's API key, a date within 5 minutes,
+// the signed headers those the SDK signs on a GET, and the signature
+// itself. The signature is checked by signing the same request again with
+// oci-go-sdk's own signer and the endpoint's key and comparing (RSA PKCS
+// #1 v1.5 signatures are deterministic): no signature format is written
+// here.
+func (c *Cloud) checkSignature(r *http.Request) error {
+	got := r.Header.Get("Authorization")
+	rest, ok := strings.CutPrefix(got, "Signature ")
+	if !ok {
+		return fmt.Errorf("the request is not signed (no Authorization: Signature)")
+	}
+	params := map[string]string{}
+	for _, m := range authPattern.FindAllStringSubmatch(rest, -1) {
+		params[m[1]] = m[2]
+	}
+	switch {
+	case params["keyId"] != c.KeyID():
+		return fmt.Errorf("unknown keyId %q", params["keyId"])
+	case params["algorithm"] != "rsa-sha256":
+		return fmt.Errorf("algorithm %q, want rsa-sha256", params["algorithm"])
+	case params["headers"] != strings.Join(common.DefaultGenericHeaders(), " "):
+		return fmt.Errorf("signed headers %q, want %q", params["headers"], strings.Join(common.DefaultGenericHeaders(), " "))
+	}
+	date, err := http.ParseTime(r.Header.Get("Date"))
+	if err != nil {
+		return fmt.Errorf("date header: %v", err)
+	}
+	if d := c.opts.Now().Sub(date); d > maxDateSkew || d < -maxDateSkew {
+		return fmt.Errorf("date %s is more than %s from now", r.Header.Get("Date"), maxDateSkew)
+	}
+	again := r.Clone(r.Context())
+	again.Header.Del("Authorization")
+	again.URL.Host = r.Host
+	if err := common.DefaultRequestSigner(apiKey{c}).Sign(again); err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare([]byte(again.Header.Get("Authorization")), []byte(got)) != 1 {
+		return fmt.Errorf("the signature does not verify")
+	}
+	return nil
+}
+
+// apiKey is the endpoint's API key as the SDK's signer takes it.
+type apiKey struct{ c *Cloud }
+
+func (k apiKey) PrivateRSAKey() (*rsa.PrivateKey, error) { return k.c.apiKey, nil }
+func (k apiKey) KeyID() (string, error)                  { return k.c.KeyID(), nil }
+
+// page reads limit (1-MaxPageSize, default DefaultPageSize) and page (a
+// token of the form kind:offset:scope this endpoint gave); ok false when
+// it answered an error.
+func (c *Cloud) page(w http.ResponseWriter, r *http.Request, kind, scope string) (offset, limit int, ok bool) {
+	limit = DefaultPageSize
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageSize {
+			ociError(w, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("limit %q: want 1-%d", s, MaxPageSize))
+			return 0, 0, false
+		}
+		limit = n
+	}
+	limit = min(limit, c.opts.MaxPageSize)
+	if tok := r.URL.Query().Get("page"); tok != "" {
+		parts := strings.Split(tok, ":")
+		n, err := strconv.Atoi(parts[min(1, len(parts)-1)])
+		if len(parts) != 3 || parts[0] != kind || parts[2] != scope || err != nil || n < 0 {
+			ociError(w, http.StatusBadRequest, "InvalidParameter", "invalid page token")
+			return 0, 0, false
+		}
+		offset = n
+	}
+	return offset, limit, true
+}
+
+func nextPage(w http.ResponseWriter, kind, scope string, to, total int) {
+	if to < total {
+		w.Header().Set("opc-next-page", fmt.Sprintf("%s:%d:%s", kind, to, scope))
+	}
+}
+
+func (c *Cloud) listInstances(w http.ResponseWriter, r *http.Request) {
+	comp := r.URL.Query().Get("compartmentId")
+	if comp == "" {
+		ociError(w, http.StatusBadRequest, "MissingParameter", "compartmentId is required")
+		return
+	}
+	offset, limit, ok := c.page(w, r, "instances", comp)
+	if !ok {
+		return
+	}
+	if st := c.count("ListInstances", offset/max(limit, 1)+1); st != 0 {
+		ociError(w, st, codeOf(st), "injected fault")
+		return
+	}
+	c.mu.Lock()
+	all := c.sortedLocked(comp)
+	c.mu.Unlock()
+	from, to := min(offset, len(all)), min(offset+limit, len(all))
+	items := make([]core.Instance, 0, to-from)
+	for _, in := range all[from:to] {
+		items = append(items, c.wire(in))
+	}
+	nextPage(w, "instances", comp, to, len(all))
+	cloudtest.WriteJSON(w, http.StatusOK, items)
+}
+
+func (c *Cloud) getInstance(w http.ResponseWriter, id string) {
+	if st := c.count("GetInstance", 0); st != 0 {
+		ociError(w, st, codeOf(st), "injected fault")
+		return
+	}
+	in, ok := c.Get(id)
+	if !ok {
+		ociError(w, http.StatusNotFound, "NotAuthorizedOrNotFound", "Authorization failed or requested resource not found.")
+		return
+	}
+	cloudtest.WriteJSON(w, http.StatusOK, c.wire(in))
+}
+
+// wire is an instance in Compute's JSON (the SDK's own type).
+func (c *Cloud) wire(in Instance) core.Instance {
+	out := core.Instance{
+		Id: common.String(in.ID), DisplayName: common.String(in.DisplayName), CompartmentId: common.String(in.Compartment),
+		AvailabilityDomain: common.String(in.AvailabilityDomain), FaultDomain: common.String(in.FaultDomain),
+		Region: common.String(c.opts.RegionKey), Shape: common.String(in.Shape),
+		LifecycleState: core.InstanceLifecycleStateEnum(in.State), TimeCreated: &common.SDKTime{Time: in.Created},
+		FreeformTags: in.FreeformTags,
+	}
+	if len(in.DefinedTags) > 0 {
+		out.DefinedTags = map[string]map[string]interface{}{}
+		for ns, kv := range in.DefinedTags {
+			out.DefinedTags[ns] = map[string]interface{}{}
+			for k, v := range kv {
+				out.DefinedTags[ns][k] = v
+			}
+		}
+	}
+	return out
+}
+
+// attached reports whether the instance's VNIC is attached: not once it
+// is terminated.
+func attached(in Instance) bool { return in.State != "TERMINATED" && in.State != "TERMINATING" }
+
+func (c *Cloud) listVnicAttachments(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	comp, instance := q.Get("compartmentId"), q.Get("instanceId")
+	if comp == "" {
+		ociError(w, http.StatusBadRequest, "MissingParameter", "compartmentId is required")
+		return
+	}
+	offset, limit, ok := c.page(w, r, "vnicAttachments", comp)
+	if !ok {
+		return
+	}
+	if st := c.count("ListVnicAttachments", offset/max(limit, 1)+1); st != 0 {
+		ociError(w, st, codeOf(st), "injected fault")
+		return
+	}
+	c.mu.Lock()
+	var all []Instance
+	for _, in := range c.sortedLocked(comp) {
+		if attached(in) && (instance == "" || in.ID == instance) {
+			all = append(all, in)
+		}
+	}
+	c.mu.Unlock()
+	from, to := min(offset, len(all)), min(offset+limit, len(all))
+	items := make([]core.VnicAttachment, 0, to-from)
+	for _, in := range all[from:to] {
+		items = append(items, core.VnicAttachment{
+			Id: common.String(strings.Replace(in.VnicID, "ocid1.vnic.", "ocid1.vnicattachment.", 1)), InstanceId: common.String(in.ID),
+			VnicId: common.String(in.VnicID), CompartmentId: common.String(in.Compartment), AvailabilityDomain: common.String(in.AvailabilityDomain),
+			LifecycleState: core.VnicAttachmentLifecycleStateAttached, NicIndex: common.Int(0), TimeCreated: &common.SDKTime{Time: in.Created},
+		})
+	}
+	nextPage(w, "vnicAttachments", comp, to, len(all))
+	cloudtest.WriteJSON(w, http.StatusOK, items)
+}
+
+func (c *Cloud) getVnic(w http.ResponseWriter, id string) {
+	if st := c.count("GetVnic", 0); st != 0 {
+		ociError(w, st, codeOf(st), "injected fault")
+		return
+	}
+	c.mu.Lock()
+	var found *Instance
+	for _, in := range c.instances {
+		if in.VnicID == id && attached(*in) {
+			cp := *in
+			found = &cp
+		}
+	}
+	c.mu.Unlock()
+	if found == nil {
+		ociError(w, http.StatusNotFound, "NotAuthorizedOrNotFound", "Authorization failed or requested resource not found.")
+		return
+	}
+	v := core.Vnic{Id: common.String(id), CompartmentId: common.String(found.Compartment), AvailabilityDomain: common.String(found.AvailabilityDomain),
+		LifecycleState: core.VnicLifecycleStateAvailable, TimeCreated: &common.SDKTime{Time: found.Created},
+		IsPrimary: common.Bool(true), PrivateIp: common.String(found.PrivateIP)}
+	if found.PublicIP != "" {
+		v.PublicIp = common.String(found.PublicIP)
+	}
+	cloudtest.WriteJSON(w, http.StatusOK, v)
+}

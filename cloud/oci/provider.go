@@ -1,0 +1,197 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/oracle/oci-go-sdk/v65/common"
+	"github.com/oracle/oci-go-sdk/v65/common/auth"
+	"github.com/oracle/oci-go-sdk/v65/core"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/oci/agentid"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// ProviderName is the backend's name, for --cloud-provider and the node
+// agent's cloud setting.
+const ProviderName = agentid.Name
+
+// Factory builds the provider from its cloud-config; backend.go registers
+// it with mooring's backends.
+var Factory = kit.Factory(ParseConfig, New)
+
+// Cloud is OCI as Kubernetes and mooring see it: InstancesV2 and Zones over
+// the shared view of the cluster's instances, and the approver's instance
+// principal verifier. It has no load balancers and no routes.
+type Cloud struct {
+	kit.Base          // InstancesV2 and Zones over the view, the Attester
+	kit.InstancesOnly // no load balancers or routes (docs/oci.md)
+
+	cfg     Config
+	compute *core.ComputeClient
+	network *core.VirtualNetworkClient
+	src     Source
+}
+
+var (
+	_ cloudprovider.Interface = (*Cloud)(nil)
+	_ cloud.Attester          = (*Cloud)(nil)
+	_ kit.InstanceFinder      = (*Cloud)(nil)
+)
+
+// New builds the provider with oci-go-sdk's Core Services clients, signed
+// as cfg.Auth says. With APIKey it makes no call; InstancePrincipal reads
+// the machine's metadata service and federates its certificate at once.
+func New(cfg Config) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var (
+		provider common.ConfigurationProvider
+		err      error
+	)
+	switch cfg.Auth {
+	case AuthAPIKey:
+		provider, err = common.ConfigurationProviderFromFileWithProfile(cfg.ConfigFile, cfg.Profile, "")
+		if err == nil {
+			// Read now, so that a broken file fails the start, not the
+			// first call.
+			if _, kerr := provider.KeyID(); kerr != nil {
+				err = kerr
+			} else if _, kerr := provider.PrivateRSAKey(); kerr != nil {
+				err = kerr
+			}
+		}
+	case AuthInstancePrincipal:
+		provider, err = auth.InstancePrincipalConfigurationProvider()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("oci: %s credentials: %w", cfg.Auth, err)
+	}
+	compute, err := core.NewComputeClientWithConfigurationProvider(provider)
+	if err != nil {
+		return nil, fmt.Errorf("oci: the Compute client: %w", err)
+	}
+	network, err := core.NewVirtualNetworkClientWithConfigurationProvider(provider)
+	if err != nil {
+		return nil, fmt.Errorf("oci: the Virtual Network client: %w", err)
+	}
+	return NewWithClients(cfg, &compute, &network)
+}
+
+// NewWithClients builds the provider over Core Services clients: it sets
+// their region and endpoints from cfg, no retries (the view's refresh is
+// the retry, and an error must stay an error) and no circuit breaker, and
+// an HTTP client with the request timeout. It reads the roots file and
+// makes no call.
+func NewWithClients(cfg Config, compute *core.ComputeClient, network *core.VirtualNetworkClient) (*Cloud, error) {
+	cfg.defaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if compute == nil || network == nil {
+		return nil, errors.New("oci: Compute and Virtual Network clients are required")
+	}
+	roots, n, err := ReadRoots(cfg.RootCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("oci cloud config: %w", err)
+	}
+	ver, err := NewVerifier(VerifierOptions{Roots: roots, Tenancy: cfg.Tenancy, MaxClockSkew: cfg.MaxClockSkew.Duration,
+		MaxEvidenceAge: cfg.MaxEvidenceAge.Duration, MaxCertificateAge: cfg.MaxCertificateAge.Duration})
+	if err != nil {
+		return nil, fmt.Errorf("oci: evidence verifier: %w", err)
+	}
+	noRetry := common.NoRetryPolicy()
+	compute.SetRegion(cfg.Region)
+	network.SetRegion(cfg.Region)
+	for _, c := range []struct {
+		base     *common.BaseClient
+		endpoint string
+	}{{&compute.BaseClient, cfg.ComputeEndpoint}, {&network.BaseClient, cfg.NetworkEndpoint}} {
+		if c.endpoint != "" {
+			c.base.Host = c.endpoint
+		}
+		c.base.SetCustomClientConfiguration(common.CustomClientConfiguration{RetryPolicy: &noRetry})
+		c.base.HTTPClient = &http.Client{Timeout: cfg.RequestTimeout.Duration}
+	}
+	src := Source{Compute: compute, Network: network, Compartments: cfg.Compartments, ClusterTag: cfg.ClusterTag,
+		ClusterTagNamespace: cfg.ClusterTagNamespace, ClusterID: cfg.ClusterID, RequestTimeout: cfg.RequestTimeout.Duration,
+		vnics: newVnicCache()}
+	klog.InfoS("OCI cloud provider configured", "tenancy", cfg.Tenancy, "compartments", cfg.Compartments, "region", cfg.Region,
+		"clusterTag", cfg.ClusterTag, "clusterTagNamespace", cfg.ClusterTagNamespace, "clusterID", cfg.ClusterID, "auth", cfg.Auth,
+		"computeEndpoint", compute.Host, "networkEndpoint", network.Host, "rootCAFile", cfg.RootCAFile, "roots", n)
+	c := &Cloud{cfg: cfg, compute: compute, network: network, src: src}
+	v := view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})
+	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: v, MaxAge: cfg.InstanceMaxAge.Duration,
+		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Verifiers: []cloud.EvidenceVerifier{ver}, Metadata: metadata,
+		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})
+	return c, nil
+}
+
+// Config is the provider's effective configuration.
+func (c *Cloud) Config() Config { return c.cfg }
+
+// metadata is kit.Metadata with the fault domain label the upstream OCI
+// CCM adds.
+func metadata(in view.Instance) *cloudprovider.InstanceMetadata {
+	md := kit.Metadata(in)
+	if fd := in.Labels[FaultDomainLabel]; fd != "" {
+		md.AdditionalLabels = map[string]string{FaultDomainLabel: fd}
+	}
+	return md
+}
+
+// ConfirmInstance asks Compute for the instance of a providerID itself
+// (GetInstance), after FindInstance missed it in the cluster's list: a
+// *kit.AbsentError when OCI has no such instance or it is terminated, a
+// *kit.ForeignError when it is in a compartment not configured or lacks
+// the cluster's tag.
+func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
+	id, err := ParseProviderID(providerID)
+	if err != nil {
+		return view.Instance{}, err
+	}
+	cctx, cancel := c.src.withTimeout(ctx)
+	resp, err := c.compute.GetInstance(cctx, core.GetInstanceRequest{InstanceId: common.String(id)})
+	cancel()
+	var se common.ServiceError
+	if errors.As(err, &se) && se.GetHTTPStatusCode() == http.StatusNotFound {
+		// OCI answers 404 NotAuthorizedOrNotFound for an instance that is
+		// not there and for one the caller may not read: the policy lets
+		// mooring read every configured compartment, so it is not there
+		// for mooring.
+		return view.Instance{}, &kit.AbsentError{ID: providerID}
+	}
+	if err != nil {
+		return view.Instance{}, fmt.Errorf("compute GetInstance of %s: %w", providerID, err)
+	}
+	in := resp.Instance
+	switch {
+	case in.LifecycleState == core.InstanceLifecycleStateTerminated:
+		return view.Instance{}, &kit.AbsentError{ID: providerID}
+	case !slices.Contains(c.cfg.Compartments, deref(in.CompartmentId)):
+		return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("is in compartment %s, not one of %v", deref(in.CompartmentId), c.cfg.Compartments)}
+	case !c.src.isClusters(in):
+		return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry tag %s=%s", c.cfg.ClusterTag, c.cfg.ClusterID)}
+	}
+	vi, ok := c.src.toView(in)
+	if !ok || vi.ProviderID != providerID {
+		return view.Instance{}, &kit.ForeignError{ID: providerID, Why: "is not an instance mooring can name"}
+	}
+	atts, err := c.src.listAttachments(ctx, deref(in.CompartmentId), in.Id)
+	if err != nil {
+		return view.Instance{}, err
+	}
+	if vi.Addresses, err = c.src.addresses(ctx, atts[id], map[string]bool{}); err != nil {
+		return view.Instance{}, err
+	}
+	return vi, nil
+}
