@@ -85,3 +85,16 @@ func (v *ticketVerifier) Peek(data []byte) (replayKey, binding string, err error
 	}
 	return ticketReplayPrefix + c.ID, "", nil
 }
+
+// PeekMachine reads the instance name the ticket is for, without verifying
+// it.
+func (v *ticketVerifier) PeekMachine(data []byte) (string, error) {
+	c, err := ticket.Peek(data)
+	if err != nil {
+		return "", err
+	}
+	if c.Name == "" {
+		return "", errors.New("ticket names no instance")
+	}
+	return c.Name, nil
+}

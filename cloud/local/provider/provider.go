@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -89,9 +90,10 @@ func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 		return nil, err
 	}
 	cl := &Cloud{
-		cfg:      cfg,
-		client:   c,
-		view:     view.New(Source{Client: c, Cluster: cfg.Cluster, NamePolicy: cfg.NodeNamePolicy}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
+		cfg:    cfg,
+		client: c,
+		view: view.New(Source{Client: c, Cluster: cfg.Cluster, NamePolicy: cfg.NodeNamePolicy}, view.Options{
+			MinRefreshInterval: cfg.MinRefreshInterval.Duration, ListCost: listCost(cfg.APIRateLimit)}),
 		verifier: v,
 	}
 	cl.ViewInstances = cloud.ViewInstances{Finder: cl, View: cl.view, Metadata: Metadata}
@@ -159,7 +161,7 @@ type Source struct {
 
 // ListInstances follows every page of the cluster's instances.
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
-	items, err := s.Client.ListAllInstances(ctx, client.ListOptions{Cluster: s.Cluster, PageSize: 1000})
+	items, err := s.Client.ListAllInstances(ctx, client.ListOptions{Cluster: s.Cluster, PageSize: listPageSize})
 	if err != nil {
 		return nil, err
 	}
@@ -168,6 +170,21 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		out[i] = ToView(&items[i], s.NamePolicy)
 	}
 	return out, nil
+}
+
+// listPageSize is how many instances a page of the view's List holds.
+const listPageSize = 1000
+
+// listCost is how long apiRateLimit (calls per second; 0: none) takes to
+// allow a List of n instances: the view spaces its Lists for misses by it.
+func listCost(apiRateLimit float64) func(n int) time.Duration {
+	if apiRateLimit <= 0 {
+		return nil
+	}
+	return func(n int) time.Duration {
+		pages := max(1, (n+listPageSize-1)/listPageSize)
+		return time.Duration(float64(pages) / apiRateLimit * float64(time.Second))
+	}
 }
 
 // ToView converts a local cloud instance into the shared view's form, its
