@@ -29,7 +29,7 @@ type Flags struct {
 	// attested joins (Options); 0: the defaults.
 	MaxPendingPerInstance          int
 	MaxPendingAttestedPerRequester int
-	ReservedNames          []string
+	ReservedNames                  []string
 	// ReserveAPIServerNames learns the names of the apiserver's serving
 	// certificate (APIServerNames); the flag defaults to true, the zero
 	// Flags of tests to false.
