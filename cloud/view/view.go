@@ -75,8 +75,9 @@ var ErrNotFound = errors.New("instance not found")
 
 // ErrUnconfirmed means the instance is not in a snapshot whose list began
 // before the lookup was asked (so it may be newer than the list), and the
-// snapshot is too young to list again: neither found nor not found. Ask
-// again later, or ask the cloud for the instance itself.
+// next List for misses is not due yet (Options.MinRefreshInterval,
+// Options.ListCost): neither found nor not found. Ask again later, ask the
+// cloud for the instance itself, or look up through Patient, which waits.
 var ErrUnconfirmed = errors.New("instance not in the last list, which began before the lookup")
 
 // UnconfirmedError is an ErrUnconfirmed answer, with how long until the
@@ -85,8 +86,8 @@ var ErrUnconfirmed = errors.New("instance not in the last list, which began befo
 // not how long to back off).
 type UnconfirmedError struct {
 	By, Key string
-	// Age is how long ago the last List began; RetryAfter is what remains
-	// of MinRefreshInterval.
+	// Age is how long ago the snapshot's List began; RetryAfter is how
+	// long until the next List for misses may begin.
 	Age, RetryAfter time.Duration
 }
 
@@ -111,8 +112,10 @@ func RetryAfter(err error) (time.Duration, bool) {
 // Options tune a View.
 type Options struct {
 	// MinRefreshInterval bounds how often misses refresh the snapshot: a
-	// miss on a younger snapshot whose List began before the lookup is an
-	// error to retry, not ErrNotFound. Default 1s. It is also the first
+	// List for misses begins at least this long after the last List began
+	// (and ListCost may space them more); until then a miss in a snapshot
+	// whose List began before the lookup is ErrUnconfirmed, or, for a
+	// Patient lookup, a wait for that List. Default 1s. It is also the first
 	// pause after a failed List (see MaxFailureBackoff).
 	MinRefreshInterval time.Duration
 	// MaxFailureBackoff caps the pause after failed Lists: while the cloud

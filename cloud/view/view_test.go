@@ -638,3 +638,44 @@ func TestNamed(t *testing.T) {
 		t.Fatalf("Named(web-3) after it was made = %+v, %v", got, err)
 	}
 }
+
+// TestPatientLookups: Patient's lookups answer as the view's do, and a miss
+// waits for a List that began after the question instead of ErrUnconfirmed.
+func TestPatientLookups(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &countingSource{items: fleet(2)}
+	v := New(src, Options{Clock: clk, MinRefreshInterval: time.Second})
+	p := v.Patient()
+	ctx := context.Background()
+	if in, err := p.ByProviderID(ctx, "local://i-0001", time.Hour); err != nil || in.Name != "node-1" {
+		t.Fatalf("ByProviderID: %+v, %v", in, err)
+	}
+	if all, err := p.Named(ctx, "NODE-0", time.Hour); err != nil || len(all) != 1 || all[0].ID != "i-0000" {
+		t.Fatalf("Named: %+v, %v", all, err)
+	}
+	src.set(append(fleet(2), inst("i-late", "late", StateRunning)), nil)
+	clk.Step(100 * time.Millisecond)
+	if _, err := v.Named(ctx, "late", time.Hour); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("the view's own lookup: %v, want ErrUnconfirmed", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		all, err := p.Named(ctx, "late", time.Hour)
+		if err == nil && (len(all) != 1 || all[0].ID != "i-late") {
+			err = fmt.Errorf("found %+v", all)
+		}
+		got <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(900 * time.Millisecond)
+	if err := <-got; err != nil {
+		t.Fatalf("patient Named: %v", err)
+	}
+	if n := src.calls.Load(); n != 2 {
+		t.Fatalf("%d Lists, want 2", n)
+	}
+	cancel := p.OnRecovery(func() {})
+	cancel()
+}
