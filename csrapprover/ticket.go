@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud"
@@ -87,7 +88,7 @@ func (v *ticketVerifier) Peek(data []byte) (replayKey, binding string, err error
 }
 
 // PeekMachine reads the instance name the ticket is for, without verifying
-// it.
+// it, in lower case (names match case-insensitively).
 func (v *ticketVerifier) PeekMachine(data []byte) (string, error) {
 	c, err := ticket.Peek(data)
 	if err != nil {
@@ -96,5 +97,5 @@ func (v *ticketVerifier) PeekMachine(data []byte) (string, error) {
 	if c.Name == "" {
 		return "", errors.New("ticket names no instance")
 	}
-	return c.Name, nil
+	return strings.ToLower(c.Name), nil
 }
