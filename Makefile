@@ -148,7 +148,7 @@ bench: deps kube-bins ## benchmarks with figures; scale ones at BENCH_NODES (def
 # The tuning matrix of docs/scale.md: node init, the serving-CSR burst and
 # the attested-join burst at several settings of --kube-api-qps,
 # --concurrent-node-syncs, --csr-approver-workers and
-# --csr-approver-max-pending-per-requester, BENCH_RUNS times each (about 45
+# --csr-approver-max-pending-attested-per-requester, BENCH_RUNS times each (about 45
 # minutes on 2 cores).
 bench-tuning: deps kube-bins ## the tuning matrix (QPS x workers) of docs/scale.md; table in bin/bench-tuning.md
 	BENCH_RUNS=$(BENCH_RUNS) OUT=$(abspath $(BIN))/bench-tuning.md hack/bench-tuning.sh

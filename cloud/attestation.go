@@ -50,6 +50,17 @@ type EvidenceVerifier interface {
 	Peek(data []byte) (replayKey, binding string, err error)
 }
 
+// MachinePeeker is an EvidenceVerifier that reads, without verifying
+// anything, which machine evidence claims to come from (an instance id, or
+// what stands for one: a join ticket's instance name, an AWS access key
+// id, which is its instance's own session's). The CSR approver bounds the
+// joins decided at once per claimed machine, since a boot wave's joins
+// share one requester (the bootstrap token). It is a claim: evidence of one
+// machine gives one key, but anyone can write evidence that claims any.
+type MachinePeeker interface {
+	PeekMachine(data []byte) (string, error)
+}
+
 // InstanceChecker is an EvidenceVerifier with a check of its own on the
 // cloud's current record of the instance, once the approver has found the
 // instance the evidence names (and checked that it is the cluster's and

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
 	"github.com/mooring-dev/mooring/cloud/local/identity"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -648,4 +649,117 @@ func replayDecider(t *testing.T, w *world, earlier ...*certificatesv1.Certificat
 	d := *ctrl.decider
 	d.nodes = w.nodes
 	return &d
+}
+
+// stallingVerifier is the local cloud's verifier, except that evidence it
+// would reject fails as when the cloud cannot be asked (a transient error,
+// retried): what an attacker gets from evidence that names keys or
+// credentials the cloud cannot check now. It keeps the verifier's
+// PeekMachine.
+type stallingVerifier struct{ *attest.Verifier }
+
+func (s stallingVerifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
+	att, err := s.Verifier.Verify(ctx, data, binding, now)
+	if _, rejected := cloud.IsRejection(err); rejected {
+		return cloud.Attestation{}, errors.New("the cloud's keys cannot be fetched")
+	}
+	return att, err
+}
+
+// evilJoin is a join of node name filed with bootstrap token requester
+// whose evidence claims instance id, signed by keys the cloud does not
+// publish.
+func evilJoin(t *testing.T, w *world, requester, id, node, name string) *certificatesv1.CertificateSigningRequest {
+	s := w.joinSpec(t)
+	s.cn, s.username = "system:node:"+node, requester
+	s.evidence = func(b string) []evidence.Block {
+		c, err := identity.NewClaims(issuer, b, identity.InstanceClaims{ID: id, Name: node, Cluster: cluster}, time.Now(), 5*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := w.otherKeys.Sign(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evidenceOf([]byte(tok))
+	}
+	return named(w.csr(t, s), name, time.Now())
+}
+
+// goodJoinOfNode2 is a valid join of node-2 filed with bootstrap token
+// requester.
+func goodJoinOfNode2(t *testing.T, w *world, requester string) *certificatesv1.CertificateSigningRequest {
+	s := w.joinSpec(t)
+	s.cn, s.username = "system:node:node-2", requester
+	s.evidence = func(b string) []evidence.Block { return evidenceOf(w.token(t, w.keys, "i-2", b, time.Now())) }
+	return named(w.csr(t, s), "good-join", time.Now())
+}
+
+// Attack on the gate: a bootstrap token's holder files joins whose
+// evidence claims as many machines as it likes, each its own, and each
+// failing to verify for good (retried, never released here: the worst
+// case). Bounded per claimed machine alone, they would take every place of
+// max-pending and hold every other requester's CSRs back. The token's share
+// for attested joins keeps half the places for the rest: another token's
+// join is approved at once.
+func TestAttackClaimingManyMachinesCannotFillTheGate(t *testing.T) {
+	w := newWorld(t)
+	const evil, places = "system:bootstrap:evil00", 8
+	var csrs []*certificatesv1.CertificateSigningRequest
+	for i := range 2 * places {
+		csrs = append(csrs, evilJoin(t, w, evil, fmt.Sprintf("i-evil-%d", i), fmt.Sprintf("evil-%d", i), fmt.Sprintf("evil-%02d", i)))
+	}
+	sv := stallingVerifier{w.decider.verifiers[attest.Type].(*attest.Verifier)}
+	r := startControllerWith(t, w, controllerSetup{verifier: sv,
+		opts: Options{MaxPending: places, FailuresBeforeRelease: 1 << 20}}, csrs...)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.ctrl.gate.held() < places/2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // every attacking CSR has tried to enter
+	if h := r.ctrl.gate.held(); h != places/2 {
+		t.Fatalf("the attacker holds %d places, want its share %d of %d", h, places/2, places)
+	}
+	good := goodJoinOfNode2(t, w, "system:bootstrap:good01")
+	if _, err := r.client.CertificatesV1().CertificateSigningRequests().Create(context.Background(), good, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.waitReasonFor(t, good.Name, 2*time.Second); got != "Approved/"+ReasonApproved {
+		t.Fatalf("another token's join during the attack: %s", got)
+	}
+	for _, c := range csrs {
+		if got := r.reason(t, c.Name); got != "" {
+			t.Errorf("%s was decided: %s", c.Name, got)
+		}
+	}
+}
+
+// Attack on the gate: the holder of the fleet's bootstrap token files a
+// join claiming a victim's instance first, with evidence that keeps failing,
+// to hold the instance's one place. It holds it only until it has failed
+// FailuresBeforeRelease times; the victim's join, of the same token and
+// waiting in line, gets the place then and is approved.
+func TestAttackHoldingAVictimsMachineOnlyDelaysIt(t *testing.T) {
+	w := newWorld(t)
+	const token = "system:bootstrap:abcdef"
+	squat := evilJoin(t, w, token, "i-2", "node-2", "a-squat")
+	sv := stallingVerifier{w.decider.verifiers[attest.Type].(*attest.Verifier)}
+	r := startControllerWith(t, w, controllerSetup{verifier: sv}, squat)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.ctrl.gate.held() < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	victim := goodJoinOfNode2(t, w, token)
+	if a, b := r.ctrl.gateKey(victim), r.ctrl.gateKey(squat); a != b {
+		t.Fatalf("the two joins are counted apart: %+v, %+v", a, b)
+	}
+	if _, err := r.client.CertificatesV1().CertificateSigningRequests().Create(context.Background(), victim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.waitReasonFor(t, victim.Name, 10*time.Second); got != "Approved/"+ReasonApproved {
+		t.Fatalf("the victim's join: %s", got)
+	}
+	if got := r.reason(t, squat.Name); got != "" {
+		t.Errorf("the squatting join was decided: %s", got)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,11 +39,14 @@ const (
 	// DefaultWorkers keeps decisions up with a burst: each worker waits
 	// on its one write to the apiserver.
 	DefaultWorkers = 64
-	// DefaultMaxPendingPerRequester lets a boot wave, whose joins all come
-	// from one bootstrap token, use half the workers: at 5,000 joins as a
-	// burst it cut the median wait from 5.2 s (at 10) to 2.0 s.
+	// DefaultMaxPendingPerRequester bounds the CSRs of one requester that
+	// carry no evidence whose machine can be read (renewals, serving
+	// CSRs, joins without evidence); half the workers.
 	DefaultMaxPendingPerRequester = 32
 	DefaultMaxPending             = 1000
+	// DefaultMaxPendingPerInstance: the joins of one claimed machine are
+	// decided one at a time (a second is a retry or a copy).
+	DefaultMaxPendingPerInstance = 1
 )
 
 // Name of the controller (in mooring-ccm's --controllers and in Events).
@@ -59,7 +63,15 @@ type Options struct {
 	// per requester and in all. Further CSRs wait their turn; none is denied
 	// for being many. Defaults DefaultMaxPendingPerRequester and
 	// DefaultMaxPending.
-	MaxPendingPerRequester, MaxPending int
+	//
+	// Attested joins (kubelet client CSRs with one piece of evidence whose
+	// claimed machine can be read, cloud.MachinePeeker) are bounded instead
+	// per claimed machine (MaxPendingPerInstance) and per requester by
+	// MaxPendingAttestedPerRequester: a boot wave's joins all come from
+	// one bootstrap token. Defaults DefaultMaxPendingPerInstance and half
+	// of MaxPending.
+	MaxPendingPerRequester, MaxPending                    int
+	MaxPendingPerInstance, MaxPendingAttestedPerRequester int
 	// CompetitorCheckPeriod is how often the approver asks whether
 	// kube-controller-manager may approve kubelet client CSRs too (at start
 	// and then periodically: kubeadm re-creates its grants on upgrade).
@@ -116,6 +128,12 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
 	}
+	if opts.MaxPendingPerInstance <= 0 {
+		opts.MaxPendingPerInstance = DefaultMaxPendingPerInstance
+	}
+	if opts.MaxPendingAttestedPerRequester <= 0 {
+		opts.MaxPendingAttestedPerRequester = max(1, opts.MaxPending/2)
+	}
 	if opts.CompetitorCheckPeriod == 0 {
 		opts.CompetitorCheckPeriod = 5 * time.Minute
 	}
@@ -134,8 +152,9 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: Name}),
 		waiting: workqueue.NewTypedItemExponentialFailureRateLimiter[string](250*time.Millisecond, 5*time.Second),
-		gate:    newGate(opts.MaxPendingPerRequester, opts.MaxPending),
-		opts:    opts,
+		gate: newGate(gateLimits{perRequester: opts.MaxPendingPerRequester, total: opts.MaxPending,
+			perMachine: opts.MaxPendingPerInstance, attestedPerRequester: opts.MaxPendingAttestedPerRequester}),
+		opts: opts,
 	}
 	for _, v := range verifiers {
 		c.verifiers[v.Type()] = v
@@ -429,7 +448,7 @@ func (c *Controller) sync(ctx context.Context, name string) (err error) {
 		c.release(name)
 		return nil
 	}
-	if scope := c.gate.enter(name, csr.Spec.Username); scope != "" {
+	if scope := c.gate.enter(name, c.gateKey(csr)); scope != "" {
 		delayed.WithLabelValues(scope).Inc()
 		c.queue.AddAfter(name, c.waiting.When(name))
 		return nil
@@ -470,55 +489,117 @@ func (c *Controller) release(name string) {
 	c.waiting.Forget(name)
 }
 
-// gate bounds the CSRs being decided at once, per requester and in all.
-// It is exact (a count of places held, not of timestamps) and a CSR held
-// back waits in line: a freed place goes to the first waiting CSR it fits.
+// gateKey is what a CSR is counted under in the gate: its requester, and
+// for an attested join the machine its evidence claims (its evidence type
+// and the claim). Nothing is verified here: the claim only sorts the CSR,
+// and a CSR whose evidence cannot be read is counted by requester alone,
+// as every CSR without evidence is.
+func (c *Controller) gateKey(csr *certificatesv1.CertificateSigningRequest) gateKey {
+	k := gateKey{requester: csr.Spec.Username}
+	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || strings.HasPrefix(csr.Spec.Username, nodeUserPrefix) {
+		return k
+	}
+	blocks, err := evidence.Blocks(csr.Spec.Request)
+	if err != nil || len(blocks) != 1 {
+		return k
+	}
+	p, ok := c.verifiers[blocks[0].Type].(cloud.MachinePeeker)
+	if !ok {
+		return k
+	}
+	if m, err := p.PeekMachine(blocks[0].Data); err == nil && m != "" {
+		k.machine = blocks[0].Type + "/" + m
+	}
+	return k
+}
+
+// gateKey: requester, and machine ("" when the CSR is no attested join).
+type gateKey struct{ requester, machine string }
+
+// gateLimits are the gate's bounds: per requester for CSRs without a
+// claimed machine; per claimed machine, and per requester for attested
+// joins, for those with one; and in all.
+type gateLimits struct{ perRequester, attestedPerRequester, perMachine, total int }
+
+// gate bounds the CSRs being decided at once. A CSR without a claimed
+// machine counts against its requester's bound; an attested join counts
+// against its claimed machine's bound and against its requester's bound
+// for attested joins, which is a share of the total: a boot wave's joins
+// all come from one bootstrap token and need not wait on each other, but
+// one token's holder, claiming as many machines as it likes, cannot take
+// every place. Every CSR counts against the total. It is exact (a count of
+// places held, not of timestamps) and a CSR held back waits in line: a
+// freed place goes to the first waiting CSR it fits.
 type gate struct {
-	mu           sync.Mutex
-	perRequester int
-	total        int
-	holders      map[string]string // CSR name -> requester
-	byRequester  map[string]int
-	line         []waiter
-	inLine       map[string]bool
+	mu          sync.Mutex
+	limits      gateLimits
+	holders     map[string]gateKey // CSR name -> key
+	byRequester map[string]int     // CSRs without a claimed machine
+	byAttested  map[string]int     // attested joins, by requester
+	byMachine   map[string]int
+	line        []waiter
+	inLine      map[string]bool
 	// yielded are CSRs that gave their place back after failing again
 	// and again; they wait to retry and are woken with the holders.
 	yielded map[string]bool
 }
 
-type waiter struct{ name, requester string }
-
-func newGate(perRequester, total int) *gate {
-	return &gate{perRequester: perRequester, total: total, holders: map[string]string{}, byRequester: map[string]int{}, inLine: map[string]bool{}, yielded: map[string]bool{}}
+type waiter struct {
+	name string
+	key  gateKey
 }
 
-// enter takes a place for CSR name of requester, or keeps the one it has.
+func newGate(l gateLimits) *gate {
+	return &gate{limits: l, holders: map[string]gateKey{}, byRequester: map[string]int{}, byAttested: map[string]int{},
+		byMachine: map[string]int{}, inLine: map[string]bool{}, yielded: map[string]bool{}}
+}
+
+// enter takes a place for CSR name under key, or keeps the one it has.
 // It returns "" when the CSR may be decided, or the scope whose limit holds
-// it back ("requester" or "total"); the CSR then waits in line.
-func (g *gate) enter(name, requester string) string {
+// it back ("requester", "instance" or "total"); the CSR then waits in line.
+func (g *gate) enter(name string, key gateKey) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if _, ok := g.holders[name]; ok {
 		return ""
 	}
 	delete(g.yielded, name)
-	scope := g.full(requester)
+	scope := g.full(key)
 	if scope == "" {
-		g.holders[name] = requester
-		g.byRequester[requester]++
+		g.holders[name] = key
+		g.count(key, 1)
 		g.dropFromLine(name)
 	} else if !g.inLine[name] {
 		g.inLine[name] = true
-		g.line = append(g.line, waiter{name, requester})
+		g.line = append(g.line, waiter{name, key})
 	}
 	return scope
 }
 
-func (g *gate) full(requester string) string {
+// count adds d to the counts key is under. g.mu is held.
+func (g *gate) count(key gateKey, d int) {
+	add := func(m map[string]int, k string) {
+		if m[k] += d; m[k] == 0 {
+			delete(m, k)
+		}
+	}
+	if key.machine == "" {
+		add(g.byRequester, key.requester)
+		return
+	}
+	add(g.byAttested, key.requester)
+	add(g.byMachine, key.machine)
+}
+
+func (g *gate) full(key gateKey) string {
 	switch {
-	case g.byRequester[requester] >= g.perRequester:
+	case key.machine == "" && g.byRequester[key.requester] >= g.limits.perRequester:
 		return "requester"
-	case len(g.holders) >= g.total:
+	case key.machine != "" && g.byMachine[key.machine] >= g.limits.perMachine:
+		return "instance"
+	case key.machine != "" && g.byAttested[key.requester] >= g.limits.attestedPerRequester:
+		return "requester"
+	case len(g.holders) >= g.limits.total:
 		return "total"
 	}
 	return ""
@@ -552,16 +633,14 @@ func (g *gate) yield(name string) (next string, ok bool) {
 // free drops name's place, if it holds one, and finds the first waiting
 // CSR the freed place fits. g.mu is held.
 func (g *gate) free(name string) (string, bool) {
-	r, ok := g.holders[name]
+	key, ok := g.holders[name]
 	if !ok {
 		return "", false
 	}
 	delete(g.holders, name)
-	if g.byRequester[r]--; g.byRequester[r] == 0 {
-		delete(g.byRequester, r)
-	}
+	g.count(key, -1)
 	for _, w := range g.line {
-		if g.full(w.requester) == "" {
+		if g.full(w.key) == "" {
 			return w.name, true
 		}
 	}

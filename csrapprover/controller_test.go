@@ -401,7 +401,9 @@ func TestBootWaveDuringOutageWaitsInsteadOfDenying(t *testing.T) {
 		csrs = append(csrs, named(w.csr(t, w.joinSpec(t)), fmt.Sprintf("join-%02d", i), at))
 	}
 	before, _ := testutil.GetCounterMetricValue(delayed.WithLabelValues("requester"))
-	r := startControllerWith(t, w, controllerSetup{opts: Options{MaxPendingPerRequester: 4}, instances: cloudAPI}, csrs...)
+	// Every join claims node-1's instance: the per-instance bound lets them
+	// all in, the requester's bound for attested joins holds them back.
+	r := startControllerWith(t, w, controllerSetup{opts: Options{MaxPendingAttestedPerRequester: 4, MaxPendingPerInstance: n}, instances: cloudAPI}, csrs...)
 	time.Sleep(1500 * time.Millisecond)
 	for _, c := range csrs {
 		if got := r.reason(t, c.Name); got != "" {
@@ -434,7 +436,7 @@ func TestRecoveryWakesRetryingCSRs(t *testing.T) {
 	for i := range 6 {
 		csrs = append(csrs, named(w.csr(t, w.joinSpec(t)), fmt.Sprintf("join-%d", i), time.Now()))
 	}
-	r := startControllerWith(t, w, controllerSetup{opts: Options{MaxPendingPerRequester: 3}, instances: cloudAPI}, csrs...)
+	r := startControllerWith(t, w, controllerSetup{opts: Options{MaxPendingAttestedPerRequester: 3, MaxPendingPerInstance: 6}, instances: cloudAPI}, csrs...)
 	// Retries at about 0.2, 0.6, 1.4, 3, 6.2 and 12.6 s (200 ms doubling):
 	// recovering at 8 s leaves the next one 4.6 s away.
 	time.Sleep(8 * time.Second)
@@ -522,45 +524,6 @@ func TestUnconfirmedInstanceIsAskedWhenTheViewListsAgain(t *testing.T) {
 	}
 	if after, _ := testutil.GetCounterMetricValue(errorsTotal); after != before {
 		t.Fatalf("errors_total rose by %v: waiting for the view is no error", after-before)
-	}
-}
-
-func TestGateIsExact(t *testing.T) {
-	g := newGate(10, 25)
-	var admitted int
-	for i := range 50 {
-		if g.enter(fmt.Sprintf("a-%d", i), "system:bootstrap:abc") == "" {
-			admitted++
-		}
-	}
-	if admitted != 10 {
-		t.Fatalf("%d of one requester admitted, limit 10", admitted)
-	}
-	if g.enter("a-3", "system:bootstrap:abc") != "" {
-		t.Fatal("a CSR that holds a place lost it")
-	}
-	for i := range 20 {
-		g.enter(fmt.Sprintf("n-%d", i), fmt.Sprintf("system:node:n-%d", i))
-	}
-	if h := g.held(); h != 25 {
-		t.Fatalf("%d held, total limit 25", h)
-	}
-	if next := g.leave("a-0"); next != "a-10" {
-		t.Fatalf("the freed place woke %q, want the first in line a-10", next)
-	}
-	if next := g.leave("a-0"); next != "" {
-		t.Fatalf("leaving twice woke %q", next)
-	}
-	if scope := g.enter("a-10", "system:bootstrap:abc"); scope != "" {
-		t.Fatalf("a freed place was not given: %s", scope)
-	}
-	var wg sync.WaitGroup
-	for i := range 100 {
-		wg.Go(func() { g.leave(fmt.Sprintf("n-%d", i%20)) })
-	}
-	wg.Wait()
-	if h := g.held(); h != 10 {
-		t.Fatalf("%d held after leaving, want 10", h)
 	}
 }
 

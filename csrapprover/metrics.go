@@ -31,7 +31,7 @@ var (
 	})
 	delayed = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "delayed_total",
-		Help: "Times a CSR waited its turn because too many were being decided at once, by the limit that held it (requester or total).",
+		Help: "Times a CSR waited its turn because too many were being decided at once, by the limit that held it (requester; instance: the machine an attested join claims; total).",
 	}, []string{"scope"})
 	yielded = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "gate_yields_total",

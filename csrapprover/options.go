@@ -25,7 +25,11 @@ type Flags struct {
 	DryRun                 bool
 	MaxPendingPerRequester int
 	MaxPending             int
-	ReservedNames          []string
+	// MaxPendingPerInstance and MaxPendingAttestedPerRequester bound
+	// attested joins (Options); 0: the defaults.
+	MaxPendingPerInstance          int
+	MaxPendingAttestedPerRequester int
+	ReservedNames                  []string
 	// ReserveAPIServerNames learns the names of the apiserver's serving
 	// certificate (APIServerNames); the flag defaults to true, the zero
 	// Flags of tests to false.
@@ -41,8 +45,10 @@ type Flags struct {
 func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.IntVar(&f.Workers, prefix+"workers", DefaultWorkers, "CSRs decided in parallel; each waits on its one write to the apiserver, so more workers keep the decisions up with a burst (docs/scale.md).")
 	fs.BoolVar(&f.DryRun, prefix+"dry-run", false, "Log and record (Event DryRun) what would be decided; approve and deny nothing.")
-	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", DefaultMaxPendingPerRequester, "Kubelet CSRs of one requester decided at once, counting those waiting to retry after a cloud or API error; further ones wait their turn (none is denied for being many). A boot wave's joins share one requester, its bootstrap token (docs/scale.md).")
+	fs.IntVar(&f.MaxPendingPerRequester, prefix+"max-pending-per-requester", DefaultMaxPendingPerRequester, "Kubelet CSRs of one requester decided at once, counting those waiting to retry after a cloud or API error; further ones wait their turn (none is denied for being many). It bounds renewals, serving CSRs and joins whose evidence names no machine that can be read; attested joins are bounded by "+prefix+"max-pending-per-instance and "+prefix+"max-pending-attested-per-requester instead (docs/csrapprover.md).")
 	fs.IntVar(&f.MaxPending, prefix+"max-pending", DefaultMaxPending, "Kubelet CSRs decided at once in all, counting those waiting to retry; further ones wait their turn.")
+	fs.IntVar(&f.MaxPendingPerInstance, prefix+"max-pending-per-instance", DefaultMaxPendingPerInstance, "Attested joins (client CSRs whose evidence claims a machine: an instance id, a ticket's instance name) of one claimed machine decided at once; further ones wait their turn. The claim is read before the evidence is verified, so it only sorts joins.")
+	fs.IntVar(&f.MaxPendingAttestedPerRequester, prefix+"max-pending-attested-per-requester", 0, "Attested joins of one requester decided at once, counting those waiting to retry: a boot wave's joins share one requester (its bootstrap token), and this share keeps one token's holder, who may claim any machines, from taking every place of "+prefix+"max-pending. 0: half of "+prefix+"max-pending.")
 	fs.StringSliceVar(&f.ReservedNames, prefix+"reserved-names", nil, "DNS names and IPs no serving certificate may carry, besides the built-in cluster names (kubernetes, kubernetes.default..., localhost, *.svc, *.svc.*) and those of the apiserver's serving certificate: list other apiservers' names and addresses, and any the apiserver's certificate does not show.")
 	fs.BoolVar(&f.ReserveAPIServerNames, prefix+"reserve-apiserver-names", true, "Reserve the DNS names and IPs of the apiserver's serving certificate, seen in a TLS handshake with the apiserver the approver talks to (at start, every minute, and kept for 24h after last seen): no serving certificate may carry them. No serving CSR is decided until the first handshake succeeds. false: for an apiserver reached without TLS or through a proxy; list its names in reserved-names instead.")
 	fs.DurationVar(&f.InstanceMaxAge, prefix+"instance-max-age", 10*time.Second, "How old the cloud's record of an instance may be when a CSR is judged against it.")
@@ -106,7 +112,10 @@ func NewFromCloud(client kubernetes.Interface, restCfg *rest.Config, factory inf
 			return nil, err
 		}
 	}
-	return New(client, csrs, nodes, cfg, verifiers, a.InstanceView(),
+	// Patient lookups: joins whose instances the view has not listed yet
+	// wait on its next List together.
+	return New(client, csrs, nodes, cfg, verifiers, a.InstanceView().Patient(),
 		Options{Workers: f.Workers, DryRun: f.DryRun, MaxPendingPerRequester: f.MaxPendingPerRequester, MaxPending: f.MaxPending,
+			MaxPendingPerInstance: f.MaxPendingPerInstance, MaxPendingAttestedPerRequester: f.MaxPendingAttestedPerRequester,
 			SpentTickets: spentTickets})
 }

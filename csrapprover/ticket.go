@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ecdsa"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud"
@@ -84,4 +85,17 @@ func (v *ticketVerifier) Peek(data []byte) (replayKey, binding string, err error
 		return "", "", err
 	}
 	return ticketReplayPrefix + c.ID, "", nil
+}
+
+// PeekMachine reads the instance name the ticket is for, without verifying
+// it, in lower case (names match case-insensitively).
+func (v *ticketVerifier) PeekMachine(data []byte) (string, error) {
+	c, err := ticket.Peek(data)
+	if err != nil {
+		return "", err
+	}
+	if c.Name == "" {
+		return "", errors.New("ticket names no instance")
+	}
+	return strings.ToLower(c.Name), nil
 }

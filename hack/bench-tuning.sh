@@ -38,11 +38,12 @@ csr_cells=(
 	"5000 --csr-approver-workers=64 --kube-api-qps=500 --kube-api-burst=1000"
 )
 # Attested joins share one bootstrap token, one requester: the gate decides
-# at most --csr-approver-max-pending-per-requester of them at once.
+# at most --csr-approver-max-pending-attested-per-requester of them at once
+# (default half of --csr-approver-max-pending, 500), one per claimed machine.
 join_cells=(
-	"5000 --csr-approver-max-pending-per-requester=10"
-	"5000 --csr-approver-max-pending-per-requester=32"
-	"5000 --csr-approver-max-pending-per-requester=64"
+	"5000 --csr-approver-max-pending-attested-per-requester=32"
+	"5000 --csr-approver-max-pending-attested-per-requester=64"
+	"5000 --csr-approver-max-pending-attested-per-requester=500"
 )
 
 tmp=$(mktemp -d)

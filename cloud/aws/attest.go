@@ -185,6 +185,25 @@ func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
 	return ReplayKeyPrefix + auth.Signature, r.Binding, nil
 }
 
+// PeekMachine reads the access key id the request was signed with, without
+// verifying anything: an instance's credentials are its own role session's,
+// so the key id stands for the instance (STS names the instance only once
+// it is asked).
+func (v *Verifier) PeekMachine(data []byte) (string, error) {
+	r, err := agentid.DecodeSTSRequest(data)
+	if err != nil {
+		return "", err
+	}
+	auth, err := agentid.ParseAuthorization(r.Authorization)
+	if err != nil {
+		return "", err
+	}
+	if auth.AccessKeyID == "" {
+		return "", errors.New("authorization names no access key")
+	}
+	return auth.AccessKeyID, nil
+}
+
 // Verify checks the evidence against binding at now and asks STS whose
 // signature it is. A *cloud.Rejection is a verdict; any other error (STS
 // unreachable, throttling, a 5xx, an unreadable answer) is transient.

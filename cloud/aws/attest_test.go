@@ -288,6 +288,14 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || key2 != att.ReplayKey || b2 != binding {
 		t.Fatalf("Peek = %q, %q, %v; want %q, %q", key2, b2, err, att.ReplayKey, binding)
 	}
+	// The machine it claims: the access key id of its instance's session.
+	signer := authOf(t, blocks[0].Data)
+	if m, err := w.v.PeekMachine(blocks[0].Data); err != nil || m != signer.AccessKeyID || m == "" {
+		t.Fatalf("PeekMachine = %q, %v; want %q", m, err, signer.AccessKeyID)
+	}
+	if _, err := w.v.PeekMachine([]byte("{}")); err == nil {
+		t.Fatal("PeekMachine of evidence without an authorization")
+	}
 	if n, _ := w.stsCalls(); n != 1 {
 		t.Fatalf("%d GetCallerIdentity calls, want 1", n)
 	}
@@ -992,4 +1000,18 @@ func TestGlobalSTSEndpointInUSEast1(t *testing.T) {
 		!strings.Contains(err.Error(), "https://sts.eu-west-1.amazonaws.com") {
 		t.Fatalf("global endpoint for eu-west-1: %v", err)
 	}
+}
+
+// authOf is the authorization the evidence's request was signed with.
+func authOf(t *testing.T, data []byte) agentid.SigV4Auth {
+	t.Helper()
+	r, err := agentid.DecodeSTSRequest(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := agentid.ParseAuthorization(r.Authorization)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

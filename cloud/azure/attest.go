@@ -116,6 +116,20 @@ func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
 	return contentKey(p7.Content), "", nil
 }
 
+// PeekMachine reads the vmId the document's content claims, without
+// verifying the signature.
+func (v *Verifier) PeekMachine(data []byte) (string, error) {
+	p7, err := parse(data)
+	if err != nil {
+		return "", err
+	}
+	doc, _, _, err := parseDocument(p7.Content)
+	if err != nil {
+		return "", err
+	}
+	return doc.VMID, nil
+}
+
 // parse is pkcs7.Parse, with a panic on attacker-chosen bytes turned
 // into an error: the approver must outlive any evidence.
 func parse(data []byte) (p7 *pkcs7.PKCS7, err error) {

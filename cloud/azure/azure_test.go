@@ -170,6 +170,9 @@ func TestAgentEvidenceVerifies(t *testing.T) {
 	if err != nil || att.InstanceID != vm.VMID || att.ReplayKey != key || !strings.HasPrefix(key, azure.ReplayKeyPrefix) {
 		t.Fatalf("attestation %+v, peek %q %v", att, key, err)
 	}
+	if m, err := v.(cloud.MachinePeeker).PeekMachine(ev.Data); err != nil || m != att.InstanceID {
+		t.Fatalf("PeekMachine = %q, %v; want %q", m, err, att.InstanceID)
+	}
 }
 
 // TestIMDSHeaderRule: IMDS refuses requests without Metadata: true.

@@ -208,6 +208,20 @@ func (v *Verifier) Peek(data []byte) (replayKey, binding string, err error) {
 	return p.replayKey, p.claims.Audience[0], nil
 }
 
+// PeekMachine reads the instance id the token claims, without verifying
+// the token.
+func (v *Verifier) PeekMachine(data []byte) (string, error) {
+	p, err := parse(data)
+	if err != nil {
+		return "", err
+	}
+	id := p.claims.Google.ComputeEngine.InstanceID
+	if id == "" {
+		return "", errors.New("token names no instance (google.compute_engine.instance_id)")
+	}
+	return id, nil
+}
+
 // Verify checks a token: its form, its claims (issuer, audience = the
 // binding, times, the instance it names, of an allowed project), its
 // signature by one of Google's published keys, and the claims again as

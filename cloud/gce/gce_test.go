@@ -109,6 +109,9 @@ func TestJoinPath(t *testing.T) {
 	if err != nil || rk != att.ReplayKey || b != binding {
 		t.Fatalf("peek %q %q %v", rk, b, err)
 	}
+	if m, err := v.(cloud.MachinePeeker).PeekMachine(ev.Data); err != nil || m != ni.ID {
+		t.Fatalf("PeekMachine = %q, %v; want %q", m, err, ni.ID)
+	}
 	vi, err := w.cloud.InstanceView().ByID(ctx, att.InstanceID, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 // finds Nodes without a providerID by it.
 func (v *View) ByNodeName(ctx context.Context, nodeName string, maxAge time.Duration) (Instance, error) {
 	key := strings.ToLower(nodeName)
-	return v.lookup(ctx, "nodeName", nodeName, maxAge, func(s *snapshot) (int, bool) {
+	return v.lookup(ctx, "nodeName", nodeName, maxAge, false, func(s *snapshot) (int, bool) {
 		i, ok := s.byNodeName[key]
 		return i, ok
 	})
@@ -24,13 +24,5 @@ func (v *View) ByNodeName(ctx context.Context, nodeName string, maxAge time.Dura
 // instance in none of the snapshot's names is not found as in the other
 // lookups: only a List that began after the question says ErrNotFound.
 func (v *View) Named(ctx context.Context, name string, maxAge time.Duration) ([]Instance, error) {
-	key := strings.ToLower(name)
-	return search(ctx, v, "named", name, maxAge, func(s *snapshot) ([]Instance, bool) {
-		idx := s.named[key]
-		out := make([]Instance, len(idx))
-		for j, i := range idx {
-			out[j] = s.all[i].clone()
-		}
-		return out, len(out) > 0
-	})
+	return named(ctx, v, name, maxAge, false)
 }

@@ -75,8 +75,9 @@ var ErrNotFound = errors.New("instance not found")
 
 // ErrUnconfirmed means the instance is not in a snapshot whose list began
 // before the lookup was asked (so it may be newer than the list), and the
-// snapshot is too young to list again: neither found nor not found. Ask
-// again later, or ask the cloud for the instance itself.
+// next List for misses is not due yet (Options.MinRefreshInterval,
+// Options.ListCost): neither found nor not found. Ask again later, ask the
+// cloud for the instance itself, or look up through Patient, which waits.
 var ErrUnconfirmed = errors.New("instance not in the last list, which began before the lookup")
 
 // UnconfirmedError is an ErrUnconfirmed answer, with how long until the
@@ -85,8 +86,8 @@ var ErrUnconfirmed = errors.New("instance not in the last list, which began befo
 // not how long to back off).
 type UnconfirmedError struct {
 	By, Key string
-	// Age is how long ago the last List began; RetryAfter is what remains
-	// of MinRefreshInterval.
+	// Age is how long ago the snapshot's List began; RetryAfter is how
+	// long until the next List for misses may begin.
 	Age, RetryAfter time.Duration
 }
 
@@ -111,8 +112,10 @@ func RetryAfter(err error) (time.Duration, bool) {
 // Options tune a View.
 type Options struct {
 	// MinRefreshInterval bounds how often misses refresh the snapshot: a
-	// miss on a younger snapshot whose List began before the lookup is an
-	// error to retry, not ErrNotFound. Default 1s. It is also the first
+	// List for misses begins at least this long after the last List began
+	// (and ListCost may space them more); until then a miss in a snapshot
+	// whose List began before the lookup is ErrUnconfirmed, or, for a
+	// Patient lookup, a wait for that List. Default 1s. It is also the first
 	// pause after a failed List (see MaxFailureBackoff).
 	MinRefreshInterval time.Duration
 	// MaxFailureBackoff caps the pause after failed Lists: while the cloud
@@ -123,7 +126,14 @@ type Options struct {
 	// outage costs the cloud one List per pause, however many callers
 	// retry. Default 16s.
 	MaxFailureBackoff time.Duration
-	// Clock defaults to the real clock.
+	// ListCost is how long the cloud's rate limit takes to allow a List of
+	// n instances (its pages at the limit), when the backend knows its
+	// limit. Lists for misses then begin at least twice that apart, so
+	// they take at most half of the calls the cloud allows, whatever the
+	// cluster's size. nil: MinRefreshInterval alone spaces them.
+	ListCost func(n int) time.Duration
+	// Clock defaults to the real clock. Lists waiting to begin wait on
+	// its timers when it has them (clock.Clock), on real time otherwise.
 	Clock clock.PassiveClock
 }
 
@@ -135,6 +145,12 @@ type View struct {
 	mu       sync.Mutex
 	snap     *snapshot
 	inflight *refresh
+	// next is the one List waiting to begin (after inflight ends, and
+	// not before its time): every caller that needs a List newer than
+	// inflight joins it.
+	next *refresh
+	// lastStart is when the newest List began.
+	lastStart time.Time
 	// failing: the newest List to finish failed.
 	failing bool
 	// failed is the newest List's error while failing, and heldUntil when
@@ -159,12 +175,17 @@ type snapshot struct {
 	named map[string][]int
 }
 
-// refresh is one List in flight; joiners wait on done.
+// refresh is one List, in flight or waiting to begin; joiners wait on
+// done.
 type refresh struct {
-	started time.Time
-	done    chan struct{}
-	snap    *snapshot
-	err     error
+	started time.Time // when the List began; zero while it waits
+	// at is when a waiting List may begin, and poke is closed when at
+	// moves sooner.
+	at   time.Time
+	poke chan struct{}
+	done chan struct{}
+	snap *snapshot
+	err  error
 }
 
 // New makes a view over src.
@@ -185,7 +206,7 @@ func New(src Source, opts Options) *View {
 
 // ByProviderID finds an instance by the providerID of its Node.
 func (v *View) ByProviderID(ctx context.Context, providerID string, maxAge time.Duration) (Instance, error) {
-	return v.lookup(ctx, "providerID", providerID, maxAge, func(s *snapshot) (int, bool) {
+	return v.lookup(ctx, "providerID", providerID, maxAge, false, func(s *snapshot) (int, bool) {
 		i, ok := s.byProviderID[providerID]
 		return i, ok
 	})
@@ -193,7 +214,7 @@ func (v *View) ByProviderID(ctx context.Context, providerID string, maxAge time.
 
 // ByID finds an instance by its cloud id.
 func (v *View) ByID(ctx context.Context, id string, maxAge time.Duration) (Instance, error) {
-	return v.lookup(ctx, "id", id, maxAge, func(s *snapshot) (int, bool) {
+	return v.lookup(ctx, "id", id, maxAge, false, func(s *snapshot) (int, bool) {
 		i, ok := s.byID[id]
 		return i, ok
 	})
@@ -203,7 +224,7 @@ func (v *View) ByID(ctx context.Context, id string, maxAge time.Duration) (Insta
 // wins over terminated ones of the same name.
 func (v *View) ByName(ctx context.Context, name string, maxAge time.Duration) (Instance, error) {
 	key := strings.ToLower(name)
-	return v.lookup(ctx, "name", name, maxAge, func(s *snapshot) (int, bool) {
+	return v.lookup(ctx, "name", name, maxAge, false, func(s *snapshot) (int, bool) {
 		i, ok := s.byName[key]
 		return i, ok
 	})
@@ -270,8 +291,8 @@ func (v *View) Invalidate() {
 	v.mu.Unlock()
 }
 
-func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration, find func(*snapshot) (int, bool)) (Instance, error) {
-	return search(ctx, v, by, key, maxAge, func(s *snapshot) (Instance, bool) {
+func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration, patient bool, find func(*snapshot) (int, bool)) (Instance, error) {
+	return search(ctx, v, by, key, maxAge, patient, func(s *snapshot) (Instance, bool) {
 		if i, ok := find(s); ok {
 			return s.all[i].clone(), true
 		}
@@ -281,7 +302,9 @@ func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration,
 
 // search answers one lookup: find reads a snapshot no older than maxAge,
 // and a miss is believed only from a List that began after the question.
-func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Duration, find func(*snapshot) (T, bool)) (T, error) {
+// A patient lookup waits for that List; another one is told ErrUnconfirmed
+// while Lists for misses are not due.
+func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Duration, patient bool, find func(*snapshot) (T, bool)) (T, error) {
 	var none T
 	asked := v.opts.Clock.Now()
 	s, err := v.snapshot(ctx, maxAge)
@@ -296,15 +319,18 @@ func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Dur
 	// A List that began before the question was asked may miss an instance
 	// made just before it (the one a CSR or a Node being judged comes
 	// from): its miss is no answer. Only a List that began after the
-	// question can say "not found". Refresh for one, unless the snapshot is
-	// so young that a miss storm would turn into a List storm; then the
-	// caller asks again later.
+	// question can say "not found". Every lookup that needs one shares the
+	// next List for misses, which begins once the one in flight has ended
+	// and no sooner than the spacing of such Lists allows, so a miss storm
+	// is no List storm.
 	if s.at.Before(asked) {
-		if age := v.opts.Clock.Since(s.at); age < v.opts.MinRefreshInterval {
-			lookups.WithLabelValues(by, "deferred").Inc()
-			return none, &UnconfirmedError{By: by, Key: key, Age: age, RetryAfter: v.opts.MinRefreshInterval - age}
+		if !patient {
+			if wait := v.missListIn(); wait > 0 {
+				lookups.WithLabelValues(by, "deferred").Inc()
+				return none, &UnconfirmedError{By: by, Key: key, Age: v.opts.Clock.Since(s.at), RetryAfter: wait}
+			}
 		}
-		if s, err = v.snapshotSince(ctx, asked); err != nil {
+		if s, err = v.snapshotSince(ctx, asked, true); err != nil {
 			lookups.WithLabelValues(by, "error").Inc()
 			return none, err
 		}
@@ -317,15 +343,42 @@ func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Dur
 	return none, fmt.Errorf("%w: %s %q", ErrNotFound, by, key)
 }
 
+// spacing is how far apart Lists for misses begin. v.mu is held.
+func (v *View) spacing() time.Duration {
+	d := v.opts.MinRefreshInterval
+	if v.opts.ListCost != nil {
+		n := 0
+		if v.snap != nil {
+			n = len(v.snap.all)
+		}
+		d = max(d, 2*v.opts.ListCost(n))
+	}
+	return d
+}
+
+// missListIn is how long until a List for a miss may begin: 0 when one
+// may begin now.
+func (v *View) missListIn() time.Duration {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	at := v.lastStart.Add(v.spacing())
+	if r := v.next; r != nil && r.at.After(at) {
+		at = r.at
+	}
+	return max(0, at.Sub(v.opts.Clock.Now()))
+}
+
 // snapshot returns a snapshot no older than maxAge, listing the cloud if
 // needed. A List already in flight that started within maxAge is joined.
 func (v *View) snapshot(ctx context.Context, maxAge time.Duration) (*snapshot, error) {
-	return v.snapshotSince(ctx, v.opts.Clock.Now().Add(-maxAge))
+	return v.snapshotSince(ctx, v.opts.Clock.Now().Add(-maxAge), false)
 }
 
 // snapshotSince returns a snapshot whose List started at or after since,
-// joining a List in flight that did, or starting one.
-func (v *View) snapshotSince(ctx context.Context, since time.Time) (*snapshot, error) {
+// joining the List in flight if it did, else the next List (one waits to
+// begin at a time, after the one in flight), or starting one. A List for a
+// miss (spaced) begins no sooner than spacing after the newest began.
+func (v *View) snapshotSince(ctx context.Context, since time.Time, spaced bool) (*snapshot, error) {
 	v.mu.Lock()
 	if s := v.snap; s != nil && !s.at.Before(since) {
 		v.mu.Unlock()
@@ -333,15 +386,13 @@ func (v *View) snapshotSince(ctx context.Context, since time.Time) (*snapshot, e
 	}
 	r := v.inflight
 	if r == nil || r.started.Before(since) {
-		if now := v.opts.Clock.Now(); v.failing && now.Before(v.heldUntil) {
-			err := fmt.Errorf("%w (lists back off while the cloud fails: the next in %v)", v.failed, v.heldUntil.Sub(now).Round(time.Millisecond))
+		now := v.opts.Clock.Now()
+		if v.failing && now.Before(v.heldUntil) {
+			err := v.heldBack(now)
 			v.mu.Unlock()
-			listCalls.WithLabelValues("held-back").Inc()
 			return nil, err
 		}
-		r = &refresh{started: v.opts.Clock.Now(), done: make(chan struct{})}
-		v.inflight = r
-		go v.run(r)
+		r = v.schedule(now, spaced)
 	}
 	v.mu.Unlock()
 	select {
@@ -350,6 +401,95 @@ func (v *View) snapshotSince(ctx context.Context, since time.Time) (*snapshot, e
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// heldBack is the error of a List not made because Lists back off while
+// the cloud fails. v.mu is held.
+func (v *View) heldBack(now time.Time) error {
+	listCalls.WithLabelValues("held-back").Inc()
+	return fmt.Errorf("%w (lists back off while the cloud fails: the next in %v)", v.failed, v.heldUntil.Sub(now).Round(time.Millisecond))
+}
+
+// schedule returns the List that begins next: the one waiting, moved
+// sooner if this caller may not wait for its time, or a new one, begun at
+// once when nothing is in flight and it is due. v.mu is held.
+func (v *View) schedule(now time.Time, spaced bool) *refresh {
+	at := now
+	if spaced {
+		if due := v.lastStart.Add(v.spacing()); due.After(at) {
+			at = due
+		}
+	}
+	if r := v.next; r != nil {
+		if at.Before(r.at) {
+			r.at = at
+			close(r.poke)
+			r.poke = make(chan struct{})
+		}
+		return r
+	}
+	if v.inflight == nil && !at.After(now) {
+		r := &refresh{done: make(chan struct{})}
+		v.begin(r, now)
+		go v.run(r)
+		return r
+	}
+	r := &refresh{at: at, poke: make(chan struct{}), done: make(chan struct{})}
+	v.next = r
+	go v.await(r)
+	return r
+}
+
+// begin makes r the List in flight. v.mu is held.
+func (v *View) begin(r *refresh, now time.Time) {
+	r.started = now
+	v.inflight = r
+	v.lastStart = now
+}
+
+// await begins the waiting List r once the List in flight has ended and
+// its time has come. While the cloud fails and Lists back off, its callers
+// get the last List's error instead.
+func (v *View) await(r *refresh) {
+	for {
+		v.mu.Lock()
+		now := v.opts.Clock.Now()
+		if v.inflight == nil && !now.Before(r.at) {
+			v.next = nil
+			if v.failing && now.Before(v.heldUntil) {
+				r.err = v.heldBack(now)
+				v.mu.Unlock()
+				close(r.done)
+				return
+			}
+			v.begin(r, now)
+			v.mu.Unlock()
+			v.run(r)
+			return
+		}
+		var wake <-chan time.Time
+		var ended chan struct{}
+		if v.inflight != nil {
+			ended = v.inflight.done
+		} else {
+			wake = v.after(r.at.Sub(now))
+		}
+		poke := r.poke
+		v.mu.Unlock()
+		select {
+		case <-ended:
+		case <-wake:
+		case <-poke:
+		}
+	}
+}
+
+// after is the view clock's timer when it has one, else real time's.
+func (v *View) after(d time.Duration) <-chan time.Time {
+	if c, ok := v.opts.Clock.(clock.Clock); ok {
+		return c.After(d)
+	}
+	return time.After(d)
 }
 
 // listTimeout bounds one refresh, which outlives the caller that started it.

@@ -444,14 +444,129 @@ func TestMissNeverJoinsAnOlderList(t *testing.T) {
 		in, err := v.ByID(ctx, "i-new", time.Hour)
 		got <- result{in, err}
 	}()
-	// The lookup lists anew (a third List); joining the slow List instead
-	// would never list again.
-	for deadline := time.Now().Add(5 * time.Second); src.calls.Load() != 3 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
+	// The lookup waits for a List that begins once the slow one has ended
+	// (one List in flight at a time); joining the slow List instead would
+	// never list again.
+	time.Sleep(50 * time.Millisecond)
+	if n := src.calls.Load(); n != 2 {
+		t.Fatalf("%d Lists while one was in flight, want 2: one at a time", n)
 	}
 	close(src.gate)
 	if r := <-got; r.err != nil || r.in.ID != "i-new" {
 		t.Fatalf("an instance made before the lookup: %+v, %v; want found by a List that began after the lookup", r.in, r.err)
+	}
+	if n := src.calls.Load(); n != 3 {
+		t.Fatalf("%d Lists, want 3", n)
+	}
+}
+
+// TestMissesShareTheNextList: many lookups whose instances the view has not
+// listed, asked while a List is in flight, share one List after it, however
+// many they are and whether they wait (Patient) or not: a boot wave's joins
+// cost one List, not one each.
+func TestMissesShareTheNextList(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &laggingSource{items: fleet(1)}
+	v := New(src, Options{Clock: clk, MinRefreshInterval: time.Second})
+	ctx := context.Background()
+	if _, err := v.ByID(ctx, "i-0000", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	src.mu.Lock()
+	src.gate = make(chan struct{})
+	src.mu.Unlock()
+	clk.Step(2 * time.Second)
+	go func() { _ = v.Refresh(ctx, 0) }()
+	for src.calls.Load() != 2 {
+		time.Sleep(time.Millisecond)
+	}
+	const n = 200
+	src.mu.Lock()
+	src.items = fleet(1)
+	for i := range n {
+		src.items = append(src.items, inst(fmt.Sprintf("i-new-%d", i), fmt.Sprintf("new-%d", i), StateRunning))
+	}
+	src.mu.Unlock()
+	clk.Step(2 * time.Second)
+	// Each asked a moment after the one before (a List in flight when
+	// one is asked began before it).
+	errs := make(chan error, n)
+	for i := range n {
+		clk.Step(time.Millisecond)
+		time.Sleep(100 * time.Microsecond)
+		go func() {
+			id := fmt.Sprintf("i-new-%d", i)
+			var err error
+			if i%2 == 0 {
+				_, err = v.Patient().ByID(ctx, id, time.Hour)
+			} else {
+				_, err = v.ByID(ctx, id, time.Hour)
+			}
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(src.gate)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := src.calls.Load(); got != 3 {
+		t.Fatalf("%d lookups missing while a List was in flight made %d Lists in all, want 3 (the first, the slow one, one shared after it)", n, got)
+	}
+}
+
+// TestMissListsAreSpacedByTheCloudsLimit: with the cost of a List at the
+// cloud's rate limit known, Lists for misses begin at least twice that
+// apart. A patient lookup waits for the List, sharing it with every other
+// one asked before it begins; another lookup is told when to ask again.
+func TestMissListsAreSpacedByTheCloudsLimit(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &countingSource{items: fleet(3000)}
+	// 1,000 instances a page at 2 calls/s: 3 pages cost 1.5 s.
+	cost := func(n int) time.Duration { return time.Duration((n+999)/1000) * 500 * time.Millisecond }
+	v := New(src, Options{Clock: clk, MinRefreshInterval: time.Second, ListCost: cost})
+	ctx := context.Background()
+	if _, err := v.ByID(ctx, "i-0000", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Second)
+	_, err := v.ByID(ctx, "i-gone", time.Hour)
+	if retry, ok := RetryAfter(err); !ok || retry != 2*time.Second {
+		t.Fatalf("a miss 1 s after a List: %v; want ErrUnconfirmed, ask again in 2 s (Lists 3 s apart)", err)
+	}
+	const n = 50
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := v.Patient().ByID(ctx, fmt.Sprintf("i-gone-%d", i), time.Hour)
+			errs <- err
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if got := src.calls.Load(); got != 1 {
+		t.Fatalf("%d Lists before the spacing allowed one, want 1", got)
+	}
+	clk.Step(2 * time.Second)
+	for range n {
+		if err := <-errs; !errors.Is(err, ErrNotFound) {
+			t.Fatalf("patient miss: %v, want ErrNotFound from the next List", err)
+		}
+	}
+	if got := src.calls.Load(); got != 2 {
+		t.Fatalf("%d patient misses made %d Lists in all, want 2", n, got)
+	}
+	// A caller that needs a fresher snapshot is not held to the spacing.
+	clk.Step(time.Second)
+	if _, err := v.ByID(ctx, "i-0001", 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got := src.calls.Load(); got != 3 {
+		t.Fatalf("a stricter max age made %d Lists in all, want 3", got)
 	}
 }
 
@@ -522,4 +637,45 @@ func TestNamed(t *testing.T) {
 	if got, err := v.Named(ctx, "web-3", time.Minute); err != nil || len(got) != 1 || got[0].ID != "i-4" {
 		t.Fatalf("Named(web-3) after it was made = %+v, %v", got, err)
 	}
+}
+
+// TestPatientLookups: Patient's lookups answer as the view's do, and a miss
+// waits for a List that began after the question instead of ErrUnconfirmed.
+func TestPatientLookups(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	src := &countingSource{items: fleet(2)}
+	v := New(src, Options{Clock: clk, MinRefreshInterval: time.Second})
+	p := v.Patient()
+	ctx := context.Background()
+	if in, err := p.ByProviderID(ctx, "local://i-0001", time.Hour); err != nil || in.Name != "node-1" {
+		t.Fatalf("ByProviderID: %+v, %v", in, err)
+	}
+	if all, err := p.Named(ctx, "NODE-0", time.Hour); err != nil || len(all) != 1 || all[0].ID != "i-0000" {
+		t.Fatalf("Named: %+v, %v", all, err)
+	}
+	src.set(append(fleet(2), inst("i-late", "late", StateRunning)), nil)
+	clk.Step(100 * time.Millisecond)
+	if _, err := v.Named(ctx, "late", time.Hour); !errors.Is(err, ErrUnconfirmed) {
+		t.Fatalf("the view's own lookup: %v, want ErrUnconfirmed", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		all, err := p.Named(ctx, "late", time.Hour)
+		if err == nil && (len(all) != 1 || all[0].ID != "i-late") {
+			err = fmt.Errorf("found %+v", all)
+		}
+		got <- err
+	}()
+	for deadline := time.Now().Add(5 * time.Second); !clk.HasWaiters() && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(900 * time.Millisecond)
+	if err := <-got; err != nil {
+		t.Fatalf("patient Named: %v", err)
+	}
+	if n := src.calls.Load(); n != 2 {
+		t.Fatalf("%d Lists, want 2", n)
+	}
+	cancel := p.OnRecovery(func() {})
+	cancel()
 }

@@ -77,6 +77,32 @@ func Encode(csrDER []byte, blocks ...Block) ([]byte, error) {
 // signature is checked. Blocks with PEM headers, empty or oversized blocks,
 // a second CSR, duplicate evidence types and trailing bytes are refused.
 func Decode(request []byte) (*x509.CertificateRequest, []Block, error) {
+	der, blocks, err := split(request)
+	if err != nil {
+		return nil, nil, err
+	}
+	csr, err := x509.ParseCertificateRequest(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := csr.CheckSignature(); err != nil {
+		return nil, nil, fmt.Errorf("%w: CSR signature: %v", ErrMalformed, err)
+	}
+	return csr, blocks, nil
+}
+
+// Blocks reads the evidence blocks of spec.request with Decode's checks of
+// the PEM framing, without parsing the CSR or checking its signature: what
+// a request claims, cheaply, to sort it before it is judged (Decode is what
+// judges it).
+func Blocks(request []byte) ([]Block, error) {
+	_, blocks, err := split(request)
+	return blocks, err
+}
+
+// split checks the PEM framing of spec.request and returns the CSR's DER
+// and the evidence blocks.
+func split(request []byte) ([]byte, []Block, error) {
 	if len(request) > MaxRequestSize {
 		return nil, nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(request), MaxRequestSize)
 	}
@@ -92,13 +118,6 @@ func Decode(request []byte) (*x509.CertificateRequest, []Block, error) {
 	}
 	if len(first.Headers) > 0 {
 		return nil, nil, fmt.Errorf("%w: headers in the CSR block", ErrMalformed)
-	}
-	csr, err := x509.ParseCertificateRequest(first.Bytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if err := csr.CheckSignature(); err != nil {
-		return nil, nil, fmt.Errorf("%w: CSR signature: %v", ErrMalformed, err)
 	}
 	var blocks []Block
 	seen := map[string]bool{}
@@ -128,7 +147,7 @@ func Decode(request []byte) (*x509.CertificateRequest, []Block, error) {
 		blocks = append(blocks, Block{Type: b.Type, Data: b.Bytes})
 		rest = next
 	}
-	return csr, blocks, nil
+	return first.Bytes, blocks, nil
 }
 
 // startsHere reports whether the block pem.Decode found in data, leaving

@@ -104,7 +104,23 @@ func TestDecodeRefuses(t *testing.T) {
 			if csr != nil || blocks != nil {
 				t.Fatal("a refused request returned content")
 			}
+			// Blocks checks the same framing; the CSR itself it leaves
+			// to Decode.
+			blocks, err = Blocks(tc.req)
+			if strings.HasPrefix(tc.name, "CSR not DER") || strings.HasPrefix(tc.name, "bad CSR signature") {
+				if err != nil || len(blocks) != 0 {
+					t.Fatalf("Blocks of a request framed well = %d blocks, %v", len(blocks), err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || blocks != nil {
+				t.Fatalf("Blocks = %d blocks, %v; want %v", len(blocks), err, tc.want)
+			}
 		})
+	}
+	good := append(bytes.Clone(csrPEM), tok...)
+	if blocks, err := Blocks(good); err != nil || len(blocks) != 1 || blocks[0].Type != tokenType || string(blocks[0].Data) != "t" {
+		t.Fatalf("Blocks of a good request = %+v, %v", blocks, err)
 	}
 }
 
@@ -133,9 +149,13 @@ func FuzzDecode(f *testing.F) {
 	f.Add(append(bytes.Clone(good), good...))
 	f.Add([]byte(strings.Repeat("-----BEGIN A-----\n", 50)))
 	f.Fuzz(func(t *testing.T, req []byte) {
+		peeked, peekErr := Blocks(req)
 		csr, blocks, err := Decode(req)
 		if err != nil {
 			return
+		}
+		if peekErr != nil || len(peeked) != len(blocks) {
+			t.Fatalf("Decode accepts what Blocks refuses (%v) or reads other blocks (%d, %d)", peekErr, len(peeked), len(blocks))
 		}
 		again, err := Encode(csr.Raw, blocks...)
 		if err != nil {

@@ -179,9 +179,13 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 		names[i] = r.name
 	}
 	created := newStamps()
+	listsBefore, err := viewLists(ctx, w)
+	if err != nil {
+		b.Fatal(err)
+	}
 	m := startMeter(ctx, b, w, bench)
 	start := time.Now()
-	err := harness.Parallel(ctx, len(reqs), 32, func(ctx context.Context, i int) error {
+	err = harness.Parallel(ctx, len(reqs), 32, func(ctx context.Context, i int) error {
 		if rate > 0 {
 			// Each CSR at its slot of the steady schedule.
 			time.Sleep(time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))))
@@ -255,11 +259,17 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 			calls[op] = n
 		}
 	}
+	listsAfter, err := viewLists(ctx, w)
+	if err != nil {
+		b.Fatal(err)
+	}
+	lists := listsAfter - listsBefore
 	lat := latencies(created, d.at)
 	p50, p99 := percentile(lat, 50), percentile(lat, 99)
 	b.Logf("%s: slowest CSRs: %s", bench, slowest(reqs, created, d.at, 3))
 	b.ReportMetric(total.Seconds(), "all-decided-s")
 	b.ReportMetric(p99.Seconds(), "p99-s")
+	b.ReportMetric(lists, "cloud-lists")
 	record(bench, fmt.Sprintf("%d CSRs created (%d invalid), %s", len(reqs), invalid, by), seconds(createdIn), "", false)
 	record(bench, "all decided after", seconds(total), "< 60 s at 5,000", total < time.Minute)
 	record(bench, "per CSR, created to decided", fmt.Sprintf("p50 %s, p99 %s", ms(p50), ms(p99)), "p99 < 2 s", p99 < 2*time.Second)
@@ -273,6 +283,7 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 		record(bench, "invalid denied, by flaw (reasons)", strings.Join(parts, "; "), "", false)
 	}
 	record(bench, "cloud API calls", fmt.Sprintf("%d (%s), %.3f per CSR", sum(calls), harness.CallsString(calls), float64(sum(calls))/float64(len(reqs))), "", false)
+	record(bench, "Lists of the cloud by the shared view (each as many ListInstances calls as it has pages)", fmt.Sprint(lists), "", false)
 	if len(metadata) > 0 {
 		record(bench, "metadata service calls (the machines')", fmt.Sprintf("%d (%s)", sum(metadata), harness.CallsString(metadata)), "", false)
 	}

@@ -50,6 +50,57 @@ func startMeter(ctx context.Context, b *testing.B, w *world, label string) *mete
 	return m
 }
 
+// ccmGet fetches path from mooring-ccm's secure port with the admin's
+// credentials.
+func ccmGet(ctx context.Context, w *world, path string, timeout time.Duration) ([]byte, error) {
+	cfg := rest.CopyConfig(w.c.AdminConfig)
+	cfg.Host = w.ccmURL
+	// mooring-ccm serves with a self-signed certificate.
+	cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.Insecure = nil, "", true
+	cfg.Timeout = timeout
+	rt, err := rest.TransportFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.ccmURL+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{Transport: rt, Timeout: timeout}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %.200s", resp.Status, data)
+	}
+	return data, err
+}
+
+// viewLists is how many Lists of the cloud mooring-ccm's shared view has
+// made (mooring_cloud_view_list_calls_total, every result but held-back):
+// one List is as many ListInstances calls as it has pages.
+func viewLists(ctx context.Context, w *world) (float64, error) {
+	data, err := ccmGet(ctx, w, "/metrics", 30*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "mooring_cloud_view_list_calls_total{")
+		if !ok || strings.Contains(rest, `result="held-back"`) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(rest[strings.LastIndexByte(rest, ' ')+1:], &v); err != nil {
+			return 0, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		n += v
+	}
+	return n, nil
+}
+
 // profile saves the CPU profile of the component serving base, asked with
 // the admin's credentials, to path; it returns what it did.
 func (m *meter) profile(ctx context.Context, admin *rest.Config, base, path string) string {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -82,7 +83,8 @@ func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 	cl := &Cloud{
 		cfg:    cfg,
 		client: c,
-		view:   view.New(Source{Client: c, Cluster: cfg.Cluster, NamePolicy: cfg.NodeNamePolicy}, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration}),
+		view: view.New(Source{Client: c, Cluster: cfg.Cluster, NamePolicy: cfg.NodeNamePolicy}, view.Options{
+			MinRefreshInterval: cfg.MinRefreshInterval.Duration, ListCost: listCost(cfg.APIRateLimit)}),
 	}
 	// FindInstance is the provider's own (through the view or direct).
 	cl.Base = kit.NewBase(kit.Options{Name: Name, View: cl.view, MaxAge: cfg.InstanceMaxAge.Duration,
@@ -122,7 +124,7 @@ type Source struct {
 
 // ListInstances follows every page of the cluster's instances.
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
-	items, err := s.Client.ListAllInstances(ctx, client.ListOptions{Cluster: s.Cluster, PageSize: 1000})
+	items, err := s.Client.ListAllInstances(ctx, client.ListOptions{Cluster: s.Cluster, PageSize: listPageSize})
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +133,21 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		out[i] = ToView(&items[i], s.NamePolicy)
 	}
 	return out, nil
+}
+
+// listPageSize is how many instances a page of the view's List holds.
+const listPageSize = 1000
+
+// listCost is how long apiRateLimit (calls per second; 0: none) takes to
+// allow a List of n instances: the view spaces its Lists for misses by it.
+func listCost(apiRateLimit float64) func(n int) time.Duration {
+	if apiRateLimit <= 0 {
+		return nil
+	}
+	return func(n int) time.Duration {
+		pages := max(1, (n+listPageSize-1)/listPageSize)
+		return time.Duration(float64(pages) / apiRateLimit * float64(time.Second))
+	}
 }
 
 // ToView converts a local cloud instance into the shared view's form, its
