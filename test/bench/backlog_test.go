@@ -38,14 +38,14 @@ const (
 // the metadata mooring's provider gives for instance node-i), nodeInitWorkers
 // Nodes at a time, and returns the time the writes took. The Nodes must be
 // registered and not initialized.
-func bareNodeInit(ctx context.Context, w *world, names []string) (time.Duration, error) {
+func bareNodeInit(ctx context.Context, w *world, names []string) (bareRun, error) {
 	c, err := harness.UnthrottledClient(w.c)
 	if err != nil {
-		return 0, err
+		return bareRun{}, err
 	}
 	list, err := w.fast.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, err
+		return bareRun{}, err
 	}
 	byName := make(map[string]*corev1.Node, len(list.Items))
 	for i := range list.Items {
@@ -57,42 +57,42 @@ func bareNodeInit(ctx context.Context, w *world, names []string) (time.Duration,
 	for i, name := range names {
 		node, ok := byName[name]
 		if !ok {
-			return 0, fmt.Errorf("node %s is not registered", name)
+			return bareRun{}, fmt.Errorf("node %s is not registered", name)
 		}
 		in, ok := w.instances[nodeName(i)]
 		if !ok {
-			return 0, fmt.Errorf("no instance %s", nodeName(i))
+			return bareRun{}, fmt.Errorf("no instance %s", nodeName(i))
 		}
 		if metas[i], statuses[i], err = nodeinit.Writes(node, provider.Metadata(provider.ToView(&in, ""))); err != nil {
-			return 0, err
+			return bareRun{}, err
 		}
 		if metas[i] == nil || statuses[i] == nil {
-			return 0, fmt.Errorf("node %s: nothing to write", name)
+			return bareRun{}, fmt.Errorf("node %s: nothing to write", name)
 		}
 	}
-	start := time.Now()
-	err = harness.Parallel(ctx, len(names), nodeInitWorkers, func(ctx context.Context, i int) error {
-		if _, err := c.CoreV1().Nodes().Patch(ctx, names[i], types.JSONPatchType, metas[i], metav1.PatchOptions{}); err != nil {
+	return timeBare(w, func() error {
+		return harness.Parallel(ctx, len(names), nodeInitWorkers, func(ctx context.Context, i int) error {
+			if _, err := c.CoreV1().Nodes().Patch(ctx, names[i], types.JSONPatchType, metas[i], metav1.PatchOptions{}); err != nil {
+				return err
+			}
+			_, err := c.CoreV1().Nodes().Patch(ctx, names[i], types.MergePatchType, statuses[i], metav1.PatchOptions{}, "status")
 			return err
-		}
-		_, err := c.CoreV1().Nodes().Patch(ctx, names[i], types.MergePatchType, statuses[i], metav1.PatchOptions{}, "status")
-		return err
+		})
 	})
-	return time.Since(start), err
 }
 
 // bareApprovals has an unthrottled client approve the CSRs named, as the
 // approver writes a decision (UpdateApproval of the CSR it read, with the
 // condition added), approverWorkers at a time, and returns the time the
 // writes took.
-func bareApprovals(ctx context.Context, w *world, names []string) (time.Duration, error) {
+func bareApprovals(ctx context.Context, w *world, names []string) (bareRun, error) {
 	c, err := harness.UnthrottledClient(w.c)
 	if err != nil {
-		return 0, err
+		return bareRun{}, err
 	}
 	list, err := w.fast.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, err
+		return bareRun{}, err
 	}
 	byName := make(map[string]*certificatesv1.CertificateSigningRequest, len(list.Items))
 	for i := range list.Items {
@@ -102,22 +102,55 @@ func bareApprovals(ctx context.Context, w *world, names []string) (time.Duration
 	for i, name := range names {
 		csr, ok := byName[name]
 		if !ok {
-			return 0, fmt.Errorf("no CSR %s", name)
+			return bareRun{}, fmt.Errorf("no CSR %s", name)
 		}
 		csrs[i] = csr.DeepCopy()
 	}
-	start := time.Now()
-	err = harness.Parallel(ctx, len(csrs), approverWorkers, func(ctx context.Context, i int) error {
-		csr := csrs[i]
-		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue,
-			Reason: "BareClient", Message: "approved by the benchmark's unthrottled client, unchecked",
-			LastUpdateTime: metav1.Now(),
+	return timeBare(w, func() error {
+		return harness.Parallel(ctx, len(csrs), approverWorkers, func(ctx context.Context, i int) error {
+			csr := csrs[i]
+			csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+				Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue,
+				Reason: "BareClient", Message: "approved by the benchmark's unthrottled client, unchecked",
+				LastUpdateTime: metav1.Now(),
+			})
+			_, err := c.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
+			return err
 		})
-		_, err := c.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{})
-		return err
 	})
-	return time.Since(start), err
+}
+
+// apiserverCPU is kube-apiserver's CPU time so far.
+func apiserverCPU(w *world) (time.Duration, error) {
+	u, err := usage(w.c.ComponentPIDs()["kube-apiserver"])
+	return u.cpu, err
+}
+
+// bareRun is an unthrottled client's round of writes: how long it took and
+// the CPU kube-apiserver spent meanwhile.
+type bareRun struct {
+	took, apiserverCPU time.Duration
+}
+
+// timeBare runs write and measures it.
+func timeBare(w *world, write func() error) (bareRun, error) {
+	before, err := apiserverCPU(w)
+	if err != nil {
+		return bareRun{}, err
+	}
+	start := time.Now()
+	if err := write(); err != nil {
+		return bareRun{}, err
+	}
+	r := bareRun{took: time.Since(start)}
+	after, err := apiserverCPU(w)
+	r.apiserverCPU = after - before
+	return r, err
+}
+
+// recordBare records the unthrottled client's round.
+func recordBare(bench, what string, r bareRun) {
+	record(bench, "unthrottled client: "+what, fmt.Sprintf("%s (kube-apiserver CPU %.1f s)", seconds(r.took), r.apiserverCPU.Seconds()), "", false)
 }
 
 // recordRatio records mooring's time against the bare client's, from
@@ -204,7 +237,7 @@ func backlog(ctx context.Context, b *testing.B, w *world, bare, reqs []roundCSR,
 		return out
 	}
 	create(bare)
-	bareTook, err := bareApprovals(ctx, w, names(bare))
+	bareRan, err := bareApprovals(ctx, w, names(bare))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,6 +248,7 @@ func backlog(ctx context.Context, b *testing.B, w *world, bare, reqs []roundCSR,
 		b.Fatal(err)
 	}
 	start := w.startCCM(b)
+	m := startMeter(ctx, b, w, bench)
 	if err := waitFor(ctx, func() (bool, error) { return d.decided(want) == len(want), nil }); err != nil {
 		b.Fatalf("%s: %d of %d CSRs decided\n%s", bench, d.decided(want), len(want), w.ccm.LogTail(20))
 	}
@@ -255,11 +289,12 @@ func backlog(ctx context.Context, b *testing.B, w *world, bare, reqs []roundCSR,
 		}
 	}
 	b.ReportMetric(total.Seconds(), "all-decided-s")
-	b.ReportMetric(bareTook.Seconds(), "bare-s")
+	b.ReportMetric(bareRan.took.Seconds(), "bare-s")
 	record(bench, fmt.Sprintf("%d CSRs waiting (%d invalid), %s, created in", len(reqs), invalid, by), seconds(createdIn), "", false)
 	record(bench, "mooring-ccm's start to all decided", fmt.Sprintf("%s (lease taken after %s)", seconds(total), seconds(leader.Sub(start))), "", false)
-	record(bench, fmt.Sprintf("unthrottled client: %d approvals, %d at a time", len(bare), approverWorkers), seconds(bareTook), "", false)
-	recordRatio(b, bench, "the same number of approvals", total, leader.Sub(start), bareTook)
+	recordBare(bench, fmt.Sprintf("%d approvals, %d at a time", len(bare), approverWorkers), bareRan)
+	recordRatio(b, bench, "the same number of approvals", total, leader.Sub(start), bareRan.took)
+	m.stop(bench, len(reqs), "CSR", false)
 	record(bench, "wrong decisions", fmt.Sprint(wrong), "0", wrong == 0)
 	record(bench, "cloud API calls", fmt.Sprintf("%d (%s)", sum(calls), harness.CallsString(calls)), "", false)
 }
