@@ -55,7 +55,9 @@ func (s *Server) listInstances(r *http.Request) (int, any, error) {
 	clusters, ids, names, states := filter(r, "cluster"), filter(r, "id"), filter(r, "name"), filter(r, "state")
 	stale := s.gate.staleList()
 	s.mu.Lock()
-	items := make([]api.Instance, 0, len(s.instances))
+	// The records are paged as pointers, under the lock, and only the
+	// page is copied.
+	matched := make([]*api.Instance, 0, len(s.instances))
 	left := 0
 	for _, in := range s.instances {
 		if match(clusters, in.Cluster) && match(ids, in.ID) && match(names, in.Name) && match(states, string(in.State)) {
@@ -63,18 +65,22 @@ func (s *Server) listInstances(r *http.Request) (int, any, error) {
 				left++
 				continue
 			}
-			items = append(items, *in)
+			matched = append(matched, in)
 		}
+	}
+	page, next, err := paginate(r, matched, func(in *api.Instance) string { return in.ID })
+	items := make([]api.Instance, len(page))
+	for i, in := range page {
+		items[i] = *in
 	}
 	s.mu.Unlock()
 	if left > 0 {
 		s.gate.leftOut(left)
 	}
-	page, next, err := paginate(r, items, func(in api.Instance) string { return in.ID })
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, api.InstanceList{Items: page, NextPageToken: next}, nil
+	return http.StatusOK, api.InstanceList{Items: items, NextPageToken: next}, nil
 }
 
 func (s *Server) getInstance(r *http.Request) (int, any, error) {
