@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -264,5 +265,38 @@ func TestOnlyNodesWithWorkAreQueued(t *testing.T) {
 	}
 	if c.queue.Len() != 2 {
 		t.Errorf("queued %d Nodes, want 2 (beta, waiting)", c.queue.Len())
+	}
+}
+
+// Writes are the controller's two writes: applied by another client, they
+// leave the Node as the controller leaves it.
+func TestWritesAreTheControllersWrites(t *testing.T) {
+	node := kubeletNode("n", nil)
+	want, _ := initialize(t, false, node, cloudWith(metadata, nil), 5*time.Second)
+
+	meta, status, err := Writes(node, metadata)
+	if err != nil || meta == nil || status == nil {
+		t.Fatalf("Writes: %v, %s, %s", err, meta, status)
+	}
+	client := fake.NewClientset(node.DeepCopy())
+	ctx := context.Background()
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.JSONPatchType, meta, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(got.Spec, want.Spec) || !equality.Semantic.DeepEqual(got.Labels, want.Labels) ||
+		!equality.Semantic.DeepEqual(got.Status.Addresses, want.Status.Addresses) {
+		t.Errorf("after Writes:\n%+v %v %v\nthe controller's:\n%+v %v %v", got.Spec, got.Labels, got.Status.Addresses,
+			want.Spec, want.Labels, want.Status.Addresses)
+	}
+	// An initialized Node needs nothing more.
+	if meta, status, err := Writes(got, metadata); err != nil || meta != nil || status != nil {
+		t.Errorf("Writes on an initialized Node: %v, %s, %s", err, meta, status)
 	}
 }

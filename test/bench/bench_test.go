@@ -24,6 +24,10 @@ import (
 // cloudRateLimit is the local cloud's API limit during every measurement.
 const cloudRateLimit = 10
 
+// maxNodes bounds MOORING_BENCH_NODES: the local cloud's address pools
+// of the benchmarks are /16s.
+const maxNodes = 50000
+
 // nodeCount is MOORING_BENCH_NODES, default 1000.
 func nodeCount(b *testing.B) int {
 	n, err := nodesFromEnv()
@@ -36,8 +40,8 @@ func nodeCount(b *testing.B) int {
 func nodesFromEnv() (int, error) {
 	if v := os.Getenv("MOORING_BENCH_NODES"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 20000 {
-			return 0, fmt.Errorf("MOORING_BENCH_NODES=%q: want 1 to 20000", v)
+		if err != nil || n < 1 || n > maxNodes {
+			return 0, fmt.Errorf("MOORING_BENCH_NODES=%q: want 1 to %d", v, maxNodes)
 		}
 		return n, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,7 +49,10 @@ var joinFlaws = []struct{ name, reason string }{
 }
 
 const (
-	otherBenchCluster = "bench-other"
+	// metadataFileMargin is what the local cloud keeps open besides its
+	// metadata listeners: its API's connections, its state file.
+	metadataFileMargin = 1000
+	otherBenchCluster  = "bench-other"
 	// verifierSkew is the clock skew the approver tolerates past a token's
 	// expiry (the local cloud verifier's default).
 	verifierSkew = 30 * time.Second
@@ -68,10 +72,22 @@ const (
 // compares two mooring-ccm binaries as in BenchmarkCSRApproval.
 func BenchmarkAttestedJoin(b *testing.B) {
 	n := nodeCount(b)
-	if n < 2*len(joinFlaws) {
-		b.Fatalf("BenchmarkAttestedJoin needs at least %d nodes (MOORING_BENCH_NODES=%d)", 2*len(joinFlaws), n)
-	}
+	checkJoinBench(b, n)
 	sideBySide(b, func(b *testing.B, ccmBin, suffix string) { runAttestedJoin(b, n, ccmBin, suffix) })
+}
+
+// checkJoinBench skips a join benchmark that cannot run at n machines.
+func checkJoinBench(b *testing.B, n int) {
+	if n < 2*len(joinFlaws) {
+		b.Fatalf("the join benchmarks need at least %d nodes (MOORING_BENCH_NODES=%d)", 2*len(joinFlaws), n)
+	}
+	// Every machine asks its own metadata service, which is a listener of
+	// the local cloud on the machine's address: one open file each.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && uint64(n)+metadataFileMargin > lim.Max {
+		b.Skipf("the join benchmarks at %d machines need a metadata listener each: more than the open file limit (%d) allows the local cloud, "+
+			"less %d for everything else; raise the hard limit (ulimit -Hn) or run them with fewer nodes", n, lim.Max, metadataFileMargin)
+	}
 }
 
 // flawsAt places max(4, n/100) invalid joins evenly among n, the flaws in
@@ -125,6 +141,49 @@ type expiredJoin struct {
 // runAttestedJoin measures one run with the mooring-ccm binary ccmBin (""
 // for the one built from this tree); suffix ends the figures' labels.
 func runAttestedJoin(b *testing.B, n int, ccmBin, suffix string) {
+	rs := rounds()
+	j := newJoinBed(b, n, len(rs), ccmBin, false)
+	ctx, cancel := withTimeout(20 * time.Minute)
+	defer cancel()
+	d := watchDecisions(b, j.w)
+	for r, round := range rs {
+		reqs := j.makeRound(b, j.flaws, j.expiredAt[r])
+		csrRound(ctx, b, j.w, d, reqs, round.rate, "attested join, "+round.label+suffix, "with the bootstrap token")
+	}
+}
+
+// BenchmarkJoinBacklog: N machines' joins (1% invalid, as in
+// BenchmarkAttestedJoin) wait when mooring-ccm starts; it measures the time
+// from mooring-ccm's start until all are decided. Before that, in the same
+// run, the unthrottled client approves N other valid joins of the same
+// machines (unchecked): the same number of approval writes. It reports
+// both and their ratio.
+func BenchmarkJoinBacklog(b *testing.B) {
+	n := nodeCount(b)
+	checkJoinBench(b, n)
+	for range b.N {
+		j := newJoinBed(b, n, 1, "", true)
+		ctx, cancel := withTimeout(20 * time.Minute)
+		bare := j.makeRound(b, nil, nil)
+		backlog(ctx, b, j.w, bare, j.makeRound(b, j.flaws, j.expiredAt[0]), "attested join backlog", "with the bootstrap token")
+		cancel()
+	}
+}
+
+// joinBed is a world whose machines can join, with the invalid joins'
+// material ready.
+type joinBed struct {
+	w     *world
+	n     int                  // machines
+	cs    kubernetes.Interface // the bootstrap token's client
+	flaws map[int]int
+	// expiredAt are the expired joins' keys and evidence, per round.
+	expiredAt []map[int]expiredJoin
+}
+
+// newJoinBed makes the world of n machines for rounds rounds of joins and
+// returns once the expired joins' evidence has expired.
+func newJoinBed(b *testing.B, n, rounds int, ccmBin string, deferCCM bool) *joinBed {
 	flaws := flawsAt(n)
 	// Expired evidence, honestly: the local cloud signs identity tokens
 	// with one lifetime for all (--token-ttl) and has no other way to get
@@ -134,8 +193,7 @@ func runAttestedJoin(b *testing.B, n int, ccmBin, suffix string) {
 	// (its keys are in its state) before mooring-ccm starts. Every other
 	// token lives the default 5 minutes. The expired ones are filed once
 	// their expiry is past the verifier's tolerance.
-	rs := rounds()
-	expiredAt := make([]map[int]expiredJoin, len(rs))
+	expiredAt := make([]map[int]expiredJoin, rounds)
 	var expiredBy time.Time
 	prepare := func(ctx context.Context, lc *harness.LocalCloud) error {
 		var names []string
@@ -185,30 +243,32 @@ func runAttestedJoin(b *testing.B, n int, ccmBin, suffix string) {
 		expiredBy = time.Now().Add(time.Second + verifierSkew + time.Second)
 		return lc.RestartWith("--token-ttl=" + server.DefaultTokenTTL.String())
 	}
-	w := newWorld(b, worldOptions{instances: n, ccmBin: ccmBin, cloudArgs: []string{"--token-ttl=1s"}, prepare: prepare})
+	w := newWorld(b, worldOptions{instances: n, metadata: true, ccmBin: ccmBin, deferCCM: deferCCM,
+		cloudArgs: []string{"--token-ttl=1s"}, prepare: prepare})
 	cs, err := harness.FastBootstrapClient(w.c)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := withTimeout(20 * time.Minute)
-	defer cancel()
 	if d := time.Until(expiredBy); d > 0 {
 		b.Logf("waiting %v for the expired joins' evidence to be past the verifier's tolerance", d.Round(time.Second))
 		time.Sleep(d)
 	}
-	d := watchDecisions(b, w)
-	for r, round := range rs {
-		reqs := make([]roundCSR, n)
-		filed := make([]*filedJoin, n)
-		for i := range n {
-			j, err := makeJoin(w, cs, i, flaws, expiredAt[r], filed)
-			if err != nil {
-				b.Fatal(err)
-			}
-			reqs[i] = j
+	return &joinBed{w: w, n: n, cs: cs, flaws: flaws, expiredAt: expiredAt}
+}
+
+// makeRound is every machine's join of one round, invalid where flaws
+// say.
+func (j *joinBed) makeRound(b *testing.B, flaws map[int]int, expiredAt map[int]expiredJoin) []roundCSR {
+	reqs := make([]roundCSR, j.n)
+	filed := make([]*filedJoin, j.n)
+	for i := range j.n {
+		r, err := makeJoin(j.w, j.cs, i, flaws, expiredAt, filed)
+		if err != nil {
+			b.Fatal(err)
 		}
-		csrRound(ctx, b, w, d, reqs, round.rate, "attested join, "+round.label+suffix, "with the bootstrap token")
+		reqs[i] = r
 	}
+	return reqs
 }
 
 // filedJoin is a join's request once it is filed: what a replay copies.

@@ -1,10 +1,13 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/test/harness"
 )
@@ -44,6 +47,85 @@ func BenchmarkNodeInit(b *testing.B) {
 			stockRuns++
 		}
 	})
+	b.Run("registered", func(b *testing.B) {
+		for range b.N {
+			runNodeInitRegistered(b, n)
+		}
+	})
+}
+
+// runNodeInitRegistered measures the init of n Nodes registered before
+// mooring-ccm starts, from its start until all are initialized, and in the
+// same run the time the unthrottled client takes to make the same writes
+// on n other registered Nodes (bare-0000 ..., made first, then deleted
+// before mooring-ccm's Nodes register): the apiserver's own capacity.
+func runNodeInitRegistered(b *testing.B, n int) {
+	const bench = "node init, registered first"
+	w := newWorld(b, worldOptions{instances: n, deferCCM: true})
+	ctx, cancel := withTimeout(20*time.Minute + time.Duration(n)*200*time.Millisecond)
+	defer cancel()
+	bare := make([]string, n)
+	names := make([]string, n)
+	for i := range names {
+		bare[i], names[i] = fmt.Sprintf("bare-%04d", i), nodeName(i)
+	}
+	if err := harness.RegisterNodes(ctx, w.fast, bare, harness.RegisterOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	bareRan, err := bareNodeInit(ctx, w, bare)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := harness.Parallel(ctx, n, 32, func(ctx context.Context, i int) error {
+		return w.fast.CoreV1().Nodes().Delete(ctx, bare[i], metav1.DeleteOptions{})
+	}); err != nil {
+		b.Fatal(err)
+	}
+	regStart := time.Now()
+	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	registered := time.Since(regStart)
+	done, all := watchNodes(b, w, n)
+	writesBefore, err := apiserverWrites(ctx, w.c.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.lc.Client.ResetStats(ctx); err != nil {
+		b.Fatal(err)
+	}
+	start := w.startCCM(b)
+	m := startMeter(ctx, b, w, bench)
+	select {
+	case <-all:
+	case <-ctx.Done():
+		b.Fatalf("%d of %d nodes initialized\n%s", done.len(), n, w.ccm.LogTail(20))
+	}
+	total := time.Since(start)
+	leader, err := leaderAt(ctx, w.c.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	writesAfter, err := apiserverWrites(ctx, w.c.Client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stats, err := w.lc.Client.Stats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	writes, byResource := writesSince(writesBefore, writesAfter)
+	b.ReportMetric(total.Seconds(), "init-s")
+	b.ReportMetric(bareRan.took.Seconds(), "bare-s")
+	record(bench, fmt.Sprintf("%d nodes registered before mooring-ccm starts", n), seconds(registered), "", false)
+	record(bench, "mooring-ccm's start to all initialized", fmt.Sprintf("%s (lease taken after %s)", seconds(total), seconds(leader.Sub(start))), "", false)
+	recordBare(bench, fmt.Sprintf("the same writes on %d other Nodes, %d at a time", n, nodeInitWorkers), bareRan)
+	recordRatio(b, bench, "the same writes", total, leader.Sub(start), bareRan.took)
+	record(bench, "apiserver writes during init (all clients)", fmt.Sprintf("%.0f (%s)", writes, byResource), "", false)
+	record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", writesAfter[nodeConflicts]-writesBefore[nodeConflicts]), "0",
+		writesAfter[nodeConflicts] == writesBefore[nodeConflicts])
+	record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", sum(stats.Calls), harness.CallsString(stats.Calls)), "", false)
+	m.stop(bench, n, "node", false)
 }
 
 // runNodeInit runs one node init measurement and returns the time until

@@ -42,14 +42,23 @@ type world struct {
 	ccmURL string
 	// instances are the cloud's instances by name, as mooring-ccm started.
 	instances map[string]api.Instance
+	opts      worldOptions
+	binaries  [2]string
 }
 
 type worldOptions struct {
-	instances   int    // local-cloud instances node-0000 ... made before the clock runs
+	instances int // local-cloud instances node-0000 ... made before the clock runs
+	// metadata serves the instances' metadata services; without it they
+	// are made with the endpoint disabled (no listener each: simulated
+	// kubelets never ask, and 20,000 listeners would not fit the open
+	// file limit).
+	metadata    bool
 	cloudConfig string // provider config lines beyond the endpoint and the rate limit
 	ccmArgs     []string
 	ccmBin      string   // a mooring-ccm binary to run instead of this tree's
 	cloudArgs   []string // flags of mooring-localcloud beyond its address pools
+	// deferCCM leaves mooring-ccm to world.startCCM.
+	deferCCM bool
 	// prepare, when set, runs once the instances are made, before the cloud
 	// is rate limited and mooring-ccm starts.
 	prepare func(ctx context.Context, lc *harness.LocalCloud) error
@@ -89,7 +98,7 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 		Controllers: []string{"-node-lifecycle-controller"},
 		Profiling:   os.Getenv("MOORING_BENCH_PROFILE") != "",
 	})
-	// Address pools of their own, large enough for 20,000 instances.
+	// Address pools of their own, large enough for maxNodes instances.
 	p := os.Getpid() % 50
 	lc := harness.StartLocalCloud(b, c, bins[1], append([]string{
 		fmt.Sprintf("--internal-cidr=127.%d.0.0/16", 100+p), fmt.Sprintf("--external-cidr=127.%d.0.0/16", 150+p),
@@ -98,7 +107,7 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	defer cancel()
 
 	start := time.Now()
-	if err := createInstances(ctx, lc, opts.instances); err != nil {
+	if err := createInstances(ctx, lc, opts.instances, opts.metadata); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("%d instances created in %v", opts.instances, time.Since(start).Round(time.Millisecond))
@@ -124,43 +133,69 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 			b.Fatal(err)
 		}
 	}
-	ports, err := testbed.FreePorts("127.0.0.1", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ccmURL := fmt.Sprintf("https://127.0.0.1:%d", ports[0])
-	// The secure port is named again so that profiles can be taken from it
-	// (the last of a repeated flag wins).
-	args := append([]string{"--controllers=*,csr-approver"}, strings.Fields(os.Getenv("MOORING_BENCH_CCM_ARGS"))...)
-	args = append(args, fmt.Sprintf("--secure-port=%d", ports[0]))
-	ccmBin := bins[0]
-	if opts.ccmBin != "" {
-		ccmBin = opts.ccmBin
-	}
-	ccm := harness.StartCCM(b, c, ccmBin, lc, harness.CCMOptions{
-		Cluster: benchCluster,
-		// The provider keeps to the cloud's limit itself.
-		CloudConfig: fmt.Sprintf("apiRateLimit: %d\napiRateBurst: %d\n%s", cloudRateLimit, cloudRateLimit, opts.cloudConfig),
-		Args:        append(args, opts.ccmArgs...),
-	})
-	if err := waitLeader(ctx, c.Client); err != nil {
-		b.Fatalf("mooring-ccm: %v\n%s", err, ccm.LogTail(30))
-	}
 	fast, err := harness.FastClient(c)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := lc.Client.ResetStats(ctx); err != nil {
+	w := &world{c: c, lc: lc, fast: fast, instances: instances, opts: opts, binaries: bins}
+	if !opts.deferCCM {
+		w.startCCM(b)
+		if err := waitLeader(ctx, c.Client); err != nil {
+			b.Fatalf("mooring-ccm: %v\n%s", err, w.ccm.LogTail(30))
+		}
+		if err := lc.Client.ResetStats(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return w
+}
+
+// startCCM starts mooring-ccm (with the approver) and returns at once,
+// with the time its process started.
+func (w *world) startCCM(b *testing.B) time.Time {
+	ports, err := testbed.FreePorts("127.0.0.1", 1)
+	if err != nil {
 		b.Fatal(err)
 	}
-	return &world{c: c, lc: lc, ccm: ccm, fast: fast, ccmURL: ccmURL, instances: instances}
+	w.ccmURL = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+	// The secure port is named again so that profiles can be taken from it
+	// (the last of a repeated flag wins).
+	args := append([]string{"--controllers=*,csr-approver"}, strings.Fields(os.Getenv("MOORING_BENCH_CCM_ARGS"))...)
+	args = append(args, fmt.Sprintf("--secure-port=%d", ports[0]))
+	ccmBin := w.binaries[0]
+	if w.opts.ccmBin != "" {
+		ccmBin = w.opts.ccmBin
+	}
+	w.ccm = harness.StartCCM(b, w.c, ccmBin, w.lc, harness.CCMOptions{
+		Cluster: benchCluster,
+		// The provider keeps to the cloud's limit itself.
+		CloudConfig: fmt.Sprintf("apiRateLimit: %d\napiRateBurst: %d\n%s", cloudRateLimit, cloudRateLimit, w.opts.cloudConfig),
+		Args:        append(args, w.opts.ccmArgs...),
+	})
+	return time.Now()
+}
+
+// leaderAt is when mooring-ccm took its lease (the Lease's acquireTime).
+func leaderAt(ctx context.Context, c kubernetes.Interface) (time.Time, error) {
+	l, err := c.CoordinationV1().Leases("kube-system").Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if l.Spec.AcquireTime == nil {
+		return time.Time{}, fmt.Errorf("lease %s has no acquireTime", l.Name)
+	}
+	return l.Spec.AcquireTime.Time, nil
 }
 
 // createInstances makes n instances named like the Nodes, unlimited and in
-// parallel.
-func createInstances(ctx context.Context, lc *harness.LocalCloud, n int) error {
+// parallel, with their metadata services or without.
+func createInstances(ctx context.Context, lc *harness.LocalCloud, n int, metadata bool) error {
+	endpoint := api.MetadataDisabled
+	if metadata {
+		endpoint = api.MetadataEnabled
+	}
 	return harness.Parallel(ctx, n, 16, func(ctx context.Context, i int) error {
-		_, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: nodeName(i), Cluster: benchCluster})
+		_, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: nodeName(i), Cluster: benchCluster, MetadataEndpoint: endpoint})
 		return err
 	})
 }

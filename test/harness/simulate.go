@@ -38,6 +38,16 @@ func FastClient(c *testbed.Cluster) (kubernetes.Interface, error) {
 	return fastClient(c.AdminConfig)
 }
 
+// UnthrottledClient is an admin client with no client-side rate limit at
+// all (QPS -1), speaking protobuf: what the apiserver alone can take.
+func UnthrottledClient(c *testbed.Cluster) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(c.AdminConfig)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return kubernetes.NewForConfig(cfg)
+}
+
 func fastClient(cfg *rest.Config) (kubernetes.Interface, error) {
 	fast := rest.CopyConfig(cfg)
 	fast.QPS, fast.Burst = 5000, 5000

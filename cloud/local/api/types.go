@@ -50,8 +50,11 @@ type Instance struct {
 	Labels       map[string]string `json:"labels,omitempty"`
 	State        InstanceState     `json:"state"`
 	Addresses    []Address         `json:"addresses"`
+	// MetadataEndpoint says whether the instance's metadata service is
+	// served; empty (a record of an earlier version) means enabled.
+	MetadataEndpoint MetadataEndpoint `json:"metadataEndpoint,omitempty"`
 	// MetadataURL is the base URL of the instance's own metadata service,
-	// served while the instance runs.
+	// served while the instance runs with its endpoint enabled.
 	MetadataURL string    `json:"metadataURL,omitempty"`
 	CreatedAt   time.Time `json:"createdAt"`
 	// StateChangedAt is when State last changed.
@@ -67,6 +70,24 @@ type CreateInstanceRequest struct {
 	InstanceType string            `json:"instanceType,omitempty"`
 	Cluster      string            `json:"cluster,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
+	// MetadataEndpoint defaults to enabled.
+	MetadataEndpoint MetadataEndpoint `json:"metadataEndpoint,omitempty"`
+}
+
+// MetadataEndpoint says whether an instance's metadata service is served,
+// as a cloud lets an instance's metadata endpoint be turned off. A disabled
+// endpoint has no listener: connections to it are refused.
+type MetadataEndpoint string
+
+// Metadata endpoint settings.
+const (
+	MetadataEnabled  MetadataEndpoint = "enabled"
+	MetadataDisabled MetadataEndpoint = "disabled"
+)
+
+// SetMetadataEndpointRequest turns an instance's metadata service on or off.
+type SetMetadataEndpointRequest struct {
+	Endpoint MetadataEndpoint `json:"endpoint"`
 }
 
 // InstanceList is one page of instances, ordered by ID.

@@ -56,6 +56,12 @@ func (c *Client) TerminateInstance(ctx context.Context, id string) (*api.Instanc
 	return c.instanceAction(ctx, id, "terminate")
 }
 
+// SetMetadataEndpoint turns an instance's metadata service on or off.
+func (c *Client) SetMetadataEndpoint(ctx context.Context, id string, e api.MetadataEndpoint) (*api.Instance, error) {
+	var in api.Instance
+	return &in, c.do(ctx, http.MethodPut, v+"/instances/"+esc(id)+"/metadata-endpoint", nil, api.SetMetadataEndpointRequest{Endpoint: e}, &in)
+}
+
 // EnsureLoadBalancer creates the named load balancer or updates it to spec.
 func (c *Client) EnsureLoadBalancer(ctx context.Context, name string, spec api.LoadBalancerSpec) (*api.LoadBalancer, error) {
 	var l api.LoadBalancer

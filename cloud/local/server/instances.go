@@ -55,7 +55,9 @@ func (s *Server) listInstances(r *http.Request) (int, any, error) {
 	clusters, ids, names, states := filter(r, "cluster"), filter(r, "id"), filter(r, "name"), filter(r, "state")
 	stale := s.gate.staleList()
 	s.mu.Lock()
-	items := make([]api.Instance, 0, len(s.instances))
+	// The records are paged as pointers, under the lock, and only the
+	// page is copied.
+	matched := make([]*api.Instance, 0, len(s.instances))
 	left := 0
 	for _, in := range s.instances {
 		if match(clusters, in.Cluster) && match(ids, in.ID) && match(names, in.Name) && match(states, string(in.State)) {
@@ -63,18 +65,22 @@ func (s *Server) listInstances(r *http.Request) (int, any, error) {
 				left++
 				continue
 			}
-			items = append(items, *in)
+			matched = append(matched, in)
 		}
+	}
+	page, next, err := paginate(r, matched, func(in *api.Instance) string { return in.ID })
+	items := make([]api.Instance, len(page))
+	for i, in := range page {
+		items[i] = *in
 	}
 	s.mu.Unlock()
 	if left > 0 {
 		s.gate.leftOut(left)
 	}
-	page, next, err := paginate(r, items, func(in api.Instance) string { return in.ID })
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, api.InstanceList{Items: page, NextPageToken: next}, nil
+	return http.StatusOK, api.InstanceList{Items: items, NextPageToken: next}, nil
 }
 
 func (s *Server) getInstance(r *http.Request) (int, any, error) {
@@ -115,6 +121,10 @@ func (s *Server) createInstance(r *http.Request) (int, any, error) {
 	if err := validLabels(req.Labels); err != nil {
 		return 0, nil, err
 	}
+	endpoint, err := metadataEndpoint(req.MetadataEndpoint)
+	if err != nil {
+		return 0, nil, err
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -140,6 +150,9 @@ func (s *Server) createInstance(r *http.Request) (int, any, error) {
 		Cluster:      req.Cluster,
 		Labels:       maps.Clone(req.Labels),
 		State:        api.StateRunning,
+		// Disabled, the instance has no metadata listener: a fleet of
+		// simulated machines that never ask costs no sockets.
+		MetadataEndpoint: endpoint,
 		Addresses: []api.Address{
 			{Type: api.InternalIP, Address: internal.String()},
 			{Type: api.ExternalIP, Address: external.String()},
@@ -272,6 +285,72 @@ func (s *Server) terminateInstance(r *http.Request) (int, any, error) {
 	delete(s.names, in.Name)
 	return http.StatusOK, *in, nil
 }
+
+// metadataEndpoint checks a requested metadata endpoint setting; empty
+// means enabled.
+func metadataEndpoint(e api.MetadataEndpoint) (api.MetadataEndpoint, error) {
+	switch e {
+	case "":
+		return api.MetadataEnabled, nil
+	case api.MetadataEnabled, api.MetadataDisabled:
+		return e, nil
+	}
+	return "", invalid("metadataEndpoint %q must be %s or %s", e, api.MetadataEnabled, api.MetadataDisabled)
+}
+
+// setMetadataEndpoint turns an instance's metadata service on or off. On a
+// running instance, enabling starts the listener before the record is
+// written, and disabling stops it after.
+func (s *Server) setMetadataEndpoint(r *http.Request) (int, any, error) {
+	var req api.SetMetadataEndpointRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Endpoint == "" {
+		return 0, nil, invalid("endpoint must be %s or %s", api.MetadataEnabled, api.MetadataDisabled)
+	}
+	endpoint, err := metadataEndpoint(req.Endpoint)
+	if err != nil {
+		return 0, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[r.PathValue("id")]
+	if !ok {
+		return 0, nil, notFound("instance", r.PathValue("id"))
+	}
+	if in.State == api.StateTerminated {
+		return 0, nil, conflict("instance %s is terminated", in.ID)
+	}
+	if metadataEnabled(in) == (endpoint == api.MetadataEnabled) {
+		return http.StatusOK, *in, nil
+	}
+	next := *in
+	next.MetadataEndpoint = endpoint
+	started := false
+	if endpoint == api.MetadataEnabled && next.State == api.StateRunning {
+		if err := s.startMetadataLocked(&next); err != nil {
+			return 0, nil, err
+		}
+		started = true
+	}
+	if err := s.store.Put(store.Instances, next.ID, &next); err != nil {
+		if started {
+			s.stopMetadataLocked(next.ID)
+		}
+		return 0, nil, err
+	}
+	*in = next
+	if endpoint == api.MetadataDisabled {
+		s.stopMetadataLocked(in.ID)
+	}
+	klog.InfoS("Instance metadata endpoint set", "instance", in.ID, "name", in.Name, "endpoint", endpoint)
+	return http.StatusOK, *in, nil
+}
+
+// metadataEnabled says whether an instance's metadata service is served
+// while it runs (records written before the setting existed: yes).
+func metadataEnabled(in *api.Instance) bool { return in.MetadataEndpoint != api.MetadataDisabled }
 
 // schedulePendingLocked makes a pending instance running once its boot
 // delay (counted from its last state change) has passed.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Page sizes of list calls.
@@ -15,7 +16,10 @@ const (
 
 // paginate sorts items by key and returns the page that the request's
 // pageSize and pageToken select, and the token of the next page. A page token
-// is the opaque form of the last key of the previous page.
+// is the opaque form of the last key of the previous page. Items at or before
+// the token are dropped before the sort, and items may be pointers (as
+// listInstances passes them): a List of tens of thousands of instances pages
+// through them without sorting every one of them, copied, for every page.
 func paginate[T any](r *http.Request, items []T, key func(T) string) ([]T, string, error) {
 	size := defaultPageSize
 	if v := r.URL.Query().Get("pageSize"); v != "" {
@@ -25,36 +29,15 @@ func paginate[T any](r *http.Request, items []T, key func(T) string) ([]T, strin
 		}
 		size = n
 	}
-	after := ""
 	if tok := r.URL.Query().Get("pageToken"); tok != "" {
 		b, err := base64.RawURLEncoding.DecodeString(tok)
 		if err != nil || len(b) == 0 {
 			return nil, "", invalid("pageToken %q is not a token this API returned", tok)
 		}
-		after = string(b)
+		after := string(b)
+		items = slices.DeleteFunc(items, func(it T) bool { return key(it) <= after })
 	}
-	slices.SortFunc(items, func(a, b T) int {
-		ka, kb := key(a), key(b)
-		switch {
-		case ka < kb:
-			return -1
-		case ka > kb:
-			return 1
-		}
-		return 0
-	})
-	start := 0
-	if after != "" {
-		start, _ = slices.BinarySearchFunc(items, after, func(it T, k string) int {
-			switch ik := key(it); {
-			case ik <= k:
-				return -1
-			default:
-				return 1
-			}
-		})
-	}
-	items = items[start:]
+	slices.SortFunc(items, func(a, b T) int { return strings.Compare(key(a), key(b)) })
 	next := ""
 	if len(items) > size {
 		items = items[:size]

@@ -31,9 +31,10 @@ func (m *metadataServer) close() error {
 }
 
 // startMetadataLocked starts the instance's metadata service and records its
-// URL in the instance. It keeps the port of an earlier start when it can.
+// URL in the instance, unless its endpoint is disabled. It keeps the port of
+// an earlier start when it can.
 func (s *Server) startMetadataLocked(in *api.Instance) error {
-	if _, ok := s.metadata[in.ID]; ok {
+	if _, ok := s.metadata[in.ID]; ok || !metadataEnabled(in) {
 		return nil
 	}
 	ip := address(in, api.InternalIP)

@@ -41,7 +41,7 @@ type Server struct {
 	internal      *pool
 	external      *pool
 	vips          *pool
-	metadata      map[string]*metadataServer // by instance ID, running instances
+	metadata      map[string]*metadataServer // by instance ID, running instances with the endpoint enabled
 	timers        map[string]*time.Timer     // pending -> running, by instance ID
 
 	stop   chan struct{}
@@ -245,6 +245,7 @@ func (s *Server) routesMux() http.Handler {
 	s.route(mux, "POST "+v+"/instances/{id}/start", "StartInstance", cloudOp, s.startInstance)
 	s.route(mux, "POST "+v+"/instances/{id}/terminate", "TerminateInstance", cloudOp, s.terminateInstance)
 	s.route(mux, "DELETE "+v+"/instances/{id}", "TerminateInstance", cloudOp, s.terminateInstance)
+	s.route(mux, "PUT "+v+"/instances/{id}/metadata-endpoint", "SetMetadataEndpoint", cloudOp, s.setMetadataEndpoint)
 
 	s.route(mux, "GET "+v+"/loadbalancers", "ListLoadBalancers", cloudOp, s.listLoadBalancers)
 	s.route(mux, "GET "+v+"/loadbalancers/{name}", "GetLoadBalancer", cloudOp, s.getLoadBalancer)

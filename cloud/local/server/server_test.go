@@ -1022,3 +1022,113 @@ func TestConfigRefusesAddressesOffTheMachine(t *testing.T) {
 		}
 	}
 }
+
+func TestMetadataEndpointCanBeDisabled(t *testing.T) {
+	tc := newTestCloud(t, nil)
+	ctx := context.Background()
+	listeners := func() int {
+		tc.srv.mu.Lock()
+		defer tc.srv.mu.Unlock()
+		return len(tc.srv.metadata)
+	}
+	off, err := tc.client.CreateInstance(ctx, api.CreateInstanceRequest{Name: "off", MetadataEndpoint: api.MetadataDisabled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off.MetadataEndpoint != api.MetadataDisabled || off.MetadataURL != "" || listeners() != 0 {
+		t.Fatalf("disabled at creation: %+v, %d listeners", off, listeners())
+	}
+	on, err := tc.client.CreateInstance(ctx, api.CreateInstanceRequest{Name: "on"})
+	if err != nil || on.MetadataEndpoint != api.MetadataEnabled || listeners() != 1 {
+		t.Fatalf("enabled by default: %v %+v, %d listeners", err, on, listeners())
+	}
+	_, err = tc.client.CreateInstance(ctx, api.CreateInstanceRequest{Name: "bad", MetadataEndpoint: "maybe"})
+	wantCode(t, err, api.CodeInvalid, http.StatusBadRequest)
+	_, err = tc.client.SetMetadataEndpoint(ctx, off.ID, "")
+	wantCode(t, err, api.CodeInvalid, http.StatusBadRequest)
+
+	// Enabled later, it answers for its own instance only.
+	got, err := tc.client.SetMetadataEndpoint(ctx, off.ID, api.MetadataEnabled)
+	if err != nil || got.MetadataEndpoint != api.MetadataEnabled ||
+		!strings.HasPrefix(got.MetadataURL, "http://"+address(got, api.InternalIP)+":") {
+		t.Fatalf("enabled: %v %+v", err, got)
+	}
+	md := client.NewMetadata(got.MetadataURL, nil)
+	if id, err := md.Instance(ctx); err != nil || id.ID != off.ID {
+		t.Fatalf("metadata once enabled: %v %+v", err, id)
+	}
+	// Disabled, its listener is gone, and it stays gone across a restart.
+	if got, err = tc.client.SetMetadataEndpoint(ctx, off.ID, api.MetadataDisabled); err != nil || got.MetadataEndpoint != api.MetadataDisabled {
+		t.Fatalf("disabled: %v %+v", err, got)
+	}
+	if _, err := md.Instance(ctx); err == nil {
+		t.Error("metadata answered once disabled")
+	}
+	if listeners() != 1 {
+		t.Errorf("%d listeners, want 1 (the enabled instance's)", listeners())
+	}
+	tc.stop(t)
+	tc.start(t)
+	if listeners() != 1 {
+		t.Errorf("after a restart: %d listeners, want 1", listeners())
+	}
+	if _, err := md.Instance(ctx); err == nil {
+		t.Error("metadata of a disabled instance answered after a restart")
+	}
+	// Enabling a stopped instance starts nothing until it runs.
+	if _, err := tc.client.StopInstance(ctx, off.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.client.SetMetadataEndpoint(ctx, off.ID, api.MetadataEnabled); err != nil || listeners() != 1 {
+		t.Fatalf("enabled while stopped: %v, %d listeners", err, listeners())
+	}
+	started, err := tc.client.StartInstance(ctx, off.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := client.NewMetadata(started.MetadataURL, nil).Instance(ctx); err != nil || id.ID != off.ID || listeners() != 2 {
+		t.Fatalf("metadata after start: %v %+v, %d listeners", err, id, listeners())
+	}
+	if _, err := tc.client.TerminateInstance(ctx, off.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tc.client.SetMetadataEndpoint(ctx, off.ID, api.MetadataEnabled)
+	wantCode(t, err, api.CodeConflict, http.StatusConflict)
+	_, err = tc.client.SetMetadataEndpoint(ctx, "i-0000000000000000", api.MetadataEnabled)
+	wantCode(t, err, api.CodeNotFound, http.StatusNotFound)
+}
+
+// BenchmarkListAllInstances pages through 50,000 instances (the largest
+// scale benchmark's cloud), 1,000 a page, as mooring's view lists them.
+func BenchmarkListAllInstances(b *testing.B) {
+	const n = 50000
+	srv, err := New(Config{
+		StatePath: filepath.Join(b.TempDir(), "state.db"), Token: testToken,
+		InternalCIDR: "127.240.0.0/16", ExternalCIDR: "127.241.0.0/16", VIPCIDR: "127.242.0.0/24",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Close()
+	srv.mu.Lock()
+	for i := range n {
+		in := &api.Instance{ID: newInstanceID(), Name: fmt.Sprintf("node-%05d", i), Cluster: "c", State: api.StateRunning,
+			Zone: "local-1a", Region: "local-1", InstanceType: "standard-2", MetadataEndpoint: api.MetadataDisabled,
+			Addresses: []api.Address{{Type: api.InternalIP, Address: "127.240.0.1"}, {Type: api.Hostname, Address: "node"}}}
+		srv.instances[in.ID] = in
+	}
+	srv.mu.Unlock()
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	c, err := client.New(hs.URL, testToken, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		all, err := c.ListAllInstances(context.Background(), client.ListOptions{Cluster: "c", PageSize: 1000})
+		if err != nil || len(all) != n {
+			b.Fatalf("%d instances, %v", len(all), err)
+		}
+	}
+}

@@ -121,8 +121,12 @@ func instanceTable(items ...api.Instance) func(io.Writer) {
 					external = a.Address
 				}
 			}
+			metadata := in.MetadataURL
+			if in.MetadataEndpoint == api.MetadataDisabled {
+				metadata = "(disabled)"
+			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, in.Name, in.State, in.Zone,
-				in.InstanceType, in.Cluster, internal, external, in.MetadataURL)
+				in.InstanceType, in.Cluster, internal, external, metadata)
 		}
 	}
 }
@@ -141,8 +145,10 @@ func instancesCreate(args []string) error {
 	f.fs.StringVar(&req.InstanceType, "type", "", "instance type (default: the cloud's first)")
 	f.fs.StringVar(&req.Cluster, "cluster", "", "cluster tag")
 	f.fs.Var(&labels, "label", "label k=v (repeatable)")
+	endpoint := f.fs.String("metadata-endpoint", string(api.MetadataEnabled), "serve the instance's metadata service: enabled or disabled")
 	return f.call(args, 1, func(cx context.Context, c *client.Client, pos []string) error {
 		req.Name = pos[0]
+		req.MetadataEndpoint = api.MetadataEndpoint(*endpoint)
 		for _, l := range labels {
 			k, v, ok := strings.Cut(l, "=")
 			if !ok {
@@ -208,6 +214,21 @@ func instanceAction(action string) func([]string) error {
 		}
 		return f.print(in, instanceTable(*in))
 	}
+}
+
+func instancesMetadataEndpoint(args []string) error {
+	f := newClientFlags("instances metadata-endpoint")
+	return f.call(args, 2, func(cx context.Context, c *client.Client, pos []string) error {
+		e := api.MetadataEndpoint(pos[1])
+		if e != api.MetadataEnabled && e != api.MetadataDisabled {
+			return fmt.Errorf("want %s or %s, not %q", api.MetadataEnabled, api.MetadataDisabled, pos[1])
+		}
+		in, err := c.SetMetadataEndpoint(cx, pos[0], e)
+		if err != nil {
+			return err
+		}
+		return f.print(in, instanceTable(*in))
+	})
 }
 
 func lbTable(items ...api.LoadBalancer) func(io.Writer) {

@@ -25,12 +25,13 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the local cloud daemon", serve},
-		{"instances create", "NAME [--zone Z] [--type T] [--cluster C] [--label k=v]...", instancesCreate},
+		{"instances create", "NAME [--zone Z] [--type T] [--cluster C] [--label k=v]... [--metadata-endpoint enabled|disabled]", instancesCreate},
 		{"instances list", "[--cluster C] [--state S]...", instancesList},
 		{"instances get", "ID", instanceAction("get")},
 		{"instances stop", "ID", instanceAction("stop")},
 		{"instances start", "ID", instanceAction("start")},
 		{"instances terminate", "ID", instanceAction("terminate")},
+		{"instances metadata-endpoint", "ID enabled|disabled", instancesMetadataEndpoint},
 		{"lb list", "[--cluster C]", lbList},
 		{"lb get", "NAME", lbGet},
 		{"lb ensure", "NAME --file SPEC.json (a LoadBalancerSpec; - reads stdin)", lbEnsure},
@@ -59,7 +60,7 @@ func usage(w io.Writer) {
 	cmds := commands()
 	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].words < cmds[j].words })
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-20s %s\n", c.words, c.usage)
+		fmt.Fprintf(w, "  %-28s %s\n", c.words, c.usage)
 	}
 }
 

@@ -137,6 +137,21 @@ func TestCLIAndStateSurviveKill9(t *testing.T) {
 	if msg := run(t, env, true, "instances", "frobnicate"); !strings.Contains(msg, "unknown command") {
 		t.Errorf("unknown command: %s", msg)
 	}
+	if out := run(t, env, false, "instances", "create", "quiet", "--metadata-endpoint", "disabled"); !strings.Contains(out, "(disabled)") {
+		t.Errorf("created without metadata:\n%s", out)
+	}
+	if msg := run(t, env, true, "instances", "create", "loud", "--metadata-endpoint", "maybe"); !strings.Contains(msg, "Invalid") {
+		t.Errorf("bad --metadata-endpoint: %s", msg)
+	}
+	if msg := run(t, env, true, "instances", "metadata-endpoint", in.ID, "off"); !strings.Contains(msg, "want enabled or disabled") {
+		t.Errorf("metadata-endpoint off: %s", msg)
+	}
+	if out := run(t, env, false, "instances", "metadata-endpoint", in.ID, "disabled"); !strings.Contains(out, "(disabled)") {
+		t.Errorf("metadata-endpoint disabled:\n%s", out)
+	}
+	if out := run(t, env, false, "instances", "metadata-endpoint", in.ID, "enabled", "-o", "json"); !strings.Contains(out, `"metadataEndpoint": "enabled"`) {
+		t.Errorf("metadata-endpoint enabled:\n%s", out)
+	}
 	tok := run(t, nil, false, "metadata", "token", "--url", in.MetadataURL, "--audience", "x")
 	if strings.Count(tok, ".") != 2 {
 		t.Errorf("token %q is not a JWT", tok)
