@@ -18,7 +18,8 @@ func TestAgentBuildTagsAreTheShippedOnes(t *testing.T) {
 		},
 		"hack/release.sh": {
 			"\nagent_tags=" + AgentBuildTags + "\n",
-			`-tags "$agent_tags" -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" ./` + AgentPkg + "\n",
+			"mooring-agent=./" + AgentPkg + "\n",
+			`-tags "$agent_tags" -ldflags "$ldflags" -o "$work/bin/${os}_$arch/" "$agent"` + "\n",
 		},
 	} {
 		data, err := os.ReadFile(filepath.Join(RepoRoot(), file))
