@@ -272,12 +272,8 @@ func stale(err error) bool {
 // writeAddresses writes the Node's addresses when they differ from the
 // cloud's.
 func (c *Controller) writeAddresses(ctx context.Context, node *v1.Node, md *cloudprovider.InstanceMetadata) error {
-	addresses, err := desiredAddresses(node, md)
-	if err != nil || addresses == nil || !addressesChanged(node.Status.Addresses, addresses) {
-		return err
-	}
-	patch, err := addressesPatch(node, addresses)
-	if err != nil {
+	patch, err := statusPatch(node, md)
+	if err != nil || patch == nil {
 		return err
 	}
 	_, err = c.client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")

@@ -141,6 +141,16 @@ var labelReconcile = []struct{ primary, secondary string }{
 	{v1.LabelInstanceType, v1.LabelInstanceTypeStable},
 }
 
+// statusPatch is addressesPatch of the addresses the Node should have, or
+// nil when the cloud gives none or they are the Node's already.
+func statusPatch(node *v1.Node, md *cloudprovider.InstanceMetadata) ([]byte, error) {
+	addresses, err := desiredAddresses(node, md)
+	if err != nil || addresses == nil || !addressesChanged(node.Status.Addresses, addresses) {
+		return nil, err
+	}
+	return addressesPatch(node, addresses)
+}
+
 // addressesPatch is the status patch that sets a Node's addresses: a JSON
 // merge patch, which replaces the list whole (what the library's
 // PatchNodeStatus does by hand for a strategic one), with the Node's UID as

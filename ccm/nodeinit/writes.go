@@ -15,10 +15,6 @@ func Writes(node *v1.Node, md *cloudprovider.InstanceMetadata) (meta, status []b
 	if meta, err = initPatch(node, md); err != nil {
 		return nil, nil, err
 	}
-	addresses, err := desiredAddresses(node, md)
-	if err != nil || addresses == nil || !addressesChanged(node.Status.Addresses, addresses) {
-		return meta, nil, err
-	}
-	status, err = addressesPatch(node, addresses)
+	status, err = statusPatch(node, md)
 	return meta, status, err
 }
