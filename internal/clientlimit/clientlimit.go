@@ -63,10 +63,10 @@ func init() { legacyregistry.MustRegister(qpsGauge) }
 // (the fallback limit).
 func Decide(ctx context.Context, cfg *rest.Config, setByOperator bool, qps float32, burst int) Decision {
 	d := decide(ctx, cfg, setByOperator, qps, burst)
-	qpsGauge.Set(float64(d.QPS))
 	if d.QPS < 0 {
 		d.QPS = Unlimited
 	}
+	qpsGauge.Set(float64(d.QPS))
 	switch d.Reason {
 	case "flag":
 		klog.InfoS("Client-side rate limit set by --kube-api-qps", "qps", d.QPS, "burst", d.Burst)
