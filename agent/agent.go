@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/internal/atomicfile"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/ticket"
@@ -410,7 +411,7 @@ func storePair(dir string, certPEM, keyPEM []byte, now time.Time) error {
 	}
 	pair = append(pair, pem.EncodeToMemory(key)...)
 	path := filepath.Join(dir, pairPrefix+"-"+now.UTC().Format("2006-01-02-15-04-05")+".pem")
-	if err := writeAtomic(path, pair, 0o600); err != nil {
+	if err := atomicfile.Write(path, pair, 0o600); err != nil {
 		return err
 	}
 	// The store keeps -current.pem as a symlink to the newest pair; a plain
@@ -430,7 +431,7 @@ func storePair(dir string, certPEM, keyPEM []byte, now time.Time) error {
 		_ = os.Remove(link)
 		return err
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // evidence is what the join presents (JoinRequest wraps its errors): the
@@ -498,7 +499,7 @@ func loadOrCreateKey(path string) ([]byte, crypto.Signer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := writeAtomic(path, data, 0o600); err != nil {
+	if err := atomicfile.Write(path, data, 0o600); err != nil {
 		return nil, nil, err
 	}
 	return data, k.(crypto.Signer), nil

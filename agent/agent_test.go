@@ -30,6 +30,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/internal/atomicfile"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/pki"
@@ -335,7 +336,7 @@ func TestResumeAfterCSRCreation(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = os.Remove(e.cfg.Kubeconfig)
-	if err := writeAtomic(filepath.Join(e.cfg.CertDir, keyTmp), keyPEM, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(e.cfg.CertDir, keyTmp), keyPEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.run(); err != nil {

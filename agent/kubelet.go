@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/internal/atomicfile"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -22,7 +23,7 @@ func writeKubeconfig(path, server string, caPEM []byte, pairPath string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, data, 0o600)
+	return atomicfile.Write(path, data, 0o600)
 }
 
 // KubeletArgsVar is the environment variable of the kubelet flags the agent
@@ -38,5 +39,5 @@ func writeKubeletEnv(path string, inst nodeid.Instance, isLocal func(string) boo
 		args = append(args, "--node-ip="+inst.InternalIP)
 	}
 	content := fmt.Sprintf("# Written by mooring-agent; do not edit.\n%s=%q\n", KubeletArgsVar, strings.Join(args, " "))
-	return writeAtomic(path, []byte(content), 0o644)
+	return atomicfile.Write(path, []byte(content), 0o644)
 }

@@ -21,6 +21,8 @@ import (
 	kubeletv1beta1 "k8s.io/kubelet/config/v1beta1"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/internal/atomicfile"
 )
 
 // The cluster's kubelet settings, where kubeadm publishes them: the
@@ -241,7 +243,7 @@ func clientCAFile(cfg Config, ca []byte) (string, error) {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, ca) {
 		return path, nil
 	}
-	return path, writeAtomic(path, ca, 0o644)
+	return path, atomicfile.Write(path, ca, 0o644)
 }
 
 // writeKubeletConfig writes the kubelet's configuration file: the
@@ -303,7 +305,7 @@ func (a *Agent) writeKubeletConfig(ctx context.Context, ca []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := a.retry(ctx, "write "+cfg.KubeletConfigFile, func() error { return writeAtomic(cfg.KubeletConfigFile, out, 0o644) }); err != nil {
+	if err := a.retry(ctx, "write "+cfg.KubeletConfigFile, func() error { return atomicfile.Write(cfg.KubeletConfigFile, out, 0o644) }); err != nil {
 		return err
 	}
 	klog.InfoS("Kubelet configuration written", "file", cfg.KubeletConfigFile, "fromCluster", data != nil)
