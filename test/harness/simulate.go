@@ -41,21 +41,22 @@ func FastClient(c *testbed.Cluster) (kubernetes.Interface, error) {
 // UnthrottledClient is an admin client with no client-side rate limit at
 // all (QPS -1), speaking protobuf: what the apiserver alone can take.
 func UnthrottledClient(c *testbed.Cluster) (kubernetes.Interface, error) {
-	cfg := rest.CopyConfig(c.AdminConfig)
-	cfg.QPS, cfg.Burst = -1, 0
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return kubernetes.NewForConfig(cfg)
+	return protobufClient(c.AdminConfig, -1, 0)
 }
 
 func fastClient(cfg *rest.Config) (kubernetes.Interface, error) {
-	fast := rest.CopyConfig(cfg)
-	fast.QPS, fast.Burst = 5000, 5000
-	// Protobuf, as the kubelet and kube-controller-manager talk: JSON would
-	// cost kube-apiserver CPU that real nodes do not.
-	fast.ContentType = runtime.ContentTypeProtobuf
-	fast.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return kubernetes.NewForConfig(fast)
+	return protobufClient(cfg, 5000, 5000)
+}
+
+// protobufClient is a client of cfg's identity at the given client-side
+// limit, speaking protobuf as the kubelet and kube-controller-manager talk:
+// JSON would cost kube-apiserver CPU that real nodes do not.
+func protobufClient(cfg *rest.Config, qps float32, burst int) (kubernetes.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = qps, burst
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return kubernetes.NewForConfig(c)
 }
 
 // Parallel runs f for 0..n-1 on workers goroutines; the first error stops
