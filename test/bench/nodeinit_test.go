@@ -94,6 +94,7 @@ func runNodeInitRegistered(b *testing.B, n int) {
 	if err := w.lc.Client.ResetStats(ctx); err != nil {
 		b.Fatal(err)
 	}
+	leases := startLeaseProbe(ctx, b, w, names)
 	start := w.startCCM(b)
 	m := startMeter(ctx, b, w, bench)
 	select {
@@ -102,6 +103,7 @@ func runNodeInitRegistered(b *testing.B, n int) {
 		b.Fatalf("%d of %d nodes initialized\n%s", done.len(), n, w.ccm.LogTail(20))
 	}
 	total := time.Since(start)
+	leases.Stop()
 	leader, err := leaderAt(ctx, w.c.Client)
 	if err != nil {
 		b.Fatal(err)
@@ -121,6 +123,7 @@ func runNodeInitRegistered(b *testing.B, n int) {
 	record(bench, "mooring-ccm's start to all initialized", fmt.Sprintf("%s (lease taken after %s)", seconds(total), seconds(leader.Sub(start))), "", false)
 	recordBare(bench, fmt.Sprintf("the same writes on %d other Nodes, %d at a time", n, nodeInitWorkers), bareRan)
 	recordRatio(b, bench, "the same writes", total, leader.Sub(start), bareRan.took)
+	recordLeases(b, bench, leases, true)
 	record(bench, "apiserver writes during init (all clients)", fmt.Sprintf("%.0f (%s)", writes, byResource), "", false)
 	record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", writesAfter[nodeConflicts]-writesBefore[nodeConflicts]), "0",
 		writesAfter[nodeConflicts] == writesBefore[nodeConflicts])
@@ -158,6 +161,7 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 	if err != nil {
 		b.Fatal(err)
 	}
+	leases := startLeaseProbe(ctx, b, w, names)
 	m := startMeter(ctx, b, w, bench)
 	start := time.Now()
 	regErr := make(chan error, 1)
@@ -179,6 +183,7 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 		b.Fatalf("%s: %d of %d nodes initialized within %v\n%s", mode, done.len(), n, timeout, w.ccm.LogTail(20))
 	}
 	total := time.Since(start)
+	leases.Stop()
 	if registered == 0 {
 		if err := <-regErr; err != nil {
 			b.Fatal(err)
@@ -221,6 +226,7 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 	} else {
 		record(bench, "per node, registration to initialized", fmt.Sprintf("p50 %s, p99 %s", ms(percentile(lat, 50)), ms(percentile(lat, 99))), "", false)
 	}
+	recordLeases(b, bench, leases, mode == "mooring")
 	record(bench, "cloud calls refused by the limit (429)", fmt.Sprint(stats.Throttled), "", false)
 	record(bench, "apiserver writes during init (all clients)", fmt.Sprintf("%.0f (%s)", writes, byResource), "", false)
 	conflicts := writesAfter[nodeConflicts] - writesBefore[nodeConflicts]

@@ -16,7 +16,6 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -52,11 +51,7 @@ func fastClient(cfg *rest.Config) (kubernetes.Interface, error) {
 // limit, speaking protobuf as the kubelet and kube-controller-manager talk:
 // JSON would cost kube-apiserver CPU that real nodes do not.
 func protobufClient(cfg *rest.Config, qps float32, burst int) (kubernetes.Interface, error) {
-	c := rest.CopyConfig(cfg)
-	c.QPS, c.Burst = qps, burst
-	c.ContentType = runtime.ContentTypeProtobuf
-	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return kubernetes.NewForConfig(c)
+	return kubernetes.NewForConfig(protobufConfig(cfg, qps, burst))
 }
 
 // Parallel runs f for 0..n-1 on workers goroutines; the first error stops

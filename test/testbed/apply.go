@@ -10,6 +10,7 @@ import (
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +82,10 @@ func (cp *ControlPlane) create(ctx context.Context, obj any) error {
 		}
 	case *rbacv1.RoleBinding:
 		_, err = c.RbacV1().RoleBindings(v.Namespace).Create(ctx, v, o)
+	case *flowcontrolv1.PriorityLevelConfiguration:
+		_, err = c.FlowcontrolV1().PriorityLevelConfigurations().Create(ctx, v, o)
+	case *flowcontrolv1.FlowSchema:
+		_, err = c.FlowcontrolV1().FlowSchemas().Create(ctx, v, o)
 	default:
 		return fmt.Errorf("testbed cannot apply a %T", obj)
 	}
