@@ -26,6 +26,12 @@ type Attestation struct {
 	ReplayKey string
 	// IssuedAt and ExpiresAt bound the evidence's validity.
 	IssuedAt, ExpiresAt time.Time
+	// Cluster is the cluster the cloud had the instance in when it signed,
+	// for evidence that says (the local cloud's tokens carry its cluster
+	// tag); empty when the evidence does not say. Evidence signed for
+	// another cluster is denied without asking the cloud; evidence of this
+	// cluster is still checked against the cloud's current record.
+	Cluster string
 	// Principal is the cloud identity the evidence was made as, when the
 	// cloud names one (AWS: the ARN of the instance profile's role
 	// session); for messages and the verifier's own InstanceChecker.

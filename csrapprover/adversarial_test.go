@@ -394,6 +394,13 @@ func attacks() []attack {
 		}, want: ReasonEvidenceNotBound},
 		// Joins: the instance and the node name.
 		{name: "join/instance of another cluster", base: "join", mutate: joinAs("node-5", "i-5"), want: ReasonInstanceNotInCluster},
+		// The cloud signed the token while the instance was another
+		// cluster's; its record says this cluster's now (re-tagged since,
+		// or the record is wrong): the evidence itself is of another
+		// cluster, and is denied without a lookup.
+		{name: "join/token signed for another cluster, the instance this cluster's now", base: "join", mutate: token(func(c *identity.Claims) {
+			c.Instance.Cluster = "c2"
+		}), want: ReasonInstanceNotInCluster},
 		{name: "join/instance stopped", base: "join", mutate: joinAs("node-3", "i-3"), want: ReasonInstanceNotRunning},
 		{name: "join/instance terminated", base: "join", mutate: joinAs("node-4", "i-4"), want: ReasonInstanceNotRunning},
 		{name: "join/instance the cloud does not know", base: "join", mutate: joinAs("node-9", "i-9"),

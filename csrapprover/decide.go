@@ -308,6 +308,11 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	if holder != "" {
 		return deny("replay", ReasonEvidenceReplayed, "this evidence was already presented on CSR %s", holder), nil
 	}
+	if att.Cluster != "" && d.cfg.Cluster != "" && att.Cluster != d.cfg.Cluster {
+		// The cloud said so itself: no lookup (nor a List of the cloud, for
+		// an instance the view does not hold) is needed to deny it.
+		return deny("instance", ReasonInstanceNotInCluster, "the cloud signed this evidence for instance %s of cluster %q, not %q", att.InstanceID, att.Cluster, d.cfg.Cluster), nil
+	}
 	find, attested := d.signedInstance, "attested by the cloud; evidence bound to the CSR key"
 	ticketJoin := att.InstanceName != ""
 	if ticketJoin {

@@ -148,6 +148,7 @@ func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now 
 	return cloud.Attestation{
 		InstanceID: claims.Instance.ID,
 		ProviderID: agentid.ProviderID(claims.Instance.ID),
+		Cluster:    claims.Instance.Cluster,
 		ReplayKey:  "local/" + claims.ID,
 		IssuedAt:   time.Unix(claims.IssuedAt, 0),
 		ExpiresAt:  time.Unix(claims.Expiry, 0),
