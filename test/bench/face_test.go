@@ -66,7 +66,7 @@ func runFace(b *testing.B, n int, build func(b *testing.B) face) faceRun {
 	}
 	w := &world{c: c, ccm: ccm, fast: client}
 	created := newStamps()
-	done, all := watchNodes(b, w, n)
+	done, all := watchNodes(b, w, f.nodes)
 	writesBefore, err := apiserverWrites(ctx, c.Client)
 	if err != nil {
 		b.Fatal(err)
