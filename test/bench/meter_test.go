@@ -176,3 +176,51 @@ func (m *meter) stop(bench string, n int, item string, shareTarget bool) {
 		}
 	}
 }
+
+// histogramMean is the mean of a histogram in Prometheus text: its _sum over
+// its _count, over the series whose labels contain match (all of them when
+// match is ""), and the count.
+func histogramMean(text, name, match string) (mean time.Duration, count float64) {
+	var sum float64
+	for _, line := range strings.Split(text, "\n") {
+		var total *float64
+		switch {
+		case strings.HasPrefix(line, name+"_sum"):
+			total = &sum
+		case strings.HasPrefix(line, name+"_count"):
+			total = &count
+		default:
+			continue
+		}
+		if match != "" && !strings.Contains(line, match) {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err == nil {
+			*total += v
+		}
+	}
+	if count == 0 {
+		return 0, 0
+	}
+	return time.Duration(sum / count * float64(time.Second)), count
+}
+
+// recordNodeQueue records where a Node's time went inside mooring-ccm, from
+// its /metrics: the mean wait in the cloud-node controller's queue, the
+// mean time a worker spent on it, and the mean time from the Node's
+// creation (whole seconds: creationTimestamp) until mooring-ccm removed its
+// taint.
+func recordNodeQueue(ctx context.Context, b *testing.B, w *world, bench string) {
+	data, err := ccmGet(ctx, w, "/metrics", 10*time.Second)
+	if err != nil {
+		b.Logf("mooring-ccm /metrics: %v", err)
+		return
+	}
+	text := string(data)
+	queued, n := histogramMean(text, "workqueue_queue_duration_seconds", `name="Nodes"`)
+	work, _ := histogramMean(text, "workqueue_work_duration_seconds", `name="Nodes"`)
+	untainted, _ := histogramMean(text, "mooring_node_init_taint_removal_delay_seconds", "")
+	record(bench, "inside mooring-ccm, per Node (means)", fmt.Sprintf("%.0f queued: waited %s, worked %s; created to taint removed %s (from whole-second creation times)",
+		n, ms(queued), ms(work), ms(untainted)), "", false)
+}

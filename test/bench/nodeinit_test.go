@@ -241,6 +241,7 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 	} else {
 		record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", conflicts), "", false)
 	}
+	recordNodeQueue(ctx, b, w, bench)
 	m.stop(bench, n, "node", mode == "mooring")
 	record(bench, "mooring-ccm CPU during init", fmt.Sprintf("%.1f s (%.0f%% of one core), %.2f ms per node", cpu.Seconds(),
 		100*cpu.Seconds()/total.Seconds(), float64(cpu.Microseconds())/1000/float64(n)), "", false)
