@@ -275,6 +275,7 @@ func backlog(ctx context.Context, b *testing.B, w *world, bare, reqs []roundCSR,
 	}
 	d.at.mu.Unlock()
 	total := last.Sub(start)
+	recordAPFWait(ctx, b, w, bench)
 	leader, err := leaderAt(ctx, w.c.Client)
 	if err != nil {
 		b.Fatal(err)

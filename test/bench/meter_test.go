@@ -224,3 +224,20 @@ func recordNodeQueue(ctx context.Context, b *testing.B, w *world, bench string) 
 	record(bench, "inside mooring-ccm, per Node (means)", fmt.Sprintf("%.0f queued: waited %s, worked %s; created to taint removed %s (from whole-second creation times)",
 		n, ms(queued), ms(work), ms(untainted)), "", false)
 }
+
+// recordAPFWait records what API Priority and Fairness did with
+// mooring-ccm's requests (its FlowSchema's priority level, mooring), from
+// kube-apiserver's /metrics: the mean wait in its queues and the mean
+// execution time, over every request of the bed's life so far.
+func recordAPFWait(ctx context.Context, b *testing.B, w *world, bench string) {
+	data, err := w.c.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		b.Logf("kube-apiserver /metrics: %v", err)
+		return
+	}
+	text := string(data)
+	const level = `priority_level="mooring"`
+	waited, n := histogramMean(text, "apiserver_flowcontrol_request_wait_duration_seconds", level)
+	executed, _ := histogramMean(text, "apiserver_flowcontrol_request_execution_seconds", level)
+	record(bench, "mooring-ccm's requests at APF priority level mooring (means)", fmt.Sprintf("%.0f requests: waited %s in queue, executed in %s", n, ms(waited), ms(executed)), "", false)
+}

@@ -129,6 +129,7 @@ func runNodeInitRegistered(b *testing.B, n int) {
 	recordBare(bench, fmt.Sprintf("the same writes on %d other Nodes, %d at a time", n, nodeInitWorkers), bareRan)
 	recordRatio(b, bench, "the same writes", total, leader.Sub(start), bareRan.took)
 	recordLeases(b, bench, leases, "", true)
+	recordAPFWait(ctx, b, w, bench)
 	record(bench, "apiserver writes during init (all clients)", fmt.Sprintf("%.0f (%s)", writes, byResource), "", false)
 	record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", writesAfter[nodeConflicts]-writesBefore[nodeConflicts]), "0",
 		writesAfter[nodeConflicts] == writesBefore[nodeConflicts])
@@ -242,6 +243,7 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 		record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", conflicts), "", false)
 	}
 	recordNodeQueue(ctx, b, w, bench)
+	recordAPFWait(ctx, b, w, bench)
 	m.stop(bench, n, "node", mode == "mooring")
 	record(bench, "mooring-ccm CPU during init", fmt.Sprintf("%.1f s (%.0f%% of one core), %.2f ms per node", cpu.Seconds(),
 		100*cpu.Seconds()/total.Seconds(), float64(cpu.Microseconds())/1000/float64(n)), "", false)
