@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,7 +121,16 @@ func (m *meter) profile(ctx context.Context, admin *rest.Config, base, path stri
 	if err != nil {
 		return fmt.Sprintf("%s: %v", path, err)
 	}
-	resp, err := (&http.Client{Transport: rt, Timeout: cfg.Timeout}).Do(req)
+	// A round that starts mooring-ccm starts the meter with it: its port
+	// opens a moment later.
+	var resp *http.Response
+	for tries := 0; ; tries++ {
+		resp, err = (&http.Client{Transport: rt, Timeout: cfg.Timeout}).Do(req)
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || tries == 50 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		return fmt.Sprintf("%s: %v", path, err)
 	}
