@@ -122,12 +122,17 @@ func (m *meter) profile(ctx context.Context, admin *rest.Config, base, path stri
 		return fmt.Sprintf("%s: %v", path, err)
 	}
 	// A round that starts mooring-ccm starts the meter with it: its port
-	// opens a moment later.
+	// opens a moment later, and it knows the client CA (the admin is
+	// anonymous to it, 403) a moment after that.
 	var resp *http.Response
 	for tries := 0; ; tries++ {
 		resp, err = (&http.Client{Transport: rt, Timeout: cfg.Timeout}).Do(req)
-		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || tries == 50 {
+		early := errors.Is(err, syscall.ECONNREFUSED) || (err == nil && resp.StatusCode == http.StatusForbidden)
+		if !early || tries == 100 {
 			break
+		}
+		if resp != nil {
+			resp.Body.Close()
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
