@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -76,7 +77,25 @@ type Controller struct {
 	queue     workqueue.TypedRateLimitingInterface[string]
 	recorder  record.EventRecorder
 	opts      Options
+	// untainting holds the Nodes this controller removed the taint from
+	// whose cache still shows it: a Node queued again meanwhile (its
+	// kubelet's next status update) would be judged from that stale copy
+	// and cost a refused patch and a read. Entries go when the cache shows
+	// the Node without the taint, and are believed for ownWriteGrace only.
+	mu         sync.Mutex
+	untainting map[string]untainted
 }
+
+// untainted is a Node whose taint this controller removed, and when.
+type untainted struct {
+	uid types.UID
+	at  time.Time
+}
+
+// ownWriteGrace bounds how long a Node whose taint this controller removed
+// is not judged from a cache that still shows the taint: the watch shows
+// the write within it unless it broke, and then the relist does.
+const ownWriteGrace = 30 * time.Second
 
 // New builds the controller over the shared Node informer.
 func New(client kubernetes.Interface, nodes coreinformers.NodeInformer, instances cloudprovider.InstancesV2, opts Options) (*Controller, error) {
@@ -98,6 +117,8 @@ func New(client kubernetes.Interface, nodes coreinformers.NodeInformer, instance
 		queue:     newQueue(),
 		recorder:  record.NewFakeRecorder(0),
 		opts:      opts,
+
+		untainting: map[string]untainted{},
 	}
 	_, err := nodes.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
@@ -121,6 +142,7 @@ func (c *Controller) enqueue(obj any) {
 		return
 	}
 	if !tainted(node) {
+		c.sawUntainted(node.Name)
 		if p, _ := labelsPatch(node); p == nil {
 			return
 		}
@@ -189,7 +211,14 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 		return err
 	}
 	if !tainted(node) {
+		c.sawUntainted(name)
 		return c.reconcileLabels(ctx, node)
+	}
+	if c.untaintedAlready(node) {
+		// This controller removed the taint; the cache has not caught up.
+		// The update that shows it queues the Node again if it needs more.
+		skippedStale.Inc()
+		return nil
 	}
 	klog.InfoS("Initializing node with cloud provider", "node", klog.KObj(node))
 	md, err := c.instances.InstanceMetadata(ctx, node)
@@ -214,6 +243,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	if err != nil || initialized == nil {
 		return err
 	}
+	c.removedTaint(initialized)
 	taintRemovalDelay.Observe(time.Since(initialized.CreationTimestamp.Time).Seconds())
 	if err := c.writeAddresses(ctx, initialized, md); err != nil {
 		// The taint is gone: the address refresh writes them later, as the
@@ -224,6 +254,40 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	c.recorder.Event(node, v1.EventTypeNormal, "Synced", "Node synced successfully")
 	initialSyncDelay.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
 	return nil
+}
+
+// removedTaint notes that this controller's write took node's taint away.
+func (c *Controller) removedTaint(node *v1.Node) {
+	if tainted(node) {
+		return // another writer's copy of the taint: not ours to skip
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.untainting[node.Name] = untainted{uid: node.UID, at: time.Now()}
+}
+
+// sawUntainted: the cache shows name without the taint.
+func (c *Controller) sawUntainted(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.untainting, name)
+}
+
+// untaintedAlready reports whether the cached, tainted node is a stale copy
+// of a Node (the same object: its UID) whose taint this controller removed
+// less than ownWriteGrace ago.
+func (c *Controller) untaintedAlready(node *v1.Node) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, ok := c.untainting[node.Name]
+	if !ok {
+		return false
+	}
+	if u.uid != node.UID || time.Since(u.at) > ownWriteGrace {
+		delete(c.untainting, node.Name)
+		return false
+	}
+	return true
 }
 
 // writeInit writes initPatch, rebuilding it from a fresh read when the

@@ -17,7 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	cloudnode "k8s.io/cloud-provider/controllers/node"
@@ -298,5 +301,85 @@ func TestWritesAreTheControllersWrites(t *testing.T) {
 	// An initialized Node needs nothing more.
 	if meta, status, err := Writes(got, metadata); err != nil || meta != nil || status != nil {
 		t.Errorf("Writes on an initialized Node: %v, %s, %s", err, meta, status)
+	}
+}
+
+// A Node queued again before the cache shows the write that removed its
+// taint is not judged from that stale copy (which would cost a refused
+// patch and a read); a Node of the same name made anew (another UID) is
+// initialized again, and so is one whose cache showed the taint gone and
+// then back.
+func TestStaleCopyAfterOwnWriteIsNotJudgedAgain(t *testing.T) {
+	registerMetrics()
+	node := kubeletNode("n", func(n *v1.Node) { n.UID = "uid-1" })
+	client := fake.NewClientset(node.DeepCopy())
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := indexer.Add(node.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{client: client, instances: cloudWith(metadata, nil), nodes: corelisters.NewNodeLister(indexer),
+		queue: newQueue(), recorder: record.NewFakeRecorder(10), untainting: map[string]untainted{}}
+	ctx := context.Background()
+	patches := func() (n int) {
+		for _, a := range client.Actions() {
+			if a.GetVerb() == "patch" && a.GetSubresource() == "" {
+				n++
+			}
+		}
+		return n
+	}
+	if err := c.sync(ctx, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if patches() != 1 {
+		t.Fatalf("%d init patches, want 1", patches())
+	}
+	// The kubelet's status update queues it again; the cache still has the
+	// taint.
+	if err := c.sync(ctx, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if patches() != 1 {
+		t.Errorf("judged again from the stale copy: %d init patches, want 1", patches())
+	}
+
+	// The cache shows the write, then the taint comes back (someone put it
+	// there): it is initialized again.
+	cur, err := client.CoreV1().Nodes().Get(ctx, "n", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.enqueue(cur)
+	cur.Spec.Taints = append(cur.Spec.Taints, uninitialized)
+	if _, err := client.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := indexer.Update(cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if patches() != 2 {
+		t.Errorf("a Node tainted again after the cache showed it untainted: %d init patches, want 2", patches())
+	}
+
+	// The Node is deleted and registered anew before the cache catches up
+	// with the last write: another UID, initialized again.
+	again := kubeletNode("n", func(n *v1.Node) { n.UID = "uid-2" })
+	if err := client.CoreV1().Nodes().Delete(ctx, "n", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().Create(ctx, again.DeepCopy(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := indexer.Update(again); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, "n"); err != nil {
+		t.Fatal(err)
+	}
+	if patches() != 3 {
+		t.Errorf("a Node made anew under the name: %d init patches, want 3", patches())
 	}
 }

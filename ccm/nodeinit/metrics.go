@@ -35,12 +35,19 @@ var (
 		Help:           "Node init patches the apiserver refused because what they tested had changed (another writer moved a taint, or a Node without labels changed), rebuilt from a fresh read.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	skippedStale = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      "mooring",
+		Subsystem:      "node_init",
+		Name:           "stale_skips_total",
+		Help:           "Nodes queued again before the cache showed that mooring's cloud-node controller had removed their taint, left alone instead of judged from the stale copy.",
+		StabilityLevel: metrics.ALPHA,
+	})
 )
 
 var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(taintRemovalDelay, initialSyncDelay, rebuiltPatches)
+		legacyregistry.MustRegister(taintRemovalDelay, initialSyncDelay, rebuiltPatches, skippedStale)
 	})
 }
