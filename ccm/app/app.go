@@ -59,7 +59,7 @@ type Options struct {
 const (
 	DefaultKubeAPIQPS          = 500
 	DefaultKubeAPIBurst        = 1000
-	DefaultConcurrentNodeSyncs = 50
+	DefaultConcurrentNodeSyncs = 200
 )
 
 // DefaultLoadBalancerClass is the spec.loadBalancerClass served by default:

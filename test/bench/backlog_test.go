@@ -25,7 +25,7 @@ import (
 const (
 	// nodeInitWorkers is mooring-ccm's --concurrent-node-syncs default
 	// (ccm/app.DefaultConcurrentNodeSyncs).
-	nodeInitWorkers = 50
+	nodeInitWorkers = 200
 	// approverWorkers is the approver's default workers
 	// (csrapprover.DefaultWorkers).
 	approverWorkers = 64
