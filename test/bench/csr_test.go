@@ -129,25 +129,16 @@ type verdict struct {
 // decisions are the first Approved or Denied condition seen on each CSR.
 type decisions struct {
 	at       *stamps
-	signed   *stamps // when kube-controller-manager's certificate, or its Failed condition, was first seen
 	mu       sync.Mutex
 	verdicts map[string]verdict
 }
 
 func watchDecisions(b *testing.B, w *world) *decisions {
-	d := &decisions{at: newStamps(), signed: newStamps(), verdicts: map[string]verdict{}}
+	d := &decisions{at: newStamps(), verdicts: map[string]verdict{}}
 	observe := func(obj any) {
 		csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
 		if !ok {
 			return
-		}
-		if len(csr.Status.Certificate) > 0 {
-			d.signed.setFirst(csr.Name, time.Now())
-		}
-		for _, c := range csr.Status.Conditions {
-			if c.Type == certificatesv1.CertificateFailed {
-				d.signed.setFirst(csr.Name, time.Now()) // the signer refused it: as settled
-			}
 		}
 		for _, c := range csr.Status.Conditions {
 			if c.Type == certificatesv1.CertificateApproved || c.Type == certificatesv1.CertificateDenied {

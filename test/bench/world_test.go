@@ -246,18 +246,6 @@ func (s *stamps) setFirst(name string, t time.Time) int {
 	return len(s.m)
 }
 
-// count is how many of names are stamped.
-func (s *stamps) count(names []string) (n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, name := range names {
-		if _, ok := s.m[name]; ok {
-			n++
-		}
-	}
-	return n
-}
-
 func (s *stamps) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
