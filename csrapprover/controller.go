@@ -221,7 +221,7 @@ func (c *Controller) replayKeys(obj any) ([]string, error) {
 	if !ok || csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
 		return nil, nil
 	}
-	req, blocks, err := evidence.Decode(csr.Spec.Request)
+	req, blocks, err := evidence.Claimed(csr.Spec.Request)
 	if err != nil || len(blocks) == 0 {
 		return nil, nil
 	}

@@ -104,6 +104,16 @@ func TestDecodeRefuses(t *testing.T) {
 			if csr != nil || blocks != nil {
 				t.Fatal("a refused request returned content")
 			}
+			// Claimed refuses all Decode refuses but a bad signature,
+			// which it does not check.
+			claimed, _, err := Claimed(tc.req)
+			if strings.HasPrefix(tc.name, "bad CSR signature") {
+				if err != nil || claimed == nil {
+					t.Fatalf("Claimed of a request signed badly = %v", err)
+				}
+			} else if !errors.Is(err, tc.want) || claimed != nil {
+				t.Fatalf("Claimed = %v; want %v", err, tc.want)
+			}
 			// Blocks checks the same framing; the CSR itself it leaves
 			// to Decode.
 			blocks, err = Blocks(tc.req)
