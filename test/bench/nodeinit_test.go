@@ -58,7 +58,8 @@ func BenchmarkNodeInit(b *testing.B) {
 // mooring-ccm starts, from its start until all are initialized, and in the
 // same run the time the unthrottled client takes to make the same writes
 // on n other registered Nodes (bare-0000 ..., made first, then deleted
-// before mooring-ccm's Nodes register): the apiserver's own capacity.
+// before mooring-ccm's Nodes register), at each of bareNodeInitWorkers:
+// the faster is the apiserver's own capacity.
 func runNodeInitRegistered(b *testing.B, n int) {
 	const bench = "node init, registered first"
 	w := newWorld(b, worldOptions{instances: n, deferCCM: true})
@@ -69,23 +70,32 @@ func runNodeInitRegistered(b *testing.B, n int) {
 	for i := range names {
 		bare[i], names[i] = fmt.Sprintf("bare-%04d", i), nodeName(i)
 	}
-	if err := harness.RegisterNodes(ctx, w.fast, bare, harness.RegisterOptions{}); err != nil {
-		b.Fatal(err)
-	}
 	// The benchmark's own watch of Nodes and the nodes' Lease renewals run
-	// through both rounds, so that the bare client's writes meet the same
+	// through every round, so that the bare client's writes meet the same
 	// load besides as mooring's do.
 	done, all := watchNodes(b, w, names)
 	leases := startLeaseProbe(ctx, b, w, names)
-	bareRan, err := bareNodeInit(ctx, w, bare)
-	if err != nil {
-		b.Fatal(err)
-	}
-	recordLeases(b, bench, leases, ", during the unthrottled client's writes", false)
-	if err := harness.Parallel(ctx, n, 32, func(ctx context.Context, i int) error {
-		return w.fast.CoreV1().Nodes().Delete(ctx, bare[i], metav1.DeleteOptions{})
-	}); err != nil {
-		b.Fatal(err)
+	var bareRan bareRun
+	for _, workers := range bareNodeInitWorkers {
+		if err := harness.RegisterNodes(ctx, w.fast, bare, harness.RegisterOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		leases.Reset()
+		ran, err := bareNodeInit(ctx, w, bare, workers)
+		if err != nil {
+			b.Fatal(err)
+		}
+		at := fmt.Sprintf("%d at a time", workers)
+		recordBare(bench, fmt.Sprintf("the same writes on %d other Nodes, %s", n, at), ran)
+		recordLeases(b, bench, leases, ", during the unthrottled client's writes "+at, false)
+		if bareRan.took == 0 || ran.took < bareRan.took {
+			bareRan = ran
+		}
+		if err := harness.Parallel(ctx, n, 32, func(ctx context.Context, i int) error {
+			return w.fast.CoreV1().Nodes().Delete(ctx, bare[i], metav1.DeleteOptions{})
+		}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	regStart := time.Now()
 	if err := harness.RegisterNodes(ctx, w.fast, names, harness.RegisterOptions{}); err != nil {
@@ -126,8 +136,7 @@ func runNodeInitRegistered(b *testing.B, n int) {
 	b.ReportMetric(bareRan.took.Seconds(), "bare-s")
 	record(bench, fmt.Sprintf("%d nodes registered before mooring-ccm starts", n), seconds(registered), "", false)
 	record(bench, "mooring-ccm's start to all initialized", fmt.Sprintf("%s (lease taken after %s)", seconds(total), seconds(leader.Sub(start))), "", false)
-	recordBare(bench, fmt.Sprintf("the same writes on %d other Nodes, %d at a time", n, nodeInitWorkers), bareRan)
-	recordRatio(b, bench, "the same writes", total, leader.Sub(start), bareRan.took)
+	recordRatio(b, bench, "the same writes (the faster)", total, leader.Sub(start), bareRan.took)
 	recordLeases(b, bench, leases, "", true)
 	recordAPFWait(ctx, b, w, bench)
 	record(bench, "apiserver writes during init (all clients)", fmt.Sprintf("%.0f (%s)", writes, byResource), "", false)
