@@ -193,18 +193,19 @@ func (m *meter) stop(bench string, n int, item string, shareTarget bool) {
 	}
 }
 
-// histogramMean is the mean of a histogram in Prometheus text: its _sum over
-// its _count, over the series whose labels contain match (all of them when
-// match is ""), and the count.
-func histogramMean(text, name, match string) (mean time.Duration, count float64) {
-	var sum float64
+// histogram is a Prometheus histogram's sum and count in text exposition,
+// over the series whose labels contain match (all of them when match is "").
+type histogram struct{ sum, count float64 }
+
+func readHistogram(text, name, match string) histogram {
+	var h histogram
 	for _, line := range strings.Split(text, "\n") {
 		var total *float64
 		switch {
 		case strings.HasPrefix(line, name+"_sum"):
-			total = &sum
+			total = &h.sum
 		case strings.HasPrefix(line, name+"_count"):
-			total = &count
+			total = &h.count
 		default:
 			continue
 		}
@@ -216,10 +217,20 @@ func histogramMean(text, name, match string) (mean time.Duration, count float64)
 			*total += v
 		}
 	}
-	if count == 0 {
-		return 0, 0
+	return h
+}
+
+// since is h less an earlier reading of the same histogram.
+func (h histogram) since(before histogram) histogram {
+	return histogram{h.sum - before.sum, h.count - before.count}
+}
+
+// mean is the mean observation, in seconds, as a duration.
+func (h histogram) mean() time.Duration {
+	if h.count == 0 {
+		return 0
 	}
-	return time.Duration(sum / count * float64(time.Second)), count
+	return time.Duration(h.sum / h.count * float64(time.Second))
 }
 
 // recordNodeQueue records where a Node's time went inside mooring-ccm, from
@@ -234,26 +245,52 @@ func recordNodeQueue(ctx context.Context, b *testing.B, w *world, bench string) 
 		return
 	}
 	text := string(data)
-	queued, n := histogramMean(text, "workqueue_queue_duration_seconds", `name="Nodes"`)
-	work, _ := histogramMean(text, "workqueue_work_duration_seconds", `name="Nodes"`)
-	untainted, _ := histogramMean(text, "mooring_node_init_taint_removal_delay_seconds", "")
+	queued := readHistogram(text, "workqueue_queue_duration_seconds", `name="Nodes"`)
+	work := readHistogram(text, "workqueue_work_duration_seconds", `name="Nodes"`)
+	untainted := readHistogram(text, "mooring_node_init_taint_removal_delay_seconds", "")
 	record(bench, "inside mooring-ccm, per Node (means)", fmt.Sprintf("%.0f queued: waited %s, worked %s; created to taint removed %s (from whole-second creation times)",
-		n, ms(queued), ms(work), ms(untainted)), "", false)
+		queued.count, ms(queued.mean()), ms(work.mean()), ms(untainted.mean())), "", false)
 }
 
-// recordAPFWait records what API Priority and Fairness did with
-// mooring-ccm's requests (its FlowSchema's priority level, mooring), from
-// kube-apiserver's /metrics: the mean wait in its queues and the mean
-// execution time, over every request of the bed's life so far.
-func recordAPFWait(ctx context.Context, b *testing.B, w *world, bench string) {
+// apfLevel is what kube-apiserver's /metrics say API Priority and Fairness
+// did at priority level mooring (mooring's FlowSchema's): requests' waits
+// in its queues and their execution.
+type apfLevel struct{ wait, exec histogram }
+
+const mooringLevel = `priority_level="mooring"`
+
+func readAPF(ctx context.Context, w *world) (apfLevel, error) {
 	data, err := w.c.Client.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		b.Logf("kube-apiserver /metrics: %v", err)
-		return
+		return apfLevel{}, fmt.Errorf("kube-apiserver /metrics: %w", err)
 	}
 	text := string(data)
-	const level = `priority_level="mooring"`
-	waited, n := histogramMean(text, "apiserver_flowcontrol_request_wait_duration_seconds", level)
-	executed, _ := histogramMean(text, "apiserver_flowcontrol_request_execution_seconds", level)
-	record(bench, "mooring-ccm's requests at APF priority level mooring (means)", fmt.Sprintf("%.0f requests: waited %s in queue, executed in %s", n, ms(waited), ms(executed)), "", false)
+	return apfLevel{
+		wait: readHistogram(text, "apiserver_flowcontrol_request_wait_duration_seconds", mooringLevel),
+		exec: readHistogram(text, "apiserver_flowcontrol_request_execution_seconds", mooringLevel),
+	}, nil
+}
+
+// recordAPF records what APF did with the requests at priority level
+// mooring since before (mooring-ccm's own, in a round where nothing else
+// runs as its ServiceAccount), as who says; note ends the metric's label.
+func recordAPF(ctx context.Context, b *testing.B, w *world, bench, who, note string, before apfLevel) {
+	after, err := readAPF(ctx, w)
+	if err != nil {
+		b.Log(err)
+		return
+	}
+	wait, exec := after.wait.since(before.wait), after.exec.since(before.exec)
+	record(bench, who+"'s requests at APF priority level mooring (means)"+note,
+		fmt.Sprintf("%.0f requests: waited %s in queue, executed in %s", wait.count, ms(wait.mean()), ms(exec.mean())), "", false)
+}
+
+// apfNow reads the APF figures to count a round's from; a failure is
+// logged and counts from zero.
+func apfNow(ctx context.Context, b *testing.B, w *world) apfLevel {
+	a, err := readAPF(ctx, w)
+	if err != nil {
+		b.Log(err)
+	}
+	return a
 }

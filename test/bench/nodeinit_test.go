@@ -81,12 +81,14 @@ func runNodeInitRegistered(b *testing.B, n int) {
 			b.Fatal(err)
 		}
 		leases.Reset()
+		apf := apfNow(ctx, b, w)
 		ran, err := bareNodeInit(ctx, w, bare, workers)
 		if err != nil {
 			b.Fatal(err)
 		}
 		at := fmt.Sprintf("%d at a time", workers)
 		recordBare(bench, fmt.Sprintf("the same writes on %d other Nodes, %s", n, at), ran)
+		recordAPF(ctx, b, w, bench, "the unthrottled client", ", "+at, apf)
 		recordLeases(b, bench, leases, ", during the unthrottled client's writes "+at, false)
 		if bareRan.took == 0 || ran.took < bareRan.took {
 			bareRan = ran
@@ -110,6 +112,7 @@ func runNodeInitRegistered(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	leases.Reset()
+	apf := apfNow(ctx, b, w)
 	start := w.startCCM(b)
 	m := startMeter(ctx, b, w, bench)
 	select {
@@ -138,7 +141,7 @@ func runNodeInitRegistered(b *testing.B, n int) {
 	record(bench, "mooring-ccm's start to all initialized", fmt.Sprintf("%s (lease taken after %s)", seconds(total), seconds(leader.Sub(start))), "", false)
 	recordRatio(b, bench, "the same writes (the faster)", total, leader.Sub(start), bareRan.took)
 	recordLeases(b, bench, leases, "", true)
-	recordAPFWait(ctx, b, w, bench)
+	recordAPF(ctx, b, w, bench, "mooring-ccm", "", apf)
 	record(bench, "apiserver writes during init (all clients)", fmt.Sprintf("%.0f (%s)", writes, byResource), "", false)
 	record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", writesAfter[nodeConflicts]-writesBefore[nodeConflicts]), "0",
 		writesAfter[nodeConflicts] == writesBefore[nodeConflicts])
@@ -177,6 +180,7 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 		b.Fatal(err)
 	}
 	leases := startLeaseProbe(ctx, b, w, names)
+	apf := apfNow(ctx, b, w)
 	m := startMeter(ctx, b, w, bench)
 	start := time.Now()
 	regErr := make(chan error, 1)
@@ -252,7 +256,7 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 		record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", conflicts), "", false)
 	}
 	recordNodeQueue(ctx, b, w, bench)
-	recordAPFWait(ctx, b, w, bench)
+	recordAPF(ctx, b, w, bench, "mooring-ccm", "", apf)
 	m.stop(bench, n, "node", mode == "mooring")
 	record(bench, "mooring-ccm CPU during init", fmt.Sprintf("%.1f s (%.0f%% of one core), %.2f ms per node", cpu.Seconds(),
 		100*cpu.Seconds()/total.Seconds(), float64(cpu.Microseconds())/1000/float64(n)), "", false)

@@ -129,7 +129,9 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	}
 	// The approver runs inside mooring-ccm; its RBAC as deploy/base binds
 	// it, and its requests go to the APF level every overlay installs.
-	for _, f := range []string{"deploy/csrapprover/role/clusterrole.yaml", "deploy/base/ccm-csrapprover-binding.yaml", "deploy/flowcontrol/flowcontrol.yaml"} {
+	// mooring-ccm's own RBAC is applied here as well as when it starts: the
+	// bare rounds act as its ServiceAccount before it runs.
+	for _, f := range []string{"deploy/ccm/rbac.yaml", "deploy/csrapprover/role/clusterrole.yaml", "deploy/base/ccm-csrapprover-binding.yaml", "deploy/flowcontrol/flowcontrol.yaml"} {
 		if err := c.Apply(ctx, filepath.Join(harness.RepoRoot(), f)); err != nil {
 			b.Fatal(err)
 		}

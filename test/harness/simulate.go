@@ -43,6 +43,22 @@ func UnthrottledClient(c *testbed.Cluster) (kubernetes.Interface, error) {
 	return protobufClient(c.AdminConfig, -1, 0)
 }
 
+// CCMUser and CCMGroups are the identity StartCCM runs mooring-ccm as: its
+// ServiceAccount's, which mooring's FlowSchema (deploy/flowcontrol) maps to
+// priority level mooring.
+const CCMUser = "system:serviceaccount:kube-system:cloud-controller-manager"
+
+var CCMGroups = []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}
+
+// UnthrottledClientAs is UnthrottledClient acting as user in groups
+// (impersonated), so that API Priority and Fairness classifies its requests
+// as that user's, and RBAC allows what it allows that user.
+func UnthrottledClientAs(c *testbed.Cluster, user string, groups ...string) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(c.AdminConfig)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	return protobufClient(cfg, -1, 0)
+}
+
 func fastClient(cfg *rest.Config) (kubernetes.Interface, error) {
 	return protobufClient(cfg, 5000, 5000)
 }
