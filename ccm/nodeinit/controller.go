@@ -247,9 +247,9 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	taintRemovalDelay.Observe(time.Since(initialized.CreationTimestamp.Time).Seconds())
 	// The addresses follow the taint, as in the library. Sent together the
 	// two writes halved a Node's time to initialized, but both update the
-	// same object and the second retried inside the apiserver: on 2 cores
-	// kube-apiserver spent 27% more CPU and a 5,000-Node wave took 25% longer
-	// (docs/scale.md).
+	// same object and the second retried inside the apiserver: on 2 cores a
+	// 5,000-Node wave cost kube-apiserver more CPU and took longer
+	// (docs/ccm.md).
 	if err := c.writeAddresses(ctx, initialized, md); err != nil {
 		// The taint is gone: the address refresh writes them later, as the
 		// library's controller leaves it after a failed status patch.
