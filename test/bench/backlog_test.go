@@ -46,7 +46,7 @@ func bareClient(w *world) (kubernetes.Interface, error) {
 
 // bareNodeInitWorkers are the bare client's concurrencies for node init's
 // writes, each on its own Nodes in the same run: mooring's default, and the
-// default before it, at which the bare client was faster on 2 cores. The
+// default before it (in single runs on 2 cores either was the faster). The
 // faster is the apiserver's capacity mooring is measured against.
 var bareNodeInitWorkers = []int{nodeInitWorkers, 50}
 
