@@ -265,7 +265,7 @@ func csrRound(ctx context.Context, b *testing.B, w *world, d *decisions, reqs []
 	}
 	lists := listsAfter - listsBefore
 	lat := latencies(created, d.at)
-	p50, p99 := percentile(lat, 50), percentile(lat, 99)
+	p50, p99 := harness.Percentile(lat, 50), harness.Percentile(lat, 99)
 	b.Logf("%s: slowest CSRs: %s", bench, slowest(reqs, created, d.at, 3))
 	b.ReportMetric(total.Seconds(), "all-decided-s")
 	b.ReportMetric(p99.Seconds(), "p99-s")

@@ -141,13 +141,13 @@ func (r faceRun) record(bench, ccm string, mooring bool) {
 	if r.done < r.n {
 		initialized = fmt.Sprintf("not all: %d of %d after %s", r.done, r.n, seconds(r.total))
 	}
-	perNode := fmt.Sprintf("p50 %s, p99 %s", ms(percentile(r.lat, 50)), ms(percentile(r.lat, 99)))
+	perNode := fmt.Sprintf("p50 %s, p99 %s", ms(harness.Percentile(r.lat, 50)), ms(harness.Percentile(r.lat, 99)))
 	if mooring {
 		record(bench, "all initialized after", initialized, "< 60 s at 5,000 nodes", r.done == r.n && r.total < time.Minute)
 		share := beyondRegistration(r.registered, r.total)
 		record(bench, "time beyond registration alone", fmt.Sprintf("%.1f s, %.0f%% of registration's %s", (r.total-r.registered).Seconds(), 100*share,
 			seconds(r.registered)), "< 10%", r.done == r.n && share < 0.1)
-		record(bench, "per node, registration to initialized", perNode, "p99 < 2 s", r.done == r.n && percentile(r.lat, 99) < 2*time.Second)
+		record(bench, "per node, registration to initialized", perNode, "p99 < 2 s", r.done == r.n && harness.Percentile(r.lat, 99) < 2*time.Second)
 		record(bench, "Node writes refused with 409 Conflict", fmt.Sprintf("%.0f", r.conflicts), "0", r.conflicts == 0)
 	} else {
 		record(bench, "all initialized after", initialized, "", false)

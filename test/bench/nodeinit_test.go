@@ -240,10 +240,10 @@ func runNodeInit(b *testing.B, n int, mode, cloudConfig string, steady bool) tim
 		record(bench, "cloud API calls during init", fmt.Sprintf("%d (%s)", calls, harness.CallsString(stats.Calls)), "", false)
 	}
 	if mode == "mooring" {
-		record(bench, "per node, registration to initialized", fmt.Sprintf("p50 %s, p99 %s", ms(percentile(lat, 50)), ms(percentile(lat, 99))),
-			"p99 < 2 s", percentile(lat, 99) < 2*time.Second)
+		record(bench, "per node, registration to initialized", fmt.Sprintf("p50 %s, p99 %s", ms(harness.Percentile(lat, 50)), ms(harness.Percentile(lat, 99))),
+			"p99 < 2 s", harness.Percentile(lat, 99) < 2*time.Second)
 	} else {
-		record(bench, "per node, registration to initialized", fmt.Sprintf("p50 %s, p99 %s", ms(percentile(lat, 50)), ms(percentile(lat, 99))), "", false)
+		record(bench, "per node, registration to initialized", fmt.Sprintf("p50 %s, p99 %s", ms(harness.Percentile(lat, 50)), ms(harness.Percentile(lat, 99))), "", false)
 	}
 	recordLeases(b, bench, leases, "", mode == "mooring")
 	record(bench, "cloud calls refused by the limit (429)", fmt.Sprint(stats.Throttled), "", false)

@@ -270,14 +270,6 @@ func latencies(start, end *stamps) []time.Duration {
 	return out
 }
 
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := (len(sorted)*p + 99) / 100
-	return sorted[max(0, min(len(sorted)-1, i-1))]
-}
-
 func sum(m map[string]int64) int64 {
 	var s int64
 	for _, v := range m {
@@ -525,9 +517,9 @@ func startLeaseProbe(ctx context.Context, b *testing.B, w *world, names []string
 // against the target: p99 under 1 s, none failed.
 func recordLeases(b *testing.B, bench string, p leaseProbe, during string, goal bool) {
 	took, failed, first := p.Took()
-	p99 := percentile(took, 99)
+	p99 := harness.Percentile(took, 99)
 	value := fmt.Sprintf("%d renewals of %d nodes' Leases: p50 %s, p99 %s, max %s; %d failed", len(took), p.nodes,
-		ms(percentile(took, 50)), ms(p99), ms(percentile(took, 100)), failed)
+		ms(harness.Percentile(took, 50)), ms(p99), ms(harness.Percentile(took, 100)), failed)
 	if first != nil {
 		value += fmt.Sprintf(" (first: %v)", first)
 	}

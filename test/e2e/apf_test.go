@@ -117,9 +117,9 @@ func TestNodeLeasesKeepUpDuringInitBurst(t *testing.T) {
 	took := time.Since(start)
 	leases.Stop()
 	renewals, failed, first := leases.Took()
-	p99 := percentileOf(renewals, 99)
+	p99 := harness.Percentile(renewals, 99)
 	t.Logf("%d Nodes initialized %v after mooring-ccm started; %d Lease renewals of %d nodes meanwhile: p50 %v, p99 %v, max %v, %d failed",
-		n, took.Round(time.Millisecond), len(renewals), n/10, percentileOf(renewals, 50), p99, percentileOf(renewals, 100), failed)
+		n, took.Round(time.Millisecond), len(renewals), n/10, harness.Percentile(renewals, 50), p99, harness.Percentile(renewals, 100), failed)
 	if failed > 0 {
 		t.Errorf("%d Lease renewals failed, the first: %v", failed, first)
 	}
@@ -168,12 +168,3 @@ func apfDispatched(ctx context.Context, c *testbed.Cluster, level string) (float
 }
 
 func containsLine(text, line string) bool { return slices.Contains(strings.Split(text, "\n"), line) }
-
-// percentileOf is the p-th percentile of sorted (p 100: the largest).
-func percentileOf(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := (len(sorted)*p + 99) / 100
-	return sorted[max(0, min(len(sorted)-1, i-1))]
-}

@@ -324,7 +324,7 @@ func RunCCM(c *testbed.ControlPlane, bin string, cloud Provider, dir string, opt
 	} else if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "ccm", "rbac.yaml")); err != nil {
 		return nil, err
 	}
-	kubeconfig, err := c.WriteKubeconfig("ccm", CCMUser, CCMGroups[:2]...)
+	kubeconfig, err := c.WriteKubeconfig("ccm", CCMUser, CCMGroups...)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
@@ -159,13 +158,4 @@ func (r *LeaseRenewals) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.took, r.errors, r.first = nil, 0, nil
-}
-
-// protobufConfig is cfg at the given client-side limit, speaking protobuf.
-func protobufConfig(cfg *rest.Config, qps float32, burst int) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.QPS, c.Burst = qps, burst
-	c.ContentType = runtime.ContentTypeProtobuf
-	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return c
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -48,14 +50,15 @@ func UnthrottledClient(c *testbed.Cluster) (kubernetes.Interface, error) {
 // priority level mooring.
 const CCMUser = "system:serviceaccount:kube-system:cloud-controller-manager"
 
-var CCMGroups = []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}
+var CCMGroups = []string{"system:serviceaccounts", "system:serviceaccounts:kube-system"}
 
-// UnthrottledClientAs is UnthrottledClient acting as user in groups
+// UnthrottledClientAs is UnthrottledClient acting as user in groups and
+// system:authenticated, as that user's own credentials would make it
 // (impersonated), so that API Priority and Fairness classifies its requests
 // as that user's, and RBAC allows what it allows that user.
 func UnthrottledClientAs(c *testbed.Cluster, user string, groups ...string) (kubernetes.Interface, error) {
 	cfg := rest.CopyConfig(c.AdminConfig)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(slices.Clone(groups), "system:authenticated")}
 	return protobufClient(cfg, -1, 0)
 }
 
@@ -68,6 +71,25 @@ func fastClient(cfg *rest.Config) (kubernetes.Interface, error) {
 // JSON would cost kube-apiserver CPU that real nodes do not.
 func protobufClient(cfg *rest.Config, qps float32, burst int) (kubernetes.Interface, error) {
 	return kubernetes.NewForConfig(protobufConfig(cfg, qps, burst))
+}
+
+// protobufConfig is cfg at the given client-side limit, speaking protobuf.
+func protobufConfig(cfg *rest.Config, qps float32, burst int) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst = qps, burst
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
+}
+
+// Percentile is the p-th percentile of sorted durations (p 100: the
+// largest; 0 for none).
+func Percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted)*p + 99) / 100
+	return sorted[max(0, min(len(sorted)-1, i-1))]
 }
 
 // Parallel runs f for 0..n-1 on workers goroutines; the first error stops
