@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7"
+	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -93,7 +94,10 @@ type network struct {
 	publicIPs map[string]string
 }
 
-func (s Source) listNetwork(ctx context.Context, scaleSet string, nw *network) error {
+// listNetwork lists the NICs and the public addresses of the resource
+// group (scaleSet "") or of one scale set into nw, the two lists side by
+// side in g (each fills its own map).
+func (s Source) listNetwork(ctx context.Context, g *errgroup.Group, scaleSet string, nw *network) {
 	addNIC := func(list []*armnetwork.Interface) {
 		for _, nic := range list {
 			if nic == nil || nic.Properties == nil || nic.Properties.VirtualMachine == nil || nic.Properties.VirtualMachine.ID == nil {
@@ -111,32 +115,64 @@ func (s Source) listNetwork(ctx context.Context, scaleSet string, nw *network) e
 		}
 	}
 	if scaleSet == "" {
-		nics := s.Clients.NICs.NewListPager(s.ResourceGroup, nil)
-		if err := each(ctx, s.RequestTimeout, "network interfaces of "+s.ResourceGroup, nics.More, nics.NextPage,
-			func(p armnetwork.InterfacesClientListResponse) { addNIC(p.Value) }); err != nil {
-			return err
-		}
-		ips := s.Clients.PublicIPs.NewListPager(s.ResourceGroup, nil)
-		return each(ctx, s.RequestTimeout, "public IP addresses of "+s.ResourceGroup, ips.More, ips.NextPage,
-			func(p armnetwork.PublicIPAddressesClientListResponse) { addIPs(p.Value) })
-	}
-	nics := s.Clients.NICs.NewListVirtualMachineScaleSetNetworkInterfacesPager(s.ResourceGroup, scaleSet, nil)
-	if err := each(ctx, s.RequestTimeout, "network interfaces of scale set "+scaleSet, nics.More, nics.NextPage,
-		func(p armnetwork.InterfacesClientListVirtualMachineScaleSetNetworkInterfacesResponse) {
-			addNIC(p.Value)
-		}); err != nil {
-		return err
-	}
-	ips := s.Clients.PublicIPs.NewListVirtualMachineScaleSetPublicIPAddressesPager(s.ResourceGroup, scaleSet, nil)
-	return each(ctx, s.RequestTimeout, "public IP addresses of scale set "+scaleSet, ips.More, ips.NextPage,
-		func(p armnetwork.PublicIPAddressesClientListVirtualMachineScaleSetPublicIPAddressesResponse) {
-			addIPs(p.Value)
+		g.Go(func() error {
+			nics := s.Clients.NICs.NewListPager(s.ResourceGroup, nil)
+			return each(ctx, s.RequestTimeout, "network interfaces of "+s.ResourceGroup, nics.More, nics.NextPage,
+				func(p armnetwork.InterfacesClientListResponse) { addNIC(p.Value) })
 		})
+		g.Go(func() error {
+			ips := s.Clients.PublicIPs.NewListPager(s.ResourceGroup, nil)
+			return each(ctx, s.RequestTimeout, "public IP addresses of "+s.ResourceGroup, ips.More, ips.NextPage,
+				func(p armnetwork.PublicIPAddressesClientListResponse) { addIPs(p.Value) })
+		})
+		return
+	}
+	g.Go(func() error {
+		nics := s.Clients.NICs.NewListVirtualMachineScaleSetNetworkInterfacesPager(s.ResourceGroup, scaleSet, nil)
+		return each(ctx, s.RequestTimeout, "network interfaces of scale set "+scaleSet, nics.More, nics.NextPage,
+			func(p armnetwork.InterfacesClientListVirtualMachineScaleSetNetworkInterfacesResponse) {
+				addNIC(p.Value)
+			})
+	})
+	g.Go(func() error {
+		ips := s.Clients.PublicIPs.NewListVirtualMachineScaleSetPublicIPAddressesPager(s.ResourceGroup, scaleSet, nil)
+		return each(ctx, s.RequestTimeout, "public IP addresses of scale set "+scaleSet, ips.More, ips.NextPage,
+			func(p armnetwork.PublicIPAddressesClientListVirtualMachineScaleSetPublicIPAddressesResponse) {
+				addIPs(p.Value)
+			})
+	})
 }
 
-// ListInstances lists the cluster's VMs and scale-set VMs.
+func newNetwork() *network {
+	return &network{nics: map[string][]*armnetwork.Interface{}, publicIPs: map[string]string{}}
+}
+
+// ListInstances lists the cluster's VMs and scale-set VMs: the two side by
+// side. Each lists its VMs first and what they refer to (power states,
+// NICs, public addresses) after them, those lists side by side: a VM's NIC
+// and public address exist before the VM does, so a VM in the first list
+// is in the later ones too. The lists are ARM calls of their own, and a
+// fleet's List takes as long as its longest chain of pages, not all of
+// its pages in turn.
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
-	nw := &network{nics: map[string][]*armnetwork.Interface{}, publicIPs: map[string]string{}}
+	g, gctx := errgroup.WithContext(ctx)
+	var vms, members []view.Instance
+	g.Go(func() (err error) {
+		vms, err = s.listVMs(gctx)
+		return err
+	})
+	g.Go(func() (err error) {
+		members, err = s.listScaleSets(gctx)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return append(vms, members...), nil
+}
+
+// listVMs lists the resource group's VMs that carry the cluster tag.
+func (s Source) listVMs(ctx context.Context) ([]view.Instance, error) {
 	var vms []*armcompute.VirtualMachine
 	pager := s.Clients.VMs.NewListPager(s.ResourceGroup, nil)
 	if err := each(ctx, s.RequestTimeout, "virtual machines of "+s.ResourceGroup, pager.More, pager.NextPage,
@@ -149,22 +185,26 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		}); err != nil {
 		return nil, err
 	}
+	if len(vms) == 0 {
+		return nil, nil
+	}
 	power := map[string]view.State{}
-	if len(vms) > 0 {
+	nw := newNetwork()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
 		st := s.Clients.VMs.NewListAllPager(&armcompute.VirtualMachinesClientListAllOptions{StatusOnly: to.Ptr("true")})
-		if err := each(ctx, s.RequestTimeout, "virtual machine statuses", st.More, st.NextPage,
+		return each(gctx, s.RequestTimeout, "virtual machine statuses", st.More, st.NextPage,
 			func(p armcompute.VirtualMachinesClientListAllResponse) {
 				for _, vm := range p.Value {
 					if vm != nil && vm.ID != nil && vm.Properties != nil {
 						power[strings.ToLower(*vm.ID)] = powerState(vmStatuses(vm.Properties.InstanceView))
 					}
 				}
-			}); err != nil {
-			return nil, err
-		}
-		if err := s.listNetwork(ctx, "", nw); err != nil {
-			return nil, err
-		}
+			})
+	})
+	s.listNetwork(gctx, g, "", nw)
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	var out []view.Instance
 	for _, vm := range vms {
@@ -172,7 +212,12 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 			out = append(out, in)
 		}
 	}
+	return out, nil
+}
 
+// listScaleSets lists the VMs of the resource group's scale sets that
+// carry the cluster tag, one scale set after another.
+func (s Source) listScaleSets(ctx context.Context) ([]view.Instance, error) {
 	var sets []*armcompute.VirtualMachineScaleSet
 	ss := s.Clients.ScaleSets.NewListPager(s.ResourceGroup, nil)
 	if err := each(ctx, s.RequestTimeout, "scale sets of "+s.ResourceGroup, ss.More, ss.NextPage,
@@ -185,6 +230,8 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		}); err != nil {
 		return nil, err
 	}
+	var out []view.Instance
+	nw := newNetwork()
 	for _, set := range sets {
 		var members []*armcompute.VirtualMachineScaleSetVM
 		p := s.Clients.ScaleSetVMs.NewListPager(s.ResourceGroup, *set.Name, &armcompute.VirtualMachineScaleSetVMsClientListOptions{Expand: to.Ptr("instanceView")})
@@ -195,7 +242,9 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		if len(members) == 0 {
 			continue
 		}
-		if err := s.listNetwork(ctx, *set.Name, nw); err != nil {
+		g, gctx := errgroup.WithContext(ctx)
+		s.listNetwork(gctx, g, *set.Name, nw)
+		if err := g.Wait(); err != nil {
 			return nil, err
 		}
 		for _, m := range members {

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,9 @@ type faceRun struct {
 	byWrite   string  // the largest of them by resource
 	cpu       time.Duration
 	rssMB     float64
+	// lists are mooring-ccm's Lists of the cloud for its instance view,
+	// with their time (all pages); none for another CCM.
+	lists histogram
 }
 
 // runFace starts a bed, has build start the cloud with n instances and
@@ -56,7 +60,18 @@ func runFace(b *testing.B, n int, build func(b *testing.B) face) faceRun {
 	ctx, cancel := withTimeout(f.timeout + 2*time.Minute)
 	defer cancel()
 	before := f.calls()
-	ccm := harness.StartCCM(b, c, f.bin, f.provider, harness.CCMOptions{Cluster: benchCluster, Args: f.args, Name: f.name})
+	args, ccmURL := f.args, ""
+	if f.name == "mooring-ccm" {
+		// Its secure port, named again (the last of a repeated flag
+		// wins), serves the view's metrics.
+		ports, err := testbed.FreePorts("127.0.0.1", 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ccmURL = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
+		args = append(slices.Clone(args), fmt.Sprintf("--secure-port=%d", ports[0]))
+	}
+	ccm := harness.StartCCM(b, c, f.bin, f.provider, harness.CCMOptions{Cluster: benchCluster, Args: args, Name: f.name})
 	if err := waitLeader(ctx, c.Client); err != nil {
 		b.Fatalf("%s: %v\n%s", f.name, err, ccm.LogTail(30))
 	}
@@ -64,7 +79,7 @@ func runFace(b *testing.B, n int, build func(b *testing.B) face) faceRun {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &world{c: c, ccm: ccm, fast: client}
+	w := &world{c: c, ccm: ccm, fast: client, ccmURL: ccmURL}
 	created := newStamps()
 	done, all := watchNodes(b, w, f.nodes)
 	writesBefore, err := apiserverWrites(ctx, c.Client)
@@ -130,6 +145,13 @@ func runFace(b *testing.B, n int, build func(b *testing.B) face) faceRun {
 	r.conflicts = writesAfter[nodeConflicts] - writesBefore[nodeConflicts]
 	r.cpu = usageAfter.cpu - usageBefore.cpu
 	r.rssMB = usageAfter.hwmMB
+	if ccmURL != "" {
+		data, err := ccmGet(ctx, w, "/metrics", 30*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.lists = readHistogram(string(data), "mooring_cloud_view_list_duration_seconds", "")
+	}
 	return r
 }
 
@@ -157,6 +179,10 @@ func (r faceRun) record(bench, ccm string, mooring bool) {
 	record(bench, "apiserver writes during init (all clients)", fmt.Sprintf("%.0f (%s)", r.writes, r.byWrite), "", false)
 	record(bench, ccm+" CPU during init", fmt.Sprintf("%.1f s, %.2f ms per node; peak RSS %.0f MB", r.cpu.Seconds(),
 		float64(r.cpu.Microseconds())/1000/float64(r.n), r.rssMB), "", false)
+	if r.lists.count > 0 {
+		record(bench, "instance view: Lists of the cloud until all initialized, and their mean time (all pages)",
+			fmt.Sprintf("%.0f, %s", r.lists.count, ms(time.Duration(r.lists.sum/r.lists.count*float64(time.Second)))), "", false)
+	}
 	record(bench, "load average at the end (1, 5, 15 min; 2 cores)", loadAverage(), "", false)
 }
 

@@ -46,8 +46,8 @@ func startMeter(ctx context.Context, b *testing.B, w *world, label string) *mete
 	if dir := os.Getenv("MOORING_BENCH_PROFILE"); dir != "" {
 		m.profiles = make(chan string, 2)
 		stem := filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-per-", ",", "").Replace(label))
-		go func() { m.profiles <- m.profile(ctx, w.c.AdminConfig, w.c.URL, stem+"-kube-apiserver.pprof") }()
-		go func() { m.profiles <- m.profile(ctx, w.c.AdminConfig, w.ccmURL, stem+"-mooring-ccm.pprof") }()
+		go func() { m.profiles <- profile(ctx, w, w.c.URL, stem+"-kube-apiserver.pprof") }()
+		go func() { m.profiles <- profile(ctx, w, w.ccmURL, stem+"-mooring-ccm.pprof") }()
 	}
 	return m
 }
@@ -103,12 +103,27 @@ func viewLists(ctx context.Context, w *world) (float64, error) {
 	return n, nil
 }
 
+// profileAPIServer starts taking kube-apiserver's CPU profile over the
+// next profileSeconds when MOORING_BENCH_PROFILE names a directory (a
+// round without mooring-ccm: the unthrottled client's); what it did
+// arrives on the channel, which is nil without the variable.
+func profileAPIServer(ctx context.Context, w *world, label string) <-chan string {
+	dir := os.Getenv("MOORING_BENCH_PROFILE")
+	if dir == "" {
+		return nil
+	}
+	ch := make(chan string, 1)
+	path := filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-per-", ",", "").Replace(label)+"-kube-apiserver.pprof")
+	go func() { ch <- profile(ctx, w, w.c.URL, path) }()
+	return ch
+}
+
 // profile saves the CPU profile of the component serving base, asked with
 // the admin's credentials, to path; it returns what it did.
-func (m *meter) profile(ctx context.Context, admin *rest.Config, base, path string) string {
-	cfg := rest.CopyConfig(admin)
+func profile(ctx context.Context, w *world, base, path string) string {
+	cfg := rest.CopyConfig(w.c.AdminConfig)
 	cfg.Host = base
-	if base != m.w.c.URL {
+	if base != w.c.URL {
 		// mooring-ccm serves with a self-signed certificate.
 		cfg.TLSClientConfig.CAData, cfg.TLSClientConfig.CAFile, cfg.TLSClientConfig.Insecure = nil, "", true
 	}

@@ -82,11 +82,15 @@ func runNodeInitRegistered(b *testing.B, n int) {
 		}
 		leases.Reset()
 		apf := apfNow(ctx, b, w)
+		at := fmt.Sprintf("%d at a time", workers)
+		prof := profileAPIServer(ctx, w, bench+", unthrottled client "+at)
 		ran, err := bareNodeInit(ctx, w, bare, workers)
 		if err != nil {
 			b.Fatal(err)
 		}
-		at := fmt.Sprintf("%d at a time", workers)
+		if prof != nil {
+			b.Log(<-prof)
+		}
 		recordBare(bench, fmt.Sprintf("the same writes on %d other Nodes, %s", n, at), ran)
 		recordAPF(ctx, b, w, bench, "the unthrottled client", ", "+at, apf)
 		recordLeases(b, bench, leases, ", during the unthrottled client's writes "+at, false)
