@@ -357,8 +357,26 @@ func startNodeInit(ctx context.Context, cc genericcontrollermanager.ControllerCo
 	if err != nil {
 		return nil, false, err
 	}
+	primeView(ctx, cp)
 	runController(ctx, cc, nodeinit.Name, c.Run)
 	return named(nodeinit.Name), true, nil
+}
+
+// primeView lists the cloud into the provider's shared instance view while
+// the Node cache syncs, so that the Nodes waiting when mooring-ccm starts
+// (a restart under a backlog) find their instances listed rather than
+// waiting for that List after the sync. A provider without a view is left
+// alone; a failed List is the lookups' to retry.
+func primeView(ctx context.Context, cp cloudprovider.Interface) {
+	a, ok := cp.(cloud.Attester)
+	if !ok || a.InstanceView() == nil {
+		return
+	}
+	go func() {
+		if err := a.InstanceView().Refresh(ctx, 0); err != nil {
+			klog.InfoS("Could not list the cloud's instances at start; node init lists them when it needs them", "err", err)
+		}
+	}()
 }
 
 func startInitRetry(ctx context.Context, cc genericcontrollermanager.ControllerContext, initContext ccmapp.ControllerInitContext, completed *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface) (controller.Interface, bool, error) {
