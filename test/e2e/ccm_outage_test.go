@@ -56,14 +56,6 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	var instances []*api.Instance
-	for i := range 3 {
-		in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("node-%d", i+1), Cluster: e2eCluster})
-		if err != nil {
-			t.Fatal(err)
-		}
-		instances = append(instances, in)
-	}
 	args := []string{"--v=2"}
 	if withoutRetry {
 		args = append(args, "--controllers=*,-"+initretry.Name)
@@ -74,6 +66,22 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 		data, err := os.ReadFile(ccm.LogPath())
 		return err == nil && strings.Contains(string(data), `Started "cloud-node-controller"`), err
 	})
+	// mooring-ccm lists the cloud when it starts. The instances are made
+	// after that List, as a boot wave's are: the view has not seen them,
+	// so initializing their Nodes needs the cloud.
+	harness.WaitUntil(ctx, t, "mooring-ccm's first List of the cloud", func() (bool, error) {
+		st, err := lc.Client.Stats(ctx)
+		return err == nil && st.Calls["ListInstances"] > 0, err
+	})
+	time.Sleep(500 * time.Millisecond) // its answer on the way back
+	var instances []*api.Instance
+	for i := range 3 {
+		in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("node-%d", i+1), Cluster: e2eCluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		instances = append(instances, in)
+	}
 
 	// The outage: every API call fails with 503.
 	if err := lc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1}); err != nil {
