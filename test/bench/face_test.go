@@ -62,14 +62,10 @@ func runFace(b *testing.B, n int, build func(b *testing.B) face) faceRun {
 	before := f.calls()
 	args, ccmURL := f.args, ""
 	if f.name == "mooring-ccm" {
-		// Its secure port, named again (the last of a repeated flag
-		// wins), serves the view's metrics.
-		ports, err := testbed.FreePorts("127.0.0.1", 1)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ccmURL = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
-		args = append(slices.Clone(args), fmt.Sprintf("--secure-port=%d", ports[0]))
+		// Its secure port serves the view's metrics.
+		var portArg string
+		ccmURL, portArg = ccmSecurePort(b)
+		args = append(slices.Clone(args), portArg)
 	}
 	ccm := harness.StartCCM(b, c, f.bin, f.provider, harness.CCMOptions{Cluster: benchCluster, Args: args, Name: f.name})
 	if err := waitLeader(ctx, c.Client); err != nil {

@@ -45,7 +45,7 @@ func startMeter(ctx context.Context, b *testing.B, w *world, label string) *mete
 	}
 	if dir := os.Getenv("MOORING_BENCH_PROFILE"); dir != "" {
 		m.profiles = make(chan string, 2)
-		stem := filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-per-", ",", "").Replace(label))
+		stem := profileStem(dir, label)
 		go func() { m.profiles <- profile(ctx, w, w.c.URL, stem+"-kube-apiserver.pprof") }()
 		go func() { m.profiles <- profile(ctx, w, w.ccmURL, stem+"-mooring-ccm.pprof") }()
 	}
@@ -113,9 +113,14 @@ func profileAPIServer(ctx context.Context, w *world, label string) <-chan string
 		return nil
 	}
 	ch := make(chan string, 1)
-	path := filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-per-", ",", "").Replace(label)+"-kube-apiserver.pprof")
-	go func() { ch <- profile(ctx, w, w.c.URL, path) }()
+	go func() { ch <- profile(ctx, w, w.c.URL, profileStem(dir, label)+"-kube-apiserver.pprof") }()
 	return ch
+}
+
+// profileStem is where a round's profiles go in dir: its label as a file
+// name, to which each component's name is added.
+func profileStem(dir, label string) string {
+	return filepath.Join(dir, strings.NewReplacer(" ", "-", "/", "-per-", ",", "").Replace(label))
 }
 
 // profile saves the CPU profile of the component serving base, asked with

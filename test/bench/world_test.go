@@ -153,18 +153,25 @@ func newWorld(b *testing.B, opts worldOptions) *world {
 	return w
 }
 
-// startCCM starts mooring-ccm (with the approver) and returns at once,
-// with the time its process started.
-func (w *world) startCCM(b *testing.B) time.Time {
+// ccmSecurePort picks a free port for mooring-ccm's secure port (its
+// /metrics, /debug/pprof): its URL, and the flag that names it, to come
+// after any other --secure-port (the last of a repeated flag wins).
+func ccmSecurePort(b *testing.B) (url, arg string) {
 	ports, err := testbed.FreePorts("127.0.0.1", 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	w.ccmURL = fmt.Sprintf("https://127.0.0.1:%d", ports[0])
-	// The secure port is named again so that profiles can be taken from it
-	// (the last of a repeated flag wins).
+	return fmt.Sprintf("https://127.0.0.1:%d", ports[0]), fmt.Sprintf("--secure-port=%d", ports[0])
+}
+
+// startCCM starts mooring-ccm (with the approver) and returns at once,
+// with the time its process started.
+func (w *world) startCCM(b *testing.B) time.Time {
+	// The secure port is named again so that profiles can be taken from it.
+	url, portArg := ccmSecurePort(b)
+	w.ccmURL = url
 	args := append([]string{"--controllers=*,csr-approver"}, strings.Fields(os.Getenv("MOORING_BENCH_CCM_ARGS"))...)
-	args = append(args, fmt.Sprintf("--secure-port=%d", ports[0]))
+	args = append(args, portArg)
 	ccmBin := w.binaries[0]
 	if w.opts.ccmBin != "" {
 		ccmBin = w.opts.ccmBin

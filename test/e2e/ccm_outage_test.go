@@ -74,14 +74,7 @@ func TestNodeInitPromptAfterCloudOutage(t *testing.T) {
 		return err == nil && st.Calls["ListInstances"] > 0, err
 	})
 	time.Sleep(500 * time.Millisecond) // its answer on the way back
-	var instances []*api.Instance
-	for i := range 3 {
-		in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("node-%d", i+1), Cluster: e2eCluster})
-		if err != nil {
-			t.Fatal(err)
-		}
-		instances = append(instances, in)
-	}
+	instances := createInstances(ctx, t, lc, 3)
 
 	// The outage: every API call fails with 503.
 	if err := lc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1}); err != nil {

@@ -32,14 +32,7 @@ func TestCCM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
-	var instances []*api.Instance
-	for i := range 3 {
-		in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("node-%d", i+1), Cluster: e2eCluster})
-		if err != nil {
-			t.Fatal(err)
-		}
-		instances = append(instances, in)
-	}
+	instances := createInstances(ctx, t, lc, 3)
 	harness.StartCCM(t, c, ccmBin, lc, harness.CCMOptions{
 		Cluster:     e2eCluster,
 		CloudConfig: "instanceMaxAge: 2s\nminRefreshInterval: 500ms\n",
@@ -112,6 +105,21 @@ func TestCCM(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("cloud API calls: %v", st.Calls)
+}
+
+// createInstances makes n instances of the e2e cluster in the local
+// cloud, node-1 ... node-n.
+func createInstances(ctx context.Context, t *testing.T, lc *harness.LocalCloud, n int) []*api.Instance {
+	t.Helper()
+	var instances []*api.Instance
+	for i := range n {
+		in, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: fmt.Sprintf("node-%d", i+1), Cluster: e2eCluster})
+		if err != nil {
+			t.Fatal(err)
+		}
+		instances = append(instances, in)
+	}
+	return instances
 }
 
 func testLoadBalancer(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *harness.LocalCloud) {
