@@ -127,7 +127,8 @@ fuzz: ## run every fuzz target for FUZZ_TIME (default 30s) each
 
 e2e: deps kube-bins helm-bin ## end-to-end tests on the real test bed, the reliability scenarios at reduced sizes among them (their table: bin/chaos-results-reduced.md)
 	@mkdir -p $(BIN)
-	MOORING_CHAOS_RESULTS=$(abspath $(BIN))/chaos-results-reduced.md $(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
+	MOORING_CHAOS_RESULTS=$(abspath $(BIN))/chaos-results-reduced.md $(GO) test -count=1 -p 1 -timeout 45m $(E2E_PKGS) 2>&1 | tee $(BIN)/e2e.log || \
+	  { echo "e2e: the failed tests' own lines (the whole output: $(BIN)/e2e.log)"; hack/failures.sh $(BIN)/e2e.log; exit 1; }
 	@cat $(BIN)/chaos-results-reduced.md
 
 # The reliability scenarios (test/chaos, docs/reliability.md) at full size;

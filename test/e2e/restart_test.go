@@ -220,10 +220,32 @@ func waitNode(ctx context.Context, t *testing.T, c *testbed.Cluster, name, what 
 	harness.WaitUntil(ctx, t, name+" "+what, func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return false, nil
+			return false, err
 		}
-		return err == nil && ok(n), err
+		if err != nil {
+			return false, err
+		}
+		if ok(n) {
+			return true, nil
+		}
+		return false, fmt.Errorf("not yet: %s", nodeState(n))
 	})
+}
+
+// nodeState is what a waiting test reports of a Node it waits on: its
+// providerID, taints and Ready condition.
+func nodeState(n *corev1.Node) string {
+	ready := "no Ready condition"
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = fmt.Sprintf("Ready %s (%s)", c.Status, c.Reason)
+		}
+	}
+	var taints []string
+	for _, t := range n.Spec.Taints {
+		taints = append(taints, t.Key+":"+string(t.Effect))
+	}
+	return fmt.Sprintf("providerID %q, taints %v, %s", n.Spec.ProviderID, taints, ready)
 }
 
 // waitInitialized waits until the Node is Ready and initialized (the

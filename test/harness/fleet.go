@@ -320,15 +320,18 @@ func copyExecutable(from, to string) error {
 // StartFleet is RunFleet for a test: it fails the test on an error and,
 // when the test ends, stops the fleet (before the test bed's teardown, so
 // systemd stops the kubelets before their nodes are cleaned up), showing the
-// tails of the first machine's agent and kubelet logs and of systemd's log
-// if the test failed.
+// tails of the first three machines' agent and kubelet logs and of
+// systemd's log if the test failed.
 func StartFleet(ctx context.Context, t testing.TB, c *testbed.Cluster, lc *LocalCloud, opts FleetOptions) *Fleet {
 	t.Helper()
 	f, err := RunFleet(ctx, c, lc, opts)
 	t.Cleanup(func() {
 		if t.Failed() && f != nil && len(f.Machines) > 0 {
-			m := f.Machines[0]
-			for _, path := range []string{filepath.Join(m.Root, "agent.log"), filepath.Join(m.Root, "kubelet.log"), filepath.Join(f.Dir, "systemd", "systemd.log")} {
+			var paths []string
+			for _, m := range f.Machines[:min(3, len(f.Machines))] {
+				paths = append(paths, filepath.Join(m.Root, "agent.log"), filepath.Join(m.Root, "kubelet.log"))
+			}
+			for _, path := range append(paths, filepath.Join(f.Dir, "systemd", "systemd.log")) {
 				t.Logf("%s (tail):\n%s", path, tail(path, 25))
 			}
 		}
