@@ -177,7 +177,9 @@ type RouteList struct {
 type Faults struct {
 	// Latency is added to every API call.
 	Latency Duration `json:"latency,omitempty"`
-	// ErrorRate (0..1) is the share of API calls that fail with 503.
+	// ErrorRate (0..1) is the share of API calls that fail with 503,
+	// spread evenly rather than drawn: the first call since the faults
+	// were set fails, then that share of the calls (0.5: every other one).
 	ErrorRate float64 `json:"errorRate,omitempty"`
 	// Operations override the above per operation name (see Stats).
 	Operations map[string]OperationFault `json:"operations,omitempty"`

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -56,6 +55,10 @@ type gate struct {
 	faulted   int64
 	// staleListed: instances lists left out (Faults.StaleList).
 	staleListed int64
+	// drawn counts, since the faults were set, the calls that met an error
+	// rate: by operation for an operation's own fault, under "" for the
+	// faults' own rate.
+	drawn map[string]int64
 }
 
 func newGate(cfg Config) *gate {
@@ -108,6 +111,26 @@ func (g *gate) setFaults(f api.Faults) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.faults = f
+	g.drawn = nil
+}
+
+// fails says whether the next call under an error rate fails, and counts
+// it (key: the operation of an operation's own fault, "" for the faults'
+// rate). The failures are spread evenly, not drawn at random: of the calls
+// since the faults were set, the share rate fails, the first call among
+// them (call n fails when ceil(n*rate) grows), so a fault over a few calls
+// shows as surely as one over many and a run repeats. g.mu is held.
+func (g *gate) fails(key string, rate float64) bool {
+	if rate <= 0 {
+		return false
+	}
+	if g.drawn == nil {
+		g.drawn = map[string]int64{}
+	}
+	g.drawn[key]++
+	n := float64(g.drawn[key])
+	// The epsilon keeps a product such as 10*0.1 from rounding up.
+	return math.Ceil(n*rate-1e-9) > math.Ceil((n-1)*rate-1e-9)
 }
 
 // staleList is the set of instance ids lists leave out (Faults.StaleList);
@@ -143,9 +166,9 @@ func (g *gate) getFaults() api.Faults {
 func (g *gate) admit(r *http.Request, op string, limited bool) error {
 	g.mu.Lock()
 	g.calls[op]++
-	fault := api.OperationFault{Latency: g.faults.Latency, ErrorRate: g.faults.ErrorRate}
+	fault, key := api.OperationFault{Latency: g.faults.Latency, ErrorRate: g.faults.ErrorRate}, ""
 	if f, ok := g.faults.Operations[op]; ok {
-		fault = f
+		fault, key = f, op
 	}
 	limiter := g.limiter
 	g.mu.Unlock()
@@ -170,10 +193,13 @@ func (g *gate) admit(r *http.Request, op string, limited bool) error {
 			return r.Context().Err()
 		}
 	}
-	if fault.ErrorRate > 0 && rand.Float64() < fault.ErrorRate {
-		g.mu.Lock()
+	g.mu.Lock()
+	failed := g.fails(key, fault.ErrorRate)
+	if failed {
 		g.faulted++
-		g.mu.Unlock()
+	}
+	g.mu.Unlock()
+	if failed {
 		e := api.Errorf(api.CodeUnavailable, "injected fault on %s", op)
 		e.Status = fault.Status
 		if e.Status == 0 {

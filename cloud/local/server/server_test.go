@@ -845,6 +845,51 @@ func TestFaultInjection(t *testing.T) {
 	}
 }
 
+// TestErrorRateSpread: an error rate fails that share of the calls since
+// the faults were set, evenly and from the first call on, per operation
+// fault and for the faults' own rate apart; setting the faults again
+// starts over. (With calls drawn at random, a 0.5 rate over two calls
+// failed none a quarter of the time: the outage scenario's brown-out then
+// tested nothing.)
+func TestErrorRateSpread(t *testing.T) {
+	tc := newTestCloud(t, nil)
+	ctx := context.Background()
+	pattern := func(n int, call func() error) string {
+		var b strings.Builder
+		for range n {
+			if err := call(); err != nil {
+				wantCode(t, err, api.CodeUnavailable, http.StatusServiceUnavailable)
+				b.WriteByte('x')
+			} else {
+				b.WriteByte('.')
+			}
+		}
+		return b.String()
+	}
+	list := func() error { _, err := tc.client.ListInstances(ctx, client.ListOptions{}); return err }
+	lbs := func() error { _, err := tc.client.ListLoadBalancers(ctx, client.ListOptions{}); return err }
+	if err := tc.client.SetFaults(ctx, api.Faults{ErrorRate: 0.5, Operations: map[string]api.OperationFault{
+		"ListLoadBalancers": {ErrorRate: 0.25},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pattern(6, list); got != "x.x.x." {
+		t.Errorf("ListInstances at 0.5: %s, want x.x.x.", got)
+	}
+	if got := pattern(8, lbs); got != "x...x..." {
+		t.Errorf("ListLoadBalancers at its own 0.25: %s, want x...x...", got)
+	}
+	if err := tc.client.SetFaults(ctx, api.Faults{ErrorRate: 0.1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pattern(20, list); got != "x.........x........." {
+		t.Errorf("ListInstances at 0.1 after the faults were set again: %s", got)
+	}
+	if st, _ := tc.client.Stats(ctx); st.Faulted != 7 {
+		t.Errorf("faulted = %d, want 7", st.Faulted)
+	}
+}
+
 // TestStaleListFault: an instance named in Faults.StaleList is left out of
 // lists (and counted) while GetInstance and a list by its id still serve it.
 func TestStaleListFault(t *testing.T) {
