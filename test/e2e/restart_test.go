@@ -219,11 +219,8 @@ func waitNode(ctx context.Context, t *testing.T, c *testbed.Cluster, name, what 
 	t.Helper()
 	harness.WaitUntil(ctx, t, name+" "+what, func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, err
-		}
 		if err != nil {
-			return false, err
+			return false, err // a Node not yet registered included
 		}
 		if ok(n) {
 			return true, nil

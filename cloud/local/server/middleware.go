@@ -114,23 +114,27 @@ func (g *gate) setFaults(f api.Faults) {
 	g.drawn = nil
 }
 
-// fails says whether the next call under an error rate fails, and counts
-// it (key: the operation of an operation's own fault, "" for the faults'
-// rate). The failures are spread evenly, not drawn at random: of the calls
-// since the faults were set, the share rate fails, the first call among
-// them (call n fails when ceil(n*rate) grows), so a fault over a few calls
-// shows as surely as one over many and a run repeats. g.mu is held.
+// fails says whether the next call under an error rate (above 0) fails,
+// and counts it, and a failure in Stats (key: the operation of an
+// operation's own fault, "" for the faults' rate). The failures are spread
+// evenly, not drawn at random: of the calls since the faults were set, the
+// share rate fails, the first call among them (call n fails when
+// ceil(n*rate) grows), so a fault over a few calls shows as surely as one
+// over many and a run repeats.
 func (g *gate) fails(key string, rate float64) bool {
-	if rate <= 0 {
-		return false
-	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.drawn == nil {
 		g.drawn = map[string]int64{}
 	}
 	g.drawn[key]++
 	n := float64(g.drawn[key])
 	// The epsilon keeps a product such as 10*0.1 from rounding up.
-	return math.Ceil(n*rate-1e-9) > math.Ceil((n-1)*rate-1e-9)
+	failed := math.Ceil(n*rate-1e-9) > math.Ceil((n-1)*rate-1e-9)
+	if failed {
+		g.faulted++
+	}
+	return failed
 }
 
 // staleList is the set of instance ids lists leave out (Faults.StaleList);
@@ -193,13 +197,7 @@ func (g *gate) admit(r *http.Request, op string, limited bool) error {
 			return r.Context().Err()
 		}
 	}
-	g.mu.Lock()
-	failed := g.fails(key, fault.ErrorRate)
-	if failed {
-		g.faulted++
-	}
-	g.mu.Unlock()
-	if failed {
+	if fault.ErrorRate > 0 && g.fails(key, fault.ErrorRate) {
 		e := api.Errorf(api.CodeUnavailable, "injected fault on %s", op)
 		e.Status = fault.Status
 		if e.Status == 0 {
