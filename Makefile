@@ -32,7 +32,7 @@ UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e' -e '/test/chaos' -
 # Packages with micro-benchmarks (the scale benchmarks in test/bench run apart).
 BENCH_PKGS = $(shell grep -rl --include='*_test.go' '^func Benchmark' . | xargs -rn1 dirname | sort -u | grep -v '/test/bench')
 
-.PHONY: help build release release-test chart-package test unit adversarial fuzz e2e chaos bench bench-tuning lint demo clean deps kube-bins docs chart helm-bin images push
+.PHONY: help build release release-test chart-package test unit adversarial fuzz e2e chaos bench bench-tuning lint demo soak clean deps kube-bins docs chart helm-bin images push
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -168,6 +168,18 @@ demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C 
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/demo ./hack/demo
 	$(BIN)/demo $(if $(BOOT),--boot=$(BOOT))
+
+# The demo's join over and over on fresh test beds (hack/soak; issue 42,
+# docs/reliability.md): SOAK_JOINS machines in all, each round the demo's
+# 3 machines under systemd --user and SOAK_BOOT booted ones, beside
+# SOAK_BUSY busy loops.
+SOAK_JOINS ?= 300
+SOAK_BOOT ?= 1
+SOAK_BUSY ?= 0
+soak: deps kube-bins ## the demo's join over and over on fresh beds (SOAK_JOINS, SOAK_BOOT, SOAK_BUSY); failure rate and approval-to-Ready p50/p99/max in bin/soak/results.md, with the logs of every slow or failed machine
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/soak-run ./hack/soak
+	$(BIN)/soak-run --joins $(SOAK_JOINS) --boot $(SOAK_BOOT) --busy $(SOAK_BUSY)
 
 clean: ## remove build output (not the Kubernetes binary cache)
 	rm -rf $(BIN)

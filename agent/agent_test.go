@@ -1,11 +1,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/certificate"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
@@ -704,6 +707,44 @@ func TestStorePairFailureKeepsTheCurrentPair(t *testing.T) {
 		if err := validCredentials(f, e.ca.CertPEM, "node-1", time.Now()); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestKubeletStoreReadsThePair: the kubelet's own certificate store
+// (client-go's util/certificate file store, as the kubelet makes it for
+// its client pair) loads what the agent wrote, the same certificate, and
+// rotates over it. The agent keeps its own writer: that package links
+// client-go's clientset, every API group, which the agent does not link
+// (client.go).
+func TestKubeletStoreReadsThePair(t *testing.T) {
+	e := newEnv(t)
+	if err := e.run(); err != nil {
+		t.Fatal(err)
+	}
+	current := filepath.Join(e.cfg.CertDir, "kubelet-client-current.pem")
+	// The kubeconfig the agent writes names the pair as both files.
+	store, err := certificate.NewFileStore("kubelet-client", e.cfg.CertDir, e.cfg.CertDir, current, current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := store.Current()
+	if err != nil {
+		t.Fatalf("the kubelet's store cannot load the agent's pair: %v", err)
+	}
+	pair, err := os.ReadFile(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(pair)
+	if block == nil || !bytes.Equal(got.Certificate[0], block.Bytes) || got.Leaf == nil || got.Leaf.Subject.CommonName != "system:node:node-1" {
+		t.Fatalf("the kubelet's store loaded another certificate: %v", got.Leaf)
+	}
+	// A rotation by the kubelet replaces the agent's link.
+	if _, err := store.Update(pair, keyBlock(t, pair)); err != nil {
+		t.Fatalf("the kubelet's store cannot rotate over the agent's layout: %v", err)
+	}
+	if err := validCredentials(current, e.ca.CertPEM, "node-1", time.Now()); err != nil {
+		t.Fatal(err)
 	}
 }
 

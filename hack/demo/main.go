@@ -178,7 +178,7 @@ func run(stateDir string, n, booted int, nonInteractive, skipDeps bool) (err err
 		for _, m := range bootFleet.Machines {
 			d, err := m.WaitReady(ctx, c, 3*time.Minute)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w; what the machine says:\n%s", err, m.Diagnose(context.Background()))
 			}
 			fmt.Printf("    %s: Node %s Ready %v after its container started (its journal: runc --root %s exec %s journalctl -u mooring-agent)\n",
 				m.Name, m.NodeName, d.Round(10*time.Millisecond), m.StateDir(), m.Name)
@@ -260,7 +260,13 @@ func watchNodes(ctx context.Context, c *testbed.Cluster, fleet *harness.Fleet, s
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errors.New("not every node reached Ready with its serving certificate in 4 minutes")
+			var late []string
+			for _, m := range fleet.Machines {
+				if r := last[m.Instance.Name]; r.ready != "Ready" || !strings.HasPrefix(r.serving, "approved") {
+					late = append(late, m.Diagnose(ctx))
+				}
+			}
+			return fmt.Errorf("not every node reached Ready with its serving certificate in 4 minutes; what the machines that did not say:\n%s", strings.Join(late, "\n"))
 		}
 		select {
 		case <-ctx.Done():

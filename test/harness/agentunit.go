@@ -38,14 +38,18 @@ func (s AgentState) String() string {
 }
 
 // State reads the unit's state.
-func (a *AgentUnit) State(ctx context.Context) (AgentState, error) {
+func (a *AgentUnit) State(ctx context.Context) (AgentState, error) { return a.fleet.unitState(ctx, a.Unit) }
+
+// unitState reads a service unit's state (the kubelet's as well as the
+// agent's).
+func (f *Fleet) unitState(ctx context.Context, unit string) (AgentState, error) {
 	var s AgentState
-	err := a.fleet.withUnits(ctx, func(ctx context.Context, conn *dbus.Conn) error {
-		props, err := conn.GetAllPropertiesContext(ctx, a.Unit)
+	err := f.withUnits(ctx, func(ctx context.Context, conn *dbus.Conn) error {
+		props, err := conn.GetAllPropertiesContext(ctx, unit)
 		if err != nil {
 			return err
 		}
-		svc, err := conn.GetUnitTypePropertiesContext(ctx, a.Unit, "Service")
+		svc, err := conn.GetUnitTypePropertiesContext(ctx, unit, "Service")
 		if err != nil {
 			return err
 		}

@@ -97,8 +97,9 @@ func BootMachines(ctx context.Context, t testing.TB, c *testbed.Cluster, opts Bo
 				if m.PID() == 0 {
 					continue
 				}
-				out, _ := m.Exec(context.Background(), "journalctl", "--no-pager", "-n", "40", "-u", "mooring-agent", "-u", "kubelet", "-u", "cloud-final", "-u", "cloud-config")
-				t.Logf("machine %s journal (tail):\n%s", m.Name, out)
+				t.Logf("%s", m.Diagnose(context.Background()))
+				out, _ := m.Exec(context.Background(), "journalctl", "--no-pager", "-n", "20", "-u", "cloud-final", "-u", "cloud-config")
+				t.Logf("machine %s cloud-init journal (tail):\n%s", m.Name, out)
 			}
 		}
 		if err := f.Remove(); err != nil {

@@ -319,21 +319,20 @@ func copyExecutable(from, to string) error {
 
 // StartFleet is RunFleet for a test: it fails the test on an error and,
 // when the test ends, stops the fleet (before the test bed's teardown, so
-// systemd stops the kubelets before their nodes are cleaned up), showing the
-// tails of the first three machines' agent and kubelet logs and of
-// systemd's log if the test failed.
+// systemd stops the kubelets before their nodes are cleaned up), showing,
+// if the test failed, what up to three machines whose Node is not Ready
+// say (Machine.Diagnose: unit states, log tails, the kubelet's files) and
+// the tail of systemd's log.
 func StartFleet(ctx context.Context, t testing.TB, c *testbed.Cluster, lc *LocalCloud, opts FleetOptions) *Fleet {
 	t.Helper()
 	f, err := RunFleet(ctx, c, lc, opts)
 	t.Cleanup(func() {
 		if t.Failed() && f != nil && len(f.Machines) > 0 {
-			var paths []string
-			for _, m := range f.Machines[:min(3, len(f.Machines))] {
-				paths = append(paths, filepath.Join(m.Root, "agent.log"), filepath.Join(m.Root, "kubelet.log"))
+			for _, m := range f.notReady(c, 3) {
+				t.Logf("%s", m.Diagnose(context.Background()))
 			}
-			for _, path := range append(paths, filepath.Join(f.Dir, "systemd", "systemd.log")) {
-				t.Logf("%s (tail):\n%s", path, tail(path, 25))
-			}
+			path := filepath.Join(f.Dir, "systemd", "systemd.log")
+			t.Logf("%s (tail):\n%s", path, tail(path, 25))
 		}
 		if f != nil {
 			if err := f.Stop(); err != nil {
@@ -345,6 +344,33 @@ func StartFleet(ctx context.Context, t testing.TB, c *testbed.Cluster, lc *Local
 		t.Fatal(err)
 	}
 	return f
+}
+
+// notReady is up to n machines whose Node is not Ready (or cannot be
+// read), or, when every one is, the first n: those a failed test shows.
+func (f *Fleet) notReady(c *testbed.Cluster, n int) []*Machine {
+	var late []*Machine
+	for _, m := range f.Machines {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, m.Name, metav1.GetOptions{})
+		cancel()
+		if err != nil || !nodeIsReady(node) {
+			late = append(late, m)
+		}
+	}
+	if len(late) == 0 {
+		late = f.Machines
+	}
+	return late[:min(n, len(late))]
+}
+
+func nodeIsReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // Stop stops following the instances' power, then stops systemd (and so
