@@ -38,7 +38,9 @@ func (s AgentState) String() string {
 }
 
 // State reads the unit's state.
-func (a *AgentUnit) State(ctx context.Context) (AgentState, error) { return a.fleet.unitState(ctx, a.Unit) }
+func (a *AgentUnit) State(ctx context.Context) (AgentState, error) {
+	return a.fleet.unitState(ctx, a.Unit)
+}
 
 // unitState reads a service unit's state (the kubelet's as well as the
 // agent's).
