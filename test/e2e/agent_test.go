@@ -64,4 +64,16 @@ func TestAgentJoinsNodes(t *testing.T) {
 		}
 	}
 	t.Logf("3 nodes Ready, initialized, serving certificates approved, %v after the agents started", time.Since(start).Round(time.Millisecond))
+
+	// Each kubelet has its machine's own device plugin directory (issue
+	// 42: kubelets sharing the host's raced for its socket, and the loser
+	// exited before registering), and still runs.
+	for _, m := range machines {
+		if st, err := os.Stat(filepath.Join(m.DevicePluginDir(), "kubelet.sock")); err != nil || st.Mode()&os.ModeSocket == 0 {
+			t.Errorf("%s: no device plugin socket in the machine's own %s (%v): its kubelet used another machine's", m.Name, m.DevicePluginDir(), err)
+		}
+		if k, err := m.KubeletState(ctx); err != nil || k.ActiveState != "active" || k.NRestarts != 0 {
+			t.Errorf("%s: kubelet unit %s (%v)", m.Name, k, err)
+		}
+	}
 }

@@ -46,6 +46,15 @@ type Machine struct {
 	mounts []string // MountTmpfs's mount points, unmounted by Fleet.Stop
 }
 
+// DevicePluginDir is where every kubelet keeps its device plugin
+// registration socket and checkpoint, whatever its --root-dir
+// (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath).
+const DevicePluginDir = "/var/lib/kubelet/device-plugins"
+
+// DevicePluginDir is the machine's own DevicePluginDir, which its kubelet
+// unit sees in place of the host's (units.go).
+func (m *Machine) DevicePluginDir() string { return filepath.Join(m.Root, DevicePluginDir) }
+
 // MountTmpfs mounts a tmpfs of size bytes on path (under the machine's
 // root, made if missing), as a small disk the machine can fill. Call it
 // from FleetOptions.Prepare, before systemd starts, so that the machine's
@@ -251,7 +260,7 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 func layOutMachine(c *testbed.Cluster, fleetDir, name string, p Provisioned) (*Machine, error) {
 	root := filepath.Join(fleetDir, "machines", name)
 	at := func(path string) string { return filepath.Join(root, path) }
-	for _, d := range []string{"/etc/mooring", "/etc/kubernetes", "/var/lib/kubelet"} {
+	for _, d := range []string{"/etc/mooring", "/etc/kubernetes", "/var/lib/kubelet", DevicePluginDir} {
 		if err := os.MkdirAll(at(d), 0o755); err != nil {
 			return nil, err
 		}

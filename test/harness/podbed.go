@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/internal/pki"
@@ -112,12 +113,17 @@ func markControlPlane(ctx context.Context, c *testbed.Cluster, name, addr string
 	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return err
 	}
-	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	// The kubelet writes the Node too (its status, annotations): an update
+	// on a copy it has changed since is read again and retried.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: ControlPlaneTaint, Effect: corev1.TaintEffectNoSchedule})
+		_, err = c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 		return err
-	}
-	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: ControlPlaneTaint, Effect: corev1.TaintEffectNoSchedule})
-	if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+	}); err != nil {
 		return err
 	}
 	return c.SetNodeAddresses(ctx, name, []corev1.NodeAddress{

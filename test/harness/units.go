@@ -75,9 +75,23 @@ func writeMachineUnits(unitDir string, m *Machine, agentBin, kubeletBin string, 
 		// $KUBELET_EXTRA_ARGS, which mooring's drop-in keeps. The test
 		// bed's are the node's own settings (a configuration drop-in
 		// directory) and root directory.
+		//
+		// BindPaths gives the machine's kubelet the machine's own
+		// /var/lib/kubelet/device-plugins. The kubelet keeps its device
+		// plugin registration socket there whatever --root-dir says
+		// (k8s.io/kubelet's DevicePluginPath); sharing the host's, kubelets
+		// that started together each emptied the directory and listened,
+		// and the one that came second failed with "address already in
+		// use", could not start its container manager and exited before
+		// registering its Node (issue 42). A real machine has one kubelet
+		// to that directory.
+		//
+		// No Restart= (the distribution's unit restarts the kubelet after
+		// 10 s): a kubelet that exits fails the test with its log
+		// (Machine.Diagnose) instead of joining 10 s late.
 		kubeletName: fmt.Sprintf("[Unit]\nDescription=kubelet of machine %s (the test bed's stand-in for the distribution's kubelet.service)\n\n"+
-			"[Service]\nExecStart=%s\nEnvironment=\"KUBELET_EXTRA_ARGS=--config-dir=%s --root-dir=%s --v=2\"\nStandardOutput=append:%s\nStandardError=inherit\n",
-			m.Name, kubeletBin, m.Node.ConfigDir, m.Node.RootDir, filepath.Join(m.Root, "kubelet.log")),
+			"[Service]\nExecStart=%s\nEnvironment=\"KUBELET_EXTRA_ARGS=--config-dir=%s --root-dir=%s --v=2\"\nBindPaths=%s:%s\nStandardOutput=append:%s\nStandardError=inherit\n",
+			m.Name, kubeletBin, m.Node.ConfigDir, m.Node.RootDir, m.DevicePluginDir(), DevicePluginDir, filepath.Join(m.Root, "kubelet.log")),
 		kubeletName + ".d/20-mooring.conf": dropIn,
 	}
 	for name, content := range files {

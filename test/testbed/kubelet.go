@@ -101,6 +101,9 @@ func (cp *ControlPlane) StartNode(ctx context.Context, nc NodeConfig) (n *Node, 
 	if err := n.WaitHealthy(ctx, startTimeout); err != nil {
 		return n, n.kubelet.failure(err)
 	}
+	if err := n.waitDevicePluginSocket(startTimeout); err != nil {
+		return n, n.kubelet.failure(err)
+	}
 	cp.cfg.Logf("kubelet %s (%s:%d) healthy in %v, RSS %d MiB, pid %d", nc.Name, nc.Address, n.Port,
 		time.Since(n.kubelet.started).Round(time.Millisecond), n.kubelet.rssBytes()>>20, n.kubelet.pid())
 	return n, nil
@@ -210,6 +213,29 @@ func (n *Node) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// devicePluginSocket is where every kubelet of this machine's mount
+// namespace listens for device plugins, whatever its --root-dir
+// (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.KubeletSocket).
+const devicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+
+// waitDevicePluginSocket waits until the kubelet has made its device
+// plugin socket. The kubelets StartNode runs share the host's directory
+// (they run real pods, so they stay in the host's mount namespace, where
+// containerd sees their volume mounts): each empties it and listens there
+// as its container manager starts. Two kubelets doing that at once made
+// the second fail with "address already in use" and exit (issue 42), so
+// StartNode returns only once its kubelet is past that point. The
+// machines of test/harness have directories of their own.
+func (n *Node) waitDevicePluginSocket(timeout time.Duration) error {
+	return waitFor(timeout, 50*time.Millisecond, "kubelet "+n.Name+" device plugin socket", func() (bool, error) {
+		if done, _ := n.kubelet.exited(); done {
+			return false, errExited
+		}
+		st, err := os.Stat(devicePluginSocket)
+		return err == nil && !st.ModTime().Before(n.kubelet.started), nil
 	})
 }
 
