@@ -105,15 +105,7 @@ func run(stateDir string, n, booted int, nonInteractive, skipDeps bool) (err err
 		if stopResponder != nil {
 			stopResponder()
 		}
-		var errs []error
-		if bootFleet != nil {
-			errs = append(errs, bootFleet.Remove())
-		}
-		if fleet != nil {
-			errs = append(errs, fleet.Stop())
-		}
-		errs = append(errs, c.Stop())
-		if e := errors.Join(errs...); e != nil {
+		if e := harness.StopBed(c, fleet, bootFleet); e != nil {
 			err = errors.Join(err, fmt.Errorf("%w: %w", errTeardown, e))
 		} else {
 			fmt.Println("    all processes stopped; `make demo` starts afresh")

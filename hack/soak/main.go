@@ -15,7 +15,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -240,14 +239,7 @@ func soakRound(ctx context.Context, o options, round int, bins map[string]string
 	obsCtx, stopObserving := context.WithCancel(ctx)
 	defer func() {
 		stopObserving()
-		var errs []error
-		if bootFleet != nil {
-			errs = append(errs, bootFleet.Remove())
-		}
-		if fleet != nil {
-			errs = append(errs, fleet.Stop())
-		}
-		errs = append(errs, c.Stop())
+		errs := []error{harness.StopBed(c, fleet, bootFleet)}
 		if keepBed {
 			errs = append(errs, copyDir(cp.LogDir(), filepath.Join(o.out, fmt.Sprintf("round-%03d", round), "control-plane")))
 		}
@@ -425,20 +417,11 @@ func stamp(t time.Time) string {
 }
 
 func copyFile(from, to string) error {
-	in, err := os.Open(from)
+	data, err := os.ReadFile(from)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.Create(to)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return os.WriteFile(to, data, 0o644)
 }
 
 func copyDir(from, to string) error {

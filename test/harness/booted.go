@@ -308,6 +308,21 @@ func kubeletImage(address string, kubeadm bool) ([]boot.File, error) {
 	return files, nil
 }
 
+// StopBed stops what a program outside a test (the demo, the soak) ran
+// on a bed, in the order that leaves nothing behind: the booted machines
+// and the fleet (either may be nil), before the cluster whose nodes they
+// are.
+func StopBed(c *testbed.Cluster, fleet *Fleet, boot *BootFleet) error {
+	var errs []error
+	if boot != nil {
+		errs = append(errs, boot.Remove())
+	}
+	if fleet != nil {
+		errs = append(errs, fleet.Stop())
+	}
+	return errors.Join(append(errs, c.Stop())...)
+}
+
 // Remove stops and removes every machine and their runtimes, then the
 // fleet's directory, and reports anything left.
 func (f *BootFleet) Remove() error {

@@ -177,6 +177,11 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 	if err := copyExecutable(opts.AgentBin, agentBin); err != nil {
 		return f, err
 	}
+	// The mount point of the machines' own device plugin directories
+	// (units.go); a kubelet of the host's would make it too.
+	if err := os.MkdirAll(DevicePluginDir, 0o755); err != nil {
+		return f, err
+	}
 	sd := filepath.Join(dir, "systemd")
 	unitDir := filepath.Join(sd, "config", "systemd", "user")
 	if err := os.MkdirAll(unitDir, 0o755); err != nil {
