@@ -205,10 +205,8 @@ func observe(ctx context.Context, c *testbed.Cluster) *observer {
 			return
 		}
 		ob.first(ob.registered, n.Name)
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-				ob.first(ob.ready, n.Name)
-			}
+		if harness.NodeReady(n) {
+			ob.first(ob.ready, n.Name)
 		}
 	}
 	_, _ = f.Certificates().V1().CertificateSigningRequests().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -240,10 +240,8 @@ func (w *world) waitReadyServing(t *testing.T, ctx context.Context, names []stri
 		ready := map[string]bool{}
 		for i := range nodes.Items {
 			nd := &nodes.Items[i]
-			for _, c := range nd.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && harness.NodeInitialized(nd) {
-					ready[nd.Name] = true
-				}
+			if harness.NodeReady(nd) && harness.NodeInitialized(nd) {
+				ready[nd.Name] = true
 			}
 		}
 		l, err := w.c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})

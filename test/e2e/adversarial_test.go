@@ -97,7 +97,7 @@ func TestAdversarialE2E(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return err == nil && nodeReady(n) && n.Spec.ProviderID == "local://"+inst["node-1"].ID &&
+		return err == nil && harness.NodeReady(n) && n.Spec.ProviderID == "local://"+inst["node-1"].ID &&
 			!hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule), err
 	})
 	serving, err := harness.WaitForDecision(ctx, c.Client, waitForServingCSR(ctx, t, c, "node-1").Name)

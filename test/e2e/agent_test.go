@@ -55,7 +55,7 @@ func TestAgentJoinsNodes(t *testing.T) {
 	for _, m := range machines {
 		name := m.Instance.Name
 		waitNode(ctx, t, c, name, "Ready and initialized", func(n *corev1.Node) bool {
-			return nodeReady(n) && n.Spec.ProviderID == "local://"+m.Instance.ID && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
+			return harness.NodeReady(n) && n.Spec.ProviderID == "local://"+m.Instance.ID && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
 		})
 		servingApprovedByMooring(ctx, t, c, name)
 		env, _ := os.ReadFile(m.EnvFile)

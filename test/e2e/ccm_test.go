@@ -209,7 +209,7 @@ func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *ha
 	}
 	harness.WaitUntil(ctx, t, node.Name+" NotReady", func() (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
-		return err == nil && !nodeReady(n), err
+		return err == nil && !harness.NodeReady(n), err
 	})
 	time.Sleep(8 * time.Second) // several lifecycle rounds, all failing
 	if _, err := c.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
@@ -239,13 +239,4 @@ func testLifecycle(ctx context.Context, t *testing.T, c *testbed.Cluster, lc *ha
 		}
 		return false, err
 	})
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

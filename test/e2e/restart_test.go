@@ -147,7 +147,7 @@ func TestInstancePowerReachesTheMachine(t *testing.T) {
 			t.Fatalf("agent of %s: exit %d, %v\n%s", m.Instance.Name, code, err, m.Agent.LogTail(30))
 		}
 		waitNode(ctx, t, c, m.Instance.Name, "Ready and initialized", func(n *corev1.Node) bool {
-			return nodeReady(n) && n.Spec.ProviderID == "local://"+m.Instance.ID && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
+			return harness.NodeReady(n) && n.Spec.ProviderID == "local://"+m.Instance.ID && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
 		})
 		if !kubeletServes(m) {
 			t.Fatalf("the kubelet of %s does not serve", m.Instance.Name)
@@ -180,7 +180,7 @@ func TestInstancePowerReachesTheMachine(t *testing.T) {
 		}
 	}
 	waitNode(ctx, t, c, stopped.Instance.Name, "NotReady and tainted shutdown", func(n *corev1.Node) bool {
-		return !nodeReady(n) && hasTaint(n, shutdownTaint, corev1.TaintEffectNoSchedule)
+		return !harness.NodeReady(n) && hasTaint(n, shutdownTaint, corev1.TaintEffectNoSchedule)
 	})
 	t.Logf("%s: NotReady and tainted shutdown %v after its instance was stopped", stopped.Instance.Name, time.Since(start).Round(100*time.Millisecond))
 	harness.WaitUntil(ctx, t, terminated.Instance.Name+" deleted", func() (bool, error) {
@@ -201,7 +201,7 @@ func TestInstancePowerReachesTheMachine(t *testing.T) {
 	start = time.Now()
 	cli("instances", "start", stopped.Instance.ID)
 	waitNode(ctx, t, c, stopped.Instance.Name, "Ready again without the shutdown taint", func(n *corev1.Node) bool {
-		return nodeReady(n) && !hasTaint(n, shutdownTaint, corev1.TaintEffectNoSchedule)
+		return harness.NodeReady(n) && !hasTaint(n, shutdownTaint, corev1.TaintEffectNoSchedule)
 	})
 	t.Logf("%s: Ready again, untainted, %v after its instance was started", stopped.Instance.Name, time.Since(start).Round(100*time.Millisecond))
 	if ev := stopped.WaitPowerEvents(2, 30*time.Second); len(ev) != 2 || !ev[1].On || ev[1].Err != nil {
@@ -252,7 +252,7 @@ func waitInitialized(ctx context.Context, t *testing.T, c *testbed.Cluster, name
 	var node *corev1.Node
 	waitNode(ctx, t, c, name, "Ready and initialized", func(n *corev1.Node) bool {
 		node = n
-		return nodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
+		return harness.NodeReady(n) && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
 	})
 	return node
 }

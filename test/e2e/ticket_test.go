@@ -65,7 +65,7 @@ func TestTicketJoinOnLocalCloud(t *testing.T) {
 	t.Logf("2 machines joined with tickets and 1 with signed evidence in %v", time.Since(start).Round(time.Millisecond))
 	for _, m := range fleet.Machines {
 		waitNode(ctx, t, c, m.Name, "Ready and initialized", func(n *corev1.Node) bool {
-			return nodeReady(n) && n.Spec.ProviderID == "local://"+m.Instance.ID && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
+			return harness.NodeReady(n) && n.Spec.ProviderID == "local://"+m.Instance.ID && !hasTaint(n, uninitializedTaint, corev1.TaintEffectNoSchedule)
 		})
 		servingApprovedByMooring(ctx, t, c, m.Name)
 		approval := clientApproval(ctx, t, c, m.Name)

@@ -46,14 +46,9 @@ type Machine struct {
 	mounts []string // MountTmpfs's mount points, unmounted by Fleet.Stop
 }
 
-// DevicePluginDir is where every kubelet keeps its device plugin
-// registration socket and checkpoint, whatever its --root-dir
-// (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath).
-const DevicePluginDir = "/var/lib/kubelet/device-plugins"
-
-// DevicePluginDir is the machine's own DevicePluginDir, which its kubelet
-// unit sees in place of the host's (units.go).
-func (m *Machine) DevicePluginDir() string { return filepath.Join(m.Root, DevicePluginDir) }
+// DevicePluginDir is the machine's own testbed.DevicePluginDir, which
+// its kubelet unit sees in place of the host's (units.go).
+func (m *Machine) DevicePluginDir() string { return filepath.Join(m.Root, testbed.DevicePluginDir) }
 
 // MountTmpfs mounts a tmpfs of size bytes on path (under the machine's
 // root, made if missing), as a small disk the machine can fill. Call it
@@ -179,7 +174,7 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 	}
 	// The mount point of the machines' own device plugin directories
 	// (units.go); a kubelet of the host's would make it too.
-	if err := os.MkdirAll(DevicePluginDir, 0o755); err != nil {
+	if err := os.MkdirAll(testbed.DevicePluginDir, 0o755); err != nil {
 		return f, err
 	}
 	sd := filepath.Join(dir, "systemd")
@@ -265,7 +260,7 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 func layOutMachine(c *testbed.Cluster, fleetDir, name string, p Provisioned) (*Machine, error) {
 	root := filepath.Join(fleetDir, "machines", name)
 	at := func(path string) string { return filepath.Join(root, path) }
-	for _, d := range []string{"/etc/mooring", "/etc/kubernetes", "/var/lib/kubelet", DevicePluginDir} {
+	for _, d := range []string{"/etc/mooring", "/etc/kubernetes", "/var/lib/kubelet", testbed.DevicePluginDir} {
 		if err := os.MkdirAll(at(d), 0o755); err != nil {
 			return nil, err
 		}
@@ -368,7 +363,7 @@ func (f *Fleet) notReady(c *testbed.Cluster, n int) []*Machine {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, m.Name, metav1.GetOptions{})
 		cancel()
-		if err != nil || !nodeIsReady(node) {
+		if err != nil || !NodeReady(node) {
 			late = append(late, m)
 		}
 	}
@@ -376,15 +371,6 @@ func (f *Fleet) notReady(c *testbed.Cluster, n int) []*Machine {
 		late = f.Machines
 	}
 	return late[:min(n, len(late))]
-}
-
-func nodeIsReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Stop stops following the instances' power, then stops systemd (and so

@@ -156,6 +156,16 @@ func RegisterNodes(ctx context.Context, c kubernetes.Interface, names []string, 
 	})
 }
 
+// NodeReady reports whether the Node's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // NodeInitialized reports whether the CCM gave the Node its providerID and
 // addresses and removed the uninitialized taint.
 func NodeInitialized(n *corev1.Node) bool {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mooring-dev/mooring/systemd/units"
+	"github.com/mooring-dev/mooring/test/testbed"
 )
 
 // A machine's units are mooring's shipped files (systemd/units), rendered
@@ -91,7 +92,7 @@ func writeMachineUnits(unitDir string, m *Machine, agentBin, kubeletBin string, 
 		// (Machine.Diagnose) instead of joining 10 s late.
 		kubeletName: fmt.Sprintf("[Unit]\nDescription=kubelet of machine %s (the test bed's stand-in for the distribution's kubelet.service)\n\n"+
 			"[Service]\nExecStart=%s\nEnvironment=\"KUBELET_EXTRA_ARGS=--config-dir=%s --root-dir=%s --v=2\"\nBindPaths=%s:%s\nStandardOutput=append:%s\nStandardError=inherit\n",
-			m.Name, kubeletBin, m.Node.ConfigDir, m.Node.RootDir, m.DevicePluginDir(), DevicePluginDir, filepath.Join(m.Root, "kubelet.log")),
+			m.Name, kubeletBin, m.Node.ConfigDir, m.Node.RootDir, m.DevicePluginDir(), testbed.DevicePluginDir, filepath.Join(m.Root, "kubelet.log")),
 		kubeletName + ".d/20-mooring.conf": dropIn,
 	}
 	for name, content := range files {

@@ -216,10 +216,10 @@ func (n *Node) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 	})
 }
 
-// devicePluginSocket is where every kubelet of this machine's mount
-// namespace listens for device plugins, whatever its --root-dir
-// (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.KubeletSocket).
-const devicePluginSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
+// DevicePluginDir is where every kubelet keeps its device plugin
+// registration socket (kubelet.sock) and checkpoint, whatever its
+// --root-dir (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1.DevicePluginPath).
+const DevicePluginDir = "/var/lib/kubelet/device-plugins"
 
 // waitDevicePluginSocket waits until the kubelet has made its device
 // plugin socket. The kubelets StartNode runs share the host's directory
@@ -234,7 +234,7 @@ func (n *Node) waitDevicePluginSocket(timeout time.Duration) error {
 		if done, _ := n.kubelet.exited(); done {
 			return false, errExited
 		}
-		st, err := os.Stat(devicePluginSocket)
+		st, err := os.Stat(filepath.Join(DevicePluginDir, "kubelet.sock"))
 		return err == nil && !st.ModTime().Before(n.kubelet.started), nil
 	})
 }
