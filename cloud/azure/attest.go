@@ -29,6 +29,21 @@ const ReplayKeyPrefix = "azure-doc:"
 // public cloud carries: metadata.azure.com and names under it.
 var DefaultSignerNames = []string{"metadata.azure.com"}
 
+// Freshness defaults and limits. IMDS signs a new document for each new
+// nonce, so a genuine one is seconds old when the approver first sees it;
+// the agent files its CSR right after the document arrives.
+const (
+	// DefaultMaxDocumentAge is how long after its createdOn a document is
+	// accepted (plus the clock skew).
+	DefaultMaxDocumentAge = 5 * time.Minute
+	// DefaultMaxClockSkew is tolerated between Azure's clock and the
+	// approver's, on createdOn and on expiresOn.
+	DefaultMaxClockSkew = time.Minute
+	// MaxMaxDocumentAge and MaxMaxClockSkew bound what may be configured.
+	MaxMaxDocumentAge = 15 * time.Minute
+	MaxMaxClockSkew   = 5 * time.Minute
+)
+
 // VerifierOptions configure a Verifier.
 type VerifierOptions struct {
 	// Roots are the certificates the signer must chain to (required; the
@@ -51,6 +66,10 @@ type VerifierOptions struct {
 	SignerNames []string
 	// Subscriptions are the subscription ids whose VMs may join (required).
 	Subscriptions []string
+	// MaxDocumentAge is how long after its createdOn a document is
+	// accepted, MaxClockSkew how far Azure's clock and the approver's may
+	// differ (defaults DefaultMaxDocumentAge, DefaultMaxClockSkew).
+	MaxDocumentAge, MaxClockSkew time.Duration
 }
 
 // Verifier is a cloud.EvidenceVerifier for IMDS attested documents.
@@ -60,6 +79,7 @@ type Verifier struct {
 	aia           *aiaFetcher
 	names         []string
 	subscriptions []string
+	maxAge, skew  time.Duration
 }
 
 var _ cloud.EvidenceVerifier = (*Verifier)(nil)
@@ -72,7 +92,13 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if len(o.Subscriptions) == 0 {
 		return nil, errors.New("azure verifier: at least one subscription is required")
 	}
-	v := &Verifier{roots: o.Roots, intermediates: slices.Clone(o.Intermediates)}
+	v := &Verifier{roots: o.Roots, intermediates: slices.Clone(o.Intermediates), maxAge: o.MaxDocumentAge, skew: o.MaxClockSkew}
+	if v.maxAge <= 0 {
+		v.maxAge = DefaultMaxDocumentAge
+	}
+	if v.skew <= 0 {
+		v.skew = DefaultMaxClockSkew
+	}
 	if len(o.AIAAllowedHosts) > 0 {
 		allowed, err := parseAIAAllowed(o.AIAAllowedHosts)
 		if err != nil {
@@ -123,7 +149,7 @@ func (v *Verifier) PeekMachine(data []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	doc, _, _, err := parseDocument(p7.Content)
+	doc, err := parseDocument(p7.Content)
 	if err != nil {
 		return "", err
 	}
@@ -149,12 +175,12 @@ func contentKey(content []byte) string {
 // Verify checks an attested document: the PKCS#7 signature over the
 // embedded content by its one signer, that signer's chain to the roots at
 // now, its name, then the signed content itself: the nonce of the
-// binding, and the subscription. Freshness is the nonce: it is derived
-// from the new CSR's key, so no document made before that key existed can
-// carry it. The timestamps are not checked (genuine documents state a
-// createdOn hours before the request and an expiresOn close to it); they
-// are reported. Every verdict is a *cloud.Rejection; only a failed
-// download of an issuer certificate is an error to retry on.
+// binding, the subscription, and the timestamps at now (see fresh). The
+// nonce ties the document to the CSR's key; the timestamps bound when it
+// may be used: whoever can ask a VM's IMDS can get documents for keys
+// made in advance, and without a bound could keep them for ever. Every
+// verdict is a *cloud.Rejection; only a failed download of an issuer
+// certificate is an error to retry on.
 func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
 	want, err := agentid.Nonce(binding)
 	if err != nil {
@@ -188,7 +214,7 @@ func (v *Verifier) verify(ctx context.Context, data []byte, wantNonce string, no
 	if err := v.checkSigner(ctx, signer, p7.Certificates, now); err != nil {
 		return cloud.Attestation{}, err
 	}
-	doc, created, expires, err := parseDocument(p7.Content)
+	doc, err := parseDocument(p7.Content)
 	if err != nil {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, err)
 	}
@@ -198,14 +224,52 @@ func (v *Verifier) verify(ctx context.Context, data []byte, wantNonce string, no
 	if !slices.Contains(v.subscriptions, doc.SubscriptionID) {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectIssuer, fmt.Errorf("VM %s is of subscription %s, not one of the cluster's", doc.VMID, doc.SubscriptionID))
 	}
+	created, until, err := v.fresh(doc.TimeStamp, now)
+	if err != nil {
+		return cloud.Attestation{}, err
+	}
 	klog.V(4).InfoS("Azure attested document verified", "vmId", doc.VMID, "subscription", doc.SubscriptionID, "signer", signer.Subject.String(),
 		"createdOn", doc.TimeStamp.CreatedOn, "expiresOn", doc.TimeStamp.ExpiresOn)
 	return cloud.Attestation{
 		InstanceID: doc.VMID,
 		ReplayKey:  contentKey(p7.Content),
 		IssuedAt:   created,
-		ExpiresAt:  expires,
+		ExpiresAt:  until,
 	}, nil
+}
+
+// fresh judges the document's timestamps at now: both must be in
+// TimeLayout (else EvidenceMalformed); expiresOn must be after createdOn,
+// createdOn at most the clock skew ahead of now and at most the maximum
+// age plus the skew before it, and now at most the skew past expiresOn
+// (else EvidenceExpired). It gives the document's createdOn and the end
+// of its acceptance: the earlier of createdOn plus the maximum age and
+// expiresOn.
+func (v *Verifier) fresh(ts TimeStamp, now time.Time) (created, until time.Time, err error) {
+	created, expires, err := ts.Times()
+	if err != nil {
+		return time.Time{}, time.Time{}, cloud.Reject(cloud.RejectMalformed, err)
+	}
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	switch {
+	case !expires.After(created):
+		err = fmt.Errorf("the document's expiresOn %s is not after its createdOn %s", stamp(expires), stamp(created))
+	case created.Sub(now) > v.skew:
+		err = fmt.Errorf("the document was created at %s, more than %s ahead of the approver's clock (%s)", stamp(created), v.skew, stamp(now))
+	case now.Sub(created) > v.maxAge+v.skew:
+		err = fmt.Errorf("the document was created at %s, more than %s (+%s clock skew) before the approver's clock (%s); IMDS signs a new one for each key",
+			stamp(created), v.maxAge, v.skew, stamp(now))
+	case now.Sub(expires) > v.skew:
+		err = fmt.Errorf("the document expired at %s (the approver's clock: %s)", stamp(expires), stamp(now))
+	}
+	if err != nil {
+		return time.Time{}, time.Time{}, cloud.Reject(cloud.RejectExpired, err)
+	}
+	until = created.Add(v.maxAge)
+	if expires.Before(until) {
+		until = expires
+	}
+	return created, until, nil
 }
 
 // checkSigner chains the signer certificate to the roots at now, through

@@ -13,6 +13,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const cluster = "c1"
@@ -264,31 +265,78 @@ func verifierFor(t *testing.T, ip string) (*azuretest.Cloud, azuretest.VM, cloud
 	return c, vm, provider(t, c).EvidenceVerifiers()[0], bnd, nonce
 }
 
-// TestVerifierIgnoresTimestamps: the nonce is the freshness; documents
-// with genuine timestamps (createdOn hours before, expiresOn passed a
-// moment ago), odd ones, or none in the layout verify, in the genuine
-// PKCS#7 form and in the common one (signed attributes, digest sha256).
-// Before, the first three were refused EvidenceExpired and the last
-// EvidenceMalformed.
-func TestVerifierIgnoresTimestamps(t *testing.T) {
+// TestVerifierTakesFreshDocuments: a document as IMDS signs it verifies
+// at once and a minute later, in the genuine PKCS#7 form and in the
+// common one (signed attributes, digest sha256); its attestation runs
+// from its createdOn to the end of the maximum age. The attacks on the
+// timestamps are in TestAttacks.
+func TestVerifierTakesFreshDocuments(t *testing.T) {
 	c, vm, v, bnd, nonce := verifierFor(t, "127.0.81.214")
-	now := time.Now()
-	for name, content := range map[string][]byte{
-		"as IMDS signs it, verified a minute later": c.DocumentAt(vm, nonce, now.Add(-time.Minute)),
-		"expired hours ago":                         c.DocumentFor(vm.VMID, c.Subscription(), nonce, now.Add(-7*time.Hour), now.Add(-time.Hour)),
-		"created ahead of the approver's clock":     c.Document(vm, nonce, now.Add(time.Hour)),
-		"timestamps in another layout":              []byte(strings.Replace(string(c.DocumentAt(vm, nonce, now)), `"createdOn":"`, `"createdOn":"x`, 1)),
-	} {
-		for form, sign := range map[string]func([]byte) ([]byte, error){"genuine": c.Signer.Sign, "with signed attributes": c.Signer.SignWithAttributes} {
-			der, err := sign(content)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if att, err := v.Verify(context.Background(), der, bnd, now); err != nil || att.InstanceID != vm.VMID {
-				t.Errorf("%s, %s: %+v %v", name, form, att, err)
+	fetched := time.Now().Truncate(time.Second)
+	content := c.DocumentAt(vm, nonce, fetched)
+	for form, sign := range map[string]func([]byte) ([]byte, error){"genuine": c.Signer.Sign, "with signed attributes": c.Signer.SignWithAttributes} {
+		der, err := sign(content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, now := range []time.Time{fetched, fetched.Add(time.Minute)} {
+			att, err := v.Verify(context.Background(), der, bnd, now)
+			if err != nil || att.InstanceID != vm.VMID || !att.IssuedAt.Equal(fetched) || !att.ExpiresAt.Equal(fetched.Add(azure.DefaultMaxDocumentAge)) {
+				t.Errorf("%s, at %s: %+v %v", form, now, att, err)
 			}
 		}
 	}
+}
+
+// TestMaxDocumentAgeIsConfigured: maxDocumentAge and maxClockSkew of the
+// cloud config reach the verifier: a document eight minutes old is
+// refused with the defaults and taken with maxDocumentAge 10m; one dated
+// two minutes ahead is taken with maxClockSkew 3m.
+func TestMaxDocumentAgeIsConfigured(t *testing.T) {
+	c, vm, def, bnd, nonce := verifierFor(t, "127.0.81.216")
+	roots, err := c.WriteRoots(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wider := providerWith(t, c, azure.Config{AttestationRootsFile: roots, AttestationAIAAllowedHosts: []string{c.AIAHost()},
+		MaxDocumentAge: metav1.Duration{Duration: 10 * time.Minute}, MaxClockSkew: metav1.Duration{Duration: 3 * time.Minute}}).EvidenceVerifiers()[0]
+	now := time.Now()
+	for name, created := range map[string]time.Time{"eight minutes old": now.Add(-8 * time.Minute), "two minutes ahead": now.Add(2 * time.Minute)} {
+		der, err := c.Signer.Sign(c.DocumentAt(vm, nonce, created))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := def.Verify(context.Background(), der, bnd, now); !isRejected(err, cloud.RejectExpired) {
+			t.Errorf("%s, defaults: %v", name, err)
+		}
+		if _, err := wider.Verify(context.Background(), der, bnd, now); err != nil {
+			t.Errorf("%s, configured: %v", name, err)
+		}
+	}
+}
+
+// TestFreshnessConfig: the defaults, and the limits on maxDocumentAge and
+// maxClockSkew.
+func TestFreshnessConfig(t *testing.T) {
+	const base = "subscriptionID: 3f2c1a5e-0b7d-4c1e-9a8f-5d6e7f801234\nresourceGroup: rg\nclusterID: c1\n"
+	cfg, err := azure.ParseConfig(strings.NewReader(base))
+	if err != nil || cfg.MaxDocumentAge.Duration != azure.DefaultMaxDocumentAge || cfg.MaxClockSkew.Duration != azure.DefaultMaxClockSkew {
+		t.Fatalf("defaults: %+v, %v", cfg, err)
+	}
+	if cfg, err := azure.ParseConfig(strings.NewReader(base + "maxDocumentAge: 15m\nmaxClockSkew: 5m\n")); err != nil || cfg.MaxDocumentAge.Duration != 15*time.Minute {
+		t.Fatalf("at the limits: %+v, %v", cfg, err)
+	}
+	for _, bad := range []string{"maxDocumentAge: 16m\n", "maxDocumentAge: 6h\n", "maxClockSkew: 6m\n", "maxDocumentAge: -1m\n", "maxClockSkew: -1s\n"} {
+		field, _, _ := strings.Cut(bad, ":")
+		if _, err := azure.ParseConfig(strings.NewReader(base + bad)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func isRejected(err error, reason string) bool {
+	r, ok := cloud.IsRejection(err)
+	return ok && r.Reason == reason
 }
 
 // TestVerifierSurvivesMangledDocuments: truncations and bit flips of a

@@ -66,10 +66,12 @@ type Config struct {
 	// SignerNames the signer certificate must be for; default
 	// [metadata.azure.com].
 	SignerNames []string `json:"signerNames,omitempty"`
-	// MaxDocumentAge is accepted for old configs and ignored: the
-	// document's freshness is its nonce (genuine documents carry a
-	// createdOn hours old).
+	// MaxDocumentAge is how long after its timeStamp.createdOn an attested
+	// document is accepted (plus MaxClockSkew). Default 5m, at most 15m.
 	MaxDocumentAge metav1.Duration `json:"maxDocumentAge,omitempty"`
+	// MaxClockSkew is tolerated between Azure's clock and the approver's,
+	// on createdOn (either way) and expiresOn. Default 1m, at most 5m.
+	MaxClockSkew metav1.Duration `json:"maxClockSkew,omitempty"`
 	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout
 	// (defaults 30s, 2s, 30s).
 	kit.ViewConfig
@@ -114,7 +116,8 @@ func ParseConfig(r io.Reader) (Config, error) {
 func (c *Config) durations() []kit.Duration {
 	return append(c.ViewConfig.Durations(),
 		kit.Duration{Name: "attestationAIACacheTTL", Value: &c.AttestationAIACacheTTL, Default: DefaultAIACacheTTL},
-		kit.Duration{Name: "maxDocumentAge", Value: &c.MaxDocumentAge})
+		kit.Duration{Name: "maxDocumentAge", Value: &c.MaxDocumentAge, Default: DefaultMaxDocumentAge},
+		kit.Duration{Name: "maxClockSkew", Value: &c.MaxClockSkew, Default: DefaultMaxClockSkew})
 }
 
 // ClusterTagKey is the tag key the cluster's VMs carry.
@@ -166,6 +169,12 @@ func (c *Config) validate() error {
 		}
 	}
 	errs = append(errs, kit.CheckDurations(c.durations())...)
+	if c.MaxDocumentAge.Duration > MaxMaxDocumentAge {
+		errs = append(errs, fmt.Errorf("maxDocumentAge %s: at most %s", c.MaxDocumentAge.Duration, MaxMaxDocumentAge))
+	}
+	if c.MaxClockSkew.Duration > MaxMaxClockSkew {
+		errs = append(errs, fmt.Errorf("maxClockSkew %s: at most %s", c.MaxClockSkew.Duration, MaxMaxClockSkew))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("azure cloud config: %w", err)
 	}
@@ -175,7 +184,8 @@ func (c *Config) validate() error {
 // VerifierOptions builds the evidence verifier's options, reading the
 // certificate files.
 func (c *Config) VerifierOptions() (VerifierOptions, error) {
-	o := VerifierOptions{Subscriptions: c.AllowedSubscriptions, SignerNames: c.SignerNames, AIACacheTTL: c.AttestationAIACacheTTL.Duration}
+	o := VerifierOptions{Subscriptions: c.AllowedSubscriptions, SignerNames: c.SignerNames, AIACacheTTL: c.AttestationAIACacheTTL.Duration,
+		MaxDocumentAge: c.MaxDocumentAge.Duration, MaxClockSkew: c.MaxClockSkew.Duration}
 	if !c.noAIA() {
 		o.AIAAllowedHosts = c.AttestationAIAAllowedHosts
 	}

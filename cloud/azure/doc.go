@@ -10,7 +10,8 @@
 //     signature (github.com/smallstep/pkcs7) over the embedded content,
 //     chains its one signer to the configured roots, requires the signer's
 //     name under metadata.azure.com, and reads only the signed content:
-//     nonce, subscription, createdOn/expiresOn;
+//     nonce, subscription, and createdOn/expiresOn, which bound when the
+//     document may be used (maxDocumentAge, maxClockSkew);
 //   - view.go lists the cluster's VMs and scale-set VMs (tag
 //     kubernetes.io_cluster_<clusterID> = owned or shared) with the Azure
 //     SDK's paginated ARM lists, with their NIC addresses, into the shared

@@ -131,7 +131,8 @@ func NewWithCredential(cfg Config, cred azcore.TokenCredential) (*Cloud, error) 
 			return r.ProviderID(), nil
 		}})
 	klog.InfoS("Azure cloud provider configured", "subscription", cfg.SubscriptionID, "resourceGroup", cfg.ResourceGroup,
-		"clusterID", cfg.ClusterID, "armEndpoint", cfg.ARMEndpoint, "credential", cfg.Credential)
+		"clusterID", cfg.ClusterID, "armEndpoint", cfg.ARMEndpoint, "credential", cfg.Credential,
+		"maxDocumentAge", cfg.MaxDocumentAge.Duration, "maxClockSkew", cfg.MaxClockSkew.Duration)
 	return c, nil
 }
 

@@ -15,8 +15,9 @@ import (
 // documents in cloud/azure/testdata: the signer certificate alone, no
 // signed attributes, the digest algorithm stated as
 // sha256WithRSAEncryption, timestamps "MM/DD/YY hh:mm:ss -0000" with
-// createdOn six hours before expiresOn, expiresOn the request's time, and
-// IMDS's own nonce when none is given.
+// createdOn the request's time and expiresOn six hours after it, and
+// IMDS's own nonce when none is given: expiresOn, written
+// yyyyMMdd-HHmmss, as in both genuine documents.
 func TestDocumentsLookGenuine(t *testing.T) {
 	c := Started(t, Options{})
 	vm := c.Put(VM{Name: "n", PrivateIP: "127.0.81.250"})
@@ -60,11 +61,11 @@ func TestDocumentsLookGenuine(t *testing.T) {
 	created, err1 := time.Parse(TimeLayout, doc.TimeStamp.CreatedOn)
 	expires, err2 := time.Parse(TimeLayout, doc.TimeStamp.ExpiresOn)
 	if !layout.MatchString(doc.TimeStamp.CreatedOn) || !layout.MatchString(doc.TimeStamp.ExpiresOn) || err1 != nil || err2 != nil ||
-		expires.Sub(created) != 6*time.Hour || expires.Before(before) || expires.After(time.Now()) {
+		expires.Sub(created) != 6*time.Hour || created.Before(before) || created.After(time.Now()) {
 		t.Fatalf("timestamps %+v", doc.TimeStamp)
 	}
-	if !regexp.MustCompile(`^\d{8}-\d{6}$`).MatchString(doc.Nonce) {
-		t.Fatalf("default nonce %q", doc.Nonce)
+	if doc.Nonce != expires.Format("20060102-150405") {
+		t.Fatalf("default nonce %q, want expiresOn %s", doc.Nonce, doc.TimeStamp.ExpiresOn)
 	}
 	if got := p7.Certificates[0].IssuingCertificateURL; len(got) != 1 || got[0] != c.Intermediate.URL {
 		t.Fatalf("signer's CA Issuers %v, want %s", got, c.Intermediate.URL)

@@ -5,7 +5,8 @@
 //   - per-VM IMDS: the instance record and attested documents; GET only,
 //     header Metadata: true required, X-Forwarded-For refused, an
 //     api-version required, the nonce at most 32 alphanumerics (without
-//     one, IMDS's own timestamp such as 20251119-185330);
+//     one, IMDS's own timestamp such as 20251119-185330, which genuine
+//     documents show equal to their expiresOn);
 //   - IMDS's throttling: more than IMDSRateLimit requests (5) in a second
 //     from one VM are answered 429 Too Many Requests;
 //   - IMDS's document cache: "due to IMDS's caching mechanism, a previously
@@ -15,8 +16,8 @@
 //   - documents as genuine ones are: the PKCS#7 carries the signer
 //     certificate only, no signed attributes, the digest algorithm stated
 //     as sha256WithRSAEncryption, JSON keys in genuine order, timestamps
-//     "01/02/06 15:04:05 -0000" with createdOn six hours before the request
-//     and expiresOn at it (see Sign, DocumentAt);
+//     "01/02/06 15:04:05 -0000" with createdOn at the request and
+//     expiresOn six hours after it (see Sign, DocumentAt);
 //   - the signer's chain: a test root, an issuing CA published at the
 //     signer's CA Issuers (AIA) URL on this endpoint, and its rotation
 //     mid-run (RotateIntermediate: a new CA at a new URL; the old one stays

@@ -31,13 +31,20 @@ func (c *Cloud) Document(vm VM, nonce string, created time.Time) []byte {
 }
 
 // DocumentAt is the content IMDS signs for a request at now, with the
-// timestamps genuine documents carry: createdOn DocumentLifetime (six
-// hours) before the request and expiresOn at it, to the second (both
-// public genuine documents state exactly that, their default nonce being
-// the request's time).
+// timestamps genuine documents carry: createdOn at the request, to the
+// second, and expiresOn DocumentLifetime (six hours) after it. Microsoft
+// documents createdOn as when the document was created; both public
+// genuine documents state expiresOn six hours after createdOn.
 func (c *Cloud) DocumentAt(vm VM, nonce string, now time.Time) []byte {
 	now = now.Truncate(time.Second)
-	return c.DocumentFor(vm.VMID, c.opts.Subscription, nonce, now.Add(-c.opts.DocumentLifetime), now)
+	return c.DocumentFor(vm.VMID, c.opts.Subscription, nonce, now, now.Add(c.opts.DocumentLifetime))
+}
+
+// DefaultNonce is the nonce IMDS writes when the request gives none, for
+// a document created at created: as both public genuine documents show
+// it, the document's expiresOn written yyyyMMdd-HHmmss.
+func (c *Cloud) DefaultNonce(created time.Time) string {
+	return created.Truncate(time.Second).Add(c.opts.DocumentLifetime).UTC().Format("20060102-150405")
 }
 
 // DocumentFor is signed content with every field chosen (for attacks).
@@ -190,7 +197,7 @@ func (c *Cloud) serveIMDS(w http.ResponseWriter, r *http.Request) {
 		}
 		now := time.Now()
 		if nonce == "" {
-			nonce = now.UTC().Format("20060102-150405")
+			nonce = c.DefaultNonce(now)
 		}
 		der, err := c.attested(vm, nonce, now)
 		if err != nil {
