@@ -167,7 +167,7 @@ func TestKustomizationsRender(t *testing.T) {
 		"ClusterRole/mooring:cloud-controller-manager", "ClusterRole/mooring:csr-approver", "ClusterRole/mooring:metrics-reader",
 		"ClusterRoleBinding/mooring:cloud-controller-manager", "ClusterRoleBinding/mooring:cloud-controller-manager:auth-delegator",
 		"ClusterRoleBinding/mooring:cloud-controller-manager:csr-approver",
-		"Deployment/mooring-ccm", "FlowSchema/mooring", "PodDisruptionBudget/mooring-ccm", "PriorityLevelConfiguration/mooring",
+		"Deployment/mooring-ccm", "FlowSchema/mooring", "FlowSchema/mooring-leader-election", "PodDisruptionBudget/mooring-ccm", "PriorityLevelConfiguration/mooring",
 		"Role/mooring:cloud-controller-manager:leader-election", "Role/mooring:kubelet-config",
 		"RoleBinding/mooring:cloud-controller-manager:authentication-reader", "RoleBinding/mooring:cloud-controller-manager:leader-election",
 		"RoleBinding/mooring:kubelet-config",
