@@ -219,10 +219,54 @@ func attacks() []attack {
 			w.instances[in.ProviderID] = in
 		}
 	}
+	// listing adds an address to an instance's record; asserting adds
+	// one a guest or a tenant asserts.
+	listing := func(t v1.NodeAddressType, addr string) func(*view.Instance) {
+		return func(in *view.Instance) {
+			in.Addresses = append(slices.Clone(in.Addresses), v1.NodeAddress{Type: t, Address: addr})
+		}
+	}
+	asserting := func(t v1.NodeAddressType, addr, by string) func(*view.Instance) {
+		return func(in *view.Instance) {
+			listing(t, addr)(in)
+			in.Asserted = map[string]string{addr: by}
+		}
+	}
 	createdAt := func(d time.Duration) func(*view.Instance) {
 		return func(in *view.Instance) { in.Created = time.Now().Add(d) }
 	}
 	return []attack{
+		// Serving certificates for what a guest or a tenant asserts
+		// (VMware Tools' guest.net and guest.hostName on vSphere,
+		// accessIPv4 and the hostname metadata item on OpenStack): the
+		// instance lists them, so they used to be approved.
+		{name: "serving/an IP only the guest reports", base: "serving",
+			setup:  instanceEdit("i-1", asserting(v1.NodeInternalIP, "127.10.0.77", "VMware Tools (guest.net)")),
+			mutate: set(func(s *csrSpec) { s.ips = []string{"127.10.0.77"} }), want: ReasonSANAsserted},
+		{name: "serving/a host name only the tenant sets", base: "serving",
+			setup:  instanceEdit("i-1", asserting(v1.NodeHostName, "payments-db", "the server's metadata item hostname")),
+			mutate: set(func(s *csrSpec) { s.dns = []string{"PAYMENTS-DB."} }), want: ReasonSANAsserted},
+		// A source the backend trusts, reporting another node's address or
+		// name: the instance lists it, and so does the owner (instance or
+		// Node); neither gets a certificate for it.
+		{name: "serving/another instance's IP, reported as its own", base: "serving",
+			setup:  instanceEdit("i-1", listing(v1.NodeInternalIP, "127.10.0.2")),
+			mutate: set(func(s *csrSpec) { s.ips = []string{"127.10.0.2"} }), want: ReasonAddressClaimedTwice},
+		{name: "serving/another instance's node name, reported as its host name", base: "serving",
+			setup:  instanceEdit("i-1", listing(v1.NodeHostName, "node-2")),
+			mutate: set(func(s *csrSpec) { s.dns = []string{"node-2"} }), want: ReasonAddressClaimedTwice},
+		{name: "serving/an IP another Node carries, no instance listing it", base: "serving",
+			setup: func(w *world) {
+				instanceEdit("i-1", listing(v1.NodeExternalIP, "127.10.0.99"))(w)
+				w.nodes["node-2"].Status.Addresses = []v1.NodeAddress{{Type: v1.NodeExternalIP, Address: "127.10.0.99"}}
+			},
+			mutate: set(func(s *csrSpec) { s.ips = []string{"127.10.0.99"} }), want: ReasonAddressClaimedTwice},
+		{name: "serving/the name of a Node not yet initialized, reported as its host name", base: "serving",
+			setup:  instanceEdit("i-1", listing(v1.NodeHostName, "node-6")),
+			mutate: set(func(s *csrSpec) { s.dns = []string{"Node-6."} }), want: ReasonAddressClaimedTwice},
+		{name: "serving/its own IP, which another running instance lists too", base: "serving",
+			setup:  instanceEdit("i-2", listing(v1.NodeInternalIP, "127.10.0.1")),
+			mutate: set(func(s *csrSpec) { s.dns = nil }), want: ReasonAddressClaimedTwice},
 		// Serving certificates: other nodes' addresses and names, in every form.
 		{name: "serving/another node's InternalIP", base: "serving", mutate: set(func(s *csrSpec) { s.ips = []string{"127.10.0.2"} }), want: ReasonSANNotOfInstance},
 		{name: "serving/another node's IP as IPv4-mapped IPv6", base: "serving", mutate: set(func(s *csrSpec) { s.ips = []string{"::ffff:127.10.0.2"} }), want: ReasonSANNotOfInstance},

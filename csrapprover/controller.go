@@ -159,13 +159,17 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 	for _, v := range verifiers {
 		c.verifiers[v.Type()] = v
 	}
-	c.decider = NewDecider(cfg, verifiers, instances, nodeInformer.Lister(), c)
+	nodes, err := newInformerNodes(nodeInformer)
+	if err != nil {
+		return nil, err
+	}
+	c.decider = NewDecider(cfg, verifiers, instances, nodes, c)
 	c.events = record.NewBroadcaster()
 	c.recorder = c.events.NewRecorder(scheme.Scheme, v1.EventSource{Component: "mooring-" + Name})
 	if err := csrInformer.Informer().AddIndexers(cache.Indexers{replayIndex: c.replayKeys}); err != nil {
 		return nil, err
 	}
-	_, err := csrInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+	_, err = csrInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj any) bool {
 			csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
 			return ok && ours(csr) && !decided(csr)
@@ -460,6 +464,10 @@ func (c *Controller) sync(ctx context.Context, name string) (err error) {
 		}
 	}()
 	d, err := c.decider.Decide(ctx, csr)
+	if errors.Is(err, view.ErrAmbiguous) {
+		// Decided for neither: say so where the CSR's owner looks.
+		c.recorder.Event(csr, v1.EventTypeWarning, "InstanceAmbiguous", err.Error())
+	}
 	if err != nil {
 		return err
 	}

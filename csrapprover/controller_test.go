@@ -282,6 +282,8 @@ type unsyncedNodes struct {
 func (u *unsyncedNodes) Informer() cache.SharedIndexInformer { return u }
 func (u *unsyncedNodes) Lister() corelisters.NodeLister      { return corelisters.NewNodeLister(u.store) }
 func (u *unsyncedNodes) HasSynced() bool                     { return u.synced.Load() }
+func (u *unsyncedNodes) GetIndexer() cache.Indexer           { return u.store }
+func (u *unsyncedNodes) AddIndexers(ix cache.Indexers) error { return u.store.AddIndexers(ix) }
 func (u *unsyncedNodes) sync(nodes ...*v1.Node) {
 	for _, n := range nodes {
 		_ = u.store.Add(n)

@@ -44,11 +44,18 @@ type Instances interface {
 	ByProviderID(ctx context.Context, providerID string, maxAge time.Duration) (view.Instance, error)
 	// Named lists every instance of a name (join tickets name theirs).
 	Named(ctx context.Context, name string, maxAge time.Duration) ([]view.Instance, error)
+	// WithAddress lists every instance not terminated that lists an
+	// address or name (view.AddressKey) among its addresses or as its
+	// node name.
+	WithAddress(ctx context.Context, address string, maxAge time.Duration) ([]view.Instance, error)
 }
 
 // Nodes reads Nodes (a lister).
 type Nodes interface {
 	Get(name string) (*v1.Node, error)
+	// WithAddress lists the Nodes that carry an address (view.AddressKey)
+	// in status.addresses.
+	WithAddress(address string) ([]*v1.Node, error)
 }
 
 // Replays tells whether evidence was presented on an earlier CSR, and
@@ -543,8 +550,17 @@ func (d *Decider) decideServing(ctx context.Context, csr *certificatesv1.Certifi
 	if dd != nil || err != nil {
 		return orZero(dd), err
 	}
+	// What may back a SAN: the instance's addresses and names that the
+	// cloud assigns, and the Node's own name. Those a guest or a tenant
+	// asserts (view.Instance.Asserted) back none, unless the backend is
+	// configured to trust their source (then it does not mark them).
 	ips, names := map[string]bool{}, map[string]bool{normalizeName(name): true}
+	asserted := map[string]string{}
 	for _, a := range in.Addresses {
+		if by, ok := in.Asserted[a.Address]; ok {
+			asserted[view.AddressKey(a.Address)] = by
+			continue
+		}
 		switch a.Type {
 		case v1.NodeInternalIP, v1.NodeExternalIP:
 			if ip := net.ParseIP(a.Address); ip != nil {
@@ -553,6 +569,12 @@ func (d *Decider) decideServing(ctx context.Context, csr *certificatesv1.Certifi
 		case v1.NodeHostName, v1.NodeInternalDNS, v1.NodeExternalDNS:
 			names[normalizeName(a.Address)] = true
 		}
+	}
+	notOfInstance := func(kind, san string) Decision {
+		if by, ok := asserted[view.AddressKey(san)]; ok {
+			return deny("sans", ReasonSANAsserted, "%s SAN %s of instance %s is asserted by %s, not assigned by the cloud; the backend's configuration does not trust that source for serving certificates", kind, san, in.ID, by)
+		}
+		return deny("sans", ReasonSANNotOfInstance, "%s SAN %s is not an address of instance %s", kind, san, in.ID)
 	}
 	for _, dns := range req.DNSNames {
 		n := normalizeName(dns)
@@ -564,12 +586,13 @@ func (d *Decider) decideServing(ctx context.Context, csr *certificatesv1.Certifi
 		case apiserver[n]:
 			return deny("sans", ReasonReservedName, "DNS SAN %q is a name in the apiserver's serving certificate", dns), nil
 		case !names[n]:
-			return deny("sans", ReasonSANNotOfInstance, "DNS SAN %q is not a name of instance %s", dns, in.ID), nil
+			return notOfInstance("DNS", dns), nil
 		}
 	}
 	// Reserved IPs first: an instance the cloud lists with one of them gets
 	// no certificate for it either (a released IP taken by a new instance,
 	// a VIP) (docs/csrapprover.md).
+	sans := slices.Clone(req.DNSNames)
 	for _, ip := range req.IPAddresses {
 		switch s := ip.String(); {
 		case d.reservedSet[s]:
@@ -577,11 +600,62 @@ func (d *Decider) decideServing(ctx context.Context, csr *certificatesv1.Certifi
 		case apiserver[s]:
 			return deny("sans", ReasonReservedName, "IP SAN %s is an address in the apiserver's serving certificate", ip), nil
 		case !ips[s]:
-			return deny("sans", ReasonSANNotOfInstance, "IP SAN %s is not an address of instance %s", ip, in.ID), nil
+			return notOfInstance("IP", s), nil
 		}
+		sans = append(sans, ip.String())
+	}
+	if dd, err := d.claimedElsewhere(ctx, name, in, sans); dd != nil || err != nil {
+		return orZero(dd), err
 	}
 	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
 		Message: fmt.Sprintf("every SAN is an address or name of instance %s, running in the cloud", in.ID)}, nil
+}
+
+// claimedElsewhere denies a serving certificate any of whose SANs another
+// instance of the cluster lists too (among its addresses or as its node
+// name), or another Node carries as its name or address: whichever of the
+// two is genuine, neither gets a certificate for it. A guest that reports
+// another node's address, or a tenant who sets it, so gains nothing, on
+// every backend and whatever it trusts (docs/security.md).
+func (d *Decider) claimedElsewhere(ctx context.Context, node string, in view.Instance, sans []string) (*Decision, error) {
+	for _, san := range sans {
+		others, err := d.instances.WithAddress(ctx, san, d.cfg.InstanceMaxAge)
+		if err != nil {
+			return nil, fmt.Errorf("instances listing %s: %w", san, err)
+		}
+		for _, o := range others {
+			if o.ProviderID != in.ProviderID || o.ID != in.ID {
+				dd := deny("sans", ReasonAddressClaimedTwice, "SAN %s is listed by instance %s (%s) of node %q and by instance %s (%s) of node %q; neither gets a certificate for it",
+					san, in.ID, in.Name, node, o.ID, o.Name, o.NodeName)
+				return &dd, nil
+			}
+		}
+		holders, err := d.nodes.WithAddress(view.AddressKey(san))
+		if err != nil {
+			return nil, fmt.Errorf("nodes carrying %s: %w", san, err)
+		}
+		for _, n := range holders {
+			if n.Name != node {
+				dd := deny("sans", ReasonAddressClaimedTwice, "SAN %s is an address of instance %s (%s) of node %q and Node %s (providerID %q) carries it; neither gets a certificate for it",
+					san, in.ID, in.Name, node, n.Name, n.Spec.ProviderID)
+				return &dd, nil
+			}
+		}
+		if net.ParseIP(san) != nil {
+			continue
+		}
+		other, err := d.nodes.Get(normalizeName(san))
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, err
+		case other.Name != node:
+			dd := deny("sans", ReasonAddressClaimedTwice, "SAN %s is a name of instance %s (%s) of node %q and the name of Node %s (providerID %q); neither gets a certificate for it",
+				san, in.ID, in.Name, node, other.Name, other.Spec.ProviderID)
+			return &dd, nil
+		}
+	}
+	return nil, nil
 }
 
 func normalizeName(s string) string { return strings.TrimSuffix(strings.ToLower(s), ".") }

@@ -72,7 +72,40 @@ func (f fakeInstances) Named(_ context.Context, name string, _ time.Duration) ([
 	return out, nil
 }
 
+// WithAddress lists the instances not terminated that list address, by id.
+func (f fakeInstances) WithAddress(_ context.Context, address string, _ time.Duration) ([]view.Instance, error) {
+	var out []view.Instance
+	key := view.AddressKey(address)
+	for _, in := range f {
+		if in.State == view.StateTerminated {
+			continue
+		}
+		match := view.AddressKey(in.NodeName) == key
+		for _, a := range in.Addresses {
+			match = match || view.AddressKey(a.Address) == key
+		}
+		if match {
+			out = append(out, in)
+		}
+	}
+	slices.SortFunc(out, func(a, b view.Instance) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
 type fakeNodes map[string]*v1.Node
+
+func (f fakeNodes) WithAddress(address string) ([]*v1.Node, error) {
+	var out []*v1.Node
+	for _, n := range f {
+		for _, a := range n.Status.Addresses {
+			if view.AddressKey(a.Address) == view.AddressKey(address) {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	return out, nil
+}
 
 func (f fakeNodes) Get(name string) (*v1.Node, error) {
 	if n, ok := f[name]; ok {
@@ -471,6 +504,10 @@ func (failingInstances) ByID(context.Context, string, time.Duration) (view.Insta
 }
 
 func (failingInstances) Named(context.Context, string, time.Duration) ([]view.Instance, error) {
+	return nil, errors.New("cloud down")
+}
+
+func (failingInstances) WithAddress(context.Context, string, time.Duration) ([]view.Instance, error) {
 	return nil, errors.New("cloud down")
 }
 

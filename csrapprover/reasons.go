@@ -34,6 +34,8 @@ const (
 	ReasonTooManySANs          = csrreason.TooManySANs
 	ReasonReservedName         = csrreason.ReservedName
 	ReasonSANNotOfInstance     = csrreason.SANNotOfInstance
+	ReasonSANAsserted          = csrreason.SANAsserted
+	ReasonAddressClaimedTwice  = csrreason.AddressClaimedTwice
 
 	ReasonInstanceNameAmbiguous        = csrreason.InstanceNameAmbiguous
 	ReasonInstanceCreatedOutsideTicket = csrreason.InstanceCreatedOutsideTicket

@@ -45,6 +45,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // Name is the controller's name in --controllers, the library's
@@ -201,6 +203,15 @@ func (c *Controller) next(ctx context.Context) bool {
 	return true
 }
 
+// ambiguous puts a Warning Event on the Node when err says that more than
+// one instance lists under its providerID (view.ErrAmbiguous): neither is
+// initialized or refreshed until one remains. The recorder folds repeats.
+func (c *Controller) ambiguous(node *v1.Node, err error) {
+	if errors.Is(err, view.ErrAmbiguous) {
+		c.recorder.Event(node, v1.EventTypeWarning, "InstanceAmbiguous", err.Error())
+	}
+}
+
 // sync initializes one Node, or reconciles its labels.
 func (c *Controller) sync(ctx context.Context, name string) error {
 	node, err := c.nodes.Get(name)
@@ -223,6 +234,7 @@ func (c *Controller) sync(ctx context.Context, name string) error {
 	klog.InfoS("Initializing node with cloud provider", "node", klog.KObj(node))
 	md, err := c.instances.InstanceMetadata(ctx, node)
 	if err != nil {
+		c.ambiguous(node, err)
 		return fmt.Errorf("failed to get instance metadata for node %s: %w", name, err)
 	}
 	if md == nil {
@@ -378,6 +390,7 @@ func (c *Controller) refreshAddresses(ctx context.Context) {
 		}
 		md, err := c.instances.InstanceMetadata(ctx, node)
 		if err != nil {
+			c.ambiguous(node, err)
 			klog.ErrorS(err, "Could not get instance metadata for node addresses", "node", klog.KObj(node))
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,8 @@ import (
 	fakecloud "k8s.io/cloud-provider/fake"
 	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
 	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 var uninitialized = v1.Taint{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}
@@ -381,5 +384,19 @@ func TestStaleCopyAfterOwnWriteIsNotJudgedAgain(t *testing.T) {
 	}
 	if patches() != 3 {
 		t.Errorf("a Node made anew under the name: %d init patches, want 3", patches())
+	}
+}
+
+// An instance whose providerID another instance lists too (a clone that
+// kept its BIOS UUID) is not initialized, and the Node says why.
+func TestAmbiguousInstanceIsNotInitialized(t *testing.T) {
+	amb := &view.AmbiguousError{ProviderID: "vsphere://4237", Instances: []view.Instance{
+		{Name: "db-1", ID: "4237", State: view.StateRunning}, {Name: "db-1-clone", ID: "4237", State: view.StateStopped}}}
+	got, events := initialize(t, false, kubeletNode("db-1", nil), cloudWith(nil, amb), time.Second)
+	if !tainted(got) || got.Spec.ProviderID != "" {
+		t.Errorf("initialized: %+v", got.Spec)
+	}
+	if !slices.Contains(events, EventComponent+"/InstanceAmbiguous") {
+		t.Errorf("events %v, want a Warning InstanceAmbiguous", events)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/csrapprover"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
@@ -137,6 +138,20 @@ func (m mapNodes) Get(name string) (*v1.Node, error) {
 		return n, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "nodes"}, name)
+}
+
+// WithAddress lists the Nodes carrying address.
+func (m mapNodes) WithAddress(address string) ([]*v1.Node, error) {
+	var out []*v1.Node
+	for _, n := range m {
+		for _, a := range n.Status.Addresses {
+			if view.AddressKey(a.Address) == view.AddressKey(address) {
+				out = append(out, n)
+				break
+			}
+		}
+	}
+	return out, nil
 }
 
 // noReplays: no evidence was presented before.

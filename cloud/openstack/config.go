@@ -68,6 +68,15 @@ type Config struct {
 	// NodeNamePolicy maps servers to Node names: only ServerName (the
 	// default: the Node is named as the server is, lower-cased).
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
+	// TrustedAddressSources names the sources of Node addresses, among
+	// those a project member sets on a server (accessIPv4, accessIPv6,
+	// metadata.hostname), whose addresses may back a kubelet serving
+	// certificate's SANs. By default none does: only Nova's addresses
+	// (Neutron's fixed and floating IPs) and the Node's name do. Naming a
+	// source trusts every member of the project with it; the approver
+	// still denies a SAN that another server or Node lists too
+	// (AddressClaimedTwice). docs/openstack.md#serving-certificates.
+	TrustedAddressSources []string `json:"trustedAddressSources,omitempty"`
 	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
 	// API call, a re-authentication included).
 	kit.ViewConfig
@@ -190,6 +199,9 @@ func (c *Config) validate() error {
 	if c.NodeNamePolicy != agentid.PolicyServerName {
 		bad("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyServerName)
 	}
+	if _, err := c.addressSources(); err != nil {
+		bad("%v", err)
+	}
 	errs = append(errs, kit.CheckDurations(c.durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("openstack cloud config: %w", err)
@@ -217,4 +229,20 @@ func (c *Config) certPool() (*x509.CertPool, error) {
 		return nil, fmt.Errorf("openstack: caFile: %w", err)
 	}
 	return pool, nil
+}
+
+// Asserted address sources: what a member of the server's project sets.
+const (
+	SourceAccessIPv4       = "accessIPv4"
+	SourceAccessIPv6       = "accessIPv6"
+	SourceHostnameMetadata = "metadata.hostname"
+)
+
+// addressSources are the server's asserted address sources and which the
+// config trusts.
+func (c *Config) addressSources() (kit.AddressSources, error) {
+	member := "any member of the server's project"
+	return kit.NewAddressSources(map[string]string{
+		SourceAccessIPv4: member, SourceAccessIPv6: member, SourceHostnameMetadata: member,
+	}, c.TrustedAddressSources)
 }

@@ -207,6 +207,11 @@ func TestServerMapping(t *testing.T) {
 			ProviderID: tc.pid(s.ID), ID: s.ID, Name: "Web-1", NodeName: "web-1",
 			Zone: "az-1-east", Region: openstacktest.DefaultRegion, InstanceType: "m1.large", Cluster: testCluster, State: view.StateRunning,
 			Addresses: tc.want, Labels: map[string]string{"hostname": "web-1.example", "team": "x"}, Created: created,
+			// What a project member set backs no serving SAN.
+			Asserted: map[string]string{
+				"127.0.88.20":   "any member of the server's project (accessIPv4; not in trustedAddressSources)",
+				"web-1.example": "any member of the server's project (metadata.hostname; not in trustedAddressSources)",
+			},
 		}
 		if fmt.Sprint(in) != fmt.Sprint(want) || !in.Created.Equal(created) {
 			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, in, want)

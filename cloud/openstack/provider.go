@@ -43,6 +43,7 @@ type Cloud struct {
 	cfg     Config
 	secret  string
 	httpc   *http.Client
+	sources kit.AddressSources
 	view    *view.View
 	mu      sync.Mutex
 	compute *gophercloud.ServiceClient
@@ -77,8 +78,9 @@ func New(cfg Config) (*Cloud, error) {
 	httpc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	klog.InfoS("OpenStack provider configured", "authURL", cfg.AuthURL, "region", cfg.Region, "interface", cfg.Interface,
 		"clusterID", cfg.ClusterID, "clusterTag", cfg.ClusterTag, "clusterMetadataKey", cfg.ClusterMetadataKey,
-		"regionalProviderID", cfg.RegionalProviderID)
-	c := &Cloud{cfg: cfg, secret: secret, httpc: httpc}
+		"regionalProviderID", cfg.RegionalProviderID, "trustedAddressSources", cfg.TrustedAddressSources)
+	sources, _ := cfg.addressSources() // checked by validate
+	c := &Cloud{cfg: cfg, secret: secret, httpc: httpc, sources: sources}
 	c.view = view.New(c.source(), view.Options{
 		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
 	})
@@ -93,7 +95,7 @@ func (c *Cloud) source() Source {
 	return Source{Compute: c.computeClient, ClusterID: c.cfg.ClusterID, ClusterTag: c.cfg.ClusterTag,
 		ClusterMetadataKey: c.cfg.ClusterMetadataKey, Region: c.cfg.Region, RegionalProviderID: c.cfg.RegionalProviderID,
 		InternalNetworks: c.cfg.InternalNetworkNames, PublicNetworks: c.cfg.PublicNetworkNames,
-		RequestTimeout: c.cfg.RequestTimeout.Duration}
+		RequestTimeout: c.cfg.RequestTimeout.Duration, Sources: c.sources}
 }
 
 // computeClient is the Compute client, authenticated with the application

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -58,6 +59,9 @@ type Source struct {
 	RegionalProviderID bool
 	// InternalNetworks and PublicNetworks classify fixed addresses.
 	InternalNetworks, PublicNetworks []string
+	// Sources says which of the sources a project member sets
+	// (accessIPv4, accessIPv6, metadata.hostname) the config trusts.
+	Sources kit.AddressSources
 	// RequestTimeout bounds one listing, all its pages; 0 leaves it to the
 	// context.
 	RequestTimeout time.Duration
@@ -241,10 +245,10 @@ func (s Source) toView(srv *servers.Server) (view.Instance, bool) {
 		InstanceType: instanceType(srv.Flavor),
 		Cluster:      s.ClusterID,
 		State:        viewState(srv.ID, srv.Status),
-		Addresses:    s.addresses(srv),
 		Labels:       maps.Clone(srv.Metadata),
 		Created:      srv.Created,
 	}
+	in.Addresses, in.Asserted = s.addresses(srv)
 	if srv.Created.IsZero() {
 		klog.V(2).InfoS("Nova gives a server no creation time; a join ticket for it will be refused", "server", srv.ID, "name", srv.Name)
 	}
@@ -315,13 +319,28 @@ type novaAddress struct {
 // publicNetworks as ExternalIP (networks by name). With internalNetworks
 // set, fixed addresses on other networks are left out. An address is
 // listed once per type.
-func (s Source) addresses(srv *servers.Server) []v1.NodeAddress {
+//
+// Nova's addresses are Neutron's ports' (fixed) and floating IPs, which
+// the cloud assigns and keeps unique; accessIPv4, accessIPv6 and the
+// metadata item are whatever a project member sets on the server. The
+// second result marks the addresses only such a source gives, of sources
+// the config does not trust.
+func (s Source) addresses(srv *servers.Server) ([]v1.NodeAddress, map[string]string) {
 	nets := parseAddresses(srv)
 	names := slices.Sorted(maps.Keys(nets))
 	var out []v1.NodeAddress
-	add := func(t v1.NodeAddressType, a string) {
+	var origins kit.AddressOrigins
+	add := func(t v1.NodeAddressType, a, source string) {
+		if a == "" {
+			return
+		}
+		if source == "" {
+			origins.Assigned(a)
+		} else {
+			origins.Asserted(a, source)
+		}
 		na := v1.NodeAddress{Type: t, Address: a}
-		if a != "" && !slices.Contains(out, na) {
+		if !slices.Contains(out, na) {
 			out = append(out, na)
 		}
 	}
@@ -332,24 +351,24 @@ func (s Source) addresses(srv *servers.Server) []v1.NodeAddress {
 		}
 		for _, a := range nets[n] {
 			if !a.floating {
-				add(v1.NodeInternalIP, a.addr.String())
+				add(v1.NodeInternalIP, a.addr.String(), "")
 			}
 		}
 	}
-	for _, a := range []string{srv.AccessIPv4, srv.AccessIPv6} {
-		if ip, err := netip.ParseAddr(a); err == nil {
-			add(v1.NodeExternalIP, ip.String())
+	for _, a := range []struct{ addr, source string }{{srv.AccessIPv4, SourceAccessIPv4}, {srv.AccessIPv6, SourceAccessIPv6}} {
+		if ip, err := netip.ParseAddr(a.addr); err == nil {
+			add(v1.NodeExternalIP, ip.String(), a.source)
 		}
 	}
-	add(v1.NodeHostName, srv.Metadata[hostnameKey])
+	add(v1.NodeHostName, srv.Metadata[hostnameKey], SourceHostnameMetadata)
 	for _, n := range names {
 		for _, a := range nets[n] {
 			if a.floating || public(n) {
-				add(v1.NodeExternalIP, a.addr.String())
+				add(v1.NodeExternalIP, a.addr.String(), "")
 			}
 		}
 	}
-	return out
+	return out, s.Sources.Untrusted(origins)
 }
 
 // parseAddresses reads a server's addresses: per network name, each

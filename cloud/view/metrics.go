@@ -3,6 +3,8 @@ package view
 import (
 	"sync"
 
+	"k8s.io/klog/v2"
+
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
@@ -31,11 +33,21 @@ var (
 		Namespace: "mooring", Subsystem: "cloud_view", Name: "recoveries_total",
 		Help: "Lists that succeeded after one or more failed: the cloud answering again.",
 	})
+	ambiguousInstances = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "mooring", Subsystem: "cloud_view", Name: "ambiguous_instances",
+		Help: "Instances not terminated that list under one providerID in the newest snapshot (a cloned VM that kept its BIOS UUID), by providerID and the instances' names, ids and states: mooring approves, initializes and deletes for none of them until one remains.",
+	}, []string{"provider_id", "instances"})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(listCalls, listDuration, lookups, instances, recoveries)
+		legacyregistry.MustRegister(listCalls, listDuration, lookups, instances, recoveries, ambiguousInstances)
 	})
+}
+
+// logTwins says which instances share a providerID, when that changes.
+func logTwins(providerID, instances string) {
+	klog.ErrorS(nil, "Instances share one providerID; mooring approves, initializes and deletes for none of them until one remains (a clone that kept its BIOS UUID: give it a new one)",
+		"providerID", providerID, "instances", instances)
 }

@@ -45,12 +45,16 @@ func (p Patient) OnRecovery(f func()) (cancel func()) { return p.v.OnRecovery(f)
 // named is Named's search.
 func named(ctx context.Context, v *View, name string, maxAge time.Duration, patient bool) ([]Instance, error) {
 	key := strings.ToLower(name)
-	return search(ctx, v, "named", name, maxAge, patient, func(s *snapshot) ([]Instance, bool) {
+	return search(ctx, v, "named", name, maxAge, patient, func(s *snapshot) ([]Instance, bool, error) {
 		idx := s.named[key]
 		out := make([]Instance, len(idx))
+		var err error
 		for j, i := range idx {
 			out[j] = s.all[i].clone()
+			if err == nil {
+				err = s.ambiguous(i)
+			}
 		}
-		return out, len(out) > 0
+		return out, len(out) > 0, err
 	})
 }

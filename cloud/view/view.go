@@ -15,6 +15,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +53,14 @@ type Instance struct {
 	State        State
 	// Addresses in the order Nodes carry them.
 	Addresses []v1.NodeAddress
-	Labels    map[string]string
+	// Asserted holds the addresses among Addresses (by their Address) that
+	// a guest or a tenant asserts rather than the cloud assigns, each with
+	// the source that asserts it (VMware Tools' guest.net, say). Nodes carry
+	// them, but they back no serving certificate's SAN: a backend whose
+	// configuration trusts a source leaves that source's addresses out.
+	// Each backend's doc says which of its sources are which.
+	Asserted map[string]string
+	Labels   map[string]string
 	// Created is when the cloud created the instance (zero when the
 	// backend does not say); join tickets compare it with their issue time.
 	Created time.Time
@@ -158,6 +167,8 @@ type View struct {
 	failed    error
 	heldUntil time.Time
 	backoff   time.Duration
+	// twinsSeen describes the newest snapshot's twins (reportTwins).
+	twinsSeen string
 	// watchers are the OnRecovery callbacks, by registration number.
 	watchers map[uint64]func()
 	nextID   uint64
@@ -167,9 +178,15 @@ type snapshot struct {
 	at           time.Time
 	all          []Instance
 	byProviderID map[string]int
-	byID         map[string]int
-	byName       map[string]int
-	byNodeName   map[string]int
+	// twins holds, for each providerID that more than one instance not
+	// terminated lists under, those instances: none of them is answered.
+	twins map[string][]int
+	// byAddress holds, by AddressKey, the instances not terminated that
+	// list an address or name (among their addresses, or as node name).
+	byAddress  map[string][]int
+	byID       map[string]int
+	byName     map[string]int
+	byNodeName map[string]int
 	// named holds every instance of a name (lower case), terminated ones
 	// included, in list order.
 	named map[string][]int
@@ -292,11 +309,11 @@ func (v *View) Invalidate() {
 }
 
 func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration, patient bool, find func(*snapshot) (int, bool)) (Instance, error) {
-	return search(ctx, v, by, key, maxAge, patient, func(s *snapshot) (Instance, bool) {
+	return search(ctx, v, by, key, maxAge, patient, func(s *snapshot) (Instance, bool, error) {
 		if i, ok := find(s); ok {
-			return s.all[i].clone(), true
+			return s.all[i].clone(), true, s.ambiguous(i)
 		}
-		return Instance{}, false
+		return Instance{}, false, nil
 	})
 }
 
@@ -304,7 +321,10 @@ func (v *View) lookup(ctx context.Context, by, key string, maxAge time.Duration,
 // and a miss is believed only from a List that began after the question.
 // A patient lookup waits for that List; another one is told ErrUnconfirmed
 // while Lists for misses are not due.
-func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Duration, patient bool, find func(*snapshot) (T, bool)) (T, error) {
+//
+// find also says when what it found may not be answered (an
+// AmbiguousError): that error is the lookup's answer.
+func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Duration, patient bool, find func(*snapshot) (T, bool, error)) (T, error) {
 	var none T
 	asked := v.opts.Clock.Now()
 	s, err := v.snapshot(ctx, maxAge)
@@ -312,9 +332,8 @@ func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Dur
 		lookups.WithLabelValues(by, "error").Inc()
 		return none, err
 	}
-	if got, ok := find(s); ok {
-		lookups.WithLabelValues(by, "hit").Inc()
-		return got, nil
+	if got, ok, err := find(s); ok {
+		return answer(by, "hit", got, err)
 	}
 	// A List that began before the question was asked may miss an instance
 	// made just before it (the one a CSR or a Node being judged comes
@@ -334,13 +353,24 @@ func search[T any](ctx context.Context, v *View, by, key string, maxAge time.Dur
 			lookups.WithLabelValues(by, "error").Inc()
 			return none, err
 		}
-		if got, ok := find(s); ok {
-			lookups.WithLabelValues(by, "refreshed").Inc()
-			return got, nil
+		if got, ok, err := find(s); ok {
+			return answer(by, "refreshed", got, err)
 		}
 	}
 	lookups.WithLabelValues(by, "miss").Inc()
 	return none, fmt.Errorf("%w: %s %q", ErrNotFound, by, key)
+}
+
+// answer counts a lookup that found got, by result, or as ambiguous when
+// err says so, and returns got or err.
+func answer[T any](by, result string, got T, err error) (T, error) {
+	if err != nil {
+		var none T
+		lookups.WithLabelValues(by, "ambiguous").Inc()
+		return none, err
+	}
+	lookups.WithLabelValues(by, result).Inc()
+	return got, nil
 }
 
 // spacing is how far apart Lists for misses begin. v.mu is held.
@@ -508,6 +538,7 @@ func (v *View) run(r *refresh) {
 		listCalls.WithLabelValues("ok").Inc()
 		r.snap = newSnapshot(r.started, items)
 		instances.Set(float64(len(items)))
+		v.reportTwins(r.snap)
 	}
 	v.mu.Lock()
 	if r.snap != nil && (v.snap == nil || !v.snap.at.After(r.snap.at)) {
@@ -551,11 +582,13 @@ func newSnapshot(at time.Time, items []Instance) *snapshot {
 		byName:       make(map[string]int, len(items)),
 		byNodeName:   make(map[string]int, len(items)),
 		named:        make(map[string][]int, len(items)),
+		byAddress:    make(map[string][]int, 3*len(items)),
 	}
+	live := make(map[string][]int)
 	for i, in := range items {
-		s.byID[in.ID] = i
+		preferLive(s.byID, in.ID, items, i)
 		if in.ProviderID != "" {
-			s.byProviderID[in.ProviderID] = i
+			preferLive(s.byProviderID, in.ProviderID, items, i)
 		}
 		name := strings.ToLower(in.Name)
 		preferLive(s.byName, name, items, i)
@@ -563,8 +596,48 @@ func newSnapshot(at time.Time, items []Instance) *snapshot {
 		if in.NodeName != "" {
 			preferLive(s.byNodeName, strings.ToLower(in.NodeName), items, i)
 		}
+		if in.State == StateTerminated {
+			continue
+		}
+		if in.ProviderID != "" {
+			live[in.ProviderID] = append(live[in.ProviderID], i)
+		}
+		keys := make([]string, 0, len(in.Addresses)+1)
+		if in.NodeName != "" {
+			keys = append(keys, AddressKey(in.NodeName))
+		}
+		for _, a := range in.Addresses {
+			keys = append(keys, AddressKey(a.Address))
+		}
+		for _, k := range keys {
+			if k != "" && !slices.Contains(s.byAddress[k], i) {
+				s.byAddress[k] = append(s.byAddress[k], i)
+			}
+		}
+	}
+	for pid, idx := range live {
+		if len(idx) > 1 {
+			if s.twins == nil {
+				s.twins = make(map[string][]int)
+			}
+			s.twins[pid] = idx
+		}
 	}
 	return s
+}
+
+// ambiguous is the error of a lookup that found items[i] when another
+// instance not terminated lists under its providerID too, else nil.
+func (s *snapshot) ambiguous(i int) error {
+	idx, ok := s.twins[s.all[i].ProviderID]
+	if !ok {
+		return nil
+	}
+	e := &AmbiguousError{ProviderID: s.all[i].ProviderID}
+	for _, j := range idx {
+		e.Instances = append(e.Instances, s.all[j].clone())
+	}
+	return e
 }
 
 // preferLive indexes items[i] under key unless a live instance holds it:
@@ -577,6 +650,7 @@ func preferLive(index map[string]int, key string, items []Instance, i int) {
 
 func (in Instance) clone() Instance {
 	in.Addresses = append([]v1.NodeAddress(nil), in.Addresses...)
+	in.Asserted = maps.Clone(in.Asserted)
 	if in.Labels != nil {
 		labels := make(map[string]string, len(in.Labels))
 		for k, v := range in.Labels {

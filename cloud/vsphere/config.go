@@ -59,6 +59,15 @@ type Config struct {
 	Labels Labels `json:"labels,omitempty"`
 	// Nodes selects the addresses among those VMware Tools reports.
 	Nodes Nodes `json:"nodes,omitempty"`
+	// TrustedAddressSources names the sources of Node addresses whose
+	// addresses may back a kubelet serving certificate's SANs:
+	// guest.hostName and guest.net. Every address of a vSphere VM comes
+	// from VMware Tools in the guest, which root in the VM controls, so by
+	// default none does (the Node's name, the VM's name in vCenter, still
+	// does). Naming a source trusts every VM's guest with it; the approver
+	// still denies a SAN that another VM or Node lists too
+	// (AddressClaimedTwice). docs/vsphere.md#serving-certificates.
+	TrustedAddressSources []string `json:"trustedAddressSources,omitempty"`
 	// NodeNamePolicy maps VMs to Node names: only VMName (the default: the
 	// Node is named as the VM is, lower-cased).
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
@@ -186,6 +195,9 @@ func (c *Config) validate() error {
 	if c.NodeNamePolicy != agentid.PolicyVMName {
 		bad("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyVMName)
 	}
+	if _, err := c.addressSources(); err != nil {
+		bad("%v", err)
+	}
 	errs = append(errs, kit.CheckDurations(c.durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("vsphere cloud config: %w", err)
@@ -248,4 +260,19 @@ func (c *Config) roots() (*x509.CertPool, error) {
 func (c *Config) serverURL() *url.URL {
 	u, _ := url.Parse(c.Server)
 	return u
+}
+
+// Asserted address sources: all of a VM's addresses come from VMware Tools,
+// which runs in the guest and reports what the guest says.
+const (
+	SourceGuestHostName = "guest.hostName"
+	SourceGuestNet      = "guest.net"
+)
+
+// addressSources are the VM's address sources and which the config trusts.
+func (c *Config) addressSources() (kit.AddressSources, error) {
+	return kit.NewAddressSources(map[string]string{
+		SourceGuestHostName: "the VM's guest, through VMware Tools",
+		SourceGuestNet:      "the VM's guest, through VMware Tools",
+	}, c.TrustedAddressSources)
 }

@@ -65,6 +65,7 @@ func New(cfg Config, opts ...Option) (*Cloud, error) {
 	if _, err := cfg.roots(); err != nil {
 		return nil, err
 	}
+	sources, _ := cfg.addressSources()
 	internal, _ := parseCIDRs(cfg.Nodes.InternalNetworkSubnetCIDR)
 	external, _ := parseCIDRs(cfg.Nodes.ExternalNetworkSubnetCIDR)
 	cn := &conn{cfg: cfg}
@@ -72,9 +73,10 @@ func New(cfg Config, opts ...Option) (*Cloud, error) {
 		o(cn)
 	}
 	klog.InfoS("vSphere provider configured", "server", cfg.serverURL().Host, "user", cfg.Username, "folder", cfg.Folder,
-		"clusterID", cfg.ClusterID, "clusterTagCategory", cfg.ClusterTagCategory, "zoneCategory", cfg.Labels.Zone, "regionCategory", cfg.Labels.Region)
+		"clusterID", cfg.ClusterID, "clusterTagCategory", cfg.ClusterTagCategory, "zoneCategory", cfg.Labels.Zone, "regionCategory", cfg.Labels.Region,
+		"trustedAddressSources", cfg.TrustedAddressSources)
 	c := &Cloud{cfg: cfg, source: &Source{cfg: cfg, conn: cn, tags: newTagCache(cfg.TagCacheTTL.Duration),
-		internalNets: internal, externalNets: external}}
+		internalNets: internal, externalNets: external, sources: sources}}
 	v := view.New(c.source, view.Options{
 		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
 	})

@@ -17,6 +17,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/kit"
 	mview "github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
 )
@@ -50,6 +51,8 @@ type Source struct {
 	tags *tagCache
 
 	internalNets, externalNets []*net.IPNet
+	// sources says which address sources the config trusts.
+	sources kit.AddressSources
 
 	mu     sync.Mutex
 	folder *types.ManagedObjectReference
@@ -286,9 +289,9 @@ func (s *Source) candidate(inv inventory, vm mo.VirtualMachine, cats map[string]
 		NodeName:     agentid.NodeName(vm.Name),
 		Cluster:      s.cfg.ClusterID,
 		State:        viewState(vm.Runtime.PowerState),
-		Addresses:    s.addresses(vm),
 		InstanceType: instanceType(vm),
 	}
+	in.Addresses, in.Asserted = s.addresses(vm)
 	if vm.Config.CreateDate != nil {
 		in.Created = *vm.Config.CreateDate
 	} else {
@@ -360,11 +363,14 @@ func instanceType(vm mo.VirtualMachine) string {
 // unspecified, link-local and multicast ones, the InternalIP is the first
 // in the internal subnets, else the first on the internal network (by
 // name), and the ExternalIP likewise; when neither is configured or found,
-// the first address is both.
-func (s *Source) addresses(vm mo.VirtualMachine) []v1.NodeAddress {
+// the first address is both. All of them are the guest's to report: the
+// second result marks those of sources the config does not trust.
+func (s *Source) addresses(vm mo.VirtualMachine) ([]v1.NodeAddress, map[string]string) {
 	var out []v1.NodeAddress
+	var origins kit.AddressOrigins
 	if vm.Guest != nil && vm.Guest.HostName != "" {
 		out = append(out, v1.NodeAddress{Type: v1.NodeHostName, Address: vm.Guest.HostName})
+		origins.Asserted(vm.Guest.HostName, SourceGuestHostName)
 	}
 	type cand struct {
 		ip      net.IP
@@ -410,11 +416,13 @@ func (s *Source) addresses(vm mo.VirtualMachine) []v1.NodeAddress {
 	}
 	if internal != nil {
 		out = append(out, v1.NodeAddress{Type: v1.NodeInternalIP, Address: internal.String()})
+		origins.Asserted(internal.String(), SourceGuestNet)
 	}
 	if external != nil {
 		out = append(out, v1.NodeAddress{Type: v1.NodeExternalIP, Address: external.String()})
+		origins.Asserted(external.String(), SourceGuestNet)
 	}
-	return out
+	return out, s.sources.Untrusted(origins)
 }
 
 // errProviderID is wrapped by ParseProviderID's errors.

@@ -12,12 +12,16 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -38,7 +42,9 @@ type Approver struct {
 	ctx      context.Context
 	keys     *ticket.KeySet
 	client   *fake.Clientset
+	factory  informers.SharedInformerFactory
 	attester cloud.Attester
+	served   int
 }
 
 // Start writes a ticket keys file with one new key and runs the approver
@@ -60,6 +66,7 @@ func Start(t testing.TB, attester cloud.Attester) *Approver {
 	}
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
+	factory.Core().V1().Nodes().Informer() // shared with the approver
 	ctrl, err := csrapprover.NewFromCloud(client, nil, factory, attester, csrapprover.Flags{
 		Workers: 2, TicketKeysFile: keysFile, InstanceMaxAge: time.Second, MaxSANs: 16,
 	})
@@ -71,7 +78,7 @@ func Start(t testing.TB, attester cloud.Attester) *Approver {
 	done := make(chan struct{})
 	go func() { ctrl.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; factory.Shutdown() })
-	return &Approver{t: t, ctx: ctx, keys: keys, client: client, attester: attester}
+	return &Approver{t: t, ctx: ctx, keys: keys, client: client, factory: factory, attester: attester}
 }
 
 // Issue issues a ticket for the instance name, for the Attester's cluster,
@@ -90,12 +97,17 @@ func (a *Approver) Issue(name string) []byte {
 // decision ("" when there is none within DecisionTimeout).
 func (a *Approver) Join(node string, tok []byte) string {
 	a.t.Helper()
+	return a.decision(joinCSR(a.t, node, tok), DecisionTimeout)
+}
+
+// decision files csr and waits up to wait for the approver's decision.
+func (a *Approver) decision(csr *certificatesv1.CertificateSigningRequest, wait time.Duration) string {
+	a.t.Helper()
 	csrs := a.client.CertificatesV1().CertificateSigningRequests()
-	csr := joinCSR(a.t, node, tok)
 	if _, err := csrs.Create(a.ctx, csr, metav1.CreateOptions{}); err != nil {
 		a.t.Fatal(err)
 	}
-	for deadline := time.Now().Add(DecisionTimeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		c, err := csrs.Get(a.ctx, csr.Name, metav1.GetOptions{})
 		if err != nil {
 			a.t.Fatal(err)
@@ -105,6 +117,58 @@ func (a *Approver) Join(node string, tok []byte) string {
 		}
 	}
 	return ""
+}
+
+// Node registers the Node name as the CCM leaves it once initialized: with
+// providerID and addresses. It returns once the approver's cache has it.
+func (a *Approver) Node(name, providerID string, addresses ...v1.NodeAddress) {
+	a.t.Helper()
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: providerID},
+		Status: v1.NodeStatus{Addresses: addresses}}
+	if _, err := a.client.CoreV1().Nodes().Create(a.ctx, node, metav1.CreateOptions{}); err != nil {
+		a.t.Fatal(err)
+	}
+	lister := a.factory.Core().V1().Nodes().Lister()
+	for deadline := time.Now().Add(DecisionTimeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := lister.Get(name); err == nil {
+			return
+		}
+	}
+	a.t.Fatalf("the approver's cache never saw Node %s", name)
+}
+
+// Serve submits a kubelet serving CSR of the Node node, by that node, for
+// sans (IPs and DNS names), and returns the reason of the approver's
+// decision ("" when there is none within wait).
+func (a *Approver) Serve(wait time.Duration, node string, sans ...string) string {
+	a.t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}}}
+	for _, s := range sans {
+		if ip := net.ParseIP(s); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, s)
+		}
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.served++
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("serving-%s-%d", node, a.served)},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certificatesv1.KubeletServingSignerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth},
+			Username:   "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"},
+		},
+	}
+	return a.decision(csr, wait)
 }
 
 // Want is a join and the decision the approver is to make of it.

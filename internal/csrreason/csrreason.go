@@ -36,6 +36,13 @@ const (
 	TooManySANs          = "TooManySANs"
 	ReservedName         = "ReservedName"
 	SANNotOfInstance     = "SANNotOfInstance"
+	// SANAsserted: the SAN is among the instance's addresses, but a guest
+	// or a tenant asserts it (VMware Tools' report, OpenStack's
+	// accessIPv4), and the backend is not configured to trust that source.
+	SANAsserted = "SANAssertedNotAssigned"
+	// AddressClaimedTwice: another instance of the cluster lists the SAN
+	// too, or another Node carries it as its name or address.
+	AddressClaimedTwice = "AddressClaimedTwice"
 	// Join tickets name their instance: the name must be of one instance,
 	// created while the ticket was valid.
 	InstanceNameAmbiguous        = "InstanceNameAmbiguous"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/mooring-dev/mooring/cloud/vsphere"
 	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
 	"github.com/mooring-dev/mooring/cloud/vsphere/vspheretest"
 )
@@ -212,11 +213,16 @@ func (v *VSphereCloud) ProviderName() string { return "vsphere" }
 
 // WriteProviderConfig writes the vSphere provider's config
 // (docs/vsphere.md) for cluster: vcsim's URL and certificate, the password
-// file, the cluster's folder and the topology categories.
+// file, the cluster's folder and the topology categories. It trusts the
+// guests' host names and addresses for serving certificates
+// (trustedAddressSources): the test bed's guests are the test's own, and
+// its kubelets ask for their IPs. Without it, which is the default, those
+// are denied (cloud/vsphere TestServingDoesNotTrustTheGuestByDefault).
 func (v *VSphereCloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
 	path := filepath.Join(dir, "cloud.yaml")
-	cfg := fmt.Sprintf("server: %s\ncaFile: %s\nusername: %s\npasswordFile: %s\nclusterID: %s\nfolder: %s\nlabels:\n  zone: %s\n  region: %s\n%s",
-		v.URL, v.CAFile, vspheretest.Username, v.PasswordFile, cluster, v.Folder, VSphereZoneCategory, VSphereRegionCategory, extra)
+	cfg := fmt.Sprintf("server: %s\ncaFile: %s\nusername: %s\npasswordFile: %s\nclusterID: %s\nfolder: %s\nlabels:\n  zone: %s\n  region: %s\ntrustedAddressSources: [%s, %s]\n%s",
+		v.URL, v.CAFile, vspheretest.Username, v.PasswordFile, cluster, v.Folder, VSphereZoneCategory, VSphereRegionCategory,
+		vsphere.SourceGuestNet, vsphere.SourceGuestHostName, extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 
