@@ -340,14 +340,25 @@ func (c *Controller) writeInit(ctx context.Context, node *v1.Node, md *cloudprov
 	}
 }
 
-// stale: the apiserver refused the patch because what it tested changed (a
-// JSON patch's failed test is 422), or a resourceVersion it carried was old.
+// stale: the apiserver refused the patch because what it tested changed,
+// or a resourceVersion it carried was old. A JSON patch that does not apply
+// (a failed test) is answered 422 with the generic message and no details
+// (k8s.io/apiserver's jsonPatcher: NewGenericServerResponse, which drops the
+// patch library's message); a 422 of validation (a label value the cloud gave
+// that the apiserver refuses) names the Node and its causes, and is not
+// stale: a fresh read would be refused again.
 func stale(err error) bool {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Code == http.StatusUnprocessableEntity {
-		return true
+		return patchNotApplied(status.Status())
 	}
 	return apierrors.IsConflict(err)
+}
+
+// patchNotApplied: a 422 with no kind and no causes, as the apiserver
+// answers a JSON patch it could not apply.
+func patchNotApplied(s metav1.Status) bool {
+	return s.Details == nil || (s.Details.Kind == "" && s.Details.Name == "" && len(s.Details.Causes) == 0)
 }
 
 // writeAddresses writes the Node's addresses when they differ from the

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -398,5 +399,38 @@ func TestAmbiguousInstanceIsNotInitialized(t *testing.T) {
 	}
 	if !slices.Contains(events, EventComponent+"/InstanceAmbiguous") {
 		t.Errorf("events %v, want a Warning InstanceAmbiguous", events)
+	}
+}
+
+// A 422 that is not a failed test (the cloud's label value refused by
+// validation) is returned at once: it used to be taken for a Node that
+// changed, and rebuilt five times (6 patches and 5 reads an attempt).
+func TestInvalidPatchIsNotRebuilt(t *testing.T) {
+	registerMetrics()
+	before, _ := testutil.GetCounterMetricValue(rebuiltPatches)
+	client := fake.NewClientset(kubeletNode("n", nil))
+	patches, gets := 0, 0
+	client.PrependReactor("get", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		gets++
+		return false, nil, nil
+	})
+	client.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+		patches++
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Node"}, "n", field.ErrorList{
+			field.Invalid(field.NewPath("metadata", "labels"), "zone a", "a valid label value must ...")})
+	})
+	c := &Controller{client: client}
+	if _, err := c.writeInit(context.Background(), kubeletNode("n", nil), metadata); !apierrors.IsInvalid(err) {
+		t.Fatalf("writeInit: %v, want the Invalid error", err)
+	}
+	if patches != 1 || gets != 0 {
+		t.Errorf("%d patches and %d reads, want 1 and 0", patches, gets)
+	}
+	if after, _ := testutil.GetCounterMetricValue(rebuiltPatches); after != before {
+		t.Errorf("rebuilt_patches_total went from %v to %v", before, after)
+	}
+	// The failed test the apiserver really answers is still stale.
+	if !stale(apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", "testing value /spec/taints/0/key failed: test failed", 0, false)) {
+		t.Error("a failed JSON patch test is not stale")
 	}
 }
