@@ -684,7 +684,7 @@ func runAttack(t *testing.T, a attack) string {
 // the earlier CSRs.
 func replayDecider(t *testing.T, w *world, earlier ...*certificatesv1.CertificateSigningRequest) *Decider {
 	t.Helper()
-	client := fake.NewClientset()
+	client := withShards(t, fake.NewClientset())
 	factory := informers.NewSharedInformerFactory(client, 0)
 	verifiers := slices.Collect(maps.Values(w.decider.verifiers))
 	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), factory.Core().V1().Nodes(),

@@ -304,34 +304,6 @@ func (c *Controller) EarlierHolder(ctx context.Context, key string, csr *certifi
 	return "", nil
 }
 
-// SpentBy implements Replays from the spent-ticket record.
-func (c *Controller) SpentBy(ctx context.Context, key string, csr *certificatesv1.CertificateSigningRequest) (string, error) {
-	if c.opts.SpentTickets == nil {
-		return "", nil // Spend refuses
-	}
-	by, ok, err := c.opts.SpentTickets.Spent(ctx, key, spent.Spender{Name: csr.Name, UID: csr.UID})
-	if err != nil || !ok {
-		return "", err
-	}
-	return by.Name, nil
-}
-
-// Spend implements Replays: it records the ticket as spent before the
-// approval is written. A dry run records nothing; it only reads.
-func (c *Controller) Spend(ctx context.Context, key string, expiry time.Time, csr *certificatesv1.CertificateSigningRequest) (string, error) {
-	if c.opts.SpentTickets == nil {
-		return "", errors.New("join tickets are accepted but no spent-ticket record is set (Options.SpentTickets): a ticket that cannot be recorded as spent is not approved")
-	}
-	if c.opts.DryRun {
-		return c.SpentBy(ctx, key, csr)
-	}
-	by, ok, err := c.opts.SpentTickets.Spend(ctx, key, expiry, spent.Spender{Name: csr.Name, UID: csr.UID})
-	if err != nil || !ok {
-		return "", err
-	}
-	return by.Name, nil
-}
-
 // holds reports whether csr's evidence verifies, as of its creation and
 // bound to its own key, with replay key key.
 func (c *Controller) holds(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, blocks []evidence.Block, key string) (bool, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -18,8 +19,23 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
+
+// withShards makes the spent-ticket ConfigMaps in the client's
+// kube-system, as the installer ships them (the approver does not create
+// them).
+func withShards(t *testing.T, client *fake.Clientset) *fake.Clientset {
+	t.Helper()
+	for _, name := range spent.ShardNames() {
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}}
+		if _, err := client.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return client
+}
 
 // TestTicketStaysSpentAfterItsCSRIsDeleted: kube-controller-manager's CSR
 // cleaner deletes a decided CSR after an hour, and a ticket may live a day.
@@ -33,7 +49,7 @@ func TestTicketStaysSpentAfterItsCSRIsDeleted(t *testing.T) {
 	s := w.ticketJoinSpec(t)
 	s.evidenceT = func(*world, *testing.T, string) []evidence.Block { return ticketEvidence(tok) }
 	tv := NewTicketVerifier(staticTicketKeys(w.tickets.PublicKeys()), cluster)
-	client := fake.NewClientset()
+	client := withShards(t, fake.NewClientset())
 	ctx := context.Background()
 
 	first := named(w.csr(t, s), "mooring-node-1-first", time.Now().Add(-2*time.Hour))
@@ -74,7 +90,7 @@ func TestTicketStaysSpentAfterItsCSRIsDeleted(t *testing.T) {
 func TestTicketNotRecordedIsNotApproved(t *testing.T) {
 	w := newWorld(t)
 	tv := NewTicketVerifier(staticTicketKeys(w.tickets.PublicKeys()), cluster)
-	client := fake.NewClientset()
+	client := withShards(t, fake.NewClientset())
 	var refuse atomic.Bool
 	refuse.Store(true)
 	refused := make(chan struct{}, 100)
@@ -174,7 +190,7 @@ func TestDryRunSpendsNoTicket(t *testing.T) {
 	registerMetrics() // an unregistered vector hands out counters that count nothing
 	counter := decisions.WithLabelValues(certificatesv1.KubeAPIServerClientKubeletSignerName, "dry-run-approved", ReasonApproved)
 	before, _ := testutil.GetCounterMetricValue(counter)
-	client := fake.NewClientset()
+	client := withShards(t, fake.NewClientset())
 	csr := named(w.csr(t, w.ticketJoinSpec(t)), "mooring-node-1-dry", time.Now())
 	startControllerWith(t, w, controllerSetup{client: client, verifier: tv, spentTickets: true, opts: Options{DryRun: true}}, csr)
 	deadline := time.Now().Add(5 * time.Second)
@@ -188,7 +204,56 @@ func TestDryRunSpendsNoTicket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, cm := range cms.Items {
+		if len(cm.Data) != 0 {
+			t.Fatalf("the dry run wrote to %s: %v", cm.Name, cm.Data)
+		}
+	}
+}
+
+// TestMissingSpentTicketRecordIsNotApproved: the approver does not create
+// the spent-ticket ConfigMaps. Without them a ticket join is not approved:
+// it waits, and an Event on its CSR names the missing ConfigMap and how to
+// make it. Once they exist, the join is approved.
+func TestMissingSpentTicketRecordIsNotApproved(t *testing.T) {
+	w := newWorld(t)
+	client := fake.NewClientset()
+	csr := named(w.csr(t, w.ticketJoinSpec(t)), "mooring-node-1-a", time.Now())
+	r := startControllerWith(t, w, controllerSetup{client: client, spentTickets: true,
+		verifier: NewTicketVerifier(staticTicketKeys(w.tickets.PublicKeys()), cluster)}, csr)
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	var event *v1.Event
+	for event == nil {
+		events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range events.Items {
+			if e := &events.Items[i]; e.Reason == ReasonSpentTicketsMissing && e.InvolvedObject.Name == csr.Name {
+				event = e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s Event on the CSR; Events: %v", ReasonSpentTicketsMissing, events.Items)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if event.Type != v1.EventTypeWarning || !strings.Contains(event.Message, "kube-system/"+spent.NamePrefix) || !strings.Contains(event.Message, "deploy/components/join-tickets") {
+		t.Errorf("Event %s: %s", event.Type, event.Message)
+	}
+	if got := r.reason(t, csr.Name); got != "" {
+		t.Fatalf("decided without the spent-ticket record: %s", got)
+	}
+	cms, err := client.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(cms.Items) != 0 {
-		t.Fatalf("the dry run wrote %d spent-ticket ConfigMaps", len(cms.Items))
+		t.Fatalf("the approver created %d ConfigMaps", len(cms.Items))
+	}
+	withShards(t, client)
+	if got := r.waitReasonFor(t, csr.Name, 20*time.Second); got != "Approved/"+ReasonApproved {
+		t.Fatalf("once the record exists: %s", got)
 	}
 }

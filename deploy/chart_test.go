@@ -153,9 +153,11 @@ var installerLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/
 
 // substance removes the documented differences between a chart rendering
 // and an overlay's: installer labels, the chart's checksum annotation on the
-// pod template (the overlays roll pods by renaming the Secret instead), and
-// the overlays' hash-suffixed generated names (renamed to their base names,
-// in the objects and wherever they are referred to).
+// pod template (the overlays roll pods by renaming the Secret instead),
+// Helm's resource policy (the spent-ticket ConfigMaps outlive helm
+// uninstall; kubectl has no such annotation), and the overlays'
+// hash-suffixed generated names (renamed to their base names, in the
+// objects and wherever they are referred to).
 func substance(obj map[string]any, generated map[string]string) map[string]any {
 	// A Secret's data by content (kustomize wraps its base64 lines).
 	if data, ok := obj["data"].(map[string]any); ok && obj["kind"] == "Secret" {
@@ -184,6 +186,7 @@ func substance(obj map[string]any, generated map[string]string) map[string]any {
 			}
 			if ann, ok := v["annotations"].(map[string]any); ok {
 				delete(ann, "checksum/cloud")
+				delete(ann, "helm.sh/resource-policy")
 				if len(ann) == 0 {
 					delete(v, "annotations")
 				}

@@ -115,15 +115,16 @@ var standaloneNeeds = []need{
 }
 
 // ticketNeeds: the approver's record of spent join tickets
-// (csrapprover/spent), where join tickets are accepted: create on
-// ConfigMaps and get and update on the shards, in kube-system.
+// (csrapprover/spent), where join tickets are accepted: get and update on
+// the shards, in kube-system. No create: the manifests ship the shards
+// (a create of ConfigMaps in kube-system could plant ones the cluster
+// reads when present, such as coredns-custom or aws-auth).
 var ticketNeeds = func() []need {
 	var out []need
-	out = append(out, need{grant{"", "configmaps", "create", "kube-system", ""}, "csrapprover/spent/spent.go", "cms.Create(ctx, next"})
 	for _, n := range spent.ShardNames() {
 		out = append(out,
 			need{grant{"", "configmaps", "get", "kube-system", n}, "csrapprover/spent/spent.go", "ConfigMaps(s.namespace).Get(ctx, name"},
-			need{grant{"", "configmaps", "update", "kube-system", n}, "csrapprover/spent/spent.go", "cms.Update(ctx, next"})
+			need{grant{"", "configmaps", "update", "kube-system", n}, "csrapprover/spent/spent.go", "ConfigMaps(s.namespace).Update(ctx, next"})
 	}
 	return out
 }()

@@ -1,6 +1,8 @@
 package deploy
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -11,8 +13,11 @@ import (
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/internal/ticket"
 )
 
@@ -173,5 +178,125 @@ func readProjected(t *testing.T, where string, volume *corev1.SecretVolumeSource
 		if g, ok := got[kid]; !ok || !g.Equal(k) {
 			t.Errorf("%s: the approver reads no key %s, or another", where, kid)
 		}
+	}
+}
+
+// TestSpentTicketShardsShipped: where join tickets are accepted, the
+// manifests ship the spent-ticket ConfigMaps (spent.ShardNames) in the
+// approver's namespace, empty, and the chart keeps them on helm uninstall;
+// the approver's Role grants on ConfigMaps get and update of exactly those
+// names, nothing else (no create: it could plant ConfigMaps the cluster
+// reads when present). Elsewhere neither appears.
+func TestSpentTicketShardsShipped(t *testing.T) {
+	for name, m := range renderings(t) {
+		var cms []map[string]any
+		var roles []*rbacv1.Role
+		for _, r := range m.Resources() {
+			obj, err := r.Map()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch r.GetKind() {
+			case "ConfigMap":
+				cms = append(cms, obj)
+			case "Role":
+				roles = append(roles, decode[rbacv1.Role](t, r))
+			}
+		}
+		checkShards(t, name, cms, roles, "kube-system", wantsTickets(name), false)
+	}
+	for _, mode := range []string{"ccm", "approver-only"} {
+		for _, tickets := range []bool{false, true} {
+			where := fmt.Sprintf("chart, mode %s, tickets.enabled=%v", mode, tickets)
+			objs := renderChart(t, "ci/aws-values.yaml", nil, "--namespace", "mooring", "--set", "mode="+mode, "--set", fmt.Sprintf("tickets.enabled=%v", tickets))
+			var cms []map[string]any
+			var roles []*rbacv1.Role
+			for _, obj := range objs {
+				switch obj["kind"] {
+				case "ConfigMap":
+					cms = append(cms, obj)
+				case "Role":
+					role := new(rbacv1.Role)
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(obj, role, true); err != nil {
+						t.Fatal(err)
+					}
+					roles = append(roles, role)
+				case "Deployment":
+					// The approver records in the namespace the chart
+					// ships the ConfigMaps in.
+					data, _ := json.Marshal(obj)
+					if arg := "spent-tickets-namespace=mooring"; strings.Contains(string(data), arg) != tickets {
+						t.Errorf("%s: the Deployment's --...%s: %v, want %v", where, arg, !tickets, tickets)
+					}
+				}
+			}
+			checkShards(t, where, cms, roles, "mooring", tickets, true)
+		}
+	}
+}
+
+// checkShards checks the spent-ticket ConfigMaps among cms and the rules
+// on ConfigMaps of the workload's roles (all but the nodes'), which must be
+// in the approver's namespace ns.
+func checkShards(t *testing.T, where string, cms []map[string]any, roles []*rbacv1.Role, ns string, want, helm bool) {
+	t.Helper()
+	var got []string
+	for _, obj := range cms {
+		meta, _ := obj["metadata"].(map[string]any)
+		name, _ := meta["name"].(string)
+		if !strings.HasPrefix(name, spent.NamePrefix) {
+			continue
+		}
+		got = append(got, name)
+		if meta["namespace"] != ns {
+			t.Errorf("%s: ConfigMap %s in namespace %v, want %s (the approver's)", where, name, meta["namespace"], ns)
+		}
+		for _, field := range []string{"data", "binaryData", "immutable"} {
+			if _, ok := obj[field]; ok {
+				t.Errorf("%s: ConfigMap %s ships %s: an apply or upgrade would overwrite the approver's record", where, name, field)
+			}
+		}
+		ann, _ := meta["annotations"].(map[string]any)
+		if helm && ann["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("%s: ConfigMap %s: annotations %v, want helm.sh/resource-policy: keep (helm uninstall must not forget spent tickets)", where, name, ann)
+		}
+	}
+	slices.Sort(got)
+	if want && !slices.Equal(got, spent.ShardNames()) {
+		t.Errorf("%s ships the spent-ticket ConfigMaps %v, want %v", where, got, spent.ShardNames())
+	}
+	if !want && len(got) > 0 {
+		t.Errorf("%s ships spent-ticket ConfigMaps %v without join tickets", where, got)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, r := range roles {
+		if r.Name == "mooring:kubelet-config" {
+			continue // the nodes' (TestKubeletConfigRBACIsLeastPrivilege)
+		}
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.Resources, "configmaps") || slices.Contains(rule.Resources, "*") {
+				if r.Namespace != ns {
+					t.Errorf("%s: Role %s/%s grants on ConfigMaps outside the approver's namespace %s", where, r.Namespace, r.Name, ns)
+				}
+				rules = append(rules, rule)
+			}
+		}
+	}
+	if !want {
+		if len(rules) > 0 {
+			t.Errorf("%s grants on ConfigMaps without join tickets: %+v", where, rules)
+		}
+		return
+	}
+	for _, rule := range rules {
+		names := slices.Sorted(slices.Values(rule.ResourceNames))
+		verbs := slices.Sorted(slices.Values(rule.Verbs))
+		if !slices.Equal(rule.APIGroups, []string{""}) || !slices.Equal(rule.Resources, []string{"configmaps"}) ||
+			!slices.Equal(names, spent.ShardNames()) || !slices.Equal(verbs, []string{"get", "update"}) {
+			t.Errorf("%s: a Role grants %+v; on ConfigMaps the approver may get and update the spent-ticket ConfigMaps only", where, rule)
+		}
+	}
+	if len(rules) == 0 {
+		t.Errorf("%s: no Role lets the approver get and update the spent-ticket ConfigMaps", where)
 	}
 }

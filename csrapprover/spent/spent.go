@@ -13,11 +13,13 @@
 //
 // Why a few sharded ConfigMaps and not one object per ticket
 // (docs/tickets.md): the approver needs only get and update on Shards named
-// objects, plus create (which cannot overwrite), in its namespace, where one
-// object per ticket would need list and delete on every ConfigMap there
-// (kube-system's included); expired entries are pruned on each write, so no
-// collector runs; and the size is bounded: a shard that is full refuses to
-// record, and a ticket that cannot be recorded is not approved.
+// objects in its namespace, which the installer ships (the chart with
+// tickets.enabled, deploy/components/join-tickets) and the approver never
+// creates, where one object per ticket would need create, list and delete
+// on every ConfigMap there (kube-system's included); expired entries are
+// pruned on each write, so no collector runs; and the size is bounded: a
+// shard that is full refuses to record, and a ticket that cannot be
+// recorded is not approved.
 package spent
 
 import (
@@ -78,6 +80,12 @@ type Spender struct {
 // entries; the ticket is not recorded (and so not approved) until some
 // expire.
 var ErrFull = errors.New("the spent-ticket record is full")
+
+// ErrMissing: the shard the ticket falls in does not exist. The approver
+// does not create it (it may not create ConfigMaps): the installer ships
+// the shards. The ticket is not recorded, so not approved, until it
+// exists.
+var ErrMissing = errors.New("the spent-ticket record is missing")
 
 // Store keeps spent tickets in ConfigMaps of one namespace.
 type Store struct {
@@ -231,11 +239,14 @@ func (s *Store) Spend(ctx context.Context, replayKey string, expiry time.Time, c
 		switch {
 		case err == nil:
 			return Spender{}, false, nil
-		case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
+		case apierrors.IsConflict(err):
 			klog.FromContext(ctx).V(2).Info("Spent-ticket record changed meanwhile; reading it again", "configMap", next.Name)
 			sh.last = nil
 		default:
 			sh.last = nil
+			if apierrors.IsNotFound(err) {
+				err = s.missing(next.Name)
+			}
 			return Spender{}, false, fmt.Errorf("record the ticket as spent in ConfigMap %s/%s: %w", s.namespace, next.Name, err)
 		}
 	}
@@ -257,7 +268,15 @@ func pause(ctx context.Context, round int) error {
 	}
 }
 
-// read fetches shard i; a ConfigMap not yet created reads as empty.
+// missing is ErrMissing for the shard name, saying how to make it.
+func (s *Store) missing(name string) error {
+	return fmt.Errorf("%w: ConfigMap %s/%s does not exist, and the approver does not create ConfigMaps; "+
+		"install the spent-ticket ConfigMaps %s0 to -f in %s as the chart (tickets.enabled) or deploy/components/join-tickets ships them "+
+		"(docs/tickets.md#single-use). Until then the ticket joins that fall in it wait, none approved",
+		ErrMissing, s.namespace, name, NamePrefix, s.namespace)
+}
+
+// read fetches shard i. A shard that does not exist is ErrMissing.
 func (s *Store) read(ctx context.Context, sh *shard, i int) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
@@ -265,7 +284,7 @@ func (s *Store) read(ctx context.Context, sh *shard, i int) error {
 	cm, err := s.client.ConfigMaps(s.namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		cm = &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.namespace}}
+		return s.missing(name)
 	case err != nil:
 		return fmt.Errorf("read the spent tickets (ConfigMap %s/%s): %w", s.namespace, name, err)
 	}
@@ -274,7 +293,8 @@ func (s *Store) read(ctx context.Context, sh *shard, i int) error {
 }
 
 // pruned is a copy of cm without the entries kept past their time.
-// Unreadable entries are kept.
+// Unreadable entries are kept. The metadata (the installer's labels and
+// annotations) is kept as read.
 func (s *Store) pruned(cm *v1.ConfigMap, now time.Time) *v1.ConfigMap {
 	next := cm.DeepCopy()
 	next.Data = make(map[string]string, len(cm.Data)+1)
@@ -284,27 +304,14 @@ func (s *Store) pruned(cm *v1.ConfigMap, now time.Time) *v1.ConfigMap {
 		}
 		next.Data[k] = raw
 	}
-	if next.Labels == nil {
-		next.Labels = map[string]string{}
-	}
-	next.Labels["app.kubernetes.io/managed-by"] = "mooring-csr-approver"
 	return next
 }
 
-// write creates or updates the shard at the resourceVersion it was read.
+// write updates the shard at the resourceVersion it was read.
 func (s *Store) write(ctx context.Context, sh *shard, next *v1.ConfigMap) error {
 	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
 	defer cancel()
-	cms := s.client.ConfigMaps(s.namespace)
-	var (
-		out *v1.ConfigMap
-		err error
-	)
-	if next.ResourceVersion == "" {
-		out, err = cms.Create(ctx, next, metav1.CreateOptions{})
-	} else {
-		out, err = cms.Update(ctx, next, metav1.UpdateOptions{})
-	}
+	out, err := s.client.ConfigMaps(s.namespace).Update(ctx, next, metav1.UpdateOptions{})
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,11 +60,33 @@ func casClient(t *testing.T) *fake.Clientset {
 	return c
 }
 
+// createShards makes the shards as the installer ships them: empty,
+// with the chart's labels and annotation.
+func createShards(t *testing.T, c *fake.Clientset) {
+	t.Helper()
+	for _, name := range ShardNames() {
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system",
+			Labels:      map[string]string{"app.kubernetes.io/part-of": "mooring", "app.kubernetes.io/managed-by": "Helm"},
+			Annotations: map[string]string{"helm.sh/resource-policy": "keep"}}}
+		if _, err := c.CoreV1().ConfigMaps("kube-system").Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// shardClient is casClient with the shards made.
+func shardClient(t *testing.T) *fake.Clientset {
+	t.Helper()
+	c := casClient(t)
+	createShards(t, c)
+	return c
+}
+
 func csr(name string) Spender { return Spender{Name: name, UID: types.UID("uid-" + name)} }
 
 func TestSpendOnceThenSpent(t *testing.T) {
 	ctx := context.Background()
-	s := New(casClient(t).CoreV1(), "kube-system", time.Minute)
+	s := New(shardClient(t).CoreV1(), "kube-system", time.Minute)
 	exp := time.Now().Add(time.Hour)
 	if by, spent, err := s.Spend(ctx, "ticket/a", exp, csr("first")); err != nil || spent {
 		t.Fatalf("first spend: %v %v %v", by, spent, err)
@@ -91,7 +115,7 @@ func TestSpendOnceThenSpent(t *testing.T) {
 // by exactly one CSR.
 func TestTwoApproversCannotBothSpend(t *testing.T) {
 	ctx := context.Background()
-	c := casClient(t)
+	c := shardClient(t)
 	a, b := New(c.CoreV1(), "kube-system", time.Minute), New(c.CoreV1(), "kube-system", time.Minute)
 	exp := time.Now().Add(time.Hour)
 	const tickets = 200
@@ -131,7 +155,7 @@ func TestTwoApproversCannotBothSpend(t *testing.T) {
 
 func TestExpiredEntriesArePruned(t *testing.T) {
 	ctx := context.Background()
-	c := casClient(t)
+	c := shardClient(t)
 	s := New(c.CoreV1(), "kube-system", time.Minute)
 	now := time.Now()
 	s.now = func() time.Time { return now }
@@ -161,6 +185,10 @@ func TestExpiredEntriesArePruned(t *testing.T) {
 	}
 	if len(cm.Data) != 1 {
 		t.Fatalf("shard holds %d entries, want the new one only: %v", len(cm.Data), cm.Data)
+	}
+	// The installer's metadata is kept as it was shipped.
+	if cm.Labels["app.kubernetes.io/managed-by"] != "Helm" || cm.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("the shard's metadata changed: labels %v, annotations %v", cm.Labels, cm.Annotations)
 	}
 }
 
@@ -197,6 +225,63 @@ func TestFullOrUnreadableFailsClosed(t *testing.T) {
 	if _, _, err := New(c.CoreV1(), "kube-system", time.Minute).Spend(ctx, other, time.Now().Add(time.Hour), csr("b")); !errors.Is(err, ErrFull) {
 		t.Fatalf("a full shard: %v, want ErrFull", err)
 	}
+}
+
+// TestMissingShardIsAnErrorNotACreate: the approver may not create
+// ConfigMaps. A shard that does not exist fails Spent and Spend with
+// ErrMissing, which names the ConfigMap and says how to make it, and
+// nothing is created; once the installer made it, tickets are recorded.
+func TestMissingShardIsAnErrorNotACreate(t *testing.T) {
+	ctx := context.Background()
+	c := casClient(t)
+	var creates atomic.Int32
+	c.PrependReactor("create", "configmaps", func(k8stesting.Action) (bool, runtime.Object, error) {
+		creates.Add(1)
+		return false, nil, nil
+	})
+	s := New(c.CoreV1(), "kube-system", time.Minute)
+	_, shard := key("ticket/m")
+	exp := time.Now().Add(time.Hour)
+	if _, _, err := s.Spent(ctx, "ticket/m", csr("a")); !errors.Is(err, ErrMissing) {
+		t.Fatalf("Spent without the shard: %v, want ErrMissing", err)
+	}
+	_, spent, err := s.Spend(ctx, "ticket/m", exp, csr("a"))
+	if !errors.Is(err, ErrMissing) || spent {
+		t.Fatalf("Spend without the shard: spent %v, %v, want ErrMissing", spent, err)
+	}
+	for _, want := range []string{"kube-system/" + shardName(shard), "tickets.enabled", "deploy/components/join-tickets"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q: %v", want, err)
+		}
+	}
+	if n := creates.Load(); n != 0 {
+		t.Fatalf("the store asked to create %d ConfigMaps", n)
+	}
+	createShards(t, c)
+	if _, spent, err := s.Spend(ctx, "ticket/m", exp, csr("a")); err != nil || spent {
+		t.Fatalf("once the shard exists: spent %v, %v", spent, err)
+	}
+	// Deleted while this process holds a copy: ErrMissing again, not a
+	// write that brings it back.
+	if err := c.CoreV1().ConfigMaps("kube-system").Delete(ctx, shardName(shard), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := inShard(shard, 1, "ticket/after-delete")[0]
+	if _, _, err := s.Spend(ctx, other, exp, csr("b")); !errors.Is(err, ErrMissing) {
+		t.Fatalf("a deleted shard: %v, want ErrMissing", err)
+	}
+}
+
+// inShard are n replay keys whose tickets fall in shard i.
+func inShard(i, n int, prefix string) []string {
+	var out []string
+	for j := 0; len(out) < n; j++ {
+		k := fmt.Sprintf("%s/%d", prefix, j)
+		if _, sh := key(k); sh == i {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func TestShardNames(t *testing.T) {

@@ -112,12 +112,21 @@ func TestRenderAll(t *testing.T) {
 			t.Errorf("%s: a placeholder is left", overlay)
 		}
 		objs := parse(t, b)
-		var deployments, configMaps int
+		var deployments, configMaps, spentTickets int
 		for _, o := range objs {
 			switch o.Kind {
 			case "Secret":
 				t.Errorf("%s: Secret %s", overlay, o.Metadata.Name)
 			case "ConfigMap":
+				if strings.HasPrefix(o.Metadata.Name, "mooring-spent-tickets-") {
+					// components/join-tickets' record of spent
+					// tickets, shipped empty.
+					spentTickets++
+					if len(o.Data) > 0 {
+						t.Errorf("%s: ConfigMap %s %v", overlay, o.Metadata.Name, o.Data)
+					}
+					continue
+				}
 				configMaps++
 				if o.Metadata.Name != "mooring-cloud" || o.Data["provider"] != overlay {
 					t.Errorf("%s: ConfigMap %s %v", overlay, o.Metadata.Name, o.Data)
@@ -155,6 +164,11 @@ func TestRenderAll(t *testing.T) {
 		// approver-only leaves the backend to the user; the others name it.
 		if want := map[bool]int{true: 0, false: 1}[overlay == "approver-only"]; configMaps != want {
 			t.Errorf("%s: %d ConfigMaps, want %d", overlay, configMaps, want)
+		}
+		// Overlays that accept join tickets ship the 16 spent-ticket
+		// ConfigMaps (the approver may not create them).
+		if want := map[bool]int{true: 16, false: 0}[bytes.Contains(b, []byte("mooring-join-ticket-keys"))]; spentTickets != want {
+			t.Errorf("%s: %d spent-ticket ConfigMaps, want %d", overlay, spentTickets, want)
 		}
 		if !bytes.HasPrefix(b, []byte("# mooring "+tag+": deploy/overlays/"+overlay+" ")) {
 			t.Errorf("%s: header %q", overlay, strings.SplitN(string(b), "\n", 2)[0])

@@ -10,13 +10,15 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
 // ApplyRBAC renders a kustomization under deploy/ (as `kubectl kustomize`
-// does) and creates its ServiceAccounts and RBAC objects on the test bed;
-// Deployments and Secrets are left out (the test bed runs the programs as
-// processes, with configs of its own).
+// does) and creates its ServiceAccounts and RBAC objects on the test bed,
+// and the spent-ticket ConfigMaps where it ships them (the approver may not
+// create them); Deployments, Secrets and other ConfigMaps are left out (the
+// test bed runs the programs as processes, with configs of its own).
 func ApplyRBAC(ctx context.Context, cp *testbed.ControlPlane, kustomization string) error {
 	return applyRendered(ctx, cp, filepath.Join(RepoRoot(), "deploy", kustomization), krusty.MakeDefaultOptions())
 }
@@ -53,13 +55,20 @@ func applyRendered(ctx context.Context, cp *testbed.ControlPlane, dir string, op
 	if err != nil {
 		return err
 	}
+	for _, r := range m.Resources() {
+		if r.GetKind() == "ConfigMap" && !strings.HasPrefix(r.GetName(), spent.NamePrefix) {
+			if err := m.Remove(r.CurId()); err != nil {
+				return err
+			}
+		}
+	}
 	data, err := m.AsYaml()
 	if err != nil {
 		return err
 	}
 	return cp.ApplyYAML(ctx, dir, data, func(kind string) bool {
 		switch kind {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap":
 			return true
 		}
 		return false

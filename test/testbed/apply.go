@@ -65,6 +65,8 @@ func (cp *ControlPlane) create(ctx context.Context, obj any) error {
 		_, err = c.CoreV1().ServiceAccounts(v.Namespace).Create(ctx, v, o)
 	case *corev1.Secret:
 		_, err = c.CoreV1().Secrets(v.Namespace).Create(ctx, v, o)
+	case *corev1.ConfigMap:
+		_, err = c.CoreV1().ConfigMaps(v.Namespace).Create(ctx, v, o)
 	case *rbacv1.ClusterRole:
 		_, err = c.RbacV1().ClusterRoles().Create(ctx, v, o)
 	case *rbacv1.ClusterRoleBinding:
