@@ -68,6 +68,15 @@ func TestTicketStaysSpentAfterItsCSRIsDeleted(t *testing.T) {
 	if got := r.waitReason(t, again.Name); got != "Denied/"+ReasonTicketSpent {
 		t.Fatalf("the ticket again after its CSR was deleted: %s", got)
 	}
+	// The record keeps the spender's UID, not its name: the message says
+	// which CSR it was, gone as it is.
+	c, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, again.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := c.Status.Conditions[0].Message; !strings.Contains(msg, "spent by CSR of UID "+string(spent.SpenderID(first.UID))+", deleted since") {
+		t.Errorf("the denial says %q", msg)
+	}
 
 	// A new approver (a restart, a new leader) on the same apiserver, once
 	// the cleaner deleted the denied CSR too.
@@ -208,6 +217,31 @@ func TestDryRunSpendsNoTicket(t *testing.T) {
 		if len(cm.Data) != 0 {
 			t.Fatalf("the dry run wrote to %s: %v", cm.Name, cm.Data)
 		}
+	}
+}
+
+// TestSpentTicketNamesItsCSR: a denial names the CSR that spent the ticket
+// while the apiserver still holds it, though the record keeps its UID only.
+func TestSpentTicketNamesItsCSR(t *testing.T) {
+	w := newWorld(t)
+	spender := named(w.csr(t, w.ticketJoinSpec(t)), "node-csr-"+strings.Repeat("x", 200), time.Now())
+	r := startControllerWith(t, w, controllerSetup{client: withShards(t, fake.NewClientset()), spentTickets: true,
+		verifier: NewTicketVerifier(staticTicketKeys(w.tickets.PublicKeys()), cluster)}, spender)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := r.ctrl.csrs.Get(spender.Name); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the CSR is not in the cache")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, want := r.ctrl.spender(spent.SpenderID(spender.UID)), spender.Name+" (UID "+string(spender.UID)+")"; got != want {
+		t.Errorf("spender: %q, want %q", got, want)
+	}
+	if got := r.ctrl.spender(spent.UnknownSpender); got == "" {
+		t.Error("an unreadable entry names nobody: the ticket would read as not spent")
 	}
 }
 

@@ -3,10 +3,13 @@ package csrapprover
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mooring-dev/mooring/csrapprover/spent"
 )
@@ -23,7 +26,7 @@ func (c *Controller) SpentBy(ctx context.Context, key string, csr *certificatesv
 	if !ok {
 		return "", nil
 	}
-	return by.Name, nil
+	return c.spender(by), nil
 }
 
 // Spend implements Replays: it records the ticket as spent before the
@@ -42,7 +45,7 @@ func (c *Controller) Spend(ctx context.Context, key string, expiry time.Time, cs
 	if !ok {
 		return "", nil
 	}
-	return by.Name, nil
+	return c.spender(by), nil
 }
 
 // ReasonSpentTicketsMissing is the Event on a ticket join's CSR that
@@ -58,4 +61,24 @@ func (c *Controller) recordError(csr *certificatesv1.CertificateSigningRequest, 
 		c.recorder.Event(csr, v1.EventTypeWarning, ReasonSpentTicketsMissing, err.Error())
 	}
 	return err
+}
+
+// spender names the CSR that the spent-ticket record holds as a ticket's
+// spender, for a denial's message. The record keeps the CSR's UID only (its
+// name is the requester's choice, and would make entries as long as the
+// requester likes), so the CSR is looked up by UID among those the
+// apiserver still holds; one the cleaner deleted is named by its UID. Never
+// "": the ticket is spent.
+func (c *Controller) spender(id types.UID) string {
+	if id == spent.UnknownSpender {
+		return "unknown (its entry in the spent-ticket record cannot be read)"
+	}
+	if csrs, err := c.csrs.List(labels.Everything()); err == nil {
+		for _, csr := range csrs {
+			if spent.SpenderID(csr.UID) == id {
+				return fmt.Sprintf("%s (UID %s)", csr.Name, csr.UID)
+			}
+		}
+	}
+	return fmt.Sprintf("of UID %s, deleted since", id)
 }

@@ -1,6 +1,7 @@
 package spent
 
 import (
+	"strconv"
 	"sync"
 
 	"k8s.io/component-base/metrics"
@@ -14,9 +15,15 @@ var (
 	}, []string{"result"})
 	entries = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "mooring", Subsystem: "csr_approver", Name: "spent_tickets",
-		Help: "Entries in each spent-ticket ConfigMap after the approver's last write to it (a shard refuses new entries at 6000).",
+		Help: "Entries in each spent-ticket ConfigMap after the approver's last write to it.",
+	}, []string{"configmap"})
+	shardBytes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "mooring", Subsystem: "csr_approver", Name: "spent_tickets_bytes",
+		Help: "Encoded size of each spent-ticket ConfigMap after the approver's last write to it (protobuf, as stored, managedFields included); a ConfigMap refuses new tickets past " + strconv.Itoa(MaxShardBytes) + " bytes.",
 	}, []string{"configmap"})
 	registerOnce sync.Once
 )
 
-func registerMetrics() { registerOnce.Do(func() { legacyregistry.MustRegister(spends, entries) }) }
+func registerMetrics() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(spends, entries, shardBytes) })
+}

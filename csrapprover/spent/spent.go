@@ -18,8 +18,11 @@
 // creates, where one object per ticket would need create, list and delete
 // on every ConfigMap there (kube-system's included); expired entries are
 // pruned on each write, so no collector runs; and the size is bounded: a
-// shard that is full refuses to record, and a ticket that cannot be
-// recorded is not approved.
+// shard whose encoded size would pass MaxShardBytes refuses to record
+// (ErrFull), before the apiserver would refuse the write, and a ticket
+// that cannot be recorded is not approved. An entry is of fixed size
+// (the key's hash, an expiry, the spending CSR's UID): nothing a requester
+// chooses (its CSR's name, its node's name) makes it longer.
 package spent
 
 import (
@@ -28,12 +31,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,13 +52,25 @@ const (
 	Shards = 16
 	// NamePrefix names the ConfigMaps: NamePrefix + a hex digit.
 	NamePrefix = "mooring-spent-tickets-"
-	// MaxPerShard bounds the live entries of one ConfigMap (each about
-	// 120 bytes, so a shard stays well under the 1 MiB a ConfigMap may
-	// hold): Shards*MaxPerShard tickets can be spent and unexpired at once.
-	MaxPerShard = 6000
+	// MaxShardBytes bounds a shard's encoded size: the ConfigMap in
+	// protobuf, as the apiserver stores it in etcd, with its metadata and
+	// the managedFields the apiserver keeps (a line per key), as last
+	// read, with the new entry and its managedFields line in. The
+	// apiserver refuses a ConfigMap whose values pass 1 MiB (422), and
+	// etcd a request over 1.5 MiB (its default --max-request-bytes); the
+	// 64 KiB kept below 1 MiB are for what else the apiserver may add on
+	// the write (the writer's first managedFields entry, the storage
+	// envelope) and for annotations an installer adds. A shard holds
+	// about 7,800 unexpired tickets (an entry costs about 125 bytes
+	// stored: 79 of data, 6 of encoding, 40 of managedFields), more on an
+	// apiserver that keeps no managedFields (the test bed's: 85 bytes).
+	MaxShardBytes = 1<<20 - 64<<10
 	// keyHexLen is the length of an entry's key: the first 128 bits of
 	// the SHA-256 of the ticket id, in hex.
 	keyHexLen = 32
+	// idLen is the length of an entry's spender: a CSR's UID, as the
+	// apiserver makes them (a UUID in its 36-character form).
+	idLen = 36
 	// writeTimeout bounds one read or write of a shard.
 	writeTimeout = 10 * time.Second
 )
@@ -70,15 +87,29 @@ func ShardNames() []string {
 // shardName is the ConfigMap of shard i.
 func shardName(i int) string { return NamePrefix + strconv.FormatInt(int64(i), 16) }
 
-// Spender is who spends a ticket: a CSR.
+// Spender is who spends a ticket: a CSR. The record keeps its UID only
+// (SpenderID): the name is the requester's to choose, the UID the
+// apiserver's.
 type Spender struct {
 	Name string
 	UID  types.UID
 }
 
-// ErrFull: the shard the ticket falls in holds MaxPerShard unexpired
-// entries; the ticket is not recorded (and so not approved) until some
-// expire.
+// SpenderID is what the record keeps of a CSR's UID: the UID itself when
+// it is a UUID (every UID the apiserver makes), in its canonical form;
+// else the first 36 hex digits of its SHA-256, so that an entry's size
+// never depends on it.
+func SpenderID(uid types.UID) types.UID {
+	if u, err := uuid.Parse(string(uid)); err == nil {
+		return types.UID(u.String())
+	}
+	sum := sha256.Sum256([]byte(uid))
+	return types.UID(hex.EncodeToString(sum[:])[:idLen])
+}
+
+// ErrFull: the shard the ticket falls in would pass MaxShardBytes with
+// it; the ticket is not recorded (and so not approved) until some of the
+// shard's entries expire.
 var ErrFull = errors.New("the spent-ticket record is full")
 
 // ErrMissing: the shard the ticket falls in does not exist. The approver
@@ -113,29 +144,36 @@ func New(client typedcorev1.ConfigMapsGetter, namespace string, grace time.Durat
 	return &Store{client: client, namespace: namespace, grace: grace, now: time.Now}
 }
 
-// entry is one spent ticket: until when it is kept, and by whom it was
-// spent.
+// entry is one spent ticket: until when it is kept, and the SpenderID of
+// the CSR that spent it.
 type entry struct {
 	until time.Time
-	by    Spender
+	by    types.UID
 }
 
-// The value of an entry: "UNTIL UID NAME" (Unix seconds, the CSR's UID and
-// name; none of them holds a space).
+// The value of an entry: "UNTIL ID" (Unix seconds; the spender's ID, 36
+// characters), 47 bytes until 2286. With its 32-byte key, an entry costs
+// 79 bytes of data, whatever the CSR or its node are named.
 func (e entry) String() string {
-	return fmt.Sprintf("%d %s %s", e.until.Unix(), e.by.UID, e.by.Name)
+	return fmt.Sprintf("%d %s", e.until.Unix(), e.by)
 }
 
+// parseEntry reads "UNTIL ID", and "UNTIL UID NAME" as earlier versions
+// wrote it (the name is not kept: the UID says who spent the ticket).
 func parseEntry(s string) (entry, error) {
 	f := strings.Fields(s)
-	if len(f) != 3 {
-		return entry{}, fmt.Errorf("entry %q: want UNTIL UID NAME", s)
+	if len(f) != 2 && len(f) != 3 {
+		return entry{}, fmt.Errorf("entry %q: want UNTIL ID", s)
 	}
 	sec, err := strconv.ParseInt(f[0], 10, 64)
 	if err != nil {
 		return entry{}, fmt.Errorf("entry %q: %w", s, err)
 	}
-	return entry{until: time.Unix(sec, 0), by: Spender{UID: types.UID(f[1]), Name: f[2]}}, nil
+	by := types.UID(f[1])
+	if len(f) == 3 {
+		by = SpenderID(by)
+	}
+	return entry{until: time.Unix(sec, 0), by: by}, nil
 }
 
 // key is the entry key of a ticket's replay key, and the shard it is in.
@@ -146,55 +184,60 @@ func key(replayKey string) (string, int) {
 	return h, int(n)
 }
 
+// UnknownSpender is the holder of an entry that cannot be read.
+const UnknownSpender types.UID = "(unreadable entry)"
+
 // holder reads who spent k in cm: "" when nobody did (or the entry has
 // expired). An entry it cannot read counts as spent by somebody unknown:
 // the record is never read as "free" on doubt.
-func holder(cm *v1.ConfigMap, k string, now time.Time) (Spender, bool) {
+func holder(cm *v1.ConfigMap, k string, now time.Time) (types.UID, bool) {
 	if cm == nil {
-		return Spender{}, false
+		return "", false
 	}
 	raw, ok := cm.Data[k]
 	if !ok {
-		return Spender{}, false
+		return "", false
 	}
 	e, err := parseEntry(raw)
 	if err != nil {
-		return Spender{Name: "(unreadable entry)"}, true
+		return UnknownSpender, true
 	}
 	if now.After(e.until) {
-		return Spender{}, false
+		return "", false
 	}
 	return e.by, true
 }
 
-// Spent tells who spent the ticket of replayKey, if anybody but csr did.
-// It reads the shard's newest copy this process has, or the apiserver's
-// when it has none; Spend is what decides, atomically. An error means the
-// answer is unknown.
-func (s *Store) Spent(ctx context.Context, replayKey string, csr Spender) (Spender, bool, error) {
+// Spent tells who spent the ticket of replayKey, if anybody but csr did:
+// the SpenderID of that CSR. It reads the shard's newest copy this process
+// has, or the apiserver's when it has none; Spend is what decides,
+// atomically. An error means the answer is unknown.
+func (s *Store) Spent(ctx context.Context, replayKey string, csr Spender) (types.UID, bool, error) {
 	k, i := key(replayKey)
 	sh := &s.shards[i]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.last == nil {
 		if err := s.read(ctx, sh, i); err != nil {
-			return Spender{}, false, err
+			return "", false, err
 		}
 	}
 	by, ok := holder(sh.last, k, s.now())
-	if ok && by.UID == csr.UID {
-		return Spender{}, false, nil
+	if ok && by == SpenderID(csr.UID) {
+		return "", false, nil
 	}
 	return by, ok, nil
 }
 
 // Spend records the ticket of replayKey, valid until expiry, as spent by
-// csr. It returns (the other CSR, true) when another CSR spent it first,
-// (zero, false) with a nil error once it is recorded for csr (now or by an
-// earlier attempt of csr). Any error means it is not recorded: the ticket
-// must not be approved.
-func (s *Store) Spend(ctx context.Context, replayKey string, expiry time.Time, csr Spender) (by Spender, spent bool, err error) {
+// csr. It returns (the other CSR's SpenderID, true) when another CSR spent
+// it first, ("", false) with a nil error once it is recorded for csr (now
+// or by an earlier attempt of csr). Any error means it is not recorded:
+// the ticket must not be approved (ErrFull, ErrMissing, or the
+// apiserver's).
+func (s *Store) Spend(ctx context.Context, replayKey string, expiry time.Time, csr Spender) (by types.UID, spent bool, err error) {
 	k, i := key(replayKey)
+	id := SpenderID(csr.UID)
 	sh := &s.shards[i]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -215,30 +258,32 @@ func (s *Store) Spend(ctx context.Context, replayKey string, expiry time.Time, c
 	for round := range conflictRounds {
 		if round > 0 {
 			if err := pause(ctx, round); err != nil {
-				return Spender{}, false, err
+				return "", false, err
 			}
 		}
 		if sh.last == nil {
 			if err := s.read(ctx, sh, i); err != nil {
-				return Spender{}, false, err
+				return "", false, err
 			}
 		}
 		now := s.now()
 		if by, ok := holder(sh.last, k, now); ok {
-			if by.UID == csr.UID {
-				return Spender{}, false, nil
+			if by == id {
+				return "", false, nil
 			}
 			return by, true, nil
 		}
-		next := s.pruned(sh.last, now)
-		if len(next.Data) >= MaxPerShard {
-			return Spender{}, false, fmt.Errorf("%w: ConfigMap %s/%s holds %d unexpired tickets (limit %d)", ErrFull, s.namespace, next.Name, len(next.Data), MaxPerShard)
+		next := pruned(sh.last, now)
+		next.Data[k] = entry{until: expiry.Add(s.grace), by: id}.String()
+		if size := encodedSize(next) + managedFieldsLine; size > MaxShardBytes {
+			return "", false, fmt.Errorf("%w: ConfigMap %s/%s would be %d bytes encoded with this ticket (limit %d), holding %d unexpired tickets; it takes new ones as they expire",
+				ErrFull, s.namespace, next.Name, size, MaxShardBytes, len(next.Data)-1)
 		}
-		next.Data[k] = entry{until: expiry.Add(s.grace), by: csr}.String()
 		err := s.write(ctx, sh, next)
 		switch {
 		case err == nil:
-			return Spender{}, false, nil
+			klog.FromContext(ctx).V(4).Info("Recorded the join ticket as spent", "configMap", next.Name, "csr", csr.Name, "uid", csr.UID)
+			return "", false, nil
 		case apierrors.IsConflict(err):
 			klog.FromContext(ctx).V(2).Info("Spent-ticket record changed meanwhile; reading it again", "configMap", next.Name)
 			sh.last = nil
@@ -247,10 +292,27 @@ func (s *Store) Spend(ctx context.Context, replayKey string, expiry time.Time, c
 			if apierrors.IsNotFound(err) {
 				err = s.missing(next.Name)
 			}
-			return Spender{}, false, fmt.Errorf("record the ticket as spent in ConfigMap %s/%s: %w", s.namespace, next.Name, err)
+			return "", false, fmt.Errorf("record the ticket as spent in ConfigMap %s/%s: %w", s.namespace, next.Name, err)
 		}
 	}
-	return Spender{}, false, fmt.Errorf("record the ticket as spent: ConfigMap %s/%s kept changing", s.namespace, shardName(i))
+	return "", false, fmt.Errorf("record the ticket as spent: ConfigMap %s/%s kept changing", s.namespace, shardName(i))
+}
+
+// encodedSize is what the apiserver stores of cm: its protobuf encoding,
+// metadata and managedFields included (less the few bytes of the storage
+// envelope).
+func encodedSize(cm *v1.ConfigMap) int { return cm.Size() }
+
+// managedFieldsLine is what the apiserver adds to a shard's managedFields
+// for a new key: `,"f:KEY":{}` in the writer's FieldsV1.
+const managedFieldsLine = len(`,"f:":{}`) + keyHexLen
+
+// missing is ErrMissing for the shard name, saying how to make it.
+func (s *Store) missing(name string) error {
+	return fmt.Errorf("%w: ConfigMap %s/%s does not exist, and the approver does not create ConfigMaps; "+
+		"install the spent-ticket ConfigMaps %s0 to -f in %s as the chart (tickets.enabled) or deploy/components/join-tickets ships them "+
+		"(docs/tickets.md#single-use). Until then the ticket joins that fall in it wait, none approved",
+		ErrMissing, s.namespace, name, NamePrefix, s.namespace)
 }
 
 // conflictRounds bounds the writes of one Spend.
@@ -266,14 +328,6 @@ func pause(ctx context.Context, round int) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// missing is ErrMissing for the shard name, saying how to make it.
-func (s *Store) missing(name string) error {
-	return fmt.Errorf("%w: ConfigMap %s/%s does not exist, and the approver does not create ConfigMaps; "+
-		"install the spent-ticket ConfigMaps %s0 to -f in %s as the chart (tickets.enabled) or deploy/components/join-tickets ships them "+
-		"(docs/tickets.md#single-use). Until then the ticket joins that fall in it wait, none approved",
-		ErrMissing, s.namespace, name, NamePrefix, s.namespace)
 }
 
 // read fetches shard i. A shard that does not exist is ErrMissing.
@@ -295,9 +349,14 @@ func (s *Store) read(ctx context.Context, sh *shard, i int) error {
 // pruned is a copy of cm without the entries kept past their time.
 // Unreadable entries are kept. The metadata (the installer's labels and
 // annotations) is kept as read.
-func (s *Store) pruned(cm *v1.ConfigMap, now time.Time) *v1.ConfigMap {
-	next := cm.DeepCopy()
-	next.Data = make(map[string]string, len(cm.Data)+1)
+func pruned(cm *v1.ConfigMap, now time.Time) *v1.ConfigMap {
+	next := &v1.ConfigMap{
+		TypeMeta:   cm.TypeMeta,
+		ObjectMeta: *cm.ObjectMeta.DeepCopy(),
+		Data:       make(map[string]string, len(cm.Data)+1),
+		BinaryData: maps.Clone(cm.BinaryData),
+		Immutable:  cm.Immutable,
+	}
 	for k, raw := range cm.Data {
 		if e, err := parseEntry(raw); err == nil && now.After(e.until) {
 			continue
@@ -317,5 +376,6 @@ func (s *Store) write(ctx context.Context, sh *shard, next *v1.ConfigMap) error 
 	}
 	sh.last = out
 	entries.WithLabelValues(out.Name).Set(float64(len(out.Data)))
+	shardBytes.WithLabelValues(out.Name).Set(float64(encodedSize(out)))
 	return nil
 }
