@@ -28,6 +28,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/csrapprover"
+	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/ticket"
 )
@@ -47,9 +48,9 @@ type Approver struct {
 	served   int
 }
 
-// Start writes a ticket keys file with one new key and runs the approver
-// over attester with it (2 workers, instances at most a second old) until
-// the test ends.
+// Start writes a ticket keys file with one new key, makes the spent-ticket
+// ConfigMaps, and runs the approver over attester with it (2 workers,
+// instances at most a second old) until the test ends.
 func Start(t testing.TB, attester cloud.Attester) *Approver {
 	t.Helper()
 	keys := &ticket.KeySet{}
@@ -65,6 +66,14 @@ func Start(t testing.TB, attester cloud.Attester) *Approver {
 		t.Fatal(err)
 	}
 	client := fake.NewClientset()
+	// The spent-ticket record's ConfigMaps, which the installer ships (the
+	// approver does not create them).
+	for _, name := range spent.ShardNames() {
+		cm := &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: csrapprover.DefaultSpentTicketsNamespace}}
+		if _, err := client.CoreV1().ConfigMaps(cm.Namespace).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	factory := informers.NewSharedInformerFactory(client, 0)
 	factory.Core().V1().Nodes().Informer() // shared with the approver
 	ctrl, err := csrapprover.NewFromCloud(client, nil, factory, attester, csrapprover.Flags{
