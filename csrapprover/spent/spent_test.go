@@ -134,7 +134,7 @@ func asStored(cm *v1.ConfigMap) error {
 	fields.WriteString(`}}`)
 	cm.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "mooring-csr-approver", Operation: metav1.ManagedFieldsOperationUpdate,
 		APIVersion: "v1", Time: &metav1.Time{Time: time.Unix(1767225600, 0)}, FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(fields.String())}}}
+		FieldsV1: metav1.NewFieldsV1(fields.String())}}
 	if n := cm.Size(); n > etcdMaxRequest {
 		return apierrors.NewInternalError(fmt.Errorf("etcdserver: request is too large (%d bytes)", n))
 	}
