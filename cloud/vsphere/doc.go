@@ -22,11 +22,15 @@
 //     vCenter forgets them;
 //   - provider.go is the CCM's k8s.io/cloud-provider provider and the
 //     approver's cloud.Attester, with no evidence verifiers, on the kit
-//     (cloud/kit: InstancesV2 and Zones over the view); its own part is
+//     (cloud/kit: InstancesV2 and Zones over the view); its own parts are
+//     finding a Node's VM by a providerID whose BIOS UUID may be in either
+//     byte order (exactly one VM of the cluster matching), and
 //     SearchIndex.FindByUuid, only to confirm that a VM the list misses is
 //     gone;
 //   - agentid (cloud/vsphere/agentid) is the node agent's side: the BIOS
-//     UUID from SMBIOS in the vSphere API's byte order, and the VM's name.
+//     UUID from SMBIOS's serial number as the upstream provider reads it
+//     (the system UUID, by SMBIOS version, where that is unreadable), and
+//     the VM's name.
 //
 // Tests run against govmomi's own vCenter simulator (vspheretest).
 package vsphere

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vmware/govmomi/fault"
@@ -56,6 +57,9 @@ type Source struct {
 
 	mu     sync.Mutex
 	folder *types.ManagedObjectReference
+	// listed holds the providerIDs of the last listing's VMs, for the
+	// lookups that try a UUID in both byte orders (Cloud.lookup).
+	listed atomic.Pointer[map[string]bool]
 }
 
 var _ mview.Source = (*Source)(nil)
@@ -83,14 +87,24 @@ func (s *Source) ListInstances(ctx context.Context) ([]mview.Instance, error) {
 			return err
 		}
 		out = out[:0]
+		listed := make(map[string]bool, len(ins))
 		for _, in := range ins {
 			if in.why == "" {
 				out = append(out, in.Instance)
+				listed[in.ProviderID] = true
 			}
 		}
+		s.listed.Store(&listed)
 		return nil
 	})
 	return out, err
+}
+
+// lastListed reports whether the last listing held a VM of providerID (in
+// the view's form). Before any listing it holds none.
+func (s *Source) lastListed(providerID string) bool {
+	m := s.listed.Load()
+	return m != nil && (*m)[providerID]
 }
 
 // folderRef finds the configured folder (once; again after it was not

@@ -26,7 +26,8 @@ import (
 // each of three VMs is provisioned as an admin would: a join ticket issued
 // for its name, then the VM made in the cluster's folder through the API;
 // each mooring-agent (cloud: vsphere) reads the BIOS UUID from its SMBIOS
-// (one machine's as older virtual hardware shows it, byte-swapped) and
+// (as guests of current hardware, of older hardware and of SMBIOS 3.1
+// without a readable serial number show it: harness.DefaultGuests) and
 // presents the ticket; the standalone mooring-csr-approver
 // (--cloud-provider=vsphere, --ticket-keys-file) checks it against the
 // folder's VMs (the one VM of that name, created within the ticket's

@@ -30,10 +30,13 @@ type VSphereCloud struct {
 	Tickets *TicketIssuer
 	// PasswordFile holds the password the binaries' config names.
 	PasswordFile string
-	// Sysfs holds each machine's sysfs (<name>/class/dmi/id/product_uuid
-	// and the SMBIOS entry point), under /var/lib: the agent's unit hides
-	// /tmp.
+	// Sysfs holds each machine's sysfs (<name>/class/dmi/id/product_uuid,
+	// product_serial and the SMBIOS entry point), under /var/lib: the
+	// agent's unit hides /tmp.
 	Sysfs string
+	// Guests are the guests the Provisioner's machines show, in turn (the
+	// first machine the first); StartVSphereCloud sets DefaultGuests.
+	Guests []vspheretest.Guest
 
 	mu        sync.Mutex
 	nextOctet int
@@ -59,7 +62,8 @@ const (
 func StartVSphereCloud(t testing.TB, tickets *TicketIssuer) *VSphereCloud {
 	t.Helper()
 	sim := vspheretest.Start(t)
-	v := &VSphereCloud{Sim: sim, Tickets: tickets, nextOctet: vsphereFirstOctet, uuids: map[string]string{}}
+	v := &VSphereCloud{Sim: sim, Tickets: tickets, nextOctet: vsphereFirstOctet, uuids: map[string]string{},
+		Guests: DefaultGuests}
 	zone, err := sim.CreateCategory(VSphereZoneCategory)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +98,17 @@ func StartVSphereCloud(t testing.TB, tickets *TicketIssuer) *VSphereCloud {
 	}
 	t.Cleanup(func() { os.RemoveAll(v.Sysfs) })
 	return v
+}
+
+// DefaultGuests are the Provisioner's guests in turn: current virtual
+// hardware (SMBIOS 2.7, product_uuid swapped, the serial number in the
+// API's order); older virtual hardware (SMBIOS 2.4, product_uuid in the
+// API's order); and SMBIOS 3.1 whose serial number the agent cannot read,
+// so that it falls back to product_uuid and the SMBIOS version.
+var DefaultGuests = []vspheretest.Guest{
+	vspheretest.GuestModern,
+	vspheretest.GuestOldHardware,
+	{SMBIOS: "3.1", NoSerial: true},
 }
 
 // NewUUID is a random BIOS UUID in the form vCenter gives it.
@@ -149,38 +164,19 @@ func (v *VSphereCloud) UUID(name string) string {
 	return v.uuids[name]
 }
 
-// WriteSysfs lays out a machine's sysfs as a VM's kernel shows it: the
-// product UUID and the SMBIOS entry point. With oldHardware the entry
-// point says SMBIOS 2.4 and the product UUID has its first three fields
-// byte-swapped, as on VMs of older virtual hardware; else SMBIOS 2.7 and
-// the UUID as vSphere gives it.
-func (v *VSphereCloud) WriteSysfs(name, uuid string, oldHardware bool) (string, error) {
+// WriteSysfs lays out a machine's sysfs as the Linux of a VM of BIOS UUID
+// uuid shows it on the guest's virtual hardware (vspheretest.Guest):
+// product_uuid, product_serial and the SMBIOS entry point.
+func (v *VSphereCloud) WriteSysfs(name, uuid string, guest vspheretest.Guest) (string, error) {
 	dir := filepath.Join(v.Sysfs, name)
-	product, ep := uuid, []byte{'_', 'S', 'M', '_', 0, 0x1f, 2, 7}
-	if oldHardware {
-		product, ep[7] = agentid.SwapUUID(uuid), 4
-	}
-	ep = append(ep, make([]byte, 23)...)
-	for rel, data := range map[string][]byte{
-		"class/dmi/id/product_uuid":              []byte(product + "\n"),
-		"firmware/dmi/tables/smbios_entry_point": ep,
-	} {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", err
-		}
-		if err := os.WriteFile(p, data, 0o400); err != nil {
-			return "", err
-		}
-	}
-	return dir, nil
+	return dir, guest.WriteSysfs(dir, uuid)
 }
 
 // Provisioner makes fleet machines as VMs of the cluster's folder, as an
 // admin's provisioning does: the join ticket for the name first, then the
 // VM; their agents use `cloud: vsphere`, read the BIOS UUID from their
-// sysfs (every other machine's as on older virtual hardware) and present
-// the ticket (FleetOptions.Provision).
+// sysfs (the Guests in turn) and present the ticket
+// (FleetOptions.Provision).
 func (v *VSphereCloud) Provisioner(cluster string) func(ctx context.Context, name string) (Provisioned, error) {
 	return func(_ context.Context, name string) (Provisioned, error) {
 		tok, err := v.Tickets.Issue(name, cluster, 0)
@@ -192,9 +188,12 @@ func (v *VSphereCloud) Provisioner(cluster string) func(ctx context.Context, nam
 			return Provisioned{}, err
 		}
 		v.mu.Lock()
-		old := len(v.uuids)%2 == 1
+		guest := vspheretest.Guest{}
+		if len(v.Guests) > 0 {
+			guest = v.Guests[(len(v.uuids)-1)%len(v.Guests)]
+		}
 		v.mu.Unlock()
-		sysfs, err := v.WriteSysfs(name, vm.UUID, old)
+		sysfs, err := v.WriteSysfs(name, vm.UUID, guest)
 		if err != nil {
 			return Provisioned{}, err
 		}

@@ -1,9 +1,13 @@
 // Package agentid is the vSphere backend's side of the node agent. A VM
-// has no metadata service: the agent reads the VM's BIOS UUID from SMBIOS
-// (the kernel's /sys/class/dmi/id/product_uuid), turned into the byte order
-// the vSphere API gives it (smbios.go), and the VM's name from the agent
-// config (cloudSettings vmName) or, by default, the machine's hostname,
-// which cloud-init's VMware datasource sets from guestinfo.metadata's
+// has no metadata service: the agent reads the VM's BIOS UUID (the vSphere
+// API's config.uuid) from SMBIOS as the vSphere cloud provider's node code
+// does, from the system serial number VMware writes as "VMware-" and the
+// UUID's 16 bytes (/sys/class/dmi/id/product_serial), and only where that
+// is missing or unreadable from the system UUID the kernel prints
+// (product_uuid), whose byte order depends on the SMBIOS version
+// (smbios.go); and it reads the VM's name from the agent config
+// (cloudSettings vmName) or, by default, the machine's hostname, which
+// cloud-init's VMware datasource sets from guestinfo.metadata's
 // local-hostname. vSphere signs nothing about a VM, so Evidence wraps
 // nodeid.ErrNoEvidence: the VM joins with a join ticket, which its
 // user-data (guestinfo.userdata) carries.
@@ -49,6 +53,7 @@ const DefaultSysfs = "/sys"
 
 // The files under sysfs the agent reads.
 const (
+	productSerialPath    = "class/dmi/id/product_serial"
 	productUUIDPath      = "class/dmi/id/product_uuid"
 	smbiosEntryPointPath = "firmware/dmi/tables/smbios_entry_point"
 )
@@ -118,39 +123,104 @@ func (n *NodeIdentity) Instance(context.Context) (nodeid.Instance, error) {
 }
 
 // BIOSUUID is the VM's BIOS UUID as the vSphere API gives it
-// (config.uuid), read from SMBIOS under sysfs: product_uuid, whose first
-// three fields Linux prints in the byte order the SMBIOS version tells it
-// to use. VMware stores them little-endian, as SMBIOS 2.6 specifies, also
-// on VMs whose virtual hardware announces an older SMBIOS: there Linux
-// reads them big-endian, and the UUID it prints has those fields swapped
-// (the upstream vSphere CCM tries both orders for that reason). The
-// version comes from the SMBIOS entry point; without one, product_uuid is
-// taken as it is.
+// (config.uuid), lower-cased, read under sysfs as the vSphere cloud
+// provider's node code reads it: from product_serial, which VMware fills
+// with "VMware-" and the UUID's 16 bytes in the API's order whatever the
+// virtual hardware (SerialUUID). product_serial is readable by root only;
+// the agent runs as root.
+//
+// Where product_serial is missing, unreadable or not VMware's, the UUID
+// comes from product_uuid, which Linux prints from the same 16 bytes in
+// the byte order the SMBIOS version tells it to use: as they are below
+// SMBIOS 2.6 (older virtual hardware announces 2.4), with the first three
+// fields reversed from 2.6 on. So below 2.6 product_uuid is taken as it
+// is, and otherwise, or when sysfs gives no SMBIOS entry point to read the
+// version from, its first three fields are swapped back, the order the
+// upstream CCM tries first. A kernel that prints the UUID otherwise than
+// the version says gives the swapped form of the VM's UUID; the CCM
+// accepts that form too when no other VM has it (docs/vsphere.md).
 func BIOSUUID(sysfs string) (string, error) {
-	path := filepath.Join(sysfs, productUUIDPath)
+	serialPath := filepath.Join(sysfs, productSerialPath)
+	fromSerial, serialErr := readSerial(serialPath)
+	uuidPath := filepath.Join(sysfs, productUUIDPath)
+	product, productErr := readProductUUID(uuidPath)
+	if serialErr == nil {
+		if productErr == nil && product != fromSerial && product != SwapUUID(fromSerial) {
+			klog.InfoS("The SMBIOS system UUID matches the serial number in neither byte order; taking the serial number's, as the vSphere CCM does",
+				"serialUUID", fromSerial, "productUUID", product)
+		}
+		return fromSerial, nil
+	}
+	if productErr != nil {
+		return "", fmt.Errorf("vsphere: the BIOS UUID: %v; and %w", serialErr, productErr)
+	}
+	ver, known, err := smbiosVersion(sysfs)
+	if err != nil {
+		return "", fmt.Errorf("vsphere: the BIOS UUID: %v; and the SMBIOS version product_uuid's byte order depends on: %w", serialErr, err)
+	}
+	if known && ver < smbiosLittleEndianUUID {
+		klog.InfoS("No usable serial number; taking the SMBIOS system UUID as it is (SMBIOS below 2.6)",
+			"err", serialErr, "smbios", fmt.Sprintf("%d.%d", ver>>8, ver&0xff), "uuid", product)
+		return product, nil
+	}
+	klog.InfoS("No usable serial number; taking the SMBIOS system UUID with its first three fields swapped back (SMBIOS 2.6 or later, or no entry point)",
+		"err", serialErr, "smbiosKnown", known, "smbios", fmt.Sprintf("%d.%d", ver>>8, ver&0xff), "productUUID", product)
+	return SwapUUID(product), nil
+}
+
+// readSerial reads product_serial and returns the UUID it holds
+// (SerialUUID).
+func readSerial(path string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrPermission) {
+		return "", fmt.Errorf("%w (product_serial is readable by root only)", err)
+	}
+	if err != nil {
+		return "", err
+	}
+	uuid, err := SerialUUID(string(raw))
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return uuid, nil
+}
+
+// readProductUUID reads product_uuid, lower-cased.
+func readProductUUID(path string) (string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("vsphere: the BIOS UUID: %w", err)
+		return "", err
 	}
 	uuid, err := ParseUUID(strings.TrimSpace(string(raw)))
 	if err != nil {
-		return "", fmt.Errorf("vsphere: the BIOS UUID: %s: %w", path, err)
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
-	epPath := filepath.Join(sysfs, smbiosEntryPointPath)
-	ep, err := os.ReadFile(epPath)
-	if errors.Is(err, os.ErrNotExist) {
-		klog.InfoS("No SMBIOS entry point; taking the product UUID as the BIOS UUID", "file", epPath)
-		return uuid, nil
+	return uuid, nil
+}
+
+// serialPrefix starts the system serial number of every VMware VM.
+const serialPrefix = "VMware-"
+
+// SerialUUID reads the BIOS UUID from a VMware VM's system serial number,
+// as the vSphere cloud provider does: "VMware-" and the UUID's 16 bytes in
+// hex, separated by spaces and, after the eighth, by "-" ("VMware-42 30 bf
+// 6a ce 71 e1 68-6c 2d 17 6e 66 d0 4a 0d" is 4230bf6a-ce71-e168-6c2d-
+// 176e66d04a0d). The bytes are in the vSphere API's order, on old and new
+// virtual hardware alike as far as published guests show
+// (testdata/README.md). It returns the UUID lower-cased.
+func SerialUUID(serial string) (string, error) {
+	s := strings.TrimSpace(serial)
+	rest, ok := strings.CutPrefix(s, serialPrefix)
+	if !ok {
+		return "", fmt.Errorf("serial number %.60q is not VMware's (no %q prefix)", s, serialPrefix)
 	}
+	hex := strings.NewReplacer(" ", "", "-", "").Replace(rest)
+	if len(hex) != 32 {
+		return "", fmt.Errorf("serial number %.60q does not hold 16 bytes", s)
+	}
+	uuid, err := ParseUUID(hex[0:8] + "-" + hex[8:12] + "-" + hex[12:16] + "-" + hex[16:20] + "-" + hex[20:32])
 	if err != nil {
-		return "", fmt.Errorf("vsphere: the SMBIOS version: %w", err)
-	}
-	ver, err := SMBIOSVersion(ep)
-	if err != nil {
-		return "", fmt.Errorf("vsphere: the SMBIOS version: %s: %w", epPath, err)
-	}
-	if ver < smbiosLittleEndianUUID {
-		return SwapUUID(uuid), nil
+		return "", fmt.Errorf("serial number %.60q: %w", s, err)
 	}
 	return uuid, nil
 }

@@ -2,13 +2,36 @@ package agentid
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 )
 
 // smbiosLittleEndianUUID is SMBIOS 2.6 (major<<8 | minor), from which on
-// the UUID's first three fields are little-endian and Linux prints them
-// so.
+// the specification has the UUID's first three fields little-endian, and
+// Linux (and dmidecode) print them reversed from the order of the bytes.
+// VMware writes the bytes in the vSphere API's order whatever the SMBIOS
+// version (as far as published guests show: testdata/README.md), so from
+// 2.6 on product_uuid shows the API's UUID with those fields swapped.
 const smbiosLittleEndianUUID = 0x0206
+
+// smbiosVersion reads the SMBIOS version from sysfs's entry point; known is
+// false when sysfs has none (older kernels do not export it).
+func smbiosVersion(sysfs string) (ver int, known bool, err error) {
+	path := filepath.Join(sysfs, smbiosEntryPointPath)
+	ep, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if ver, err = SMBIOSVersion(ep); err != nil {
+		return 0, false, fmt.Errorf("%s: %w", path, err)
+	}
+	return ver, true, nil
+}
 
 // SMBIOSVersion reads the SMBIOS version, major<<8 | minor, from an SMBIOS
 // entry point structure (sysfs's smbios_entry_point), as Linux does when
