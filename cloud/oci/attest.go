@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,11 +58,16 @@ const (
 
 // VerifierOptions configure a Verifier.
 type VerifierOptions struct {
-	// Roots are OCI's instance identity roots (from the config's
-	// rootCAFile; never from evidence).
-	Roots *x509.CertPool
-	// Tenancy is the OCID of the tenancy whose instances may join.
+	// Roots are OCI's instance identity roots: fetched from the region's
+	// auth service (FetchedRoots) or the config's rootCAFile
+	// (StaticRoots); never from evidence.
+	Roots Roots
+	// Tenancy is the OCID of the tenancy whose instances may join, in
+	// either form (agentid.ValidTenancy), compared exactly.
 	Tenancy string
+	// Compartments are the compartments whose instances may join: a
+	// certificate's opc-compartment must be one of them.
+	Compartments []string
 	// MaxClockSkew is tolerated on signing times and validity (default 1m).
 	MaxClockSkew time.Duration
 	// MaxEvidenceAge (default DefaultMaxEvidenceAge) and MaxCertificateAge
@@ -72,8 +78,9 @@ type VerifierOptions struct {
 // Verifier is a cloud.EvidenceVerifier for OCI instance principal
 // signatures.
 type Verifier struct {
-	roots                    *x509.CertPool
+	roots                    Roots
 	tenancy                  string
+	compartments             []string
 	skew, maxAge, maxCertAge time.Duration
 }
 
@@ -84,8 +91,16 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if o.Roots == nil {
 		return nil, errors.New("oci verifier: OCI's instance identity roots are required")
 	}
-	if !agentid.ValidOCID(o.Tenancy, "tenancy") {
+	if !agentid.ValidTenancy(o.Tenancy) {
 		return nil, fmt.Errorf("oci verifier: tenancy %q is not a tenancy OCID", o.Tenancy)
+	}
+	if len(o.Compartments) == 0 {
+		return nil, errors.New("oci verifier: at least one compartment is required")
+	}
+	for _, c := range o.Compartments {
+		if !agentid.ValidCompartment(c) {
+			return nil, fmt.Errorf("oci verifier: compartment %q is not a compartment OCID", c)
+		}
 	}
 	if o.MaxClockSkew <= 0 {
 		o.MaxClockSkew = DefaultMaxClockSkew
@@ -96,7 +111,8 @@ func NewVerifier(o VerifierOptions) (*Verifier, error) {
 	if o.MaxCertificateAge <= 0 {
 		o.MaxCertificateAge = DefaultMaxCertificateAge
 	}
-	return &Verifier{roots: o.Roots, tenancy: o.Tenancy, skew: o.MaxClockSkew, maxAge: o.MaxEvidenceAge, maxCertAge: o.MaxCertificateAge}, nil
+	return &Verifier{roots: o.Roots, tenancy: o.Tenancy, compartments: slices.Clone(o.Compartments), skew: o.MaxClockSkew,
+		maxAge: o.MaxEvidenceAge, maxCertAge: o.MaxCertificateAge}, nil
 }
 
 // Type is the evidence block type this verifier reads.
@@ -125,13 +141,19 @@ type subject struct {
 }
 
 // Verify checks OCI evidence: its form; the signing time; the leaf's
-// subject (an instance certificate of an instance OCID, in a compartment,
-// of the configured tenancy); the chain from the leaf through the
-// intermediate to a configured root, at now (crypto/x509); the leaf's
-// age; and the signature over the binding by the leaf's key.
+// subject (an instance certificate of an instance OCID, in a configured
+// compartment, of the configured tenancy) and its extended key usage
+// (clientAuth, as OCI issues them); the chain from the leaf through the
+// intermediate to one of OCI's roots, at now, for client authentication
+// (crypto/x509); the leaf's age; and the signature over the binding by
+// the leaf's key.
 //
-// Every failure is a verdict (*cloud.Rejection): nothing is fetched.
-func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
+// Every failure is a verdict (*cloud.Rejection) but one: roots that could
+// not be fetched (and are not held, or held past their age) are a
+// transient error, and the CSR is decided later. The subject is checked
+// before the roots are looked up, so evidence that could never pass is
+// denied without a fetch.
+func (v *Verifier) Verify(ctx context.Context, data []byte, binding string, now time.Time) (cloud.Attestation, error) {
 	e, err := agentid.ParseEvidence(data)
 	if err != nil {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, err)
@@ -161,9 +183,25 @@ func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now ti
 	if sub.tenant != v.tenancy {
 		return cloud.Attestation{}, cloud.Reject(cloud.RejectIssuer, fmt.Errorf("certificate of tenancy %s, not %s", sub.tenant, v.tenancy))
 	}
+	if !slices.Contains(v.compartments, sub.compartment) {
+		return cloud.Attestation{}, cloud.Reject(cloud.RejectIssuer, fmt.Errorf("certificate of an instance in compartment %s, not one of %v", sub.compartment, v.compartments))
+	}
+	// OCI's instance certificates are for client authentication (a
+	// genuine one lists exactly that extended key usage); one without it
+	// is not an instance principal's, whoever certified it.
+	if !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return cloud.Attestation{}, cloud.Reject(cloud.RejectMalformed, fmt.Errorf("certificate (serial %s) is not for client authentication (extended key usages %v)", leaf.SerialNumber, leaf.ExtKeyUsage))
+	}
+	roots, err := v.roots.For(ctx, inter)
+	if errors.Is(err, ErrUnknownIssuer) {
+		return cloud.Attestation{}, cloud.Reject(cloud.RejectSignature, err)
+	}
+	if err != nil {
+		return cloud.Attestation{}, fmt.Errorf("oci evidence: OCI's roots: %w", err)
+	}
 	// The chain, with the clock skew given to the certificates' validity
 	// as to the signing time: checked at now, then at now±skew.
-	if err := v.verifyChain(leaf, inter, now); err != nil {
+	if err := verifyChain(leaf, inter, roots, now, v.skew); err != nil {
 		return cloud.Attestation{}, err
 	}
 	if age := now.Sub(leaf.NotBefore); age > v.maxCertAge+v.skew {
@@ -203,29 +241,29 @@ func (v *Verifier) Verify(_ context.Context, data []byte, binding string, now ti
 	}, nil
 }
 
-// verifyChain verifies leaf → intermediate → a configured root with
-// crypto/x509 at now; a chain that fails only on validity at now is tried
-// at now±skew. An expired or not yet valid certificate is RejectExpired,
-// any other failure RejectSignature.
-func (v *Verifier) verifyChain(leaf, inter *x509.Certificate, now time.Time) error {
+// verifyChain verifies leaf → intermediate → one of roots with
+// crypto/x509 at now, for client authentication; a chain that fails only
+// on validity at now is tried at now±skew. An expired or not yet valid
+// certificate is RejectExpired, any other failure RejectSignature.
+func verifyChain(leaf, inter *x509.Certificate, roots *x509.CertPool, now time.Time, skew time.Duration) error {
 	inters := x509.NewCertPool()
 	inters.AddCert(inter)
 	verify := func(at time.Time) error {
-		_, err := leaf.Verify(x509.VerifyOptions{Roots: v.roots, Intermediates: inters, CurrentTime: at,
-			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
+		_, err := leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: inters, CurrentTime: at,
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
 		return err
 	}
 	err := verify(now)
 	var inv x509.CertificateInvalidError
 	if errors.As(err, &inv) && inv.Reason == x509.Expired {
 		// Within the skew either side?
-		if verify(now.Add(-v.skew)) == nil || verify(now.Add(v.skew)) == nil {
+		if verify(now.Add(-skew)) == nil || verify(now.Add(skew)) == nil {
 			return nil
 		}
 		return cloud.Reject(cloud.RejectExpired, fmt.Errorf("certificate chain: %w", err))
 	}
 	if err != nil {
-		return cloud.Reject(cloud.RejectSignature, fmt.Errorf("certificate chain to OCI's configured roots: %w", err))
+		return cloud.Reject(cloud.RejectSignature, fmt.Errorf("certificate chain to OCI's roots: %w", err))
 	}
 	return nil
 }
@@ -271,7 +309,7 @@ func readSubject(c *x509.Certificate) (subject, error) {
 		return s, fmt.Errorf("certificate subject: opc-instance %q is not an instance OCID", s.instance)
 	case !agentid.ValidCompartment(s.compartment):
 		return s, fmt.Errorf("certificate subject: opc-compartment %q is not a compartment OCID", s.compartment)
-	case !agentid.ValidOCID(s.tenant, "tenancy"):
+	case !agentid.ValidTenancy(s.tenant):
 		return s, fmt.Errorf("certificate subject: opc-tenant %q is not a tenancy OCID", s.tenant)
 	case c.Subject.CommonName != s.instance:
 		return s, fmt.Errorf("certificate subject: common name %q is not the instance %s", c.Subject.CommonName, s.instance)

@@ -2,7 +2,6 @@ package oci
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -23,11 +22,14 @@ import (
 // binary runs on (auth: InstancePrincipal).
 type Config struct {
 	// Tenancy is the OCID of the tenancy whose instances may join: the
-	// opc-tenant of their certificates. Required.
+	// opc-tenant of their certificates, compared exactly (a tenancy of the
+	// old form, ocidv1:tenancy:..., is named so in its certificates too).
+	// Required.
 	Tenancy string `json:"tenancy"`
 	// Compartments are the OCIDs of the compartments whose instances may
 	// join (at least one; the tenancy's OCID is its root compartment): the
-	// instance view lists each of them (not their subcompartments).
+	// instance view lists each of them (not their subcompartments), and an
+	// instance certificate's opc-compartment must be one of them.
 	Compartments []string `json:"compartments"`
 	// Region is the region's identifier (us-ashburn-1), whose API
 	// endpoints are called. Required.
@@ -59,9 +61,16 @@ type Config struct {
 	// the SDK builds it): https, or http to loopback (tests).
 	ComputeEndpoint string `json:"computeEndpoint,omitempty"`
 	NetworkEndpoint string `json:"networkEndpoint,omitempty"`
-	// RootCAFile holds, PEM, OCI's instance identity root certificates:
-	// the only trust roots of evidence. Required.
-	RootCAFile string `json:"rootCAFile"`
+	// AuthEndpoint overrides the auth service's endpoint, whose GET
+	// /v1/instancePrincipalRootCACertificates answers the region's
+	// instance identity roots (default https://auth.<region>.oraclecloud.com,
+	// as the SDK names it): https, or http to loopback (tests).
+	AuthEndpoint string `json:"authEndpoint,omitempty"`
+	// RootCAFile, when set, holds (PEM) the only trust anchors of
+	// evidence, in place of the roots the auth service answers: nothing is
+	// fetched then. "" (the default): the region's roots, fetched from the
+	// auth service with the credentials of Auth, kept and refreshed.
+	RootCAFile string `json:"rootCAFile,omitempty"`
 	// MaxClockSkew is tolerated on signing times and certificate
 	// validity. Default 1m, at most 5m.
 	MaxClockSkew metav1.Duration `json:"maxClockSkew,omitempty"`
@@ -138,8 +147,8 @@ func (c *Config) defaults() {
 
 func (c *Config) validate() error {
 	var errs []error
-	if !agentid.ValidOCID(c.Tenancy, "tenancy") {
-		errs = append(errs, fmt.Errorf("tenancy %q: want the tenancy's OCID (ocid1.tenancy.oc1..)", c.Tenancy))
+	if !agentid.ValidTenancy(c.Tenancy) {
+		errs = append(errs, fmt.Errorf("tenancy %q: want the tenancy's OCID (ocid1.tenancy.oc1.. or, for a tenancy of the old form, ocidv1:tenancy:...)", c.Tenancy))
 	}
 	if len(c.Compartments) == 0 {
 		errs = append(errs, errors.New("compartments is required: name the compartments whose instances may join"))
@@ -184,16 +193,14 @@ func (c *Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("auth %q: want %s or %s", c.Auth, AuthAPIKey, AuthInstancePrincipal))
 	}
-	for _, ep := range []struct{ name, url string }{{"computeEndpoint", c.ComputeEndpoint}, {"networkEndpoint", c.NetworkEndpoint}} {
+	for _, ep := range []struct{ name, url string }{{"computeEndpoint", c.ComputeEndpoint}, {"networkEndpoint", c.NetworkEndpoint},
+		{"authEndpoint", c.AuthEndpoint}} {
 		if ep.url == "" {
 			continue
 		}
 		if err := kit.CheckEndpoint(ep.url, false); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", ep.name, err))
 		}
-	}
-	if c.RootCAFile == "" {
-		errs = append(errs, errors.New("rootCAFile is required: OCI's instance identity root certificates, PEM"))
 	}
 	if c.MaxClockSkew.Duration > MaxMaxClockSkew {
 		errs = append(errs, fmt.Errorf("maxClockSkew %s: at most %s", c.MaxClockSkew.Duration, MaxMaxClockSkew))
@@ -211,8 +218,8 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// ReadRoots reads the root certificates of a PEM file: at least one, each
-// a CA certificate, nothing but CERTIFICATE blocks.
+// ReadRoots reads the certificates of a roots file (PEM): at least one,
+// at most 64, each a CA certificate, nothing but CERTIFICATE blocks.
 func ReadRoots(path string) (*x509.CertPool, int, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -226,29 +233,17 @@ func ReadRoots(path string) (*x509.CertPool, int, error) {
 	if len(data) > maxRootCAFileSize {
 		return nil, 0, fmt.Errorf("rootCAFile %s: larger than %d bytes", path, maxRootCAFileSize)
 	}
+	ders, err := pemCertificates(data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("rootCAFile %s: %w", path, err)
+	}
+	certs, err := parseCAs(ders, "rootCAFile "+path)
+	if err != nil {
+		return nil, 0, err
+	}
 	pool := x509.NewCertPool()
-	n := 0
-	for rest := data; ; {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			return nil, 0, fmt.Errorf("rootCAFile %s: a %q block, want only CERTIFICATE", path, b.Type)
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			return nil, 0, fmt.Errorf("rootCAFile %s: certificate %d: %w", path, n+1, err)
-		}
-		if !c.IsCA {
-			return nil, 0, fmt.Errorf("rootCAFile %s: certificate %d (%s) is not a CA", path, n+1, c.Subject)
-		}
+	for _, c := range certs {
 		pool.AddCert(c)
-		n++
 	}
-	if n == 0 {
-		return nil, 0, fmt.Errorf("rootCAFile %s: no PEM certificate", path)
-	}
-	return pool, n, nil
+	return pool, len(certs), nil
 }

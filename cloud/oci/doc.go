@@ -5,9 +5,11 @@
 // cluster; Virtual Network GetVnic once per VNIC for its addresses), and
 // the approver's verifier of OCI evidence: a signature over the CSR key's
 // binding by the instance principal's key, whose certificate (issued by
-// OCI with the instance, compartment and tenancy in its subject) chains
-// through the intermediate it comes with to a root from the configuration
-// (attest.go). Node names are display names, providerIDs
+// OCI with the instance, compartment and tenancy in its subject, for
+// client authentication) chains through the intermediate it comes with to
+// one of OCI's roots (attest.go): the region's, which the auth service
+// answers to mooring's own signed request, kept and refreshed (roots.go),
+// or those of the configuration's rootCAFile. Node names are display names, providerIDs
 // oci://<instance OCID>, zones the availability domain's name and the
 // fault domain a label, as the upstream OCI CCM writes them. The node
 // agent's side is agentid; the test endpoint ocitest. See docs/oci.md.

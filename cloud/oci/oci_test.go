@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,8 @@ import (
 const cluster = "prod"
 
 // setup starts an endpoint and builds the provider against it, through
-// the config file as mooring-ccm reads it.
+// the config file as mooring-ccm reads it: the roots fetched from the
+// endpoint's auth service (unless extra names a rootCAFile).
 func setup(t *testing.T, opts ocitest.Options, extra string) (*ocitest.Cloud, *oci.Cloud) {
 	t.Helper()
 	ep := ocitest.NewStarted(t, opts)
@@ -39,12 +41,8 @@ func setup(t *testing.T, opts ocitest.Options, extra string) (*ocitest.Cloud, *o
 	if err != nil {
 		t.Fatal(err)
 	}
-	roots, err := ep.WriteRootCA(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	yaml := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nrootCAFile: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\nminRefreshInterval: 1ms\n%s",
-		ep.Tenancy(), ep.Compartment(), ep.Region(), cluster, cfgFile, roots, ep.Endpoint(), ep.Endpoint(), extra)
+	yaml := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nauthEndpoint: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\nminRefreshInterval: 1ms\n%s",
+		ep.Tenancy(), ep.Compartment(), ep.Region(), cluster, cfgFile, ep.AuthEndpoint(), ep.Endpoint(), ep.Endpoint(), extra)
 	cfg, err := oci.ParseConfig(strings.NewReader(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -229,8 +227,8 @@ func TestConfigErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("unknown field: %v", err)
 	}
-	_, err = oci.ParseConfig(strings.NewReader("tenancy: x\ncompartments: [y, y]\nregion: Ashburn\nclusterTag: 'a b'\nauth: Password\nmaxClockSkew: 1h\ncomputeEndpoint: http://example.com\n"))
-	for _, want := range []string{"tenancy", "compartments", "region", "clusterID is required", "clusterTag", "auth", "maxClockSkew", "computeEndpoint", "rootCAFile"} {
+	_, err = oci.ParseConfig(strings.NewReader("tenancy: x\ncompartments: [y, y]\nregion: Ashburn\nclusterTag: 'a b'\nauth: Password\nmaxClockSkew: 1h\ncomputeEndpoint: http://example.com\nauthEndpoint: ftp://auth\n"))
+	for _, want := range []string{"tenancy", "compartments", "region", "clusterID is required", "clusterTag", "auth", "maxClockSkew", "computeEndpoint", "authEndpoint"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want an error naming %s: %v", want, err)
 		}
@@ -238,6 +236,11 @@ func TestConfigErrors(t *testing.T) {
 	_, err = oci.ParseConfig(strings.NewReader("tenancy: ocid1.tenancy.oc1..aaaa\ncompartments: [ocid1.tenancy.oc1..aaaa]\nregion: us-ashburn-1\nclusterID: c\nauth: InstancePrincipal\nrootCAFile: /r.pem\n"))
 	if err != nil {
 		t.Errorf("instance principal, root compartment: %v", err)
+	}
+	// No rootCAFile: the roots are the auth service's.
+	_, err = oci.ParseConfig(strings.NewReader("tenancy: ocid1.tenancy.oc1..aaaa\ncompartments: [ocid1.compartment.oc1..aaaa]\nregion: us-ashburn-1\nclusterID: c\nconfigFile: /c\n"))
+	if err != nil {
+		t.Errorf("without rootCAFile: %v", err)
 	}
 }
 
@@ -342,6 +345,16 @@ func TestRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v := verifier(t, c)
+	b := binding(t)
+	// The roots are fetched now, while the endpoint's clock is the
+	// approver's (the endpoint refuses a request dated 5 minutes off its
+	// clock, which moves on below).
+	if data, err := first.Evidence(b, now); err != nil {
+		t.Fatal(err)
+	} else if _, err := v.Verify(ctx, data, b, now); err != nil {
+		t.Fatal(err)
+	}
 	now = now.Add(30 * time.Minute)
 	if again, _ := ep.CurrentIdentity(in.ID); again.Certificate.SerialNumber.Cmp(first.Certificate.SerialNumber) != 0 {
 		t.Fatal("rotated before RotateEvery")
@@ -354,8 +367,6 @@ func TestRotation(t *testing.T) {
 	if second.Certificate.SerialNumber.Cmp(first.Certificate.SerialNumber) == 0 || second.Key.Equal(first.Key) {
 		t.Fatal("not rotated after RotateEvery")
 	}
-	v := verifier(t, c)
-	b := binding(t)
 	for name, ident := range map[string]ocitest.Identity{"current": second, "superseded, an hour old": first} {
 		data, err := ident.Evidence(b, now)
 		if err != nil {
@@ -466,6 +477,20 @@ func TestAttacks(t *testing.T) {
 			data, _ := ocitest.SignEvidence(myID.Intermediate, myID.Intermediate, myID.Key, b, now)
 			return data
 		}(), nil, cloud.RejectMalformed},
+		// OCI's instance certificates are for client authentication
+		// (a genuine one lists clientAuth only: testdata/oci-go-sdk-2017);
+		// a certificate of the CA for anything else is not one.
+		{"a certificate without the clientAuth usage", func() []byte {
+			return sign(issueWithUsages(t, ep, ep.Subject(mine), now, nil))
+		}(), naiveSignature, cloud.RejectMalformed},
+		{"a certificate for server authentication only", func() []byte {
+			return sign(issueWithUsages(t, ep, ep.Subject(mine), now, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}))
+		}(), naiveSignature, cloud.RejectMalformed},
+		{"a certificate of an instance in another compartment", func() []byte {
+			s := ep.Subject(mine)
+			s.Compartment = "ocid1.compartment.oc1..aaaaanothercompartment"
+			return sign(issue(s, now.Add(-time.Minute), time.Hour))
+		}(), naiveChain(roots), cloud.RejectIssuer},
 	} {
 		if tc.naive != nil {
 			if err := tc.naive(tc.data); err != nil {
@@ -482,6 +507,21 @@ func TestAttacks(t *testing.T) {
 	if _, err := v.Verify(ctx, sign(myID), b, now); err != nil {
 		t.Errorf("good evidence: %v", err)
 	}
+}
+
+// issueWithUsages is a certificate of the endpoint's CA with those
+// extended key usages (OCI's list clientAuth).
+func issueWithUsages(t *testing.T, ep *ocitest.Cloud, s ocitest.Subject, now time.Time, usages []x509.ExtKeyUsage) ocitest.Identity {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := ep.CA().IssueWithUsages(s, now.Add(-time.Minute), time.Hour, k, usages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // naiveSignature trusts the certificate it is handed: it checks only
@@ -518,5 +558,43 @@ func naiveChain(roots *x509.CertPool) func([]byte) error {
 		pool.AddCert(inter)
 		_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, Intermediates: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}})
 		return err
+	}
+}
+
+// TestIPv6OnlyInstance: an instance whose VNIC has an IPv6 address and no
+// private IPv4 address (an IPv6-only subnet) joins: the agent gives its
+// kubelet the IPv6 address, the view lists it (ExternalIP for a global
+// address, as OCI's CCM types it; ::1 here), its evidence verifies.
+func TestIPv6OnlyInstance(t *testing.T) {
+	ep, c := setup(t, ocitest.Options{}, "")
+	ctx := context.Background()
+	in := ep.Put(ocitest.Instance{DisplayName: "v6-only", IPv6: "::1", FreeformTags: tagged(cluster)})
+	id := node(t, ep, in)
+	got, err := id.Instance(ctx)
+	if err != nil {
+		t.Fatalf("the agent on an IPv6-only instance: %v", err)
+	}
+	if got.InternalIP != "::1" || got.ProviderID != "oci://"+in.ID {
+		t.Errorf("instance %+v", got)
+	}
+	want := []v1.NodeAddress{{Type: v1.NodeExternalIP, Address: "::1"}}
+	list, err := c.InstanceView().List(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 1 || !slices.Equal(list[0].Addresses, want) {
+		t.Fatalf("view %+v, want the addresses %v", list, want)
+	}
+	confirmed, err := c.ConfirmInstance(ctx, "oci://"+in.ID)
+	if err != nil || !slices.Equal(confirmed.Addresses, want) {
+		t.Fatalf("confirmed %+v, %v", confirmed, err)
+	}
+	b := binding(t)
+	blk, err := id.Evidence(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := verifier(t, c).Verify(ctx, blk.Data, b, time.Now()); err != nil {
+		t.Fatal(err)
 	}
 }

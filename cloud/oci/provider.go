@@ -46,9 +46,11 @@ var (
 	_ kit.InstanceFinder      = (*Cloud)(nil)
 )
 
-// New builds the provider with oci-go-sdk's Core Services clients, signed
-// as cfg.Auth says. With APIKey it makes no call; InstancePrincipal reads
-// the machine's metadata service and federates its certificate at once.
+// New builds the provider with oci-go-sdk's Core Services clients and a
+// client of the auth service (the instance identity roots, unless
+// rootCAFile is set), signed as cfg.Auth says. With APIKey it makes no
+// call; InstancePrincipal reads the machine's metadata service and
+// federates its certificate at once.
 func New(cfg Config) (*Cloud, error) {
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
@@ -84,15 +86,23 @@ func New(cfg Config) (*Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oci: the Virtual Network client: %w", err)
 	}
-	return NewWithClients(cfg, &compute, &network)
+	var auth *common.BaseClient
+	if cfg.RootCAFile == "" {
+		if auth, err = NewAuthClient(provider, cfg.Region, cfg.AuthEndpoint, cfg.RequestTimeout.Duration); err != nil {
+			return nil, err
+		}
+	}
+	return NewWithClients(cfg, &compute, &network, auth)
 }
 
-// NewWithClients builds the provider over Core Services clients: it sets
-// their region and endpoints from cfg, no retries (the view's refresh is
-// the retry, and an error must stay an error) and no circuit breaker, and
-// an HTTP client with the request timeout. It reads the roots file and
-// makes no call.
-func NewWithClients(cfg Config, compute *core.ComputeClient, network *core.VirtualNetworkClient) (*Cloud, error) {
+// NewWithClients builds the provider over Core Services clients and, when
+// cfg has no rootCAFile, a client of the auth service (NewAuthClient)
+// whose roots evidence must chain to: it sets the Core Services clients'
+// region and endpoints from cfg, no retries (the view's refresh is the
+// retry, and an error must stay an error) and no circuit breaker, and an
+// HTTP client with the request timeout. It reads the roots file, if any,
+// and makes no call.
+func NewWithClients(cfg Config, compute *core.ComputeClient, network *core.VirtualNetworkClient, auth *common.BaseClient) (*Cloud, error) {
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -100,12 +110,28 @@ func NewWithClients(cfg Config, compute *core.ComputeClient, network *core.Virtu
 	if compute == nil || network == nil {
 		return nil, errors.New("oci: Compute and Virtual Network clients are required")
 	}
-	roots, n, err := ReadRoots(cfg.RootCAFile)
-	if err != nil {
-		return nil, fmt.Errorf("oci cloud config: %w", err)
+	var (
+		roots     Roots
+		rootsFrom string
+	)
+	if cfg.RootCAFile != "" {
+		pool, n, err := ReadRoots(cfg.RootCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("oci cloud config: %w", err)
+		}
+		roots, rootsFrom = StaticRoots(pool), fmt.Sprintf("%d from %s", n, cfg.RootCAFile)
+	} else {
+		if auth == nil {
+			return nil, errors.New("oci: without rootCAFile, an auth service client is required (the roots are fetched)")
+		}
+		fetched, err := NewFetchedRoots(RootsOptions{Client: auth})
+		if err != nil {
+			return nil, err
+		}
+		roots, rootsFrom = fetched, auth.Host+RootsPath
 	}
-	ver, err := NewVerifier(VerifierOptions{Roots: roots, Tenancy: cfg.Tenancy, MaxClockSkew: cfg.MaxClockSkew.Duration,
-		MaxEvidenceAge: cfg.MaxEvidenceAge.Duration, MaxCertificateAge: cfg.MaxCertificateAge.Duration})
+	ver, err := NewVerifier(VerifierOptions{Roots: roots, Tenancy: cfg.Tenancy, Compartments: cfg.Compartments,
+		MaxClockSkew: cfg.MaxClockSkew.Duration, MaxEvidenceAge: cfg.MaxEvidenceAge.Duration, MaxCertificateAge: cfg.MaxCertificateAge.Duration})
 	if err != nil {
 		return nil, fmt.Errorf("oci: evidence verifier: %w", err)
 	}
@@ -127,7 +153,7 @@ func NewWithClients(cfg Config, compute *core.ComputeClient, network *core.Virtu
 		vnics: newVnicCache()}
 	klog.InfoS("OCI cloud provider configured", "tenancy", cfg.Tenancy, "compartments", cfg.Compartments, "region", cfg.Region,
 		"clusterTag", cfg.ClusterTag, "clusterTagNamespace", cfg.ClusterTagNamespace, "clusterID", cfg.ClusterID, "auth", cfg.Auth,
-		"computeEndpoint", compute.Host, "networkEndpoint", network.Host, "rootCAFile", cfg.RootCAFile, "roots", n)
+		"computeEndpoint", compute.Host, "networkEndpoint", network.Host, "roots", rootsFrom)
 	c := &Cloud{cfg: cfg, compute: compute, network: network, src: src}
 	v := view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: v, MaxAge: cfg.InstanceMaxAge.Duration,

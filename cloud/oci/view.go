@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +58,10 @@ type vnicCache struct {
 
 type vnicAddrs struct {
 	private, public string
-	primary         bool
+	// ipv6 are the VNIC's IPv6 addresses (an IPv6-only VNIC has no
+	// private IPv4 address).
+	ipv6    []string
+	primary bool
 }
 
 func newVnicCache() *vnicCache { return &vnicCache{m: map[string]vnicAddrs{}} }
@@ -172,8 +176,8 @@ func (s Source) listAttachments(ctx context.Context, comp string, instance *stri
 }
 
 // addresses are an instance's addresses from its attached VNICs: the
-// primary VNIC's private then public IP, then the others' in attachment
-// order. VNICs are read once and remembered.
+// primary VNIC's private then public IP then IPv6 addresses, then the
+// others' in attachment order. VNICs are read once and remembered.
 func (s Source) addresses(ctx context.Context, atts []core.VnicAttachment, attached map[string]bool) ([]v1.NodeAddress, error) {
 	var primary, others []v1.NodeAddress
 	for _, a := range atts {
@@ -191,14 +195,20 @@ func (s Source) addresses(ctx context.Context, atts []core.VnicAttachment, attac
 			if err != nil {
 				return nil, fmt.Errorf("network GetVnic %s: %w", id, err)
 			}
-			va = vnicAddrs{private: deref(resp.PrivateIp), public: deref(resp.PublicIp), primary: resp.IsPrimary != nil && *resp.IsPrimary}
+			va = vnicAddrs{private: deref(resp.PrivateIp), public: deref(resp.PublicIp), ipv6: resp.Ipv6Addresses,
+				primary: resp.IsPrimary != nil && *resp.IsPrimary}
 			s.vnics.put(id, va)
 		}
 		var addrs []v1.NodeAddress
-		for _, x := range []struct {
+		type typed struct {
 			t  v1.NodeAddressType
 			ip string
-		}{{v1.NodeInternalIP, va.private}, {v1.NodeExternalIP, va.public}} {
+		}
+		all := []typed{{v1.NodeInternalIP, va.private}, {v1.NodeExternalIP, va.public}}
+		for _, a := range va.ipv6 {
+			all = append(all, typed{ipv6Type(a), a})
+		}
+		for _, x := range all {
 			if x.ip == "" {
 				continue
 			}
@@ -216,6 +226,17 @@ func (s Source) addresses(ctx context.Context, atts []core.VnicAttachment, attac
 		}
 	}
 	return append(primary, others...), nil
+}
+
+// ipv6Type is the Node address type of a VNIC's IPv6 address, as OCI's
+// own cloud-controller-manager gives it (extractNodeAddresses in its
+// pkg/cloudprovider/providers/oci/instances.go): InternalIP for a unique
+// local address (fc00::/7), ExternalIP for any other.
+func ipv6Type(a string) v1.NodeAddressType {
+	if ip, err := netip.ParseAddr(a); err == nil && ip.IsPrivate() {
+		return v1.NodeInternalIP
+	}
+	return v1.NodeExternalIP
 }
 
 func (c *vnicCache) get(id string) (vnicAddrs, bool) {

@@ -2,6 +2,9 @@ package e2e
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"strings"
 	"testing"
 	"time"
@@ -25,9 +28,11 @@ import (
 // in mooring-ccm and mooring-csr-approver. Three instances tagged as the
 // cluster's join the real bed: each mooring-agent (cloud: oci) signs its
 // CSR key's binding with its instance certificate's key; the standalone
-// approver (--cloud-provider=oci) verifies the chain to the configured
-// root, the tenancy and the signature, and finds the instance running and
-// tagged in the view; mooring-ccm initializes the Nodes with oci://
+// approver (--cloud-provider=oci) verifies the chain to OCI's root
+// (fetched from the endpoint's auth service with the approver's API key),
+// the tenancy, compartment and usage of the certificate and the
+// signature, and finds the instance running and tagged in the view;
+// mooring-ccm initializes the Nodes with oci://
 // providerIDs, the availability domain as zone and the fault domain label.
 // Then OCI-specific attacks are denied by the real approver.
 func TestOCINodesJoin(t *testing.T) {
@@ -63,8 +68,14 @@ func TestOCINodesJoin(t *testing.T) {
 	if n := o.Calls("identity"); n < 9 {
 		t.Errorf("the metadata services served %d identity files, want at least three per join", n)
 	}
-	t.Logf("cloud calls: ListInstances %d, ListVnicAttachments %d, GetVnic %d, GetInstance %d, identity %d, unauthenticated %d",
-		o.Calls("ListInstances"), o.Calls("ListVnicAttachments"), o.Calls("GetVnic"), o.Calls("GetInstance"), o.Calls("identity"), o.Calls("unauthenticated"))
+	t.Logf("cloud calls: ListInstances %d, ListVnicAttachments %d, GetVnic %d, GetInstance %d, identity %d, roots %d, unauthenticated %d",
+		o.Calls("ListInstances"), o.Calls("ListVnicAttachments"), o.Calls("GetVnic"), o.Calls("GetInstance"), o.Calls("identity"),
+		o.Calls("roots"), o.Calls("unauthenticated"))
+	// The approver fetched OCI's roots from the auth service (once per
+	// approver process, for every join).
+	if n := o.Calls("roots"); n < 1 {
+		t.Errorf("the auth service answered the roots %d times: the joins were not verified against fetched roots", n)
+	}
 	if n := o.Calls("unauthenticated"); n != 0 {
 		t.Errorf("%d API calls were refused for their signature", n)
 	}
@@ -137,7 +148,23 @@ func ociAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, o *harnes
 		{"a certificate OCI rotated a day ago (revoked), still valid", mine.DisplayName, func(b string) []evidence.Block {
 			return issued(o.Subject(mine), time.Now().Add(-25*time.Hour), 48*time.Hour, b)
 		}, "EvidenceExpired"},
-		{"a chain to a root not configured", victim.DisplayName, func(b string) []evidence.Block {
+		{"a certificate of an instance in another compartment", mine.DisplayName, func(b string) []evidence.Block {
+			s := o.Subject(mine)
+			s.Compartment = "ocid1.compartment.oc1..aaaaaaaaanothercompartmentofthetenancy"
+			return issued(s, time.Now().Add(-time.Minute), time.Hour, b)
+		}, "EvidenceWrongIssuer"},
+		{"a certificate of OCI's CA that is not for client authentication", mine.DisplayName, func(b string) []evidence.Block {
+			k, err := rsa.GenerateKey(rand.Reader, 2048)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := o.CA().IssueWithUsages(o.Subject(mine), time.Now().Add(-time.Minute), time.Hour, k, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return block(id.Evidence(b, time.Now()))
+		}, "EvidenceMalformed"},
+		{"a chain to a root OCI does not publish", victim.DisplayName, func(b string) []evidence.Block {
 			id, err := rogue.Issue(o.Subject(victim), time.Now().Add(-time.Minute), time.Hour)
 			if err != nil {
 				t.Fatal(err)

@@ -12,8 +12,9 @@ import (
 )
 
 // OCICloud is an OCI-compatible endpoint (cloud/oci/ocitest: the Core
-// Services API, checking OCI request signatures, and a metadata service
-// per instance serving its instance principal's certificate, on loopback)
+// Services API and the auth service's instance identity roots, checking
+// OCI request signatures, and a metadata service per instance serving its
+// instance principal's certificate, on loopback)
 // as mooring's binaries are set up for OCI: the CCM and the approver sign
 // their API calls with the API key of an OCI config file, nodes sign their
 // CSR key's binding with their instance certificate's key.
@@ -79,20 +80,18 @@ func (o *OCICloud) AgentConfig(metadataURL string) string {
 func (o *OCICloud) ProviderName() string { return "oci" }
 
 // WriteProviderConfig writes the OCI provider's config (docs/oci.md) for
-// cluster, with the OCI config file and API key it names and the CA's
-// root, the endpoints pointing here.
+// cluster, with the OCI config file and API key it names, the endpoints
+// pointing here: the instance identity roots are fetched from the
+// endpoint's auth service with that key, as from a region's (no
+// rootCAFile).
 func (o *OCICloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
 	cfgFile, err := o.WriteAPIConfig(dir)
 	if err != nil {
 		return "", err
 	}
-	roots, err := o.WriteRootCA(dir)
-	if err != nil {
-		return "", err
-	}
 	path := filepath.Join(dir, "cloud.yaml")
-	cfg := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nrootCAFile: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\n%s",
-		o.Tenancy(), o.Compartment(), o.Region(), cluster, cfgFile, roots, o.Endpoint(), o.Endpoint(), extra)
+	cfg := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nauthEndpoint: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\n%s",
+		o.Tenancy(), o.Compartment(), o.Region(), cluster, cfgFile, o.AuthEndpoint(), o.Endpoint(), o.Endpoint(), extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 

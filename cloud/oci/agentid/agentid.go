@@ -109,13 +109,30 @@ type instanceDoc struct {
 	DisplayName string `json:"displayName"`
 }
 
-// vnicDoc is an entry of /opc/v2/vnics/.
+// vnicDoc is an entry of /opc/v2/vnics/: its private IPv4 address and
+// its IPv6 addresses (a VNIC in an IPv6-only subnet has no private IPv4).
 type vnicDoc struct {
-	PrivateIP string `json:"privateIp"`
+	PrivateIP     string   `json:"privateIp"`
+	IPv6Addresses []string `json:"ipv6Addresses"`
 }
 
-// Instance reads the instance's id and display name, and the private IP
-// of its first VNIC.
+// address is the VNIC's address a kubelet is given: its private IPv4
+// address, else its first IPv6 address; "" when it has neither.
+func (v vnicDoc) address() string {
+	if ip := net.ParseIP(v.PrivateIP); ip != nil && ip.To4() != nil {
+		return ip.String()
+	}
+	for _, a := range v.IPv6Addresses {
+		if ip := net.ParseIP(a); ip != nil && ip.To4() == nil {
+			return ip.String()
+		}
+	}
+	return ""
+}
+
+// Instance reads the instance's id and display name, and the address of
+// its first VNIC: the private IPv4 address, or for an IPv6-only VNIC its
+// first IPv6 address.
 func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	var in instanceDoc
 	if err := n.getJSON(ctx, instancePath, &in); err != nil {
@@ -130,13 +147,13 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 		return nodeid.Instance{}, fmt.Errorf("oci: metadata instance id %q is not an instance OCID", in.ID)
 	case NodeName(in.DisplayName) == "":
 		return nodeid.Instance{}, fmt.Errorf("oci: the instance's display name %q, lower-cased, is not a Node name (an RFC 1123 subdomain)", in.DisplayName)
-	case len(vnics) == 0 || net.ParseIP(vnics[0].PrivateIP) == nil:
-		return nodeid.Instance{}, errors.New("oci: metadata vnics: no VNIC with a private IP")
+	case len(vnics) == 0 || vnics[0].address() == "":
+		return nodeid.Instance{}, errors.New("oci: metadata vnics: the first VNIC has neither a private IPv4 nor an IPv6 address")
 	}
 	return nodeid.Instance{
 		ID: in.ID, Name: in.DisplayName, NodeName: NodeName(in.DisplayName),
 		ProviderID: ProviderID(in.ID),
-		InternalIP: vnics[0].PrivateIP,
+		InternalIP: vnics[0].address(),
 	}, nil
 }
 

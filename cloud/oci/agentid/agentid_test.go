@@ -79,3 +79,51 @@ func TestNewNodeIdentity(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestTenancyForms: a tenancy's OCID in the current form and in the old
+// one, as genuine instance certificates of 2017 carry it in opc-tenant
+// (oci-go-sdk's commit 3678a0438c; cloud/oci/testdata/oci-go-sdk-2017);
+// the old form is a root compartment too.
+func TestTenancyForms(t *testing.T) {
+	for _, ok := range []string{
+		"ocid1.tenancy.oc1..aaaaaaaaba3pv6wkcr4jqae5f15p2b2m2yt2j6rx32uzr4h25vqstifsfdsq",
+		"ocidv1:tenancy:oc1:phx:1460406592660:aaaaaaaab4faofrfkxecohhjuivjq262pu",
+		"ocidv1:tenancy:oc1:phx:1458753575596:aaaaaaaavary4yqe4ljpv5wzp74eflkwpu",
+	} {
+		if !ValidTenancy(ok) || !ValidCompartment(ok) {
+			t.Errorf("%s refused as a tenancy or root compartment", ok)
+		}
+	}
+	for _, bad := range []string{"", "ocidv1:tenancy:oc1:phx:146040659266a:aaaa", "ocidv1:compartment:oc1:phx:1460406592660:aaaa",
+		"ocidv1:tenancy:oc1:phx:1460406592660:AAAA", "ocidv1:tenancy:oc1:phx:1460406592660:", "ocidv1:tenancy:oc1:phx:1460406592660:aa:bb",
+		"ocidv1:tenancy:oc1:phx:1460406592660:aaaa\n", "ocidv1:tenancy:oc1:phx:1:" + strings.Repeat("a", 255), "ocid1.compartment.oc1..aaaa"} {
+		if ValidTenancy(bad) {
+			t.Errorf("%q accepted as a tenancy", bad)
+		}
+	}
+	if ValidOCID("ocidv1:tenancy:oc1:phx:1460406592660:aaaaaaaab4faofrfkxecohhjuivjq262pu", "tenancy") {
+		t.Error("ValidOCID takes the old form (only ValidTenancy should)")
+	}
+}
+
+// TestVNICAddress: the address of the first VNIC given to the kubelet:
+// the private IPv4 address, or on an IPv6-only VNIC its first IPv6
+// address (fields of /opc/v2/vnics/ as pritunl-cloud's oracle/metadata.go
+// reads them).
+func TestVNICAddress(t *testing.T) {
+	for _, tc := range []struct {
+		v    vnicDoc
+		want string
+	}{
+		{vnicDoc{PrivateIP: "10.0.0.3", IPv6Addresses: []string{"2603:c020:4:1a::12"}}, "10.0.0.3"},
+		{vnicDoc{IPv6Addresses: []string{"2603:c020:4:1a::12", "2603:c020:4:1a::13"}}, "2603:c020:4:1a::12"},
+		{vnicDoc{PrivateIP: "", IPv6Addresses: []string{"bogus", "fd00::5"}}, "fd00::5"},
+		{vnicDoc{PrivateIP: "2603:c020::1"}, ""},
+		{vnicDoc{IPv6Addresses: []string{"10.0.0.3"}}, ""},
+		{vnicDoc{}, ""},
+	} {
+		if got := tc.v.address(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.v, got, tc.want)
+		}
+	}
+}

@@ -41,10 +41,25 @@ func ValidOCID(s, kind string) bool {
 	return m != nil && m[1] == kind
 }
 
+// oldTenancyPattern: the form of the OCIDs of tenancies created before
+// OCI's current OCID layout, ocidv1:tenancy:<REALM>:<REGION>:<DIGITS>:<UNIQUE
+// ID>. Such a tenancy keeps its OCID: instance certificates of 2017 name
+// it in opc-tenant (ocidv1:tenancy:oc1:phx:1460406592660:aaaa...;
+// oci-go-sdk's commit 3678a0438c, which Oracle's next commit 3e36242ba1
+// replaced as "actual OCIDs"), and oci-go-sdk's tests still use the form.
+var oldTenancyPattern = regexp.MustCompile(`^ocidv1:tenancy:[a-z0-9]+:[a-z0-9-]+:[0-9]+:[a-z0-9]+$`)
+
+// ValidTenancy reports whether s is a tenancy's OCID, in the current form
+// (ocid1.tenancy.oc1..aaaa) or the old one (ocidv1:tenancy:oc1:phx:...).
+func ValidTenancy(s string) bool {
+	return ValidOCID(s, "tenancy") || (len(s) <= maxOCIDLen && oldTenancyPattern.MatchString(s))
+}
+
 // ValidCompartment reports whether s is a compartment's OCID, or the
-// tenancy's (the root compartment's OCID is the tenancy's).
+// tenancy's (the root compartment's OCID is the tenancy's, in either of
+// its forms).
 func ValidCompartment(s string) bool {
-	return ValidOCID(s, "compartment") || ValidOCID(s, "tenancy")
+	return ValidOCID(s, "compartment") || ValidTenancy(s)
 }
 
 // nodeNamePattern: a Node name, an RFC 1123 subdomain of at most 253

@@ -1,9 +1,12 @@
 package ocitest
 
 import (
+	"crypto"
 	"crypto/rsa"
-	"crypto/subtle"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -44,10 +47,14 @@ func codeOf(status int) string {
 	return "InvalidParameter"
 }
 
+// rootsPath is the auth service's GET of the region's instance identity
+// roots (Oracle's "Retrieving the Instance Identity Root CA Certificate").
+const rootsPath = "/v1/instancePrincipalRootCACertificates"
+
 func (c *Cloud) apiHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path, ok := strings.CutPrefix(r.URL.Path, apiPrefix)
-		if !ok {
+		if !ok && r.URL.Path != rootsPath {
 			ociError(w, http.StatusNotFound, "NotFound", "unknown API version or path")
 			return
 		}
@@ -61,6 +68,8 @@ func (c *Cloud) apiHandler() http.Handler {
 			return
 		}
 		switch {
+		case r.URL.Path == rootsPath:
+			c.serveRoots(w)
 		case path == "instances" || path == "instances/":
 			c.listInstances(w, r)
 		case strings.HasPrefix(path, "instances/"):
@@ -75,6 +84,27 @@ func (c *Cloud) apiHandler() http.Handler {
 	})
 }
 
+// rootsAnswer is the auth service's answer as Teleport's verifier reads it
+// (lib/join/oraclejoin): certificates, base64 DER, and refreshIn, an
+// RFC 3339 time to fetch them again.
+type rootsAnswer struct {
+	Certificates []string `json:"certificates"`
+	RefreshIn    string   `json:"refreshIn"`
+}
+
+// serveRoots answers the published roots.
+func (c *Cloud) serveRoots(w http.ResponseWriter) {
+	if st := c.count("roots", 0); st != 0 {
+		ociError(w, st, codeOf(st), "injected fault")
+		return
+	}
+	a := rootsAnswer{RefreshIn: c.opts.Now().Add(time.Hour).UTC().Format(time.RFC3339)}
+	for _, r := range c.Roots() {
+		a.Certificates = append(a.Certificates, base64.StdEncoding.EncodeToString(r.Raw))
+	}
+	cloudtest.WriteJSON(w, http.StatusOK, a)
+}
+
 // authPattern reads the parameters of OCI's Authorization header
 // (draft-cavage HTTP signatures): name="value", comma separated.
 var authPattern = regexp.MustCompile(`([a-zA-Z]+)="([^"]*)"`)
@@ -82,10 +112,12 @@ var authPattern = regexp.MustCompile(`([a-zA-Z]+)="([^"]*)"`)
 // checkSignature checks a request's signature: OCI's HTTP signature
 // scheme, the keyId of the endpoint's API key, a date within 5 minutes,
 // the signed headers those the SDK signs on a GET, and the signature
-// itself. The signature is checked by signing the same request again with
-// oci-go-sdk's own signer and the endpoint's key and comparing (RSA PKCS
-// #1 v1.5 signatures are deterministic): no signature format is written
-// here.
+// itself, with the API key's public key. oci-go-sdk has no verifier; its
+// signer builds the signing string and hands its SHA-256 to the key's
+// crypto.Signer, so the request is passed to the SDK's own signer with a
+// signer that keeps that digest (digestKey), and crypto/rsa checks the
+// request's signature over it: no part of the signature scheme is
+// written here.
 func (c *Cloud) checkSignature(r *http.Request) error {
 	got := r.Header.Get("Authorization")
 	rest, ok := strings.CutPrefix(got, "Signature ")
@@ -104,6 +136,10 @@ func (c *Cloud) checkSignature(r *http.Request) error {
 	case params["headers"] != strings.Join(common.DefaultGenericHeaders(), " "):
 		return fmt.Errorf("signed headers %q, want %q", params["headers"], strings.Join(common.DefaultGenericHeaders(), " "))
 	}
+	sig, err := base64.StdEncoding.DecodeString(params["signature"])
+	if err != nil {
+		return fmt.Errorf("signature: %v", err)
+	}
 	date, err := http.ParseTime(r.Header.Get("Date"))
 	if err != nil {
 		return fmt.Errorf("date header: %v", err)
@@ -114,20 +150,46 @@ func (c *Cloud) checkSignature(r *http.Request) error {
 	again := r.Clone(r.Context())
 	again.Header.Del("Authorization")
 	again.URL.Host = r.Host
-	if err := common.DefaultRequestSigner(apiKey{c}).Sign(again); err != nil {
+	key := &digestKey{keyID: c.KeyID(), pub: &c.apiKey.PublicKey}
+	if err := common.DefaultRequestSigner(key).Sign(again); err != nil {
 		return err
 	}
-	if subtle.ConstantTimeCompare([]byte(again.Header.Get("Authorization")), []byte(got)) != 1 {
-		return fmt.Errorf("the signature does not verify")
+	if key.digest == nil {
+		return fmt.Errorf("the SDK's signer handed no digest to the key")
+	}
+	if err := rsa.VerifyPKCS1v15(key.pub, crypto.SHA256, key.digest, sig); err != nil {
+		return fmt.Errorf("the signature does not verify with the API key: %v", err)
 	}
 	return nil
 }
 
-// apiKey is the endpoint's API key as the SDK's signer takes it.
-type apiKey struct{ c *Cloud }
+// digestKey is the API key as the SDK's signer takes a key that cannot be
+// exported (its PrivateKeySigner): its Sign keeps the digest the signer
+// hands it, and signs nothing. It holds only the public key.
+type digestKey struct {
+	keyID  string
+	pub    *rsa.PublicKey
+	digest []byte
+}
 
-func (k apiKey) PrivateRSAKey() (*rsa.PrivateKey, error) { return k.c.apiKey, nil }
-func (k apiKey) KeyID() (string, error)                  { return k.c.KeyID(), nil }
+func (k *digestKey) KeyID() (string, error) { return k.keyID, nil }
+func (k *digestKey) PrivateRSAKey() (*rsa.PrivateKey, error) {
+	return nil, errors.New("ocitest holds the API key's public half only")
+}
+func (k *digestKey) PrivateKeySigner() (crypto.Signer, error) { return k, nil }
+func (k *digestKey) Public() crypto.PublicKey                 { return k.pub }
+
+// Sign keeps the digest; the signature it returns is not used.
+func (k *digestKey) Sign(_ io.Reader, digest []byte, opts crypto.SignerOpts) ([]byte, error) {
+	if opts.HashFunc() != crypto.SHA256 {
+		return nil, fmt.Errorf("the SDK signed with %v, want SHA-256 (rsa-sha256)", opts.HashFunc())
+	}
+	if _, pss := opts.(*rsa.PSSOptions); pss {
+		return nil, errors.New("the SDK signed with RSA-PSS, want PKCS #1 v1.5 (rsa-sha256)")
+	}
+	k.digest = append([]byte(nil), digest...)
+	return []byte{0}, nil
+}
 
 // page reads limit (1-MaxPageSize, default DefaultPageSize) and page (a
 // token of the form kind:offset:scope this endpoint gave); ok false when
@@ -281,9 +343,15 @@ func (c *Cloud) getVnic(w http.ResponseWriter, id string) {
 	}
 	v := core.Vnic{Id: common.String(id), CompartmentId: common.String(found.Compartment), AvailabilityDomain: common.String(found.AvailabilityDomain),
 		LifecycleState: core.VnicLifecycleStateAvailable, TimeCreated: &common.SDKTime{Time: found.Created},
-		IsPrimary: common.Bool(true), PrivateIp: common.String(found.PrivateIP)}
+		IsPrimary: common.Bool(true)}
+	if found.PrivateIP != "" {
+		v.PrivateIp = common.String(found.PrivateIP)
+	}
 	if found.PublicIP != "" {
 		v.PublicIp = common.String(found.PublicIP)
+	}
+	if found.IPv6 != "" {
+		v.Ipv6Addresses = []string{found.IPv6}
 	}
 	cloudtest.WriteJSON(w, http.StatusOK, v)
 }

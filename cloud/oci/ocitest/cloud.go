@@ -69,11 +69,12 @@ type Instance struct {
 	AvailabilityDomain, FaultDomain, Shape string
 	// State: RUNNING (Put's default), STOPPED, TERMINATED, ...
 	State string
-	// PrivateIP (required) and PublicIP (optional) of its primary VNIC:
-	// loopback addresses.
-	PrivateIP, PublicIP string
-	FreeformTags        map[string]string
-	DefinedTags         map[string]map[string]any
+	// PrivateIP and PublicIP (optional) of its primary VNIC: IPv4
+	// loopback addresses; IPv6 its IPv6 address (::1, the only IPv6
+	// loopback address). An IPv6-only instance has IPv6 and no PrivateIP.
+	PrivateIP, PublicIP, IPv6 string
+	FreeformTags              map[string]string
+	DefinedTags               map[string]map[string]any
 	// Created is set by Put (now) when zero, kept from the instance it
 	// replaces.
 	Created time.Time
@@ -89,15 +90,20 @@ type Cloud struct {
 	calls   cloudtest.Counter
 	faults  cloudtest.Faults
 
-	ca *CA
-	// The API key the endpoint accepts signatures of.
+	// The API key the endpoint accepts signatures of (its private half
+	// only goes into the config file WriteAPIConfig writes).
 	user, fingerprint string
 	apiKey            *rsa.PrivateKey
 
 	mu         sync.Mutex
 	instances  map[string]*Instance
 	identities map[string]Identity // current certificate per instance
-	seq        int
+	// roots are the published roots' CAs, oldest first: the last one
+	// issues new intermediates.
+	roots []*CA
+	// devices are the intermediates instances' certificates come from.
+	devices map[string]*CA
+	seq     int
 }
 
 // New makes a Cloud with its CA and API key; Start starts it.
@@ -143,8 +149,8 @@ func New(opts Options) (*Cloud, error) {
 	for i, b := range sum {
 		fp[i] = fmt.Sprintf("%02x", b)
 	}
-	return &Cloud{opts: opts, ca: ca, user: "ocid1.user.oc1.." + uniqueID(), fingerprint: strings.Join(fp, ":"), apiKey: key,
-		instances: map[string]*Instance{}, identities: map[string]Identity{}}, nil
+	return &Cloud{opts: opts, roots: []*CA{ca}, user: "ocid1.user.oc1.." + uniqueID(), fingerprint: strings.Join(fp, ":"), apiKey: key,
+		instances: map[string]*Instance{}, identities: map[string]Identity{}, devices: map[string]*CA{}}, nil
 }
 
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
@@ -168,14 +174,84 @@ func (c *Cloud) Close() error { return c.servers.Close() }
 // computeEndpoint and networkEndpoint).
 func (c *Cloud) Endpoint() string { return "http://" + c.servers.Addr() }
 
+// AuthEndpoint is the auth service's base URL (the config's
+// authEndpoint), on the API's listener.
+func (c *Cloud) AuthEndpoint() string { return c.Endpoint() }
+
 // Tenancy, Compartment, Region and RegionKey are the Cloud's.
 func (c *Cloud) Tenancy() string     { return c.opts.Tenancy }
 func (c *Cloud) Compartment() string { return c.opts.Compartment }
 func (c *Cloud) Region() string      { return c.opts.Region }
 func (c *Cloud) RegionKey() string   { return c.opts.RegionKey }
 
-// CA is the instance identity CA.
-func (c *Cloud) CA() *CA { return c.ca }
+// CA is the instance identity CA of the newest root, with an
+// intermediate of its own (not an instance's).
+func (c *Cloud) CA() *CA {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.roots[len(c.roots)-1]
+}
+
+// Roots are the roots the auth service publishes, oldest first.
+func (c *Cloud) Roots() []*x509.Certificate {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*x509.Certificate, len(c.roots))
+	for i, ca := range c.roots {
+		out[i] = ca.Root
+	}
+	return out
+}
+
+// RotateRoots makes a new root, of the same name as the others and a new
+// key, and publishes it beside them; intermediates made from now on are
+// its (instances keep theirs until RotateIntermediates). How Oracle rolls
+// its roots is not documented; this models an overlap.
+func (c *Cloud) RotateRoots() (*x509.Certificate, error) {
+	ca, err := NewCA("ocitest", c.opts.Now())
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roots = append(c.roots, ca)
+	return ca.Root, nil
+}
+
+// RetireRoots stops publishing every root but the newest: chains to the
+// others no longer verify against what the auth service answers.
+func (c *Cloud) RetireRoots() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.roots = c.roots[len(c.roots)-1:]
+}
+
+// RotateIntermediates moves every instance to a new device: its next
+// certificate, issued at once, comes from a new intermediate of the
+// newest root (OCI serves one instance certificates of different
+// intermediates a week apart).
+func (c *Cloud) RotateIntermediates() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.devices = map[string]*CA{}
+	c.identities = map[string]Identity{}
+}
+
+// device is the intermediate the instance's certificates come from: made
+// on first use under the newest root.
+func (c *Cloud) device(id string, now time.Time) (*CA, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.devices[id]; ok {
+		return d, nil
+	}
+	d, err := c.roots[len(c.roots)-1].NewDevice(now)
+	if err != nil {
+		return nil, err
+	}
+	c.devices[id] = d
+	return d, nil
+}
 
 // KeyID is the keyId of the API key's signatures: tenancy/user/fingerprint.
 func (c *Cloud) KeyID() string { return c.opts.Tenancy + "/" + c.user + "/" + c.fingerprint }
@@ -195,11 +271,15 @@ func (c *Cloud) WriteAPIConfig(dir string) (string, error) {
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 
-// WriteRootCA writes the CA's root, PEM, to dir/oci-roots.pem and returns
-// the path.
+// WriteRootCA writes the published roots, PEM, to dir/oci-roots.pem (a
+// config's rootCAFile) and returns the path.
 func (c *Cloud) WriteRootCA(dir string) (string, error) {
 	path := filepath.Join(dir, "oci-roots.pem")
-	return path, os.WriteFile(path, c.ca.RootPEM(), 0o600)
+	var data []byte
+	for _, r := range c.Roots() {
+		data = append(data, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.Raw})...)
+	}
+	return path, os.WriteFile(path, data, 0o600)
 }
 
 // uniqueID is the unique part of a made-up OCID: 60 lower-case base32
@@ -215,6 +295,7 @@ func uniqueID() string {
 // Put adds or replaces an instance; it fills in defaults and returns it.
 func (c *Cloud) Put(in Instance) Instance {
 	cloudtest.MustLoopback("ocitest", true, in.PrivateIP, in.PublicIP)
+	cloudtest.MustLoopback("ocitest", false, in.IPv6)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if in.ID == "" {
@@ -286,6 +367,7 @@ func (c *Cloud) Delete(id string) {
 	defer c.mu.Unlock()
 	delete(c.instances, id)
 	delete(c.identities, id)
+	delete(c.devices, id)
 }
 
 // sorted are the instances of a compartment in creation order (then id).
@@ -338,7 +420,11 @@ func (c *Cloud) Rotate(id string) (Identity, error) {
 }
 
 func (c *Cloud) rotate(in Instance, now time.Time) (Identity, error) {
-	ident, err := c.ca.Issue(c.Subject(in), now.Add(-time.Second).UTC().Truncate(time.Second), c.opts.CertLifetime)
+	dev, err := c.device(in.ID, now)
+	if err != nil {
+		return Identity{}, err
+	}
+	ident, err := dev.Issue(c.Subject(in), now.Add(-time.Second).UTC().Truncate(time.Second), c.opts.CertLifetime)
 	if err != nil {
 		return Identity{}, err
 	}

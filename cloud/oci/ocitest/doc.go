@@ -3,7 +3,8 @@
 // their Host set to Cloud.Endpoint, signing with the API key of the config
 // file Cloud.WriteAPIConfig writes) and by mooring's node agent (metadataURL
 // set to Cloud.MetadataURL of one instance). Everything listens on
-// 127.0.0.1 and every instance address is inside 127.0.0.0/8.
+// 127.0.0.1 and every instance address is a loopback address (IPv4 in
+// 127.0.0.0/8; an instance's IPv6 address is ::1).
 //
 // Modelled, after Oracle's documented wire formats and behaviours:
 //   - Core Services API 20160918, GET only: ListInstances
@@ -16,13 +17,21 @@
 //     404 NotAuthorizedOrNotFound for unknown ones. Bodies are the SDK's
 //     own types (core.Instance, core.VnicAttachment, core.Vnic) as JSON;
 //     errors OCI's {"code", "message"}.
-//   - Request signing: every API request must carry OCI's
-//     Authorization: Signature header with the keyId
-//     tenancy/user/fingerprint of the endpoint's API key, algorithm
-//     rsa-sha256, the headers date (request-target) host, and a date within
-//     5 minutes of now; the signature is checked by signing the request
-//     again with oci-go-sdk's own signer and the endpoint's key and
-//     comparing (RSA PKCS #1 v1.5 is deterministic). Anything else is 401
+//   - The auth service's GET /v1/instancePrincipalRootCACertificates
+//     (Cloud.AuthEndpoint, the API's listener), which answers the region's
+//     instance identity roots to any signed caller (Oracle's "Retrieving
+//     the Instance Identity Root CA Certificate"), as JSON
+//     {"certificates": [base64 DER], "refreshIn": RFC 3339}, the shape
+//     Teleport's verifier reads (lib/join/oraclejoin); Oracle's page says
+//     only "PEM-encoded x.509 root certificates".
+//   - Request signing: every request must carry OCI's Authorization:
+//     Signature header with the keyId tenancy/user/fingerprint of the
+//     endpoint's API key, algorithm rsa-sha256, the headers date
+//     (request-target) host, and a date within 5 minutes of now; the
+//     signature is checked with the API key's public key (crypto/rsa) over
+//     the digest of the signing string that oci-go-sdk's own signer builds
+//     for the request as received (the SDK hands it to the key's
+//     crypto.Signer; the SDK has no verifier). Anything else is 401
 //     NotAuthenticated.
 //   - Instances: lifecycle states as set by Put and SetState; a
 //     TERMINATED instance is still listed (OCI lists them for a while),
@@ -34,29 +43,39 @@
 //     carry Forwarded, X-Forwarded-For or X-Forwarded-Host (403).
 //     /opc/v2/instance/ (id, displayName, compartmentId, availabilityDomain,
 //     faultDomain, region, canonicalRegionName, shape, timeCreated, ...),
-//     /opc/v2/vnics/, and the instance principal's identity:
+//     /opc/v2/vnics/ (vnicId, nicIndex, privateIp unless the instance is
+//     IPv6-only, ipv6Addresses when it has an IPv6 address), and the
+//     instance principal's identity:
 //     /opc/v2/identity/cert.pem, key.pem (PKCS #1) and intermediate.pem.
 //     It closes connections unanswered while the instance is not RUNNING.
-//   - Instance certificates from a CA the Cloud makes (a root and an
-//     intermediate, RSA 2048): the subject OCI gives them (common name the
-//     instance OCID; organizational units opc-certtype:instance,
-//     opc-instance:<OCID>, opc-compartment:<OCID>, opc-tenant:<OCID>), a
-//     new key with each. Rotation: the metadata service serves a new
-//     certificate and key once the current one is Options.RotateEvery old
-//     (default 1h; OCI says only "multiple times a day"), each valid
-//     Options.CertLifetime (default 2h 1min, as a genuine one); Rotate
-//     replaces one at once. The intermediate is named as OCI's (common
-//     name ... Identity Intermediate r2, organizational unit
-//     opc-device:<fingerprint>).
+//   - Instance certificates from CAs the Cloud makes (RSA 2048): the
+//     subject OCI gives them (common name the instance OCID; organizational
+//     units opc-certtype:instance, opc-instance:<OCID>,
+//     opc-compartment:<OCID>, opc-tenant:<OCID>), the extended key usage
+//     clientAuth, a new key with each. Rotation: the metadata service
+//     serves a new certificate and key once the current one is
+//     Options.RotateEvery old (default 1h; OCI says only "multiple times a
+//     day"), each valid Options.CertLifetime (default 2h 1min, as a
+//     genuine one); Rotate replaces one at once. Intermediates are per
+//     device, as OCI's (one instance's genuine certificates a week apart
+//     came from two): each instance's come from an intermediate of its
+//     own, valid 90 days as a genuine one, named as OCI's (common name ...
+//     Identity Intermediate r2, organizational unit
+//     opc-device:<fingerprint>); RotateIntermediates moves every instance
+//     to a new one. Roots rotate on demand: RotateRoots publishes a new
+//     root of the same name and a new key beside the others (new
+//     intermediates are its), RetireRoots withdraws all but the newest.
 //   - Fault injection (Fail) and counters (Calls) per method:
-//     ListInstances, GetInstance, ListVnicAttachments, GetVnic, identity;
-//     refused signatures count as unauthenticated.
+//     ListInstances, GetInstance, ListVnicAttachments, GetVnic, identity,
+//     roots; refused signatures count as unauthenticated.
 //
 // Not modelled: the SDK's region and realm lookups (the tests set the
 // endpoints), any write API, filters and sorting of lists (lifecycleState,
 // displayName, sortBy), subcompartments, IAM policies (every signed request
-// may read everything), secondary VNICs and IPv6, OCI's own certificate
-// lifetimes (not published), revocation (OCI publishes none an approver
-// could read), eventual consistency, rate limits other than injected 429s,
-// the metadata service's other paths and v1.
+// may read everything), secondary VNICs and more than one IPv6 address,
+// OCI's own certificate lifetimes (not published), how Oracle rotates its
+// roots (not published), the auth service's other paths (federation,
+// /v1/x509), revocation (OCI publishes none an approver could read),
+// eventual consistency, rate limits other than injected 429s, the
+// metadata service's other paths and v1.
 package ocitest

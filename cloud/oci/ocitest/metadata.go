@@ -42,7 +42,16 @@ func (c *Cloud) metadataHandler(id string) http.Handler {
 			})
 			return
 		case "/opc/v2/vnics", "/opc/v2/vnics/":
-			cloudtest.WriteJSON(w, http.StatusOK, []map[string]any{{"vnicId": in.VnicID, "privateIp": in.PrivateIP, "nicIndex": 0}})
+			vnic := map[string]any{"vnicId": in.VnicID, "nicIndex": 0}
+			if in.PrivateIP != "" {
+				vnic["privateIp"] = in.PrivateIP
+			}
+			if in.IPv6 != "" {
+				// The fields OCI's metadata service gives an IPv6 VNIC
+				// (pritunl-cloud's oracle/metadata.go reads them).
+				vnic["ipv6Addresses"] = []string{in.IPv6}
+			}
+			cloudtest.WriteJSON(w, http.StatusOK, []map[string]any{vnic})
 			return
 		}
 		which, ok := strings.CutPrefix(path, "/opc/v2/identity/")

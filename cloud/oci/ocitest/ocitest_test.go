@@ -2,10 +2,17 @@ package ocitest
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
+	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oracle/oci-go-sdk/v65/common"
 	"github.com/oracle/oci-go-sdk/v65/core"
@@ -112,3 +119,112 @@ func TestMetadataHeaders(t *testing.T) {
 		t.Errorf("identity calls %d, want the one answered", n)
 	}
 }
+
+// TestRootsEndpoint: GET /v1/instancePrincipalRootCACertificates answers
+// the published roots (JSON, base64 DER, as Teleport's verifier reads
+// Oracle's answer) to a caller that signs with the API key through the
+// SDK; an unsigned request, one altered after its signing, or one whose
+// signature is not the key's are 401. Roots rotate on demand.
+func TestRootsEndpoint(t *testing.T) {
+	c := NewStarted(t, Options{})
+	path, err := c.WriteAPIConfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := common.ConfigurationProviderFromFileWithProfile(path, "DEFAULT", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := common.NewClientWithConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth.Host = c.AuthEndpoint()
+	get := func() []string {
+		t.Helper()
+		req := common.MakeDefaultHTTPRequest(http.MethodGet, rootsPath)
+		resp, err := auth.Call(context.Background(), &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var a rootsAnswer
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := time.Parse(time.RFC3339, a.RefreshIn); err != nil {
+			t.Errorf("refreshIn %q: %v", a.RefreshIn, err)
+		}
+		return a.Certificates
+	}
+	rootsB64 := func() []string {
+		var out []string
+		for _, r := range c.Roots() {
+			out = append(out, base64.StdEncoding.EncodeToString(r.Raw))
+		}
+		return out
+	}
+	if got := get(); len(got) != 1 || !slices.Equal(got, rootsB64()) {
+		t.Fatalf("roots %v", got)
+	}
+	if _, err := c.RotateRoots(); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); len(got) != 2 || !slices.Equal(got, rootsB64()) {
+		t.Fatalf("after a rotation: %d roots", len(got))
+	}
+	c.RetireRoots()
+	if got := get(); len(got) != 1 || !slices.Equal(got, rootsB64()) {
+		t.Fatalf("after the retirement: %d roots", len(got))
+	}
+
+	signed := func(edit func(*http.Request)) int {
+		t.Helper()
+		req := common.MakeDefaultHTTPRequest(http.MethodGet, rootsPath)
+		u, _ := url.Parse(c.AuthEndpoint())
+		req.URL.Scheme, req.URL.Host = u.Scheme, u.Host
+		if err := common.DefaultRequestSigner(p).Sign(&req); err != nil {
+			t.Fatal(err)
+		}
+		edit(&req)
+		resp, err := http.DefaultClient.Do(&req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, tc := range map[string]struct {
+		edit func(*http.Request)
+		want int
+	}{
+		"signed":                       {func(*http.Request) {}, http.StatusOK},
+		"unsigned":                     {func(r *http.Request) { r.Header.Del("Authorization") }, http.StatusUnauthorized},
+		"another target after signing": {func(r *http.Request) { r.URL.RawQuery = "region=us-phoenix-1" }, http.StatusUnauthorized},
+		"another date after signing": {func(r *http.Request) {
+			r.Header.Set("Date", time.Now().Add(time.Minute).UTC().Format(http.TimeFormat))
+		}, http.StatusUnauthorized},
+		"a signature of another key": {func(r *http.Request) {
+			other, _ := rsa.GenerateKey(rand.Reader, 2048)
+			again := r.Clone(context.Background())
+			again.Header.Del("Authorization")
+			if err := common.DefaultRequestSigner(otherKey{other, c.KeyID()}).Sign(again); err != nil {
+				t.Fatal(err)
+			}
+			r.Header.Set("Authorization", again.Header.Get("Authorization"))
+		}, http.StatusUnauthorized},
+	} {
+		if got := signed(tc.edit); got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+	}
+}
+
+// otherKey signs under the endpoint's keyId with another key.
+type otherKey struct {
+	k  *rsa.PrivateKey
+	id string
+}
+
+func (o otherKey) PrivateRSAKey() (*rsa.PrivateKey, error) { return o.k, nil }
+func (o otherKey) KeyID() (string, error)                  { return o.id, nil }

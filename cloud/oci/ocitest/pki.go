@@ -17,21 +17,32 @@ import (
 )
 
 // CA is an instance identity CA as OCI's: a root and an intermediate that
-// issues instance certificates.
+// issues instance certificates. OCI's intermediates are per device (their
+// subject carries opc-device:<fingerprint>, and one instance's
+// certificates come from different intermediates a week apart: two
+// genuine ones of 2017 in oci-go-sdk's commit 3678a0438c); NewDevice makes
+// another intermediate under the same root.
 type CA struct {
 	Root, Intermediate       *x509.Certificate
 	rootKey, intermediateKey *rsa.PrivateKey
+	name                     string
 }
 
-// NewCA makes a root and an intermediate (RSA 2048, valid ten years and
-// five), named as name says ("ocitest" for an endpoint's own).
+// DefaultIntermediateLifetime is a device intermediate's validity: a
+// genuine one of 2017 was valid 90 days (26 Nov 2017 to 24 Feb 2018).
+const DefaultIntermediateLifetime = 90 * 24 * time.Hour
+
+// NewCA makes a root (RSA 2048, valid ten years, named "<name> Instance
+// Identity Root - r2", after OCI's "Oracle BMCS Instance Identity Root -
+// r2") and an intermediate under it valid five years ("ocitest" for an
+// endpoint's own).
 func NewCA(name string, now time.Time) (*CA, error) {
 	rootKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, err
 	}
 	rootT := &x509.Certificate{
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: name + " Instance Identity Root"},
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: name + " Instance Identity Root - r2"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 365 * 24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	}
@@ -40,6 +51,17 @@ func NewCA(name string, now time.Time) (*CA, error) {
 		return nil, err
 	}
 	root, _ := x509.ParseCertificate(rootDER)
+	ca := &CA{Root: root, rootKey: rootKey, name: name}
+	return ca.newIntermediate(now, 5*365*24*time.Hour)
+}
+
+// NewDevice is another intermediate under the same root, valid
+// DefaultIntermediateLifetime from now (a device's, as OCI's).
+func (ca *CA) NewDevice(now time.Time) (*CA, error) {
+	return ca.newIntermediate(now, DefaultIntermediateLifetime)
+}
+
+func (ca *CA) newIntermediate(now time.Time, lifetime time.Duration) (*CA, error) {
 	interKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return nil, err
@@ -47,20 +69,20 @@ func NewCA(name string, now time.Time) (*CA, error) {
 	interT := &x509.Certificate{
 		// OCI's intermediate names itself PKISVC Identity Intermediate r2,
 		// with an organizational unit opc-device:<fingerprint>.
-		SerialNumber: serial(), Subject: pkix.Name{CommonName: name + " Identity Intermediate r2",
+		SerialNumber: serial(), Subject: pkix.Name{CommonName: ca.name + " Identity Intermediate r2",
 			OrganizationalUnit: []string{"opc-device:" + fingerprint(&interKey.PublicKey)}},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(5 * 365 * 24 * time.Hour),
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(lifetime),
 		IsCA: true, BasicConstraintsValid: true, MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	}
-	interDER, err := x509.CreateCertificate(rand.Reader, interT, root, &interKey.PublicKey, rootKey)
+	interDER, err := x509.CreateCertificate(rand.Reader, interT, ca.Root, &interKey.PublicKey, ca.rootKey)
 	if err != nil {
 		return nil, err
 	}
 	inter, _ := x509.ParseCertificate(interDER)
-	return &CA{Root: root, Intermediate: inter, rootKey: rootKey, intermediateKey: interKey}, nil
+	return &CA{Root: ca.Root, rootKey: ca.rootKey, Intermediate: inter, intermediateKey: interKey, name: ca.name}, nil
 }
 
-// RootPEM is the root certificate, PEM (the approver's rootCAFile).
+// RootPEM is the root certificate, PEM (a rootCAFile).
 func (ca *CA) RootPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Root.Raw})
 }
@@ -92,6 +114,12 @@ func (ca *CA) Issue(s Subject, notBefore time.Time, lifetime time.Duration) (Ide
 
 // IssueFor is Issue for a key of the caller's (a weak one, for attacks).
 func (ca *CA) IssueFor(s Subject, notBefore time.Time, lifetime time.Duration, key *rsa.PrivateKey) (Identity, error) {
+	return ca.IssueWithUsages(s, notBefore, lifetime, key, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth})
+}
+
+// IssueWithUsages is IssueFor with other extended key usages than OCI's
+// clientAuth (none, or serverAuth: for attacks).
+func (ca *CA) IssueWithUsages(s Subject, notBefore time.Time, lifetime time.Duration, key *rsa.PrivateKey, usages []x509.ExtKeyUsage) (Identity, error) {
 	t := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject: pkix.Name{CommonName: s.Instance, OrganizationalUnit: []string{
@@ -99,7 +127,7 @@ func (ca *CA) IssueFor(s Subject, notBefore time.Time, lifetime time.Duration, k
 		}},
 		NotBefore: notBefore, NotAfter: notBefore.Add(lifetime),
 		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage: usages,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, t, ca.Intermediate, &key.PublicKey, ca.intermediateKey)
 	if err != nil {
