@@ -459,7 +459,13 @@ func (w *world) identity(t *testing.T, s openstacktest.Server, settings map[stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u, Settings: settings})
+	// This machine's devices are never looked at: without a drive of its
+	// own, a server has none.
+	all := map[string]string{agentid.SettingConfigDrive: filepath.Join(t.TempDir(), "no-config-drive")}
+	for k, v := range settings {
+		all[k] = v
+	}
+	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u, Settings: all})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,13 +33,19 @@ import (
 // checks it against Nova's record (the one server of that name, created
 // within the ticket's life); mooring-ccm (--cloud-provider=openstack)
 // initializes the Nodes with openstack:/// providerIDs, the availability
-// zone and the addresses; serving certificates are approved. Then every
-// Keystone token expires, and ticket attacks are denied by the real
-// approver, each with its reason, after it renewed its token.
+// zone and the addresses; serving certificates are approved. node-3 is a
+// server of a cloud without a metadata service: nothing answers at its
+// metadata service's address, and its agent reads its config drive (Nova's
+// layout, the address only in network_data.json). Then every Keystone
+// token expires, and ticket attacks are denied by the real approver, each
+// with its reason, after it renewed its token.
 func TestOpenStackNodesJoin(t *testing.T) {
 	tickets := harness.NewTicketIssuer(t)
+	const driveOnly = "node-3"
 	j := joinThreeWith(t, func(tb testing.TB) *harness.OpenStackCloud {
-		return harness.StartOpenStackCloud(tb, tickets, openstacktest.Options{MaxLimit: 2})
+		o := harness.StartOpenStackCloud(tb, tickets, openstacktest.Options{MaxLimit: 2})
+		o.ConfigDriveOnly(driveOnly)
+		return o
 	}, "OpenStack servers", joinOptions{ApproverArgs: tickets.ApproverArgs(), CCMArgs: tickets.CCMArgs()})
 	c, osc, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
@@ -66,9 +72,18 @@ func TestOpenStackNodesJoin(t *testing.T) {
 		if approval := clientApproval(ctx, t, c, name); !strings.Contains(approval, "join ticket") {
 			t.Errorf("%s: client CSR approved with %q", name, approval)
 		}
+		// The agent's address for the kubelet: local-ipv4 from the metadata
+		// service, or network_data.json from the config drive.
+		env, err := os.ReadFile(m.EnvFile)
+		if err != nil || !strings.Contains(string(env), "--node-ip="+srv.Addresses[0].Addr+" ") && !strings.Contains(string(env), "--node-ip="+srv.Addresses[0].Addr+`"`) {
+			t.Errorf("%s: kubelet flags %q %v, want --node-ip=%s", name, env, err, srv.Addresses[0].Addr)
+		}
+		if name == driveOnly && !srv.NoMetadataService {
+			t.Errorf("%s was made with a metadata service", name)
+		}
 	}
-	t.Logf("3 nodes Ready, initialized with openstack:/// providerIDs, serving certificates approved, %v after the agents started",
-		time.Since(start).Round(time.Millisecond))
+	t.Logf("3 nodes Ready (%s from its config drive, without a metadata service), initialized with openstack:/// providerIDs, serving certificates approved, %v after the agents started",
+		driveOnly, time.Since(start).Round(time.Millisecond))
 	calls := func() string {
 		return fmt.Sprintf("auth %d, list %d, get %d, metadata %d, unauthorized %d; microversion %s", osc.Calls("auth"), osc.Calls("list"),
 			osc.Calls("get"), osc.Calls("metadata"), osc.Calls("unauthorized"), osc.LastMicroversion())

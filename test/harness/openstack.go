@@ -29,6 +29,10 @@ type OpenStackCloud struct {
 	mu        sync.Mutex
 	nextOctet int
 	byName    map[string]openstacktest.Server
+	// driveOnly names the servers Provisioner makes without a metadata
+	// service; driveDir holds their config drives.
+	driveOnly map[string]bool
+	driveDir  string
 }
 
 // OpenStack test addresses (loopback; nobody else in test/ uses 127.0.92.x
@@ -49,7 +53,14 @@ func OpenStackTag(cluster string) string { return "mooring-cluster=" + cluster }
 func StartOpenStackCloud(t testing.TB, tickets *TicketIssuer, opts openstacktest.Options) *OpenStackCloud {
 	t.Helper()
 	o := &OpenStackCloud{Cloud: openstacktest.NewStarted(t, opts), Tickets: tickets,
-		nextOctet: openstackFirstOctet, byName: map[string]openstacktest.Server{}}
+		nextOctet: openstackFirstOctet, byName: map[string]openstacktest.Server{}, driveOnly: map[string]bool{}}
+	t.Cleanup(func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		if o.driveDir != "" {
+			_ = os.RemoveAll(o.driveDir)
+		}
+	})
 	_, secret := o.Credential()
 	o.SecretFile = filepath.Join(t.TempDir(), "os-secret")
 	if err := os.WriteFile(o.SecretFile, []byte(secret+"\n"), 0o600); err != nil {
@@ -93,23 +104,70 @@ func (o *OpenStackCloud) Server(name string) (openstacktest.Server, bool) {
 	return s, ok
 }
 
+// ConfigDriveOnly makes Provisioner make the servers of these names as a
+// cloud without a metadata service does: nothing answers at their metadata
+// service's address, and their record is on a config drive (Nova's layout,
+// without the EC2 documents, so the address is only in
+// network_data.json), mounted where their agents' configDrive setting
+// points.
+func (o *OpenStackCloud) ConfigDriveOnly(names ...string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, n := range names {
+		o.driveOnly[n] = true
+	}
+}
+
 // Provisioner makes fleet machines as OpenStack servers of cluster, as an
 // admin's provisioning does: the join ticket for the name first, then the
 // server; their agents use `cloud: openstack` against their metadata
-// services and present the ticket (FleetOptions.Provision).
+// services, or their config drives (ConfigDriveOnly), and present the
+// ticket (FleetOptions.Provision).
 func (o *OpenStackCloud) Provisioner(cluster string) func(ctx context.Context, name string) (Provisioned, error) {
 	return func(_ context.Context, name string) (Provisioned, error) {
 		tok, err := o.Tickets.Issue(name, cluster, 0)
 		if err != nil {
 			return Provisioned{}, err
 		}
-		s := o.AddNode(cluster, name)
+		o.mu.Lock()
+		driveOnly := o.driveOnly[name]
+		o.mu.Unlock()
+		s := o.AddServer(openstacktest.Server{Name: name, Tags: []string{OpenStackTag(cluster)}, NoMetadataService: driveOnly})
 		md, err := o.MetadataURL(s.ID)
 		if err != nil {
 			return Provisioned{}, err
 		}
-		return Provisioned{NodeName: name, Address: s.Addresses[0].Addr, AgentConfig: o.AgentConfig(md), JoinTicket: tok}, nil
+		cfg := o.AgentConfig(md)
+		if driveOnly {
+			dir, err := o.configDrive(s)
+			if err != nil {
+				return Provisioned{}, err
+			}
+			cfg += "cloudSettings:\n  configDrive: " + dir + "\n"
+		}
+		return Provisioned{NodeName: name, Address: s.Addresses[0].Addr, AgentConfig: cfg, JoinTicket: tok}, nil
 	}
+}
+
+// configDrive writes the server's config drive, as mounted, into a
+// directory of its own under /var/lib (the agent's unit has PrivateTmp=,
+// so nothing under /tmp is visible to it).
+func (o *OpenStackCloud) configDrive(s openstacktest.Server) (string, error) {
+	o.mu.Lock()
+	if o.driveDir == "" {
+		dir, err := os.MkdirTemp("/var/lib", "mooring-openstack-drives-")
+		if err != nil {
+			o.mu.Unlock()
+			return "", err
+		}
+		o.driveDir = dir
+	}
+	dir := filepath.Join(o.driveDir, s.Name)
+	o.mu.Unlock()
+	if err := o.WriteConfigDrive(s.ID, dir, openstacktest.DriveOptions{WithoutEC2: true}); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
 
 // AgentConfig is the agent config's cloud part for a server whose metadata

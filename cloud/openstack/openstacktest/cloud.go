@@ -99,6 +99,14 @@ type Server struct {
 	Created time.Time
 	// UserData is served at the metadata service's user_data path.
 	UserData string
+	// NoMetadataService: the server's metadata service answers nothing (a
+	// cloud that offers only config drives); WriteConfigDrive writes its
+	// record.
+	NoMetadataService bool
+	// DHCP: the server's subnets have DHCP, so network_data.json gives no
+	// IPv4 address (ipv4_dhcp networks, as Nova writes them); local-ipv4
+	// still does.
+	DHCP bool
 
 	serial int64
 }

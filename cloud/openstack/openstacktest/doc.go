@@ -40,16 +40,31 @@
 //     or floating, OS-EXT-IPS-MAC:mac_addr), accessIPv4, accessIPv6, links,
 //     OS-EXT-AZ:availability_zone, OS-EXT-STS:vm_state and power_state,
 //     OS-SRV-USG:launched_at, locked (2.9), description (2.19), tags (2.26),
-//     server_groups (2.71), locked_reason (2.73), and the other documented
-//     fields with fixed values; Nova's error bodies ({"itemNotFound" |
-//     "badRequest" | ...: {"code", "message"}});
+//     trusted_image_certificates (2.63), server_groups (2.71, shown for one
+//     server only, never in a listing), locked_reason (2.73), and the other
+//     documented fields with fixed values: the fields a project member sees
+//     in Nova's own API samples at 2.47 and 2.96 (samples_test.go); Nova's
+//     error bodies ({"itemNotFound" | "badRequest" | ...: {"code",
+//     "message"}});
 //   - a metadata service per server (one loopback listener each), without
 //     authentication: /openstack/latest/meta_data.json (uuid, name,
 //     hostname, availability_zone, project_id, launch_index, meta,
-//     public_keys, keys, devices), /openstack/latest/user_data (404 when
-//     the server has none) and the EC2-compatible
+//     public_keys, keys, devices), /openstack/latest/network_data.json (a
+//     link per port, one per network that holds a fixed address; per port a
+//     network for its first fixed IPv4 address, type ipv4, or ipv4_dhcp
+//     without the address when Server.DHCP, and for its first IPv6 address,
+//     type ipv6; no routes or DNS services), /openstack/latest/user_data
+//     (404 when the server has none) and the EC2-compatible
 //     /latest/meta-data/local-ipv4 (the first fixed IPv4 address). A server
-//     that is not ACTIVE answers nothing (connections close);
+//     that is not ACTIVE answers nothing (connections close), and neither
+//     does one made with NoMetadataService (a cloud that offers only config
+//     drives);
+//   - config drives: WriteConfigDrive writes a server's drive into a
+//     directory as Nova lays it out (openstack/latest/meta_data.json,
+//     network_data.json, vendor_data.json, vendor_data2.json, user_data;
+//     ec2/latest/meta-data.json with local-ipv4, unless
+//     DriveOptions.WithoutEC2, and user-data), which is what the agent reads
+//     from a mounted drive. Not the ISO 9660 or VFAT image, nor its label;
 //   - servers a test adds (Put) with a status, tags, metadata and a creation
 //     time, SetStatus, Delete; OnList runs before each page is served, so a
 //     test can change servers between pages as other API clients would;
@@ -66,6 +81,6 @@
 // Compute resource, password and token auth, scoped-token rules beyond the
 // application credential's project, policy (every credential may list),
 // the admin-only fields and filters, changes-since, several sort keys at
-// once, network_data.json and vendor data, and rate limiting (a cloud's
-// 429 is Fail).
+// once, vendor data, the metadata service's older versions and EC2 tree
+// beyond local-ipv4, and rate limiting (a cloud's 429 is Fail).
 package openstacktest

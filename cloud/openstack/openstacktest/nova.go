@@ -244,7 +244,7 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request, mv microversio
 	servers := []map[string]any{}
 	base := c.linkBase(r)
 	for _, s := range page {
-		servers = append(servers, wire(*s, mv, base))
+		servers = append(servers, wire(*s, mv, base, false))
 	}
 	body := map[string]any{"servers": servers}
 	if limit > 0 && len(page) == limit {
@@ -314,5 +314,5 @@ func (c *Cloud) serveGet(w http.ResponseWriter, r *http.Request, mv microversion
 		novaError(w, http.StatusNotFound, "Instance "+id+" could not be found.")
 		return
 	}
-	cloudtest.WriteJSON(w, http.StatusOK, map[string]any{"server": wire(s, mv, c.linkBase(r))})
+	cloudtest.WriteJSON(w, http.StatusOK, map[string]any{"server": wire(s, mv, c.linkBase(r), true)})
 }

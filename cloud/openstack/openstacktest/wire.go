@@ -48,9 +48,11 @@ func mac(id string, i int) string {
 	return fmt.Sprintf("fa:16:3e:%s:%s:%02x", h[0:2], h[2:4], byte(i))
 }
 
-// wire is a server as Nova shows it at microversion mv; base is the
-// compute endpoint, for links.
-func wire(s Server, mv microversion, base string) map[string]any {
+// wire is a server as Nova shows it at microversion mv, in a listing
+// (servers/detail) or alone (show: GET /servers/{id}, which from 2.71 adds
+// server_groups, as Nova's detail view does not); base is the compute
+// endpoint, for links.
+func wire(s Server, mv microversion, base string, show bool) map[string]any {
 	st, ok := vmStates[s.Status]
 	if !ok {
 		st.vm, st.power = strings.ToLower(s.Status), 0
@@ -111,7 +113,10 @@ func wire(s Server, mv microversion, base string) map[string]any {
 		}
 		out["tags"] = tags
 	}
-	if mv.atLeast(2, 71) {
+	if mv.atLeast(2, 63) {
+		out["trusted_image_certificates"] = nil
+	}
+	if mv.atLeast(2, 71) && show {
 		out["server_groups"] = []string{}
 	}
 	if mv.atLeast(2, 73) {
