@@ -1,6 +1,7 @@
 package linodetest
 
 import (
+	"crypto/sha1"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,13 @@ import (
 const (
 	listPath = "/v4/linode/instances"
 	getPath  = "/v4/linode/instances/"
+)
+
+// AcceptedScopesHeader names the OAuth scopes a call accepts; the two
+// calls served accept ScopeLinodesReadOnly.
+const (
+	AcceptedScopesHeader = "X-Accepted-Oauth-Scopes"
+	ScopeLinodesReadOnly = "linodes:read_only"
 )
 
 // timeLayout is how the API shows times: UTC, to the second, without a
@@ -54,7 +62,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	list := r.URL.Path == listPath
 	if !c.rateLimit(w, list) {
 		c.calls.Add(MethodThrottled)
-		writeError(w, http.StatusTooManyRequests, "", "Too Many Requests")
+		writeError(w, http.StatusTooManyRequests, "", "Too many requests")
 		return
 	}
 	if r.Method != http.MethodGet {
@@ -63,8 +71,12 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	switch p := r.URL.Path; {
 	case list:
+		// The scope the API accepts for the call, as it says in every
+		// answer (linodego's recorded answers).
+		w.Header().Set(AcceptedScopesHeader, ScopeLinodesReadOnly)
 		c.serveList(w, r)
 	case strings.HasPrefix(p, getPath) && !strings.Contains(p[len(getPath):], "/"):
+		w.Header().Set(AcceptedScopesHeader, ScopeLinodesReadOnly)
 		c.serveGet(w, p[len(getPath):])
 	default:
 		writeError(w, http.StatusNotFound, "", "Not found")
@@ -205,7 +217,8 @@ type wireInstance struct {
 	IPv6                *string     `json:"ipv6"`
 	Image               string      `json:"image"`
 	Region              string      `json:"region"`
-	Specs               wireSpecs   `json:"specs"`
+	SiteType            string      `json:"site_type"`
+	Specs               apiSpecs    `json:"specs"`
 	Alerts              wireAlerts  `json:"alerts"`
 	Backups             wireBackups `json:"backups"`
 	Hypervisor          string      `json:"hypervisor"`
@@ -218,6 +231,8 @@ type wireInstance struct {
 	LKEClusterID        *int        `json:"lke_cluster_id"`
 	Capabilities        []string    `json:"capabilities"`
 	InterfaceGeneration string      `json:"interface_generation"`
+	MaintenancePolicy   string      `json:"maintenance_policy"`
+	Locks               []string    `json:"locks"`
 }
 
 type wireSpecs struct {
@@ -228,12 +243,21 @@ type wireSpecs struct {
 	Transfer int `json:"transfer"`
 }
 
+// apiSpecs are the API's specs: the Metadata service's and
+// accelerated_devices.
+type apiSpecs struct {
+	wireSpecs
+	AcceleratedDevices int `json:"accelerated_devices"`
+}
+
 type wireAlerts struct {
-	CPU           int `json:"cpu"`
-	IO            int `json:"io"`
-	NetworkIn     int `json:"network_in"`
-	NetworkOut    int `json:"network_out"`
-	TransferQuota int `json:"transfer_quota"`
+	CPU           int   `json:"cpu"`
+	IO            int   `json:"io"`
+	NetworkIn     int   `json:"network_in"`
+	NetworkOut    int   `json:"network_out"`
+	TransferQuota int   `json:"transfer_quota"`
+	SystemAlerts  []any `json:"system_alerts"`
+	UserAlerts    []any `json:"user_alerts"`
 }
 
 type wireBackups struct {
@@ -268,18 +292,21 @@ func wire(in Instance) wireInstance {
 	created := in.Created.UTC().Format(timeLayout)
 	return wireInstance{
 		ID: in.ID, Label: in.Label, Status: in.Status, Created: created, Updated: created, Type: in.Type,
-		IPv4: ipv4, IPv6: ipv6, Image: "linode/ubuntu24.04", Region: in.Region,
-		Specs:           wireSpecs{Disk: 81920, Memory: 4096, VCPUs: 2, Transfer: 4000},
-		Alerts:          wireAlerts{CPU: 180, IO: 10000, NetworkIn: 10, NetworkOut: 10, TransferQuota: 80},
+		IPv4: ipv4, IPv6: ipv6, Image: "linode/ubuntu24.04", Region: in.Region, SiteType: "core",
+		Specs:           apiSpecs{wireSpecs: wireSpecs{Disk: 81920, Memory: 4096, VCPUs: 2, Transfer: 4000}},
+		Alerts:          wireAlerts{CPU: 180, IO: 10000, NetworkIn: 10, NetworkOut: 10, TransferQuota: 80, SystemAlerts: []any{}, UserAlerts: []any{}},
 		Hypervisor:      "kvm",
 		WatchdogEnabled: true,
 		Tags:            tags,
-		HostUUID:        fmt.Sprintf("%08x-0000-4000-8000-%012x", in.ID, in.ID),
-		HasUserData:     in.UserData != "",
-		DiskEncryption:  "disabled",
-		Capabilities:    []string{"Block Storage Encryption"},
+		// 40 hex digits, as the API shows a host's id.
+		HostUUID:       fmt.Sprintf("%x", sha1.Sum([]byte(strconv.Itoa(in.ID)))),
+		HasUserData:    in.UserData != "",
+		DiskEncryption: "disabled",
+		Capabilities:   []string{"Block Storage Encryption"},
 		// The legacy interfaces of a Linode's configuration profile.
 		InterfaceGeneration: "legacy_config",
+		MaintenancePolicy:   "linode/migrate",
+		Locks:               []string{},
 	}
 }
 

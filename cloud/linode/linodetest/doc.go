@@ -14,7 +14,7 @@
 //     header).
 //   - Rate limits: X-RateLimit-Limit, X-RateLimit-Remaining and
 //     X-RateLimit-Reset (Unix seconds) on every answer, and Retry-After
-//     (seconds) with a 429 {"errors": [{"reason": "Too Many Requests"}]}
+//     (seconds) with a 429 {"errors": [{"reason": "Too many requests"}]}
 //     beyond them: GET of a collection 100 a sliding minute
 //     (Options.ListLimit), other requests 800 (Options.Limit). The 10 per
 //     second of collections and the 1,600 per two minutes of all requests
@@ -32,7 +32,12 @@
 //     ...), created and updated (UTC, 2006-01-02T15:04:05), type, region,
 //     ipv4 (the public address, then the private one), ipv6 (SLAAC, with
 //     /128), tags, has_user_data, and fixed values for the rest (image,
-//     specs, alerts, backups, hypervisor, host_uuid, ...).
+//     site_type, specs, alerts, backups, hypervisor, host_uuid of 40 hex
+//     digits, maintenance_policy, locks, ...): the fields, and the error
+//     bodies of an unknown Linode and a spent rate limit, of the real API's
+//     answers that linodego recorded (genuine_test.go, ../testdata).
+//   - X-Accepted-Oauth-Scopes: linodes:read_only on the list and on a
+//     Linode's GET, the scope the real API names for both.
 //   - One Metadata service per Linode (its own listener): PUT /v1/token
 //     with Metadata-Token-Expiry-Seconds (1-86400, else 400) answers a
 //     token as text/plain; GET /v1/instance (id, label, region, type,

@@ -115,7 +115,7 @@ func (c *Cloud) serveMetadata(id int, w http.ResponseWriter, r *http.Request) {
 		}
 		wi := wire(in)
 		cloudtest.WriteJSON(w, http.StatusOK, mdInstance{ID: in.ID, Label: in.Label, Region: in.Region, Type: in.Type,
-			HostUUID: wi.HostUUID, Tags: tags, Specs: wi.Specs, Image: mdImage{ID: wi.Image, Label: "Ubuntu 24.04 LTS"}})
+			HostUUID: wi.HostUUID, Tags: tags, Specs: wi.Specs.wireSpecs, Image: mdImage{ID: wi.Image, Label: "Ubuntu 24.04 LTS"}})
 		return
 	}
 	n := mdNetwork{Interfaces: []any{}, IPv4: mdIPv4{Public: []string{}, Private: []string{}, Shared: []string{}},
