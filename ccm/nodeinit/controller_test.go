@@ -434,3 +434,45 @@ func TestInvalidPatchIsNotRebuilt(t *testing.T) {
 		t.Error("a failed JSON patch test is not stale")
 	}
 }
+
+// A Node that registered with the uninitialized taint twice (NoSchedule and
+// NoExecute) loses both, as the library removes every taint of the key;
+// the init patch used to remove the first only, leaving the Node
+// unschedulable for good. Another taint between them stays.
+func TestEveryUninitializedTaintIsRemoved(t *testing.T) {
+	node := kubeletNode("n", func(n *v1.Node) {
+		n.Spec.Taints = []v1.Taint{uninitialized, {Key: "team/gpu", Effect: v1.TaintEffectNoSchedule},
+			{Key: uninitialized.Key, Value: "true", Effect: v1.TaintEffectNoExecute}}
+	})
+	client := fake.NewClientset(node.DeepCopy())
+	written, err := (&Controller{client: client}).writeInit(context.Background(), node, metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written.Spec.Taints) != 1 || written.Spec.Taints[0].Key != "team/gpu" {
+		t.Errorf("taints after init: %v, want only team/gpu", written.Spec.Taints)
+	}
+}
+
+// The cloud's additional labels never go over a label the Node has, also
+// one another client wrote after the controller read the Node: the patch
+// tests that the label is still absent. It used to be judged from the
+// cached copy alone, and the JSON add overwrote the other client's value.
+func TestCloudLabelNeverOverwritesALaterWrite(t *testing.T) {
+	cached := kubeletNode("n", nil)
+	fresh := cached.DeepCopy()
+	fresh.Labels["team"] = "set-by-the-admin"
+	client := fake.NewClientset(fresh)
+	_, _ = (&Controller{client: client}).writeInit(context.Background(), cached, metadata)
+	got, err := client.CoreV1().Nodes().Get(context.Background(), "n", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["team"] != "set-by-the-admin" {
+		t.Errorf("label team = %q: the cloud's value went over the admin's", got.Labels["team"])
+	}
+	// A label absent from both copies is added (the test of absence passes).
+	if got2, _ := (&Controller{client: fake.NewClientset(cached.DeepCopy())}).writeInit(context.Background(), cached, metadata); got2 == nil || got2.Labels["team"] != "from-cloud" {
+		t.Errorf("the cloud's label on a Node without it: %v", got2)
+	}
+}

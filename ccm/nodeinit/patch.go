@@ -21,6 +21,17 @@ type jsonPatchOp struct {
 	Value any    `json:"value,omitempty"`
 }
 
+// jsonNull is a patch operation's value null (a nil Value is left out).
+var jsonNull = json.RawMessage("null")
+
+// standardLabel: the labels the library writes from the instance's
+// metadata whatever the Node has (instance type, zone, region).
+var standardLabel = map[string]bool{
+	v1.LabelInstanceType: true, v1.LabelInstanceTypeStable: true,
+	v1.LabelFailureDomainBetaZone: true, v1.LabelTopologyZone: true,
+	v1.LabelFailureDomainBetaRegion: true, v1.LabelTopologyRegion: true,
+}
+
 // pointer escapes one reference token of an RFC 6901 JSON pointer.
 func pointer(token string) string {
 	return strings.NewReplacer("~", "~0", "/", "~1").Replace(token)
@@ -76,8 +87,11 @@ func initLabels(node *v1.Node, md *cloudprovider.InstanceMetadata) map[string]st
 // test operations instead: the taint is removed by index after a test that
 // the index still holds it, so a taint another controller added or removed
 // meanwhile is kept or makes the patch fail (422) and be rebuilt, never
-// lost. A Node without labels (none registered by a kubelet) is written
-// with a resourceVersion test, the only way to add the whole map safely.
+// lost; every taint of the key goes. The cloud's additional labels are
+// added after a test that the label is still absent, so a value written
+// since the read is kept. A Node without labels (none registered by a
+// kubelet) is written with a resourceVersion test, the only way to add the
+// whole map safely.
 // It returns nil when there is nothing to write.
 func initPatch(node *v1.Node, md *cloudprovider.InstanceMetadata) ([]byte, error) {
 	var ops []jsonPatchOp
@@ -92,13 +106,26 @@ func initPatch(node *v1.Node, md *cloudprovider.InstanceMetadata) ([]byte, error
 		ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels", Value: labels})
 	} else {
 		for _, k := range slices.Sorted(maps.Keys(labels)) {
-			if old, ok := node.Labels[k]; ok && old == labels[k] {
+			old, ok := node.Labels[k]
+			if ok && old == labels[k] {
 				continue
 			}
-			ops = append(ops, jsonPatchOp{Op: "add", Path: "/metadata/labels/" + pointer(k), Value: labels[k]})
+			path := "/metadata/labels/" + pointer(k)
+			if !ok && !standardLabel[k] {
+				// The cloud's own label goes only where the Node has none:
+				// a test that it is still absent (a null value passes only
+				// for a missing member), so a value another client wrote
+				// since the read fails the patch (422) and is kept.
+				ops = append(ops, jsonPatchOp{Op: "test", Path: path, Value: jsonNull})
+			}
+			ops = append(ops, jsonPatchOp{Op: "add", Path: path, Value: labels[k]})
 		}
 	}
-	for i, t := range node.Spec.Taints {
+	// Every taint of the key goes (NoSchedule and NoExecute both, as the
+	// library removes them), highest index first so that the lower ones
+	// keep theirs.
+	for i := len(node.Spec.Taints) - 1; i >= 0; i-- {
+		t := node.Spec.Taints[i]
 		if t.Key != cloudproviderapi.TaintExternalCloudProvider {
 			continue
 		}
@@ -106,7 +133,6 @@ func initPatch(node *v1.Node, md *cloudprovider.InstanceMetadata) ([]byte, error
 		ops = append(ops,
 			jsonPatchOp{Op: "test", Path: path + "/key", Value: t.Key},
 			jsonPatchOp{Op: "remove", Path: path})
-		break
 	}
 	if len(ops) == 0 || (len(ops) == 1 && ops[0].Op == "test") {
 		return nil, nil
