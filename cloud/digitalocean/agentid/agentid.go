@@ -49,13 +49,37 @@ const (
 // document also holds user_data, and with it the join ticket: it is
 // decoded into nothing and never logged.
 type Metadata struct {
-	DropletID  int    `json:"droplet_id"`
-	Hostname   string `json:"hostname"`
-	Region     string `json:"region"`
+	DropletID  DropletID `json:"droplet_id"`
+	Hostname   string    `json:"hostname"`
+	Region     string    `json:"region"`
 	Interfaces struct {
 		Private []MetadataInterface `json:"private"`
 		Public  []MetadataInterface `json:"public"`
 	} `json:"interfaces"`
+}
+
+// DropletID is a droplet's id as the metadata document gives it: a JSON
+// number, as DigitalOcean documents it, or a string of its decimal digits,
+// as in the document cloud-init's tests keep from a droplet
+// ("droplet_id": "22532410"). null is 0 (no id).
+type DropletID int
+
+// UnmarshalJSON reads a number or a string of decimal digits in canonical
+// form (no sign, no leading zeros, no fraction).
+func (d *DropletID) UnmarshalJSON(data []byte) error {
+	text := string(data)
+	if text == "null" {
+		return nil
+	}
+	if len(text) >= 2 && text[0] == '"' && text[len(text)-1] == '"' {
+		text = text[1 : len(text)-1]
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 0 || strconv.Itoa(n) != text {
+		return fmt.Errorf("droplet_id %.40s is not a droplet id", data)
+	}
+	*d = DropletID(n)
+	return nil
 }
 
 // MetadataInterface is one network interface of a droplet.
@@ -174,7 +198,7 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 		ip = nic.IPv4.IPAddress
 		break
 	}
-	id := strconv.Itoa(md.DropletID)
+	id := strconv.Itoa(int(md.DropletID))
 	return nodeid.Instance{
 		ID: id, Name: md.Hostname, NodeName: NodeName(md.Hostname),
 		ProviderID: ProviderIDPrefix + id,

@@ -67,7 +67,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !cloudtest.Bearer(r, c.opts.Token) {
-		writeError(w, http.StatusUnauthorized, "Unable to authenticate you")
+		writeError(w, http.StatusUnauthorized, "Unable to authenticate you.")
 		return
 	}
 	if r.Method != http.MethodGet {
@@ -218,13 +218,16 @@ func (c *Cloud) serveGet(w http.ResponseWriter, idText string) {
 	writeJSON(w, http.StatusOK, map[string]any{"droplet": wire(d)})
 }
 
-// The droplet as the API shows it (the documented droplet object).
+// The droplet as the API shows it: the fields of the droplet in
+// DigitalOcean's documented examples (../testdata, compared by
+// genuine_test.go).
 type wireDroplet struct {
 	ID               int          `json:"id"`
 	Name             string       `json:"name"`
 	Memory           int          `json:"memory"`
 	Vcpus            int          `json:"vcpus"`
 	Disk             int          `json:"disk"`
+	DiskInfo         []wireDisk   `json:"disk_info"`
 	Locked           bool         `json:"locked"`
 	Status           string       `json:"status"`
 	Kernel           *struct{}    `json:"kernel"`
@@ -243,24 +246,43 @@ type wireDroplet struct {
 	VPCUUID          string       `json:"vpc_uuid"`
 }
 
+// wireDisk is one disk of a droplet (disk_info).
+type wireDisk struct {
+	Type string `json:"type"`
+	Size struct {
+		Amount int    `json:"amount"`
+		Unit   string `json:"unit"`
+	} `json:"size"`
+}
+
 type wireImage struct {
-	ID           int    `json:"id"`
-	Name         string `json:"name"`
-	Distribution string `json:"distribution"`
-	Slug         string `json:"slug"`
-	Public       bool   `json:"public"`
-	Type         string `json:"type"`
+	ID            int      `json:"id"`
+	Name          string   `json:"name"`
+	Distribution  string   `json:"distribution"`
+	Slug          string   `json:"slug"`
+	Public        bool     `json:"public"`
+	Regions       []string `json:"regions"`
+	CreatedAt     string   `json:"created_at"`
+	Type          string   `json:"type"`
+	MinDiskSize   int      `json:"min_disk_size"`
+	SizeGigabytes float64  `json:"size_gigabytes"`
+	Description   string   `json:"description"`
+	Tags          []string `json:"tags"`
+	Status        string   `json:"status"`
+	ErrorMessage  string   `json:"error_message"`
 }
 
 type wireSize struct {
-	Slug         string  `json:"slug"`
-	Memory       int     `json:"memory"`
-	Vcpus        int     `json:"vcpus"`
-	Disk         int     `json:"disk"`
-	Transfer     float64 `json:"transfer"`
-	PriceMonthly float64 `json:"price_monthly"`
-	PriceHourly  float64 `json:"price_hourly"`
-	Available    bool    `json:"available"`
+	Slug         string   `json:"slug"`
+	Memory       int      `json:"memory"`
+	Vcpus        int      `json:"vcpus"`
+	Disk         int      `json:"disk"`
+	Transfer     float64  `json:"transfer"`
+	PriceMonthly float64  `json:"price_monthly"`
+	PriceHourly  float64  `json:"price_hourly"`
+	Regions      []string `json:"regions"`
+	Available    bool     `json:"available"`
+	Description  string   `json:"description"`
 }
 
 type wireNetworks struct {
@@ -324,20 +346,25 @@ func wire(d Droplet) wireDroplet {
 	if tags == nil {
 		tags = []string{}
 	}
+	disk := wireDisk{Type: "local"}
+	disk.Size.Amount, disk.Size.Unit = 80, "gib"
 	return wireDroplet{
-		ID: d.ID, Name: d.Name, Memory: 4096, Vcpus: 2, Disk: 80, Status: d.Status,
+		ID: d.ID, Name: d.Name, Memory: 4096, Vcpus: 2, Disk: 80, DiskInfo: []wireDisk{disk}, Status: d.Status,
 		CreatedAt:   d.Created.UTC().Format(time.RFC3339),
 		Features:    features,
 		BackupIDs:   []int{},
 		SnapshotIDs: []int{},
-		Image:       wireImage{ID: 191457505, Name: "24.04 (LTS) x64", Distribution: "Ubuntu", Slug: "ubuntu-24-04-x64", Public: true, Type: "base"},
-		VolumeIDs:   []string{},
-		Size:        wireSize{Slug: d.Size, Memory: 4096, Vcpus: 2, Disk: 80, Transfer: 4, PriceMonthly: 24, PriceHourly: 0.0357, Available: true},
-		SizeSlug:    d.Size,
-		Networks:    nets,
-		Region:      wireRegion{Name: name, Slug: d.Region, Features: []string{"backups", "ipv6", "metadata"}, Available: true, Sizes: []string{d.Size}},
-		Tags:        tags,
-		VPCUUID:     "5a4981aa-9653-4bd1-bef5-d6bff52042e4",
+		Image: wireImage{ID: 191457505, Name: "24.04 (LTS) x64", Distribution: "Ubuntu", Slug: "ubuntu-24-04-x64", Public: true,
+			Regions: []string{d.Region}, CreatedAt: "2025-04-24T20:16:43Z", Type: "base", MinDiskSize: 7, SizeGigabytes: 2.61,
+			Description: "Ubuntu 24.04 (LTS) x64", Tags: []string{}, Status: "available"},
+		VolumeIDs: []string{},
+		Size: wireSize{Slug: d.Size, Memory: 4096, Vcpus: 2, Disk: 80, Transfer: 4, PriceMonthly: 24, PriceHourly: 0.0357,
+			Regions: []string{d.Region}, Available: true, Description: "Basic"},
+		SizeSlug: d.Size,
+		Networks: nets,
+		Region:   wireRegion{Name: name, Slug: d.Region, Features: []string{"backups", "ipv6", "metadata"}, Available: true, Sizes: []string{d.Size}},
+		Tags:     tags,
+		VPCUUID:  "5a4981aa-9653-4bd1-bef5-d6bff52042e4",
 	}
 }
 

@@ -27,16 +27,19 @@
 //     400: the backend does not send them.
 //   - GET /v2/droplets/{id}: {"droplet": ...}, 404 not_found for an
 //     unknown id.
-//   - Droplets as documented: id, name, status (new, active, off,
-//     archive), created_at (RFC 3339, UTC), size and size_slug, region
-//     {slug, name, ...}, networks.v4 (type private for the VPC address,
-//     public) and networks.v6 (public), tags, and fixed values for
-//     memory, vcpus, disk, image, features and vpc_uuid.
+//   - Droplets with the fields of DigitalOcean's documented examples
+//     (../testdata, compared by genuine_test.go): id, name, status (new,
+//     active, off, archive), created_at (RFC 3339, UTC), size and
+//     size_slug, region {slug, name, ...}, networks.v4 (type private for
+//     the VPC address, public) and networks.v6 (public), tags, and fixed
+//     values for memory, vcpus, disk, disk_info, image, features and
+//     vpc_uuid.
 //   - One metadata service per droplet (its own listener): GET
 //     /metadata/v1.json with droplet_id, hostname, user_data, vendor_data,
-//     public_keys, region, interfaces.public/private (ipv4 ip_address,
-//     netmask, gateway; ipv6; mac; type), floating_ip, reserved_ip, dns,
-//     tags and features; /metadata/v1 without its slash is a 301; other
+//     public_keys, auth_key, region, interfaces.public/private (ipv4
+//     ip_address, netmask, gateway; ipv6; the public one's anchor_ipv4;
+//     mac; type), floating_ip, reserved_ip, dns, tags and features (every
+//     key of the documents cloud-init keeps from droplets); /metadata/v1 without its slash is a 301; other
 //     paths 404. A droplet that is not active closes the connections to
 //     its metadata service unanswered.
 //   - Counters per method (Calls: list, get, metadata) and faults: the
@@ -49,6 +52,7 @@
 // Not modelled: other endpoints and methods, token scopes (any request
 // with the token is allowed), the name and type filters, page tokens,
 // case-insensitive tag matching (tags match exactly), the per-minute rate
-// limit, reserved IPs and anchor addresses, several private or public
-// networks, GPU droplets, and the metadata service's other paths.
+// limit, reserved IPs (the anchor address is in the metadata document but
+// routes nothing), several private or public networks, GPU droplets, and
+// the metadata service's other paths.
 package digitaloceantest

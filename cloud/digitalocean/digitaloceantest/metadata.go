@@ -15,6 +15,7 @@ type mdDocument struct {
 	UserData   string       `json:"user_data,omitempty"`
 	VendorData string       `json:"vendor_data"`
 	PublicKeys []string     `json:"public_keys"`
+	AuthKey    string       `json:"auth_key"`
 	Region     string       `json:"region"`
 	Interfaces mdInterfaces `json:"interfaces"`
 	FloatingIP mdFloating   `json:"floating_ip"`
@@ -93,6 +94,7 @@ func (c *Cloud) serveMetadata(id int, w http.ResponseWriter, r *http.Request) {
 		DropletID: d.ID, Hostname: d.Name, UserData: d.UserData, Region: d.Region,
 		VendorData: "#cloud-config\ndisable_root: false\nmanage_etc_hosts: true\n",
 		PublicKeys: []string{},
+		AuthKey:    fmt.Sprintf("%032x", d.ID),
 		DNS:        mdDNS{Nameservers: []string{"127.0.0.53"}},
 		Tags:       d.Tags,
 		Features:   mdFeatures{DHCPEnabled: false},
@@ -111,6 +113,11 @@ func (c *Cloud) serveMetadata(id int, w http.ResponseWriter, r *http.Request) {
 		nic := mdInterface{MAC: mac(d.ID, 1), Type: "public"}
 		if d.PublicIP != "" {
 			nic.IPv4 = &mdIPv4{IPAddress: d.PublicIP, Netmask: "255.255.240.0", Gateway: "127.0.0.1"}
+			// The anchor address a reserved IP is routed to, on the
+			// public interface of every droplet with a public IPv4 (in
+			// both documents of cloud-init's samples).
+			nic.AnchorIPv4 = &mdIPv4{IPAddress: fmt.Sprintf("127.10.%d.%d", byte(d.ID>>8), byte(d.ID)),
+				Netmask: "255.255.0.0", Gateway: "127.10.0.1"}
 		}
 		if d.PublicIPv6 != "" {
 			nic.IPv6 = &mdIPv6{IPAddress: d.PublicIPv6, CIDR: 64, Gateway: "::1"}

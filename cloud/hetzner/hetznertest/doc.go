@@ -26,19 +26,25 @@
 //     page past the last is empty. Unknown parameters, per_page out of
 //     range and unsupported selectors are 400 invalid_input;
 //   - GET /v1/servers/{id}, 404 not_found for an unknown id;
-//   - the server object: id, name, status, created (2016-01-30T23:55:00+00:00
-//     form), public_net (ipv4 and ipv6 objects or null; the IPv6 is the
-//     server's /64), private_net (network id, ip, alias_ips, mac_address),
-//     server_type, location (name, network_zone, ...), labels and the
-//     other documented fields with fixed values;
+//   - the server object with the fields of the answer the API gave in
+//     hcloud-go's recording (../testdata, compared by genuine_test.go): id,
+//     name, status, created (2025-12-15T15:22:19Z form, UTC), public_net
+//     (ipv4 and ipv6 objects or null; the IPv6 is the server's /64),
+//     private_net (network id, ip, alias_ips, mac_address), server_type
+//     (with category, deprecation, prices and locations), location (name,
+//     network_zone, ...), image (a fixed Debian 13), labels and the other
+//     fields with fixed values; no datacenter (the API dropped it on
+//     2026-07-01);
 //   - the server metadata service, one listener per server, without
 //     authentication as Hetzner's: /hetzner/v1/metadata (the YAML
-//     document), and below it hostname, instance-id, public-ipv4, region
-//     (the network zone), availability-zone (the location's datacenter
-//     name) and private-networks (YAML: ip, alias_ips, interface_num,
-//     mac_address, network_id, network_name, network, subnet, gateway);
-//     /hetzner/v1/userdata. A server that is not running answers nothing
-//     (connections close);
+//     document, with the keys of cloud-init's sample: network-config and
+//     network-sysconfig for the public interface among them), and below it
+//     hostname, instance-id, public-ipv4, region (the network zone),
+//     availability-zone (the location's datacenter name) and
+//     private-networks (YAML: ip, alias_ips, interface_num, numbered after
+//     the public interface, mac_address, network_id, network_name,
+//     network, subnet, gateway); /hetzner/v1/userdata. A server that is not
+//     running answers nothing (connections close);
 //   - servers a test adds (Put) with a status and a creation time,
 //     SetStatus, Delete; OnList runs before each page is served, so a test
 //     can change servers between pages as other API clients would;

@@ -59,8 +59,8 @@ func (c *Cloud) serveMetadata(id int64, w http.ResponseWriter, r *http.Request) 
 		doc := map[string]any{
 			"hostname": s.Name, "instance-id": s.ID, "public-ipv4": s.PublicIPv4,
 			"region": location(s.Location).NetworkZone, "availability-zone": datacenter(s.Location),
-			"local-ipv4": "", "public-keys": []string{}, "vendor_data": "",
-			"private-networks": nets,
+			"local-ipv4": "", "public-keys": []string{}, "vendor_data": "", "private-networks": nets,
+			"network-config": networkConfig(s), "network-sysconfig": networkSysconfig(s),
 		}
 		writeYAML(w, doc)
 	case "/hostname":
@@ -82,12 +82,19 @@ func (c *Cloud) serveMetadata(id int64, w http.ResponseWriter, r *http.Request) 
 
 // privateNetworks describes a server's private networks as the metadata
 // service does (each network a /16 of its address, its subnet the /24,
-// the gateway .1 of the network).
+// the gateway .1 of the network). Interfaces are numbered after the
+// public one, which is 1: cloud-init's sample numbers a server's one
+// private network 2. A server without a public network numbers them from 1
+// (an assumption: no sample shows one).
 func privateNetworks(s Server) []mdPrivateNetwork {
 	out := []mdPrivateNetwork{}
+	first := 1
+	if hasPublic(s) {
+		first = 2
+	}
 	for i, pn := range s.PrivateNets {
 		ip := net.ParseIP(pn.IP).To4()
-		e := mdPrivateNetwork{IP: pn.IP, AliasIPs: []string{}, InterfaceNum: i + 1, MACAddress: mac(s.ID, i),
+		e := mdPrivateNetwork{IP: pn.IP, AliasIPs: []string{}, InterfaceNum: first + i, MACAddress: mac(s.ID, i),
 			NetworkID: pn.Network, NetworkName: fmt.Sprintf("network-%d", pn.Network)}
 		if ip != nil {
 			e.Network = fmt.Sprintf("%d.%d.0.0/16", ip[0], ip[1])
@@ -97,6 +104,66 @@ func privateNetworks(s Server) []mdPrivateNetwork {
 		out = append(out, e)
 	}
 	return out
+}
+
+func hasPublic(s Server) bool { return s.PublicIPv4 != "" || s.PublicIPv6 != "" }
+
+// publicMAC is the MAC address of a server's public interface (Hetzner's
+// start with 96:00, the private ones with 86:00).
+func publicMAC(id int64) string {
+	return fmt.Sprintf("96:00:%02x:%02x:%02x:%02x", byte(id>>24), byte(id>>16), byte(id>>8), byte(id))
+}
+
+// mdNameservers are the resolvers the documents name (loopback here).
+var mdNameservers = []string{"127.0.0.53"}
+
+// networkConfig is the document's network-config: cloud-init's network
+// config version 1 for the public interface, eth0: DHCP for IPv4, the
+// server's IPv6 host address statically with the gateway fe80::1, as in
+// cloud-init's sample. A server without a public network has none.
+func networkConfig(s Server) map[string]any {
+	config := []any{}
+	if hasPublic(s) {
+		subnets := []any{}
+		if s.PublicIPv4 != "" {
+			subnets = append(subnets, map[string]any{"ipv4": true, "type": "dhcp", "dns_nameservers": mdNameservers})
+		}
+		if s.PublicIPv6 != "" {
+			subnets = append(subnets, map[string]any{"ipv6": true, "address": ipv6Host(s.PublicIPv6) + "/64",
+				"gateway": "fe80::1", "dns_nameservers": []string{"::1"}})
+		}
+		config = append(config, map[string]any{"type": "physical", "name": "eth0", "mac_address": publicMAC(s.ID),
+			"subnets": subnets})
+	}
+	return map[string]any{"version": 1, "config": config}
+}
+
+// networkSysconfig is the document's network-sysconfig: the public
+// interface as an ifcfg file of Red Hat's network scripts.
+func networkSysconfig(s Server) string {
+	if !hasPublic(s) {
+		return ""
+	}
+	lines := []string{"DEVICE='eth0'", "TYPE=Ethernet", "BOOTPROTO=dhcp", "ONBOOT='yes'", "HWADDR=" + publicMAC(s.ID)}
+	if s.PublicIPv6 != "" {
+		lines = append(lines, "IPV6INIT=yes", "IPV6ADDR="+ipv6Host(s.PublicIPv6)+"/64", "IPV6_DEFAULTGW=fe80::1%eth0",
+			"IPV6_AUTOCONF=no")
+	}
+	for i, ns := range mdNameservers {
+		lines = append(lines, fmt.Sprintf("DNS%d=%s", i+1, ns))
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// ipv6Host is the host address (::1) of a server's IPv6 /64.
+func ipv6Host(network string) string {
+	_, n, err := net.ParseCIDR(network)
+	if err != nil {
+		return ""
+	}
+	ip := append(net.IP(nil), n.IP.To16()...)
+	ip[net.IPv6len-1] |= 1
+	return ip.String()
 }
 
 func writeText(w http.ResponseWriter, s string) {

@@ -3,10 +3,14 @@ package hetznertest
 import (
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
+	"time"
 )
 
-// The Cloud API's server object, as its reference documents it (the fields
-// a client may read; values this endpoint does not model are fixed).
+// The Cloud API's server object, with the fields of the answer the API gave
+// in hcloud-go's recording (../testdata/server-get.json); values this
+// endpoint does not model are fixed.
 type wireServer struct {
 	ID              int64             `json:"id"`
 	Name            string            `json:"name"`
@@ -21,8 +25,8 @@ type wireServer struct {
 	RescueEnabled   bool              `json:"rescue_enabled"`
 	Locked          bool              `json:"locked"`
 	BackupWindow    *string           `json:"backup_window"`
-	OutgoingTraffic *uint64           `json:"outgoing_traffic"`
-	IngoingTraffic  *uint64           `json:"ingoing_traffic"`
+	OutgoingTraffic uint64            `json:"outgoing_traffic"`
+	IngoingTraffic  uint64            `json:"ingoing_traffic"`
 	IncludedTraffic uint64            `json:"included_traffic"`
 	Protection      wireProtection    `json:"protection"`
 	Labels          map[string]string `json:"labels"`
@@ -61,15 +65,49 @@ type wirePrivateNet struct {
 }
 
 type wireServerType struct {
-	ID           int64   `json:"id"`
-	Name         string  `json:"name"`
-	Description  string  `json:"description"`
-	Cores        int     `json:"cores"`
-	Memory       float64 `json:"memory"`
-	Disk         int     `json:"disk"`
-	StorageType  string  `json:"storage_type"`
-	CPUType      string  `json:"cpu_type"`
-	Architecture string  `json:"architecture"`
+	ID           int64              `json:"id"`
+	Name         string             `json:"name"`
+	Description  string             `json:"description"`
+	Cores        int                `json:"cores"`
+	Memory       float64            `json:"memory"`
+	Disk         int                `json:"disk"`
+	StorageType  string             `json:"storage_type"`
+	CPUType      string             `json:"cpu_type"`
+	Architecture string             `json:"architecture"`
+	Category     string             `json:"category"`
+	Deprecated   bool               `json:"deprecated"`
+	Deprecation  *wireDeprecation   `json:"deprecation"`
+	Prices       []wirePrice        `json:"prices"`
+	Locations    []wireTypeLocation `json:"locations"`
+}
+
+// wireDeprecation is when a server type (or its sale in a location) was
+// announced to end, and from when it cannot be had.
+type wireDeprecation struct {
+	Announced        string `json:"announced"`
+	UnavailableAfter string `json:"unavailable_after"`
+}
+
+// wirePrice is a server type's price in one location.
+type wirePrice struct {
+	Location          string     `json:"location"`
+	PriceHourly       wireAmount `json:"price_hourly"`
+	PriceMonthly      wireAmount `json:"price_monthly"`
+	IncludedTraffic   uint64     `json:"included_traffic"`
+	PricePerTBTraffic wireAmount `json:"price_per_tb_traffic"`
+}
+
+// wireAmount is a price with and without VAT, as decimal strings.
+type wireAmount struct {
+	Gross string `json:"gross"`
+	Net   string `json:"net"`
+}
+
+// wireTypeLocation is a location a server type is sold in.
+type wireTypeLocation struct {
+	ID          int64            `json:"id"`
+	Name        string           `json:"name"`
+	Deprecation *wireDeprecation `json:"deprecation"`
 }
 
 type wireLocation struct {
@@ -84,13 +122,26 @@ type wireLocation struct {
 }
 
 type wireImage struct {
-	ID          int64  `json:"id"`
-	Type        string `json:"type"`
-	Status      string `json:"status"`
-	Name        string `json:"name"`
-	Description string `json:"description"`
-	OSFlavor    string `json:"os_flavor"`
-	OSVersion   string `json:"os_version"`
+	ID           int64             `json:"id"`
+	Type         string            `json:"type"`
+	Status       string            `json:"status"`
+	Name         string            `json:"name"`
+	Description  string            `json:"description"`
+	OSFlavor     string            `json:"os_flavor"`
+	OSVersion    string            `json:"os_version"`
+	Architecture string            `json:"architecture"`
+	BoundTo      *int64            `json:"bound_to"`
+	CreatedFrom  any               `json:"created_from"`
+	Deprecated   *string           `json:"deprecated"`
+	DiskSize     float64           `json:"disk_size"`
+	ImageSize    *float64          `json:"image_size"`
+	Labels       map[string]string `json:"labels"`
+	Protection   struct {
+		Delete bool `json:"delete"`
+	} `json:"protection"`
+	RapidDeploy bool    `json:"rapid_deploy"`
+	Created     string  `json:"created"`
+	Deleted     *string `json:"deleted"`
 }
 
 type wireProtection struct {
@@ -134,16 +185,41 @@ func mac(id int64, i int) string {
 	return fmt.Sprintf("86:00:%02x:%02x:%02x:%02x", byte(id>>16), byte(id>>8), byte(id), byte(i))
 }
 
+// soldIn are the locations every server type is sold in here, with the
+// prices of one (those of cx22 in the recorded answer).
+var soldIn = []string{"fsn1", "nbg1", "hel1"}
+
+// serverType is a server type as the API shows it inside a server.
+func serverType(name string) wireServerType {
+	st := wireServerType{ID: 104, Name: name, Description: strings.ToUpper(name), Cores: 2, Memory: 4,
+		Disk: 40, StorageType: "local", CPUType: "shared", Architecture: "x86", Category: "cost_optimized",
+		Prices: []wirePrice{}, Locations: []wireTypeLocation{}}
+	for _, loc := range soldIn {
+		st.Prices = append(st.Prices, wirePrice{Location: loc,
+			PriceHourly:       wireAmount{Gross: "0.0052000000000000", Net: "0.0052000000"},
+			PriceMonthly:      wireAmount{Gross: "3.2900000000000000", Net: "3.2900000000"},
+			IncludedTraffic:   21990232555520,
+			PricePerTBTraffic: wireAmount{Gross: "1.0000000000000000", Net: "1.0000000000"}})
+		st.Locations = append(st.Locations, wireTypeLocation{ID: location(loc).ID, Name: loc})
+	}
+	return st
+}
+
+// image is the system image every server here was created from.
+func image() *wireImage {
+	return &wireImage{ID: 310554929, Type: "system", Status: "available", Name: "debian-13",
+		Description: "Debian 13", OSFlavor: "debian", OSVersion: "13", Architecture: "x86", DiskSize: 5,
+		Labels: map[string]string{}, RapidDeploy: true, Created: "2025-08-18T06:15:25Z"}
+}
+
 // wire is a server as the API shows it.
 func wire(s Server) wireServer {
 	out := wireServer{
 		ID: s.ID, Name: s.Name, Status: s.Status, Created: s.Created.UTC().Format(createdLayout),
-		PublicNet: wirePublicNet{FloatingIPs: []int64{}, Firewalls: []any{}},
-		ServerType: wireServerType{ID: 104, Name: s.ServerType, Description: s.ServerType, Cores: 2, Memory: 4,
-			Disk: 40, StorageType: "local", CPUType: "shared", Architecture: "x86"},
-		Location: location(s.Location),
-		Image: &wireImage{ID: 161547269, Type: "system", Status: "available", Name: "debian-12",
-			Description: "Debian 12", OSFlavor: "debian", OSVersion: "12"},
+		PublicNet:       wirePublicNet{FloatingIPs: []int64{}, Firewalls: []any{}},
+		ServerType:      serverType(s.ServerType),
+		Location:        location(s.Location),
+		Image:           image(),
 		IncludedTraffic: 21990232555520,
 		Labels:          maps.Clone(s.Labels),
 		Volumes:         []int64{},
@@ -155,7 +231,7 @@ func wire(s Server) wireServer {
 		out.Labels = map[string]string{}
 	}
 	if s.PublicIPv4 != "" {
-		out.PublicNet.IPv4 = &wireIPv4{ID: s.ID + 1, IP: s.PublicIPv4, DNSPtr: "static." + s.PublicIPv4 + ".clients.your-server.de"}
+		out.PublicNet.IPv4 = &wireIPv4{ID: s.ID + 1, IP: s.PublicIPv4, DNSPtr: reverseDNS(s.PublicIPv4)}
 	}
 	if s.PublicIPv6 != "" {
 		out.PublicNet.IPv6 = &wireIPv6{ID: s.ID + 2, IP: s.PublicIPv6, DNSPtr: []map[string]any{}}
@@ -166,6 +242,15 @@ func wire(s Server) wireServer {
 	return out
 }
 
-// createdLayout is the form of created in the API's examples
-// (2016-01-30T23:55:00+00:00).
-const createdLayout = "2006-01-02T15:04:05-07:00"
+// reverseDNS is the reverse DNS name Hetzner gives a public IPv4 address:
+// static.<its octets, last first>.clients.your-server.de.
+func reverseDNS(ip string) string {
+	o := strings.Split(ip, ".")
+	slices.Reverse(o)
+	return "static." + strings.Join(o, ".") + ".clients.your-server.de"
+}
+
+// createdLayout is the form of the times the API answered with in the
+// recorded answer (2025-12-15T15:22:19Z, UTC); the reference's examples
+// write 2016-01-30T23:55:00+00:00, which hcloud-go reads as well.
+const createdLayout = time.RFC3339
