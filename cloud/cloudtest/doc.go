@@ -9,6 +9,9 @@
 //   - Bucket and Window: request rate limits (a token bucket, a sliding
 //     window) and the RateLimit-* headers;
 //   - Page: the arithmetic of page/per_page pagination;
+//   - Shape, DiffShapes and At: the fields and kinds of a decoded JSON
+//     answer, compared with a genuine one's (the endpoints' tests on
+//     published artefacts);
 //   - HangUp (a machine that is off answers nothing), WriteJSON, Bearer,
 //     MustLoopback (a test's instance addresses stay on loopback), Start.
 package cloudtest

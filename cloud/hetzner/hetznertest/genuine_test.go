@@ -1,19 +1,19 @@
 package hetznertest
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // genuine reads a genuine artefact (../testdata, sources in
@@ -29,109 +29,6 @@ func genuine(t *testing.T, name string) any {
 		t.Fatalf("%s: %v", name, err)
 	}
 	return v
-}
-
-// shape is what a JSON value is made of: each path below it ("a.b" for an
-// object's field, "a[]" for an array's elements, every element's fields
-// merged) with the kind of its value, and which arrays are empty. Where
-// elements differ, a value outweighs null and an array with elements an
-// empty one.
-type shape struct {
-	kinds map[string]string
-	empty map[string]bool
-}
-
-func shapeOf(v any) shape {
-	s := shape{kinds: map[string]string{}, empty: map[string]bool{}}
-	s.walk("", v)
-	return s
-}
-
-func (s shape) walk(path string, v any) {
-	note := func(kind string) {
-		if old, seen := s.kinds[path]; !seen || old == "null" {
-			s.kinds[path] = kind
-		}
-	}
-	switch v := v.(type) {
-	case map[string]any:
-		note("object")
-		for k, sub := range v {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			s.walk(p, sub)
-		}
-	case []any:
-		if empty, seen := s.empty[path]; !seen || empty {
-			s.empty[path] = len(v) == 0
-		}
-		note("array")
-		for _, sub := range v {
-			s.walk(path+"[]", sub)
-		}
-	case string:
-		note("string")
-	case float64, json.Number:
-		note("number")
-	case bool:
-		note("bool")
-	case nil:
-		note("null")
-	default:
-		note(fmt.Sprintf("%T", v))
-	}
-}
-
-// parent is the path a path is below ("" at the top).
-func parent(p string) string {
-	if q, ok := strings.CutSuffix(p, "[]"); ok {
-		return q
-	}
-	if i := strings.LastIndex(p, "."); i >= 0 {
-		return p[:i]
-	}
-	return ""
-}
-
-// opaque says whether s has nothing to compare below path: path or one
-// above it is null or an empty array there.
-func (s shape) opaque(path string) bool {
-	for p := parent(path); ; p = parent(p) {
-		if s.kinds[p] == "null" || s.empty[p] {
-			return true
-		}
-		if p == "" {
-			return false
-		}
-	}
-}
-
-// diffShapes lists how ours differs from theirs: the paths only theirs has
-// and, unless subset, those only ours has (each unless the other side has
-// nothing there to compare: a null or an empty array above it), and the
-// paths whose kinds differ where neither is null.
-func diffShapes(ours, theirs shape, subset bool) []string {
-	var out []string
-	for p, k := range theirs.kinds {
-		ok, here := ours.kinds[p]
-		switch {
-		case !here && !ours.opaque(p):
-			out = append(out, "missing here: "+p)
-		case here && ok != k && ok != "null" && k != "null":
-			out = append(out, fmt.Sprintf("%s: %s here, %s in the genuine answer", p, ok, k))
-		}
-	}
-	if !subset {
-		for p := range ours.kinds {
-			if _, there := theirs.kinds[p]; !there && !theirs.opaque(p) {
-				out = append(out, "only here: "+p)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
 }
 
 func get(t *testing.T, url, token string) []byte {
@@ -164,15 +61,6 @@ func decode(t *testing.T, data []byte) any {
 	return v
 }
 
-// field is the value at a path of objects ("a.b").
-func field(v any, path string) any {
-	for _, k := range strings.Split(path, ".") {
-		m, _ := v.(map[string]any)
-		v = m[k]
-	}
-	return v
-}
-
 // reversedPTR reads Hetzner's reverse DNS name of an IPv4 address,
 // static.<the octets reversed>.clients.your-server.de, back into the
 // address.
@@ -201,7 +89,7 @@ func TestAnswersAsGenuine(t *testing.T) {
 		PublicIPv6: "::/64", Labels: map[string]string{}, Created: created})
 	recorded := genuine(t, "server-get.json")
 	answer := decode(t, get(t, fmt.Sprintf("%s/servers/%d", c.Endpoint(), s.ID), c.Token()))
-	if d := diffShapes(shapeOf(answer), shapeOf(recorded), false); len(d) != 0 {
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(answer), cloudtest.ShapeOf(recorded), false); len(d) != 0 {
 		t.Errorf("the server object differs from the API's:\n  %s", strings.Join(d, "\n  "))
 	}
 	for path, re := range map[string]string{
@@ -211,23 +99,23 @@ func TestAnswersAsGenuine(t *testing.T) {
 		"server.status":             `^running$`,
 	} {
 		for side, v := range map[string]any{"here": answer, "the API's": recorded} {
-			if got, _ := field(v, path).(string); !regexp.MustCompile(re).MatchString(got) {
+			if got, _ := cloudtest.At(v, path).(string); !regexp.MustCompile(re).MatchString(got) {
 				t.Errorf("%s %s %q does not match %s", side, path, got, re)
 			}
 		}
 	}
 	for side, v := range map[string]any{"here": answer, "the API's": recorded} {
-		ptr, _ := field(v, "server.public_net.ipv4.dns_ptr").(string)
-		if ip, _ := field(v, "server.public_net.ipv4.ip").(string); reversedPTR(ptr) != ip {
+		ptr, _ := cloudtest.At(v, "server.public_net.ipv4.dns_ptr").(string)
+		if ip, _ := cloudtest.At(v, "server.public_net.ipv4.ip").(string); reversedPTR(ptr) != ip {
 			t.Errorf("%s: reverse DNS name %q of %s is not static.<reversed address>.clients.your-server.de", side, ptr, ip)
 		}
 	}
 	list := decode(t, get(t, c.Endpoint()+"/servers?per_page=50", c.Token()))
-	servers, _ := field(list, "servers").([]any)
+	servers, _ := cloudtest.At(list, "servers").([]any)
 	if len(servers) != 1 {
 		t.Fatalf("the list: %v", list)
 	}
-	if d := diffShapes(shapeOf(servers[0]), shapeOf(field(recorded, "server")), false); len(d) != 0 {
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(servers[0]), cloudtest.ShapeOf(cloudtest.At(recorded, "server")), false); len(d) != 0 {
 		t.Errorf("the listed server differs from the API's:\n  %s", strings.Join(d, "\n  "))
 	}
 
@@ -242,12 +130,12 @@ func TestAnswersAsGenuine(t *testing.T) {
 	doc := decode(t, get(t, base, ""))
 	// The sample is of 2018: today's document has more (region,
 	// availability-zone, private-networks).
-	if d := diffShapes(shapeOf(doc), shapeOf(genuine(t, "metadata.yaml")), true); len(d) != 0 {
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(doc), cloudtest.ShapeOf(genuine(t, "metadata.yaml")), true); len(d) != 0 {
 		t.Errorf("the metadata document differs from cloud-init's sample:\n  %s", strings.Join(d, "\n  "))
 	}
 	nets := decode(t, get(t, base+"/private-networks", ""))
 	sample := genuine(t, "private-networks.yaml")
-	if d := diffShapes(shapeOf(nets), shapeOf(sample), false); len(d) != 0 {
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(nets), cloudtest.ShapeOf(sample), false); len(d) != 0 {
 		t.Errorf("private-networks differs from cloud-init's sample:\n  %s", strings.Join(d, "\n  "))
 	}
 	first := func(v any) any {
@@ -255,7 +143,7 @@ func TestAnswersAsGenuine(t *testing.T) {
 		if len(l) == 0 {
 			return nil
 		}
-		return field(l[0], "interface_num")
+		return cloudtest.At(l[0], "interface_num")
 	}
 	if got, want := first(nets), first(sample); got != want {
 		t.Errorf("the first private interface is number %v, in the sample %v", got, want)

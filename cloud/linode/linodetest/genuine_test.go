@@ -7,9 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // recorded reads an answer of the real API that linodego recorded
@@ -25,22 +26,6 @@ func recorded(t *testing.T, name string) map[string]any {
 		t.Fatal(err)
 	}
 	return v
-}
-
-// fields lists an object's fields, and those of its objects as
-// "parent.field", sorted.
-func fields(prefix string, v any) []string {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil
-	}
-	var out []string
-	for k, sub := range m {
-		out = append(out, prefix+k)
-		out = append(out, fields(prefix+k+".", sub)...)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func getJSON(t *testing.T, c *Cloud, path string, header ...string) (*http.Response, map[string]any) {
@@ -75,8 +60,8 @@ func TestAnswersAsRecorded(t *testing.T) {
 	newest := recorded(t, "instance-tagged.json")
 
 	resp, got := getJSON(t, c, "/v4/linode/instances/"+itoa(in.ID))
-	if g, w := fields("", got), fields("", newest); !slices.Equal(g, w) {
-		t.Errorf("the Linode's fields differ from the API's:\n  only here:      %v\n  only the API's: %v", minus(g, w), minus(w, g))
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(got), cloudtest.ShapeOf(newest), false); len(d) != 0 {
+		t.Errorf("the Linode differs from the API's:\n  %s", strings.Join(d, "\n  "))
 	}
 	if s := resp.Header.Get(AcceptedScopesHeader); s != "linodes:read_only" {
 		t.Errorf("GET instance accepts %q", s)
@@ -94,16 +79,18 @@ func TestAnswersAsRecorded(t *testing.T) {
 
 	list := recorded(t, "instances-list.json")
 	resp, page := getJSON(t, c, "/v4/linode/instances?page=1&page_size=25", "X-Filter", `{"tags": "go-tag-test"}`)
-	if g, w := fields("", page), fields("", list); !slices.Equal(minus(g, prefixed(g, "data.")), minus(w, prefixed(w, "data."))) {
-		t.Errorf("list answer %v, the API's %v", g, w)
+	// The list was recorded in 2025-08: its Linodes have a subset of
+	// today's fields.
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(page), cloudtest.ShapeOf(list), true); len(d) != 0 {
+		t.Errorf("the list answer differs from the API's:\n  %s", strings.Join(d, "\n  "))
 	}
 	if s := resp.Header.Get(AcceptedScopesHeader); s != "linodes:read_only" {
 		t.Errorf("GET list accepts %q", s)
 	}
 	// An older recording (2025-08) has a subset of today's fields.
 	older := list["data"].([]any)[0]
-	if extra := minus(fields("", older), fields("", got)); len(extra) != 0 {
-		t.Errorf("fields of the 2025 recording missing here: %v", extra)
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(got), cloudtest.ShapeOf(older), true); len(d) != 0 {
+		t.Errorf("the 2025 recording's Linode differs from the answer here:\n  %s", strings.Join(d, "\n  "))
 	}
 
 	getJSON(t, c, "/v4/linode/instances?page=1") // the second list of the minute
@@ -126,23 +113,3 @@ func TestAnswersAsRecorded(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
-
-func minus(a, b []string) []string {
-	var out []string
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-func prefixed(a []string, p string) []string {
-	var out []string
-	for _, x := range a {
-		if strings.HasPrefix(x, p) {
-			out = append(out, x)
-		}
-	}
-	return out
-}
