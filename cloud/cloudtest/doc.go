@@ -12,6 +12,7 @@
 //   - Shape, DiffShapes and At: the fields and kinds of a decoded JSON
 //     answer, compared with a genuine one's (the endpoints' tests on
 //     published artefacts);
-//   - HangUp (a machine that is off answers nothing), WriteJSON, Bearer,
+//   - HangUp (a machine that is off answers nothing), WriteJSON, GetJSON,
+//     Bearer,
 //     MustLoopback (a test's instance addresses stay on loopback), Start.
 package cloudtest

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -66,4 +67,34 @@ func Page(total, page, perPage int) (from, to, last int) {
 	from = min(max(page-1, 0)*perPage, total)
 	to = min(max(page, 0)*perPage, total)
 	return from, to, last
+}
+
+// GetJSON is a test's GET of url, with Authorization: Bearer token unless
+// token is "" and the header pairs given (name, value, ...): the response
+// (its body read and closed) and the body decoded as JSON.
+func GetJSON(url, token string, header ...string) (*http.Response, any, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp, nil, err
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		return resp, nil, fmt.Errorf("GET %s: %d: %w: %s", url, resp.StatusCode, err, data)
+	}
+	return resp, v, nil
 }

@@ -1,9 +1,7 @@
 package digitaloceantest
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,22 +37,9 @@ func artefact(t *testing.T, file, path string) any {
 
 func call(t *testing.T, url, token string) (int, any) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	resp, v, err := cloudtest.GetJSON(url, token)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatalf("GET %s: %d %v: %s", url, resp.StatusCode, err, data)
 	}
 	return resp.StatusCode, v
 }

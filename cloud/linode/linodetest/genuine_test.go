@@ -2,7 +2,6 @@ package linodetest
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -30,22 +29,12 @@ func recorded(t *testing.T, name string) map[string]any {
 
 func getJSON(t *testing.T, c *Cloud, path string, header ...string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, c.Endpoint()+path, nil)
-	req.Header.Set("Authorization", "Bearer "+c.Token())
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, v, err := cloudtest.GetJSON(c.Endpoint()+path, c.Token(), header...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var v map[string]any
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatalf("%s: %v: %s", path, err, data)
-	}
-	return resp, v
+	m, _ := v.(map[string]any)
+	return resp, m
 }
 
 // The endpoint answers as the real API did in linodego's recordings: a
