@@ -12,7 +12,7 @@
 //   - Shape, DiffShapes and At: the fields and kinds of a decoded JSON
 //     answer, compared with a genuine one's (the endpoints' tests on
 //     published artefacts);
-//   - HangUp (a machine that is off answers nothing), WriteJSON, GetJSON,
-//     Bearer,
-//     MustLoopback (a test's instance addresses stay on loopback), Start.
+//   - HangUp (a machine that is off answers nothing), WriteJSON, Bearer,
+//     MustLoopback (a test's instance addresses stay on loopback), Start;
+//     GetJSON, a test's own GET of an endpoint's JSON answer.
 package cloudtest
