@@ -2,8 +2,9 @@
 // mooring: cloud-init writes the agent's config, the cluster CA, the
 // bootstrap token and the unit files, installs the agent binary (checked
 // against its SHA-256), and enables mooring-agent.service without blocking
-// cloud-init; optionally it first installs packages (containerd, kubelet)
-// from the distribution's repositories. docs/join.md shows an example, and
+// cloud-init; optionally it first installs packages: the kubelet of the
+// cluster's version from the Kubernetes package repository with containerd
+// (KubernetesPackages), or packages from the image's own repositories. docs/join.md shows an example, and
 // mooring-agent user-data renders it from the command line.
 package cloudinit
 
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	tokenutil "k8s.io/cluster-bootstrap/token/util"
 	"sigs.k8s.io/yaml"
@@ -43,6 +45,10 @@ type Params struct {
 	// empty installs none. DefaultPackages is the usual choice when the
 	// image lacks a container runtime and the kubelet.
 	Packages []string
+	// Kubernetes, when set, installs the kubelet of the cluster's version
+	// from the Kubernetes package repository, and containerd (instead of
+	// Packages: give one or neither).
+	Kubernetes *KubernetesPackages
 }
 
 // DefaultPackages are the packages a node needs besides the agent: a
@@ -64,6 +70,9 @@ type file struct {
 	Path        string `json:"path"`
 	Permissions string `json:"permissions"`
 	Content     string `json:"content"`
+	// Defer writes the file in cloud-init's final stage, after the
+	// packages are installed.
+	Defer bool `json:"defer,omitempty"`
 }
 
 type userData struct {
@@ -114,6 +123,16 @@ func Render(p Params) ([]byte, error) {
 			errs = append(errs, fmt.Errorf("package %q: want a package name, optionally name=version", pkg))
 		}
 	}
+	if p.Kubernetes != nil {
+		k := *p.Kubernetes
+		if err := k.check(time.Now()); err != nil {
+			errs = append(errs, err)
+		}
+		if len(p.Packages) > 0 {
+			errs = append(errs, errors.New("packages and the Kubernetes package repository: give one, not both"))
+		}
+		p.Kubernetes = &k
+	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -136,22 +155,50 @@ func Render(p Params) ([]byte, error) {
 	if p.JoinTicket != "" {
 		ud.WriteFiles = append(ud.WriteFiles, file{Path: TicketPath, Permissions: "0600", Content: p.JoinTicket + "\n"})
 	}
-	// The download is installed only when its digest matches (set -e; the
-	// pipeline's status is sha256sum's).
-	install := fmt.Sprintf("set -e; curl -fsSL --retry 5 -o %[1]s.download %[2]s; echo '%[3]s  %[1]s.download' | sha256sum -c -; install -m 0755 %[1]s.download %[1]s; rm -f %[1]s.download",
-		AgentBin, shellQuote(p.AgentURL), p.AgentSHA256)
-	ud.RunCmd = [][]string{
-		{"sh", "-c", install},
-		{"systemctl", "daemon-reload"},
-		// --no-block: cloud-init must not wait for the join (the agent may
-		// wait minutes for approval; cloud-init's own units order before).
-		{"systemctl", "enable", "--now", "--no-block", "mooring-agent.service"},
+	if p.Kubernetes != nil {
+		ud.Packages = []string{"containerd", KubeletPackage(p.Kubernetes.Version)}
+		ud.WriteFiles = append(ud.WriteFiles, p.Kubernetes.files()...)
 	}
+	ud.RunCmd = [][]string{{"sh", "-c", installScript(p)}}
 	out, err := yaml.Marshal(ud)
 	if err != nil {
 		return nil, err
 	}
 	return append([]byte("#cloud-config\n"), out...), nil
+}
+
+// installScript is the one runcmd item: cloud-init runs runcmd's items
+// as one sh script without -e (a failed item does not stop the next, and
+// the script's status is the last item's), so a failed download followed
+// by a separate `systemctl enable` would leave the unit restarting on a
+// missing binary while cloud-init reports success. Here every step runs
+// under set -e in one item: the download is installed only when its
+// SHA-256 matches, the unit is enabled only after that, and any failure
+// exits non-zero with a line on stderr naming it (cloud-init-output.log,
+// cloud-final's journal), so cloud-init's status is error.
+func installScript(p Params) string {
+	lines := []string{
+		"set -eu",
+		`fail() { echo "mooring: $*; mooring-agent.service is not enabled" >&2; exit 1; }`,
+	}
+	if p.Kubernetes != nil {
+		lines = append(lines, p.Kubernetes.script())
+	}
+	lines = append(lines,
+		"bin="+AgentBin,
+		"url="+shellQuote(p.AgentURL),
+		"want="+p.AgentSHA256,
+		`curl -fsSL --retry 5 -o "$bin.download" "$url" || fail "downloading the agent from $url failed"`,
+		`got=$(sha256sum "$bin.download" | cut -d' ' -f1)`,
+		`[ "$got" = "$want" ] || { rm -f "$bin.download"; fail "the agent from $url has SHA-256 $got, want $want: not installed"; }`,
+		`install -m 0755 "$bin.download" "$bin"`,
+		`rm -f "$bin.download"`,
+		"systemctl daemon-reload",
+		// --no-block: cloud-init must not wait for the join (the agent may
+		// wait minutes for approval; cloud-init's own units order before).
+		"systemctl enable --now --no-block mooring-agent.service",
+	)
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // shellQuote makes s one sh word that expands to nothing else: single

@@ -89,12 +89,14 @@ func TestUserDataMatchesWhatTheAgentExpects(t *testing.T) {
 	}
 
 	// The unit is enabled without blocking cloud-init; the binary is checked.
-	last := ud.RunCmd[len(ud.RunCmd)-1]
-	if strings.Join(last, " ") != "systemctl enable --now --no-block mooring-agent.service" {
-		t.Fatalf("last command %v", last)
+	// One runcmd item (see installScript), enabling last.
+	if len(ud.RunCmd) != 1 || len(ud.RunCmd[0]) != 3 || ud.RunCmd[0][0] != "sh" {
+		t.Fatalf("runcmd %v", ud.RunCmd)
 	}
-	if !strings.Contains(ud.RunCmd[0][2], "sha256sum -c") || !strings.Contains(ud.RunCmd[0][2], AgentBin) {
-		t.Fatalf("install command %v", ud.RunCmd[0])
+	script := ud.RunCmd[0][2]
+	if !strings.HasPrefix(script, "set -eu\n") || !strings.HasSuffix(script, "\nsystemctl enable --now --no-block mooring-agent.service\n") ||
+		!strings.Contains(script, "sha256sum") || !strings.Contains(script, AgentBin) {
+		t.Fatalf("install script:\n%s", script)
 	}
 }
 

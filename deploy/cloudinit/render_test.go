@@ -56,7 +56,8 @@ func TestAgentURLIsOneShellWord(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := ud.RunCmd[0][2]
-	word := script[strings.Index(script, AgentBin+".download ")+len(AgentBin+".download ") : strings.Index(script, "; echo")]
+	_, word, _ := strings.Cut(script, "\nurl=")
+	word, _, _ = strings.Cut(word, "\n")
 	sh := exec.Command("sh", "-c", `printf %s `+word)
 	sh.Dir = t.TempDir() // were the quoting wrong, x would land there
 	got, err := sh.Output()
@@ -90,9 +91,12 @@ func checkSchema(t *testing.T, path string) {
 }
 
 // The install command installs the download only when its SHA-256 is the
-// one given: run with a stand-in curl, into a scratch directory.
+// one given, and only then enables the agent's unit: run with stand-ins
+// for curl and systemctl, into a scratch directory. A mismatch exits
+// non-zero (cloud-init's status is then error) with a line naming the URL
+// and both digests, and systemctl never runs.
 func TestInstallChecksTheDigest(t *testing.T) {
-	for _, tool := range []string{"sh", "sha256sum", "install"} {
+	for _, tool := range []string{"sh", "sha256sum", "install", "cut"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s: %v", tool, err)
 		}
@@ -111,6 +115,10 @@ func TestInstallChecksTheDigest(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(bin, "curl"), []byte(fake), 0o755); err != nil {
 			t.Fatal(err)
 		}
+		systemctl := "#!/bin/sh\necho \"$*\" >> " + filepath.Join(dir, "systemctl") + "\n"
+		if err := os.WriteFile(filepath.Join(bin, "systemctl"), []byte(systemctl), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		p := params()
 		p.AgentSHA256 = digest
 		out, err := Render(p)
@@ -127,6 +135,7 @@ func TestInstallChecksTheDigest(t *testing.T) {
 		sh.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
 		shOut, err := sh.CombinedOutput()
 		got, readErr := os.ReadFile(target)
+		calls, _ := os.ReadFile(filepath.Join(dir, "systemctl"))
 		switch name {
 		case "match":
 			if err != nil || readErr != nil || string(got) != binary {
@@ -138,9 +147,23 @@ func TestInstallChecksTheDigest(t *testing.T) {
 			if u, _ := os.ReadFile(filepath.Join(dir, "url")); string(u) != p.AgentURL {
 				t.Errorf("fetched %q, want %q", u, p.AgentURL)
 			}
+			if string(calls) != "daemon-reload\nenable --now --no-block mooring-agent.service\n" {
+				t.Errorf("systemctl calls %q", calls)
+			}
 		case "mismatch":
 			if err == nil || readErr == nil {
 				t.Fatalf("installed a binary with another digest (%v)\n%s", err, shOut)
+			}
+			if len(calls) > 0 {
+				t.Errorf("systemctl ran after a failed install: %q", calls)
+			}
+			want := "mooring: the agent from " + p.AgentURL + " has SHA-256 " + hex.EncodeToString(sum[:]) + ", want " + digest +
+				": not installed; mooring-agent.service is not enabled\n"
+			if string(shOut) != want {
+				t.Errorf("output %q, want %q", shOut, want)
+			}
+			if _, err := os.Stat(target + ".download"); err == nil {
+				t.Error("the refused download is left behind")
 			}
 		}
 	}

@@ -1,0 +1,198 @@
+package cloudinit
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"sigs.k8s.io/yaml"
+)
+
+// The built-in key is pkgs.k8s.io's: its fingerprint is the one the
+// Kubernetes docs give, by go-crypto and, when installed, by gpg. Judged on
+// a day before its expiry (2026-12-29), which the test logs: past it, the
+// key must be re-pinned (user-data refuses an expired key).
+func TestPinnedKey(t *testing.T) {
+	k, err := CheckRepoKey(PkgsK8sIOKey, time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(k.Fingerprints, []string{PkgsK8sIOFingerprint}) {
+		t.Fatalf("fingerprints %v, want %s", k.Fingerprints, PkgsK8sIOFingerprint)
+	}
+	t.Logf("pkgs.k8s.io key %s expires %s", PkgsK8sIOFingerprint, k.Expires.UTC().Format(time.DateOnly))
+	if got := k.Expires.UTC().Format(time.DateOnly); got != "2026-12-29" {
+		t.Errorf("expiry %s; docs/join.md says 2026-12-29", got)
+	}
+	if _, err := exec.LookPath("gpg"); err != nil {
+		t.Skip("gpg not installed")
+	}
+	cmd := exec.Command("gpg", "--show-keys", "--with-colons", "--with-fingerprint")
+	cmd.Stdin = strings.NewReader(PkgsK8sIOKey)
+	cmd.Env = append(os.Environ(), "GNUPGHOME="+t.TempDir())
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "\nfpr:::::::::"+PkgsK8sIOFingerprint+":") ||
+		!strings.Contains(string(out), "isv\\x3akubernetes OBS Project <isv\\x3akubernetes@build.opensuse.org>") {
+		t.Fatalf("gpg --show-keys: %v\n%s", err, out)
+	}
+}
+
+// armoredKey makes an armored key created at created, valid for lifetime
+// (0: no expiry); secret: the secret key's armor.
+func armoredKey(t *testing.T, created time.Time, lifetime time.Duration, secret bool) string {
+	t.Helper()
+	e, err := openpgp.NewEntity("test", "", "test@example.invalid", &packet.Config{
+		Time: func() time.Time { return created }, KeyLifetimeSecs: uint32(lifetime.Seconds()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	typ := openpgp.PublicKeyType
+	if secret {
+		typ = openpgp.PrivateKeyType
+	}
+	w, err := armor.Encode(&b, typ, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret {
+		err = e.SerializePrivate(w, nil)
+	} else {
+		err = e.Serialize(w)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestCheckRepoKeyRefuses(t *testing.T) {
+	now := time.Now()
+	if _, err := CheckRepoKey(armoredKey(t, now.Add(-time.Hour), 24*time.Hour, false), now); err != nil {
+		t.Fatalf("a valid key: %v", err)
+	}
+	for name, c := range map[string]struct {
+		key  string
+		want string
+	}{
+		"expired": {armoredKey(t, now.Add(-48*time.Hour), 24*time.Hour, false), "expired on"},
+		"secret":  {armoredKey(t, now.Add(-time.Hour), 0, true), "not an ASCII-armored OpenPGP public key"},
+		"garbage": {"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnope\n-----END PGP PUBLIC KEY BLOCK-----\n", "not an OpenPGP public key"},
+		"pem":     {"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "not an ASCII-armored"},
+	} {
+		if _, err := CheckRepoKey(c.key, now); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+func kubernetesParams() Params {
+	p := params()
+	p.Kubernetes = &KubernetesPackages{Version: "v1.36.3"}
+	return p
+}
+
+// The Kubernetes package path: the repository of the minor release with
+// the pinned key, the kubelet of the version, containerd configured after
+// the packages, and in the one runcmd script the kubelet's version checked
+// and held and containerd restarted before the agent is installed. The
+// result passes cloud-init's schema.
+func TestRenderKubernetesPackages(t *testing.T) {
+	out, err := Render(kubernetesParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ud userData
+	if err := yaml.UnmarshalStrict(out, &ud); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ud.Packages, []string{"containerd", "kubelet=1.36.3-*"}) {
+		t.Errorf("packages %v", ud.Packages)
+	}
+	files := map[string]file{}
+	for _, f := range ud.WriteFiles {
+		files[f.Path] = f
+	}
+	if f := files[KeyringPath]; f.Content != strings.TrimSpace(PkgsK8sIOKey)+"\n" || f.Defer {
+		t.Errorf("key file %+v", f)
+	}
+	if f := files[SourcesPath]; !strings.Contains(f.Content, "\ndeb [signed-by="+KeyringPath+"] https://pkgs.k8s.io/core:/stable:/v1.36/deb/ /\n") || f.Defer {
+		t.Errorf("sources file %+v", f)
+	}
+	if f := files[ContainerdConfigPath]; f.Content != ContainerdConfig || !f.Defer {
+		t.Errorf("containerd config %+v", f)
+	}
+	script := ud.RunCmd[0][2]
+	order := []string{"kubelet --version", `[ "$v" = 'Kubernetes v1.36.3' ]`, "apt-mark hold kubelet", "systemctl restart containerd.service",
+		"curl ", "install -m 0755", "systemctl enable --now --no-block mooring-agent.service"}
+	at := -1
+	for _, s := range order {
+		i := strings.Index(script, s)
+		if i <= at {
+			t.Fatalf("%q not after the step before it in:\n%s", s, script)
+		}
+		at = i
+	}
+	path := filepath.Join(t.TempDir(), "user-data.yaml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	checkSchema(t, path)
+}
+
+func TestRenderKubernetesPackagesRefuses(t *testing.T) {
+	for name, mutate := range map[string]func(*Params){
+		"version":       func(p *Params) { p.Kubernetes.Version = "1.36.3" },
+		"minor only":    func(p *Params) { p.Kubernetes.Version = "v1.36" },
+		"pre-release":   func(p *Params) { p.Kubernetes.Version = "v1.37.0-rc.1" },
+		"repo scheme":   func(p *Params) { p.Kubernetes.RepoURL = "ftp://mirror.example/k8s/" },
+		"repo option":   func(p *Params) { p.Kubernetes.RepoURL = "https://mirror.example/] trusted=yes [" },
+		"key":           func(p *Params) { p.Kubernetes.RepoKey = "not a key" },
+		"with packages": func(p *Params) { p.Packages = []string{"kubelet"} },
+	} {
+		p := kubernetesParams()
+		mutate(&p)
+		if _, err := Render(p); err == nil {
+			t.Errorf("%s: rendered", name)
+		}
+	}
+	p := kubernetesParams()
+	p.Kubernetes.RepoURL = "http://127.0.0.1:8080/k8s/"
+	out, err := Render(p)
+	if err != nil || !strings.Contains(string(out), "] http://127.0.0.1:8080/k8s/ /") {
+		t.Fatalf("a mirror: %v\n%s", err, out)
+	}
+}
+
+// The containerd configuration loads in the containerd the test machine
+// has (Debian 12's 1.6), and the runc runtime has the systemd cgroup
+// driver in the configuration it makes of it.
+func TestContainerdConfigLoads(t *testing.T) {
+	if _, err := exec.LookPath("containerd"); err != nil {
+		t.Skip("containerd not installed (make deps installs it)")
+	}
+	path := filepath.Join(t.TempDir(), "config.toml")
+	if err := os.WriteFile(path, []byte(ContainerdConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("containerd", "--config", path, "config", "dump").CombinedOutput()
+	if err != nil {
+		t.Fatalf("containerd config dump: %v\n%s", err, out)
+	}
+	_, opts, ok := strings.Cut(string(out), `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]`)
+	if opts, _, _ = strings.Cut(opts, "\n\n"); !ok || !strings.Contains(opts, "SystemdCgroup = true") {
+		t.Fatalf("runc's options in containerd's configuration:\n%s", out)
+	}
+}
