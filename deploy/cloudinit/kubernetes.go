@@ -174,7 +174,7 @@ func checkRepoURL(s string) error {
 func (k *KubernetesPackages) check(now time.Time) error {
 	var errs []error
 	if !ValidKubernetesVersion(k.Version) {
-		errs = append(errs, fmt.Errorf("Kubernetes version %q: want vMAJOR.MINOR.PATCH", k.Version))
+		errs = append(errs, fmt.Errorf("the Kubernetes version %q: want vMAJOR.MINOR.PATCH", k.Version))
 	}
 	if k.RepoURL == "" {
 		k.RepoURL = DefaultKubernetesRepo(k.Version)
