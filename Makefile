@@ -164,10 +164,10 @@ lint: ## gofmt, one k8s.io library version in what is built, go vet and staticch
 
 # Built, then run: under `go run` a Ctrl-C made go itself exit 1 after the
 # demo had stopped cleanly, and make printed an error line.
-demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C stops it; BOOT=N also boots N machines with systemd and cloud-init)
+demo: ## run mooring end to end on this machine (installs what it needs; Ctrl-C stops it; BOOT=N also boots N machines with systemd and cloud-init; DEMO_ARGS passes more flags)
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/demo ./hack/demo
-	$(BIN)/demo $(if $(BOOT),--boot=$(BOOT))
+	$(BIN)/demo $(if $(BOOT),--boot=$(BOOT)) $(DEMO_ARGS)
 
 # The demo's join over and over on fresh test beds (hack/soak; issue 42,
 # docs/reliability.md): SOAK_JOINS machines in all, each round the demo's
