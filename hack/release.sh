@@ -5,6 +5,9 @@
 #
 #   <command>_<version>_<os>_<arch>.tar.gz    the binary, LICENSE, README.md
 #   <command>_<version>_<os>_<arch>.cdx.json  its SBOM (CycloneDX JSON)
+#   mooring-agent_<version>_<os>_<arch>       the agent's binary alone (the
+#                                             tarball's), for user-data to
+#                                             download (--agent-url)
 #   mooring-<version>.tgz                     the Helm chart (hack/chart)
 #   mooring_<version>_<overlay>.yaml          each overlay rendered (hack/manifests)
 #   SHA256SUMS                                sha256sum's format, over the rest
@@ -132,6 +135,14 @@ for platform in $platforms; do
     artifacts+=("$base.tar.gz" "$base.cdx.json")
   done
   for pid in "${pids[@]}"; do wait "$pid"; done
+  # The agent alone too: a new machine's user-data downloads it and checks
+  # it against SHA256SUMS (mooring-agent user-data --version). The same
+  # bytes as the tarball's binary; its SBOM is the tarball's.
+  if [ -n "$agent" ]; then
+    base="mooring-agent_${version}_${os}_${arch}"
+    install -m 0755 "$work/bin/${os}_$arch/mooring-agent" "$out/$base"
+    artifacts+=("$base")
+  fi
   log "packed $platform in $(( $(date +%s) - start ))s"
 done
 

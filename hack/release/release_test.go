@@ -132,9 +132,9 @@ var commands = []string{"mooring-ccm", "mooring-csr-approver", "mooring-agent", 
 // temporary directory, building each platform once, and checks it: every
 // artifact is in SHA256SUMS with its digest, sha256sum -c agrees, the
 // tarballs of this machine's platform hold binaries that report the
-// version, the SBOMs list the modules, the chart and the rendered overlays
-// carry the version. Then it makes one command's release again and
-// compares the bytes.
+// version, the agent's binary alone is the tarball's, the SBOMs list the
+// modules, the chart and the rendered overlays carry the version. Then it
+// makes one command's release again and compares the bytes.
 func TestRelease(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the release is built on Linux")
@@ -159,6 +159,9 @@ func TestRelease(t *testing.T) {
 		for _, arch := range []string{"amd64", "arm64"} {
 			base := c + "_" + version + "_linux_" + arch
 			want = append(want, base+".tar.gz", base+".cdx.json")
+			if c == "mooring-agent" {
+				want = append(want, base) // the binary alone, for user-data
+			}
 		}
 	}
 	want = append(want, "mooring-"+version+".tgz")
@@ -193,7 +196,10 @@ func TestRelease(t *testing.T) {
 
 	if runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64" {
 		for _, c := range commands {
-			checkTarball(t, filepath.Join(out, c+"_"+version+"_linux_"+runtime.GOARCH+".tar.gz"), c, version, commit)
+			bin := checkTarball(t, filepath.Join(out, c+"_"+version+"_linux_"+runtime.GOARCH+".tar.gz"), c, version, commit)
+			if c == "mooring-agent" {
+				checkAgentAsset(t, filepath.Join(out, c+"_"+version+"_linux_"+runtime.GOARCH), bin, version, commit)
+			}
 		}
 	} else {
 		t.Logf("no tarball for %s to run", runtime.GOARCH)
@@ -213,6 +219,7 @@ func TestRelease(t *testing.T) {
 	// Reproducible: one binary again, for this machine's platform (its
 	// packages are in Go's build cache by now, so this links and packs),
 	// with the chart and the manifests: the same bytes as the first time.
+	// The agent's, so its binary alone is compared too.
 	if t.Failed() || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		return
 	}
@@ -220,11 +227,11 @@ func TestRelease(t *testing.T) {
 	again := filepath.Join(t.TempDir(), "again")
 	cmd = exec.Command("hack/release.sh")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "RELEASE_DIR="+again, "RELEASE_PLATFORMS=linux/"+runtime.GOARCH, "RELEASE_COMMANDS=mooring-localcloud")
+	cmd.Env = append(os.Environ(), "RELEASE_DIR="+again, "RELEASE_PLATFORMS=linux/"+runtime.GOARCH, "RELEASE_COMMANDS=mooring-agent")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("hack/release.sh again: %v\n%s", err, b)
 	}
-	t.Logf("hack/release.sh of mooring-localcloud again took %s", time.Since(start).Round(time.Second))
+	t.Logf("hack/release.sh of mooring-agent again took %s", time.Since(start).Round(time.Second))
 	entries, err = os.ReadDir(again)
 	if err != nil {
 		t.Fatal(err)
@@ -237,8 +244,8 @@ func TestRelease(t *testing.T) {
 			t.Errorf("%s built again: sha256 %s, the release's %s", e.Name(), got, want)
 		}
 	}
-	if len(entries) != 3+len(overlays)+1 {
-		t.Errorf("the second release holds %d files, want a tarball, an SBOM, the chart, %d manifests and SHA256SUMS", len(entries), len(overlays))
+	if len(entries) != 4+len(overlays)+1 {
+		t.Errorf("the second release holds %d files, want a tarball, an SBOM, the agent's binary, the chart, %d manifests and SHA256SUMS", len(entries), len(overlays))
 	}
 }
 
@@ -348,10 +355,32 @@ func sha256File(t *testing.T, path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// checkAgentAsset checks the agent's binary published alone: executable,
+// the same bytes as the tarball's (bin), and its --version reports version
+// and commit.
+func checkAgentAsset(t *testing.T, path, bin, version, commit string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o755 {
+		t.Errorf("%s: mode %o, want 755", path, fi.Mode().Perm())
+	}
+	if got, want := sha256File(t, path), sha256File(t, bin); got != want {
+		t.Errorf("%s: sha256 %s, the tarball's binary %s", path, got, want)
+	}
+	out := run(t, filepath.Dir(path), nil, path, "--version")
+	if want := "mooring-agent " + version + " (commit " + commit + ", built "; !strings.HasPrefix(out, want) {
+		t.Errorf("%s --version: %q, want it to start with %q", path, out, want)
+	}
+}
+
 // checkTarball unpacks a tarball, checks its entries (one directory named
 // after the tarball, the binary, LICENSE, README.md, owned by root) and
-// that the binary's --version reports version and commit.
-func checkTarball(t *testing.T, path, command, version, commit string) {
+// that the binary's --version reports version and commit. It returns the
+// unpacked binary's path.
+func checkTarball(t *testing.T, path, command, version, commit string) string {
 	t.Helper()
 	dir := t.TempDir()
 	base := strings.TrimSuffix(filepath.Base(path), ".tar.gz")
@@ -427,6 +456,7 @@ func checkTarball(t *testing.T, path, command, version, commit string) {
 			}
 		}
 	}
+	return bin
 }
 
 // checkSBOM checks a CycloneDX SBOM names the binary's version and lists

@@ -48,6 +48,15 @@ type BootOptions struct {
 	// Before, when set, is called once the instances exist and before the
 	// machines boot (a test takes its cloud down there).
 	Before func() error
+	// Packages names the machines whose image has no kubelet: their
+	// user-data installs it from a package repository (UserDataArgs,
+	// e.g. a KubeletRepo's), the image's apt sources are emptied and its
+	// containerd.service is a stand-in that loads the configuration the
+	// user-data writes (packageImage).
+	Packages []string
+	// UserDataArgs are more `mooring-agent user-data` flags for a machine,
+	// by name (a later flag overrides the same one before it).
+	UserDataArgs map[string][]string
 }
 
 // Booted is a machine that boots: cloud-init finds its user-data (what
@@ -159,7 +168,7 @@ func RunBootFleet(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f 
 			return f, fmt.Errorf("provision %s: %w", name, err)
 		}
 		mdir := filepath.Join(dir, "machines", name)
-		ud, err := f.userData(opts.AgentBin, p, mdir, c.URL, caFile, tokenFile)
+		ud, err := f.userData(opts.AgentBin, p, mdir, c.URL, caFile, tokenFile, opts.UserDataArgs[name]...)
 		if err != nil {
 			return f, fmt.Errorf("machine %s: %w", name, err)
 		}
@@ -175,11 +184,17 @@ func RunBootFleet(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f 
 		if err != nil {
 			return f, err
 		}
+		binds := []boot.Bind{
+			{Source: c.Binaries().Kubelet, Target: "/usr/bin/kubelet", ReadOnly: true},
+			{Source: b.criDir, Target: "/run/containerd"},
+		}
+		if slices.Contains(opts.Packages, name) {
+			if files, binds, err = packaged(files, binds); err != nil {
+				return f, err
+			}
+		}
 		cfgs = append(cfgs, boot.Config{Name: name, Dir: filepath.Join(mdir, "machine"), InstanceID: "i-" + name,
-			UserData: ud, Files: files, Binds: []boot.Bind{
-				{Source: c.Binaries().Kubelet, Target: "/usr/bin/kubelet", ReadOnly: true},
-				{Source: b.criDir, Target: "/run/containerd"},
-			}})
+			UserData: ud, Files: files, Binds: binds})
 	}
 	if opts.Before != nil {
 		if err := opts.Before(); err != nil {
@@ -227,7 +242,7 @@ func (f *BootFleet) serveAgent(bin string) error {
 
 // userData runs `mooring-agent user-data` as a user would for the
 // instance: the cloud's part of the agent config becomes its flags.
-func (f *BootFleet) userData(agentBin string, p Provisioned, dir, apiServer, caFile, tokenFile string) ([]byte, error) {
+func (f *BootFleet) userData(agentBin string, p Provisioned, dir, apiServer, caFile, tokenFile string, extra ...string) ([]byte, error) {
 	var cloud agent.Config
 	if err := yaml.UnmarshalStrict([]byte(p.AgentConfig), &cloud); err != nil {
 		return nil, fmt.Errorf("the instance's agent config: %w", err)
@@ -258,6 +273,7 @@ func (f *BootFleet) userData(agentBin string, p Provisioned, dir, apiServer, caF
 		}
 		args = append(args, "--join-ticket-file="+ticketFile)
 	}
+	args = append(args, extra...)
 	out, err := exec.Command(agentBin, args...).Output()
 	if err != nil {
 		var ee *exec.ExitError

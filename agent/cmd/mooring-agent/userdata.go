@@ -39,6 +39,8 @@ type userDataOptions struct {
 	ticketKeysDir      string
 	ticketLifetime     time.Duration
 	guestInfo          bool
+	// The Kubernetes package repository (--kubernetes-version).
+	kubernetesVersion, kubernetesRepo, kubernetesRepoKey string
 }
 
 var (
@@ -62,10 +64,21 @@ join. Create the machines with it as their user-data.
 Clouds (--cloud): ` + backends + `. On AWS nothing else is needed about the
 cloud; the local cloud needs the instance's --metadata-url.
 
-With --install-packages, cloud-init first installs packages with the image's
-package manager from its configured repositories: by default ` + strings.Join(cloudinit.DefaultPackages, " and ") + `
-(these must exist there; Debian 12's archive, for one, has no kubelet), or
-the list given as --install-packages=a,b.
+With --kubernetes-version=vX.Y.Z (Debian and Ubuntu images: apt), cloud-init
+first does what kubeadm's install guide does: it adds the Kubernetes package
+repository of that minor release (pkgs.k8s.io; --kubernetes-repo for a
+mirror), trusting only the repository's signing key written by the
+user-data (pkgs.k8s.io's key is built in; --kubernetes-repo-key for
+another), installs the kubelet of exactly that version and holds it
+(apt-mark hold), installs containerd from the image's repositories and
+configures it with the systemd cgroup driver (` + cloudinit.ContainerdConfigPath + `),
+then restarts containerd before the agent starts. The boot fails (cloud-init
+status: error, the agent not enabled) when the kubelet is not that version.
+
+Or, with --install-packages, cloud-init installs packages with the image's
+package manager from its own configured repositories: by default ` + strings.Join(cloudinit.DefaultPackages, " and ") + `
+(these must exist there; neither Debian 12's archive nor Ubuntu 24.04's has
+a kubelet), or the list given as --install-packages=a,b.
 
 On clouds that sign no instance identity (docs/tickets.md) the machine joins
 with a join ticket: give one issued before (--join-ticket-file, from
@@ -124,6 +137,9 @@ Bad flags exit 2, naming the flag. See docs/join.md.`,
 	fs.StringArrayVar(&o.cloudSettings, "cloud-setting", nil, "a setting of the cloud backend, key=value (repeatable; docs/<cloud>.md lists them)")
 	fs.StringSliceVar(&o.packages, "install-packages", nil, "install these packages with cloud-init first; without a value: "+strings.Join(cloudinit.DefaultPackages, ","))
 	fs.Lookup("install-packages").NoOptDefVal = strings.Join(cloudinit.DefaultPackages, ",")
+	fs.StringVar(&o.kubernetesVersion, "kubernetes-version", "", "install the kubelet of this Kubernetes version, vX.Y.Z (the cluster's), from the Kubernetes package repository, hold it, and containerd with the systemd cgroup driver (apt images; not with --install-packages)")
+	fs.StringVar(&o.kubernetesRepo, "kubernetes-repo", "", "with --kubernetes-version: the apt repository, a mirror of pkgs.k8s.io's layout (default: https://pkgs.k8s.io/core:/stable:/vX.Y/deb/ of the version)")
+	fs.StringVar(&o.kubernetesRepoKey, "kubernetes-repo-key", "", "with --kubernetes-version: file of the ASCII-armored OpenPGP public key that signs the repository (default: pkgs.k8s.io's key, built in, fingerprint "+cloudinit.PkgsK8sIOFingerprint+")")
 	fs.StringVar(&o.joinTicketFile, "join-ticket-file", "", "file holding the instance's join ticket, issued by 'mooring-csr-approver ticket issue' (or use --ticket-name)")
 	fs.StringVar(&o.ticketName, "ticket-name", "", "issue a join ticket for the instance of this name, with the keys of --ticket-keys-dir")
 	fs.StringVar(&o.ticketCluster, "ticket-cluster", "", "the cluster the ticket is for: the approver's cluster tag (with --ticket-name)")
@@ -235,6 +251,7 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 			bad("--install-packages: %q is not a package name (name or name=version)", pkg)
 		}
 	}
+	o.kubernetesPackages(&p, bad)
 	if len(errs) == 0 && nodeid.Known(o.cloud) {
 		// The backend judges its own part; blame the flag it objects to.
 		nc := p.Agent.NodeConfig()
@@ -363,4 +380,41 @@ func (o *userDataOptions) joinTicket(p *cloudinit.Params, bad func(string, ...an
 		}
 		p.JoinTicket = tok
 	}
+}
+
+// kubernetesPackages checks the --kubernetes-* flags into p.Kubernetes.
+func (o *userDataOptions) kubernetesPackages(p *cloudinit.Params, bad func(string, ...any)) {
+	if o.kubernetesVersion == "" {
+		if o.kubernetesRepo != "" || o.kubernetesRepoKey != "" {
+			bad("--kubernetes-repo and --kubernetes-repo-key go with --kubernetes-version")
+		}
+		return
+	}
+	if o.packages != nil {
+		bad("--install-packages and --kubernetes-version: give one (--kubernetes-version installs containerd and the kubelet)")
+	}
+	if !cloudinit.ValidKubernetesVersion(o.kubernetesVersion) {
+		bad("--kubernetes-version: want vMAJOR.MINOR.PATCH as the cluster's (e.g. v1.36.3), got %q", o.kubernetesVersion)
+		return
+	}
+	k := &cloudinit.KubernetesPackages{Version: o.kubernetesVersion, RepoURL: o.kubernetesRepo}
+	if o.kubernetesRepo != "" && !strings.HasPrefix(o.kubernetesRepo, "https://") && !strings.HasPrefix(o.kubernetesRepo, "http://") {
+		bad("--kubernetes-repo: want an http(s) URL, got %q", o.kubernetesRepo)
+	}
+	if o.kubernetesRepoKey != "" {
+		data, err := os.ReadFile(o.kubernetesRepoKey)
+		if err != nil {
+			bad("--kubernetes-repo-key: %v", err)
+			return
+		}
+		k.RepoKey = string(data)
+	}
+	key, what := k.RepoKey, "--kubernetes-repo-key "+o.kubernetesRepoKey
+	if key == "" {
+		key, what = cloudinit.PkgsK8sIOKey, "the built-in pkgs.k8s.io key (give the repository's current Release.key as --kubernetes-repo-key)"
+	}
+	if _, err := cloudinit.CheckRepoKey(key, time.Now()); err != nil {
+		bad("%s: %v", what, err)
+	}
+	p.Kubernetes = k
 }
