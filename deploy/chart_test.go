@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -20,12 +21,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/resmap"
+
+	"github.com/mooring-dev/mooring/cloud"
+	_ "github.com/mooring-dev/mooring/cloud/all"
 )
 
 const chartDir = "helm/mooring"
 
-// kubeVersion is the cluster version the chart renders for (Helm built
-// from source defaults to an old one); `make` exports KUBE_VERSION.
+// kubeVersion is the cluster version the chart renders for, the test
+// bed's; `make` exports KUBE_VERSION. (Helm's own default is the
+// Kubernetes of its client-go, v1.37 for the pinned Helm:
+// TestHelmDefaultKubeVersion.)
 func kubeVersion() string {
 	if v := os.Getenv("KUBE_VERSION"); v != "" {
 		return v
@@ -57,6 +63,17 @@ var chartCases = []struct {
 	{"overlays/aws", "ci/aws-values.yaml", []string{"cloud.config=overlays/aws/cloud.yaml"},
 		[]string{"components/join-tickets"}, []string{"tickets.enabled=true"}},
 }
+
+// approverProvider names the backend of overlays/approver-only as
+// ci/approver-only-values.yaml does, the way docs/install.md tells an
+// operator to.
+const approverProvider = `configMapGenerator:
+- name: mooring-cloud
+  namespace: kube-system
+  behavior: merge
+  literals:
+  - provider=aws
+`
 
 var (
 	helmOnce sync.Once
@@ -241,7 +258,13 @@ func TestChartMatchesOverlays(t *testing.T) {
 			runHelm(t, append([]string{"lint", "--strict", chartDir, "--kube-version", kubeVersion(), "--namespace", "kube-system", "--values", filepath.Join(chartDir, tc.values)}, set...)...)
 			chart := renderChart(t, tc.values, tc.files, set...)
 			m := render(t, tc.overlay)
-			if len(tc.components) > 0 {
+			switch {
+			case tc.overlay == "overlays/approver-only":
+				// Its backend's name is a placeholder the operator's
+				// kustomization replaces (docs/install.md); the chart's
+				// schema takes only real ones.
+				m = renderWith(t, tc.overlay, approverProvider, tc.components...)
+			case len(tc.components) > 0:
 				m = renderComposed(t, tc.overlay, tc.components...)
 			}
 			kust, generated := kustomizeObjects(t, m)
@@ -354,4 +377,106 @@ func TestChartTickets(t *testing.T) {
 		t.Errorf("tickets.keysSecret ignored")
 	}
 	renderChart(t, "ci/digitalocean-values.yaml", nil, "--set", "tickets.enabled=false", "--set", "ccm.controllers={*}")
+}
+
+// TestChartSchema: values.schema.json takes every ci/ values file (helm
+// lint --strict and template) and refuses, with Helm's schema error naming
+// the value, an unknown backend, a backend's credential file missing, values
+// of the wrong type and unknown keys. Its providers are the backends
+// cloud/all registers.
+func TestChartSchema(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema struct {
+		Properties struct {
+			Cloud struct {
+				Properties struct {
+					Provider struct {
+						Enum []string `json:"enum"`
+					} `json:"provider"`
+				} `json:"properties"`
+			} `json:"cloud"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	providers := slices.Sorted(slices.Values(schema.Properties.Cloud.Properties.Provider.Enum))
+	if backends := cloud.Backends(); !slices.Equal(providers, backends) {
+		t.Errorf("the schema's providers %v, the backends %v", providers, backends)
+	}
+
+	ci, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(ci) == 0 {
+		t.Fatalf("ci values: %v %v", ci, err)
+	}
+	for _, values := range ci {
+		runHelm(t, "lint", "--strict", chartDir, "--namespace", "kube-system", "--values", values)
+		runHelm(t, "template", "mooring", chartDir, "--namespace", "kube-system", "--values", values)
+	}
+
+	for _, bad := range []struct {
+		values string
+		args   []string
+		want   string // in Helm's schema error
+	}{
+		{"ci/aws-values.yaml", []string{"--set", "cloud.provider=amazon"}, "at '/cloud/provider': value must be one of"},
+		{"ci/aws-values.yaml", []string{"--set", "cloud.provider="}, "at '/cloud/provider': value must be one of"},
+		{"ci/aws-values.yaml", []string{"--set", "cloud.provider=local"}, "missing property 'token'"},
+		{"ci/aws-values.yaml", []string{"--set", "cloud.provider=linode", "--set", "tickets.enabled=true"}, "missing property 'token'"},
+		{"ci/aws-values.yaml", []string{"--set", "cloud.provider=vsphere", "--set", "tickets.enabled=true"}, "missing property 'password'"},
+		{"ci/aws-values.yaml", []string{"--set", "cloud.provider=openstack", "--set", "tickets.enabled=true"}, "missing property 'secret'"},
+		{"ci/digitalocean-values.yaml", []string{"--set", "cloud.files.token=null"}, "at '/cloud/files/token': got null, want string"},
+		{"ci/aws-values.yaml", []string{"--set", "cloud.files.cloud\\.yaml=x"}, "invalid propertyName 'cloud.yaml'"},
+		{"ci/aws-values.yaml", []string{"--set", "replicas=two"}, "at '/replicas': got string, want integer"},
+		{"ci/aws-values.yaml", []string{"--set-string", "tickets.enabled=true"}, "at '/tickets/enabled': got string, want boolean"},
+		{"ci/aws-values.yaml", []string{"--set", "apiServer.port=70000"}, "at '/apiServer/port'"},
+		{"ci/aws-values.yaml", []string{"--set", "mode=both"}, "at '/mode': value must be one of"},
+		{"ci/aws-values.yaml", []string{"--set", "image.pullPolicy=Sometimes"}, "at '/image/pullPolicy'"},
+		{"ci/aws-values.yaml", []string{"--set", "cloud.provder=aws"}, "additional properties 'provder' not allowed"},
+	} {
+		args := append([]string{"template", "mooring", chartDir, "--namespace", "kube-system", "--values", filepath.Join(chartDir, bad.values)}, bad.args...)
+		out, err := exec.Command(helm(t), args...).CombinedOutput()
+		if err == nil {
+			t.Errorf("helm template with %v succeeded", bad.args)
+			continue
+		}
+		if !strings.Contains(string(out), "values don't meet the specifications of the schema") || !strings.Contains(string(out), bad.want) {
+			t.Errorf("helm template with %v: want the schema's error %q, got:\n%s", bad.args, bad.want, out)
+		}
+	}
+	// A Secret of the operator's needs no files.
+	renderChart(t, "ci/aws-values.yaml", nil, "--set", "cloud.provider=local", "--set", "cloud.existingSecret=mine")
+}
+
+// TestHelmDefaultKubeVersion: the pinned Helm, as hack/install-helm.sh
+// builds it, renders for a current Kubernetes without --kube-version, as
+// Helm's released binaries do: the chart's kubeVersion (>=1.30) passes.
+// A Helm 3 built by a bare `go install` assumed v1.20 and failed here.
+func TestHelmDefaultKubeVersion(t *testing.T) {
+	out := runHelm(t, "template", "mooring", chartDir, "--namespace", "kube-system", "--values", filepath.Join(chartDir, "ci/aws-values.yaml"),
+		"--show-only", "templates/cloud.yaml", "--set", "podAnnotations.v=x")
+	if !strings.Contains(string(out), "kind: ConfigMap") {
+		t.Fatalf("helm template:\n%s", out)
+	}
+	script, err := os.ReadFile("../hack/install-helm.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := regexp.MustCompile(`HELM_VERSION:-(v[0-9.]+)`).FindSubmatch(script)
+	if version == nil {
+		t.Fatal("hack/install-helm.sh pins no HELM_VERSION")
+	}
+	if got := strings.TrimSpace(string(runHelm(t, "version", "--template", "{{.Version}}"))); os.Getenv("HELM_VERSION") == "" && got != string(version[1]) {
+		t.Errorf("helm version %s, pinned %s", got, version[1])
+	}
+	doc, err := os.ReadFile("../docs/install.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "tested with Helm "+string(version[1])) {
+		t.Errorf("docs/install.md does not say the chart is tested with Helm %s", version[1])
+	}
 }

@@ -127,6 +127,13 @@ var composed = [][2]string{
 // other roots by relative paths only).
 func renderComposed(t *testing.T, overlay string, components ...string) resmap.ResMap {
 	t.Helper()
+	return renderWith(t, overlay, "", components...)
+}
+
+// renderWith is renderComposed with more kustomization text (an operator's
+// generators, say) appended.
+func renderWith(t *testing.T, overlay, extra string, components ...string) resmap.ResMap {
+	t.Helper()
 	dir := t.TempDir()
 	rel := func(path string) string {
 		abs, err := filepath.Abs(path)
@@ -143,6 +150,7 @@ func renderComposed(t *testing.T, overlay string, components ...string) resmap.R
 	for _, c := range components {
 		k += "- " + rel(c) + "\n"
 	}
+	k += extra
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o600); err != nil {
 		t.Fatal(err)
 	}
