@@ -59,6 +59,22 @@ type Identity interface {
 // (docs/tickets.md).
 var ErrNoEvidence = errors.New("this cloud signs no instance identity")
 
+// Unsigned is implemented by the node identity of a cloud that signs no
+// instance identity, whose Evidence always wraps ErrNoEvidence: its
+// machines can join only with a join ticket.
+type Unsigned interface {
+	Identity
+	SignsNoIdentity()
+}
+
+// NeedsTicket reports whether a machine of id's cloud needs a join ticket
+// to join (its cloud signs no instance identity). `mooring-agent
+// user-data` refuses to render user-data without one for such a cloud.
+func NeedsTicket(id Identity) bool {
+	_, ok := id.(Unsigned)
+	return ok
+}
+
 // Factory builds a backend's identity from the agent's configuration of
 // it. It checks the configuration and calls nothing: the agent validates
 // its config, and `mooring-agent user-data` its flags, by building one.

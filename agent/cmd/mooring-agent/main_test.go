@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/mooring-dev/mooring/agent"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/internal/ticket"
 	"github.com/mooring-dev/mooring/internal/version"
 )
 
@@ -55,7 +57,7 @@ var backendArgs = map[string][]string{
 	"azure": nil,
 	"oci":   nil,
 	// Hetzner servers join with a join ticket, whose flags are every
-	// backend's.
+	// backend's (ticketClouds).
 	"hetzner": nil,
 	// Droplets too.
 	"digitalocean": nil,
@@ -66,6 +68,30 @@ var backendArgs = map[string][]string{
 	"openstack": nil,
 	// Linodes too.
 	"linode": nil,
+}
+
+// ticketClouds are the backends whose clouds sign no instance identity:
+// user-data for them needs a join ticket (TestTicketClouds checks the
+// backends say so).
+var ticketClouds = map[string]bool{"hetzner": true, "digitalocean": true, "vsphere": true, "openstack": true, "linode": true}
+
+// writeTicket writes a join ticket for an instance web-1 of cluster c1
+// into dir and returns its path.
+func writeTicket(t *testing.T, dir string) string {
+	t.Helper()
+	keys := &ticket.KeySet{}
+	if _, err := keys.AddKey(); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := keys.Issue("web-1", "c1", time.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "join-ticket")
+	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestUserDataPassesCloudInitSchema renders user-data for every registered
@@ -81,11 +107,15 @@ func TestUserDataPassesCloudInitSchema(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ticketFile := writeTicket(t, dir)
 	for _, name := range nodeid.Backends() {
 		extra, ok := backendArgs[name]
 		if !ok {
 			t.Errorf("backend %s has no case in backendArgs", name)
 			continue
+		}
+		if ticketClouds[name] {
+			extra = append(slices.Clip(extra), "--join-ticket-file="+ticketFile)
 		}
 		for i, variant := range [][]string{
 			{"--ca-cert-hash=" + caHash, "--bootstrap-token=" + token},

@@ -155,7 +155,8 @@ func TestUserDataGuestInfo(t *testing.T) {
 	if _, stderr, code := runCLI(t, common...); code != 2 || !strings.Contains(stderr, "--guestinfo: the VM's name is needed") {
 		t.Errorf("no name: exit %d\n%s", code, stderr)
 	}
-	if stdout, _, code := runCLI(t, append(common, "--cloud-setting=vmName=db-1")...); code != 0 || !strings.Contains(stdout, cloudinit.GuestInfoMetadata+"=") {
+	withName := append(common, "--cloud-setting=vmName=db-1", "--ticket-name=web-1", "--ticket-cluster=c1", "--ticket-keys-dir="+keysDir)
+	if stdout, _, code := runCLI(t, withName...); code != 0 || !strings.Contains(stdout, cloudinit.GuestInfoMetadata+"=") {
 		t.Errorf("vmName: exit %d\n%s", code, stdout)
 	}
 }

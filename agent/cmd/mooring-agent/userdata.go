@@ -41,6 +41,9 @@ type userDataOptions struct {
 	guestInfo          bool
 	// The Kubernetes package repository (--kubernetes-version).
 	kubernetesVersion, kubernetesRepo, kubernetesRepoKey string
+	// release takes the agent's URL and SHA-256 from a release (release.go).
+	release releaseOptions
+	changed func(flag string) bool
 }
 
 var (
@@ -52,7 +55,7 @@ func newUserDataCommand() *cobra.Command {
 	o := userDataOptions{}
 	backends := strings.Join(nodeid.Backends(), ", ")
 	cmd := &cobra.Command{
-		Use:   "user-data --cloud=NAME --api-server=URL (--ca-cert-hash=HASH | --ca-file=FILE) (--bootstrap-token=TOKEN | --bootstrap-token-file=FILE) --agent-url=URL --agent-sha256=HEX [flags]",
+		Use:   "user-data --cloud=NAME --api-server=URL (--ca-cert-hash=HASH | --ca-file=FILE) (--bootstrap-token=TOKEN | --bootstrap-token-file=FILE) (--version=vX.Y.Z | --agent-url=URL --agent-sha256=HEX) [flags]",
 		Short: "Render the cloud-init user-data that installs mooring-agent and joins a machine",
 		Long: `user-data prints the #cloud-config user-data that joins a new machine with
 mooring: cloud-init writes the agent's config (/etc/mooring/agent.yaml), the
@@ -60,6 +63,14 @@ bootstrap token, the cluster CA (with --ca-file) and the unit files,
 downloads the agent from --agent-url and installs it only if its SHA-256 is
 --agent-sha256, then enables mooring-agent.service without waiting for the
 join. Create the machines with it as their user-data.
+
+--version=vX.Y.Z takes both from that release: the agent's binary for
+--arch (mooring-agent_<version>_linux_<arch>) and its line in the release's
+SHA256SUMS, read from <release-url>/<version>/SHA256SUMS. An air-gapped
+operator gives a directory holding the downloaded release as --release-url,
+and as --agent-base-url the http(s) URL the machines download its files
+from. Without --version, give --agent-url and --agent-sha256 (a build of
+your own).
 
 Clouds (--cloud): ` + backends + `. On AWS nothing else is needed about the
 cloud; the local cloud needs the instance's --metadata-url.
@@ -103,9 +114,15 @@ Bad flags exit 2, naming the flag. See docs/join.md.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.changed = cmd.Flags().Changed
 			p, err := o.params()
 			if err != nil {
 				return usageError(cmd, err)
+			}
+			if o.release.version != "" {
+				if p.AgentURL, p.AgentSHA256, err = o.release.resolve(cmd.Context()); err != nil {
+					return fmt.Errorf("--version %s: %w", o.release.version, err)
+				}
 			}
 			out, err := cloudinit.Render(p)
 			if err != nil {
@@ -130,8 +147,12 @@ Bad flags exit 2, naming the flag. See docs/join.md.`,
 	fs.StringVar(&o.caFile, "ca-file", "", "PEM file of the cluster CA, written to the machine (this or --ca-cert-hash)")
 	fs.StringVar(&o.bootstrapToken, "bootstrap-token", "", "bootstrap token id.secret (this or --bootstrap-token-file, which keeps it out of the process list)")
 	fs.StringVar(&o.bootstrapTokenFile, "bootstrap-token-file", "", "file holding the bootstrap token")
-	fs.StringVar(&o.agentURL, "agent-url", "", "http(s) URL of the mooring-agent release binary for the machine (required)")
-	fs.StringVar(&o.agentSHA256, "agent-sha256", "", "SHA-256 of that binary, 64 hex digits; the machine refuses a download that differs (required)")
+	fs.StringVar(&o.agentURL, "agent-url", "", "http(s) URL of the mooring-agent binary for the machine (a build of your own; or use --version)")
+	fs.StringVar(&o.agentSHA256, "agent-sha256", "", "SHA-256 of that binary, 64 hex digits; the machine refuses a download that differs (with --agent-url)")
+	fs.StringVar(&o.release.version, "version", "", "take the agent (its URL and SHA-256) from this mooring release, vX.Y.Z, instead of --agent-url and --agent-sha256")
+	fs.StringVar(&o.release.releaseURL, "release-url", DefaultReleaseURL, "with --version: where releases are, <release-url>/<version>/SHA256SUMS; or a directory holding the downloaded release (then give --agent-base-url)")
+	fs.StringVar(&o.release.arch, "arch", "amd64", "with --version: the machine's architecture, amd64 or arm64")
+	fs.StringVar(&o.release.agentBaseURL, "agent-base-url", "", "with --version and a directory as --release-url: the http(s) URL the machines download the release's files from")
 	fs.StringVar(&o.metadataURL, "metadata-url", "", "address of the instance metadata service (default: the cloud's own; required by the local cloud)")
 	fs.StringVar(&o.nodeNamePolicy, "node-name-policy", "", "how the node is named (default: the cloud's); must match the approver's and the CCM's")
 	fs.StringArrayVar(&o.cloudSettings, "cloud-setting", nil, "a setting of the cloud backend, key=value (repeatable; docs/<cloud>.md lists them)")
@@ -214,12 +235,19 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 		bad("--bootstrap-token or --bootstrap-token-file is required")
 	}
 
-	if !strings.HasPrefix(o.agentURL, "https://") && !strings.HasPrefix(o.agentURL, "http://") {
-		bad("--agent-url: want an http(s) URL, got %q", o.agentURL)
+	changed := o.changed
+	if changed == nil {
+		changed = func(string) bool { return false }
 	}
-	p.AgentSHA256 = strings.ToLower(strings.TrimPrefix(o.agentSHA256, "sha256:"))
-	if !digestRE.MatchString(p.AgentSHA256) {
-		bad("--agent-sha256: want 64 hex digits, got %q", o.agentSHA256)
+	o.release.check(changed, o.agentURL, o.agentSHA256, bad)
+	if o.release.version == "" {
+		if !strings.HasPrefix(o.agentURL, "https://") && !strings.HasPrefix(o.agentURL, "http://") {
+			bad("--agent-url: want an http(s) URL (or --version, the release's agent), got %q", o.agentURL)
+		}
+		p.AgentSHA256 = strings.ToLower(strings.TrimPrefix(o.agentSHA256, "sha256:"))
+		if !digestRE.MatchString(p.AgentSHA256) {
+			bad("--agent-sha256: want 64 hex digits, got %q", o.agentSHA256)
+		}
 	}
 	if o.metadataURL != "" && !strings.HasPrefix(o.metadataURL, "http://") && !strings.HasPrefix(o.metadataURL, "https://") {
 		bad("--metadata-url: want an http(s) URL, got %q", o.metadataURL)
@@ -255,8 +283,10 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 	if len(errs) == 0 && nodeid.Known(o.cloud) {
 		// The backend judges its own part; blame the flag it objects to.
 		nc := p.Agent.NodeConfig()
-		if _, err := nodeid.New(o.cloud, nc); err != nil {
+		if id, err := nodeid.New(o.cloud, nc); err != nil {
 			bad("%s: %v", backendFlag(o.cloud, nc), err)
+		} else if nodeid.NeedsTicket(id) && p.JoinTicket == "" {
+			bad("--cloud=%s signs no instance identity: its machine can join only with a join ticket; give --join-ticket-file, or --ticket-name, --ticket-cluster and --ticket-keys-dir to issue one (docs/tickets.md)", o.cloud)
 		}
 	}
 	return p, errors.Join(errs...)

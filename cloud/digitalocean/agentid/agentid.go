@@ -206,6 +206,10 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 	}, nil
 }
 
+// SignsNoIdentity marks the backend as a ticket cloud (nodeid.Unsigned):
+// its machines join only with a join ticket.
+func (n *NodeIdentity) SignsNoIdentity() {}
+
 // Evidence is never given: DigitalOcean signs no droplet identity. The
 // agent joins with a join ticket instead (joinTicketFile).
 func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {

@@ -152,6 +152,10 @@ func (n *NodeIdentity) internalIP(doc string) (string, error) {
 	return "", nil
 }
 
+// SignsNoIdentity marks the backend as a ticket cloud (nodeid.Unsigned):
+// its machines join only with a join ticket.
+func (n *NodeIdentity) SignsNoIdentity() {}
+
 // Evidence is an error wrapping nodeid.ErrNoEvidence: Hetzner Cloud signs
 // no instance identity; the node joins with a join ticket.
 func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {

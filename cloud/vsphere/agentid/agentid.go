@@ -225,6 +225,10 @@ func SerialUUID(serial string) (string, error) {
 	return uuid, nil
 }
 
+// SignsNoIdentity marks the backend as a ticket cloud (nodeid.Unsigned):
+// its machines join only with a join ticket.
+func (n *NodeIdentity) SignsNoIdentity() {}
+
 // Evidence is an error wrapping nodeid.ErrNoEvidence: vSphere signs no VM
 // identity; the VM joins with a join ticket.
 func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
