@@ -8,7 +8,9 @@
 # systemd as their PID 1 over an overlay of /, with the system bus of dbus and curl for the agent's download),
 # and ca-certificates, whose bundle `make images` copies into the images (and hack/images' test checks),
 # and containerd, runc and containernetworking-plugins (its loopback plugin), which the e2e tests run
-# directly, one containerd per control-plane node, for nodes whose kubelets run real pods (test/testbed/containerd.go).
+# directly, one containerd per control-plane node, for nodes whose kubelets run real pods (test/testbed/containerd.go),
+# and apt-utils (apt-ftparchive) and gnupg, with which the booted machines' test builds and signs a kubelet package
+# repository for the user-data's --kubernetes-version (test/harness/aptrepo.go).
 # Safe to run again; does nothing when all are present. Needs root (as on CI and the developers' machines).
 set -euo pipefail
 need=()
@@ -24,6 +26,8 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 [ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 command -v containerd >/dev/null 2>&1 || need+=(containerd)
 [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
+command -v apt-ftparchive >/dev/null 2>&1 || need+=(apt-utils)
+command -v gpg >/dev/null 2>&1 || need+=(gnupg)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "install-deps: installing ${need[*]}" >&2
 # Only its schema check is wanted here: installing cloud-init starts nothing, but it would run at the next

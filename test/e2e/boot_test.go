@@ -12,6 +12,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mooring-dev/mooring/deploy/cloudinit"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
@@ -120,15 +121,17 @@ func TestBootedMachines(t *testing.T) {
 	}
 	t.Run("local", func(t *testing.T) { bootOnLocalCloud(t, bins) })
 	t.Run("cloud-down", func(t *testing.T) { bootWhileTheCloudIsDown(t, bins) })
-	t.Run("aws", func(t *testing.T) { bootOnCloud(t, bins, harness.StartAWSCloud, joinOptions{}) })
-	t.Run("gce", func(t *testing.T) { bootOnCloud(t, bins, harness.StartGCECloud, joinOptions{}) })
-	t.Run("azure", func(t *testing.T) { bootOnCloud(t, bins, harness.StartAzureCloud, joinOptions{}) })
+	// The AWS machine's image has no kubelet: its user-data installs it
+	// from a Kubernetes package repository (--kubernetes-version).
+	t.Run("aws", func(t *testing.T) { bootOnCloud(t, bins, harness.StartAWSCloud, joinOptions{}, true) })
+	t.Run("gce", func(t *testing.T) { bootOnCloud(t, bins, harness.StartGCECloud, joinOptions{}, false) })
+	t.Run("azure", func(t *testing.T) { bootOnCloud(t, bins, harness.StartAzureCloud, joinOptions{}, false) })
 	// A ticket cloud: the user-data carries the server's join ticket
 	// (--join-ticket-file).
 	t.Run("hetzner", func(t *testing.T) {
 		tickets := harness.NewTicketIssuer(t)
 		bootOnCloud(t, bins, func(tb testing.TB) *harness.HetznerCloud { return harness.StartHetznerCloud(tb, tickets) },
-			joinOptions{ApproverArgs: tickets.ApproverArgs(), CCMArgs: tickets.CCMArgs()})
+			joinOptions{ApproverArgs: tickets.ApproverArgs(), CCMArgs: tickets.CCMArgs()}, false)
 	})
 	bootTimes.Lock()
 	all := slices.Clone(bootTimes.d)
@@ -223,8 +226,11 @@ func bootOnLocalCloud(t *testing.T, bins bootBins) {
 // the machine joins once the cloud is back.
 func bootWhileTheCloudIsDown(t *testing.T, bins bootBins) {
 	ctx, c, lc := localBed(t, bins)
-	f := harness.BootMachines(ctx, t, c, harness.BootOptions{Names: []string{"boot-outage"}, Cluster: e2eCluster, AgentBin: bins.agent, Local: lc,
-		Before: lc.Kill})
+	// boot-bad-digest boots beside it with user-data whose agent digest
+	// is wrong (badDigest checks it).
+	f := harness.BootMachines(ctx, t, c, harness.BootOptions{Names: []string{"boot-outage", "boot-bad-digest"}, Cluster: e2eCluster, AgentBin: bins.agent, Local: lc,
+		Before: lc.Kill, UserDataArgs: map[string][]string{"boot-bad-digest": {"--agent-sha256=" + strings.Repeat("0", 64)}}})
+	badDigest(ctx, t, f, f.Machines[1])
 	m := f.Machines[0]
 	down := time.Now()
 	status, err := m.CloudInitStatus(ctx)
@@ -259,19 +265,113 @@ func bootWhileTheCloudIsDown(t *testing.T, bins bootBins) {
 }
 
 // bootOnCloud boots one machine on a cloud's instance, with the cloud's
-// mooring-ccm and standalone approver running.
-func bootOnCloud[P provisioningCloud](t *testing.T, bins bootBins, startCloud func(testing.TB) P, opts joinOptions) {
+// mooring-ccm and standalone approver running. With packages, the
+// machine's image has no kubelet and no apt sources: its user-data adds a
+// Kubernetes package repository served on loopback (a kubelet package of
+// the bed's version, signed with a test key given as --kubernetes-repo-key)
+// and installs from it (checkPackages).
+func bootOnCloud[P provisioningCloud](t *testing.T, bins bootBins, startCloud func(testing.TB) P, opts joinOptions, packages bool) {
 	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
 	cloud := startCloud(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	harness.StartCCM(t, c, bins.ccm, cloud, harness.CCMOptions{Cluster: e2eCluster, Args: append([]string{"--v=2"}, opts.CCMArgs...)})
 	harness.StartApprover(t, c, bins.approver, cloud, e2eCluster, opts.ApproverArgs...)
-	f := bootAndCheck(ctx, t, c, harness.BootOptions{Names: []string{"boot-" + cloud.ProviderName()}, Cluster: e2eCluster,
-		AgentBin: bins.agent, Provision: cloud.Provisioner(e2eCluster)})
+	name := "boot-" + cloud.ProviderName()
+	bo := harness.BootOptions{Names: []string{name}, Cluster: e2eCluster, AgentBin: bins.agent, Provision: cloud.Provisioner(e2eCluster)}
+	var repo *harness.KubeletRepo
+	if packages {
+		start := time.Now()
+		repo = harness.ServeKubeletRepo(t, c.Binaries().Kubelet, testbed.KubeVersion)
+		t.Logf("kubelet package repository built and served at %s in %v", repo.URL, time.Since(start).Round(10*time.Millisecond))
+		bo.Packages, bo.UserDataArgs = []string{name}, map[string][]string{name: repo.UserDataArgs()}
+	}
+	f := bootAndCheck(ctx, t, c, bo)
 	m := f.Machines[0]
+	if repo != nil {
+		checkPackages(ctx, t, m, repo)
+	}
 	if cfg, err := m.Exec(ctx, "cat", "/etc/mooring/agent.yaml"); err != nil || !strings.Contains(cfg, "cloud: "+cloud.ProviderName()+"\n") {
 		t.Errorf("machine %s: the agent config cloud-init wrote (%v):\n%s", m.Name, err, cfg)
 	}
 	t.Logf("machine %s (%s instance, Node %s) booted and joined", m.Name, cloud.ProviderName(), m.NodeName)
+}
+
+// checkPackages checks what the user-data's package steps left on a
+// machine of the package path: the kubelet of the repository's package,
+// held, with the package's kubelet.service; containerd's configuration
+// with the systemd cgroup driver, which containerd (the stand-in loads it
+// with the image's real containerd at each start) read when the
+// user-data restarted it; and apt reached only that repository.
+func checkPackages(ctx context.Context, t *testing.T, m *harness.Booted, repo *harness.KubeletRepo) {
+	t.Helper()
+	for _, c := range []struct {
+		cmd  []string
+		want string
+	}{
+		{[]string{"apt-mark", "showhold"}, "kubelet\n"},
+		// "hi": held, installed.
+		{[]string{"dpkg-query", "-W", "-f=${Version} ${db:Status-Abbrev}", "kubelet"}, repo.Package + " hi "},
+		{[]string{"dpkg-query", "-S", "/usr/bin/kubelet"}, "kubelet: /usr/bin/kubelet\n"},
+		{[]string{"kubelet", "--version"}, "Kubernetes " + repo.Version + "\n"},
+		{[]string{"sh", "-c", `readlink -f "$(systemctl show -P FragmentPath kubelet)"`}, "/usr/lib/systemd/system/kubelet.service\n"},
+		{[]string{"dpkg-query", "-S", "/usr/lib/systemd/system/kubelet.service"}, "kubelet: /usr/lib/systemd/system/kubelet.service\n"},
+		{[]string{"cat", cloudinit.ContainerdConfigPath}, cloudinit.ContainerdConfig},
+	} {
+		if out, err := m.Exec(ctx, c.cmd...); err != nil || out != c.want {
+			t.Errorf("machine %s: %s: %v: %q, want %q", m.Name, strings.Join(c.cmd, " "), err, out, c.want)
+		}
+	}
+	// containerd's journal: the configuration it made of the file at its
+	// last start (the user-data's restart).
+	journal, err := m.Journal(ctx, "containerd")
+	last := journal[max(0, strings.LastIndex(journal, "\nversion = 2\n")):]
+	if _, opts, ok := strings.Cut(last, `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]`); err != nil || !ok ||
+		!strings.Contains(strings.SplitN(opts, "\n\n", 2)[0], "SystemdCgroup = true") {
+		t.Errorf("machine %s: containerd did not load the systemd cgroup driver at its last start (%v):\n%s", m.Name, err, journal)
+	}
+	// apt fetched from the repository only.
+	log, err := m.Exec(ctx, "cat", "/var/log/cloud-init-output.log")
+	fetched := 0
+	for _, line := range strings.Split(log, "\n") {
+		for _, p := range []string{"Hit:", "Get:", "Ign:", "Err:"} {
+			if strings.HasPrefix(line, p) {
+				fetched++
+				if !strings.Contains(line, strings.TrimSuffix(repo.URL, "/")) {
+					t.Errorf("machine %s: apt fetched from elsewhere than the repository: %s", m.Name, line)
+				}
+			}
+		}
+	}
+	if err != nil || fetched == 0 {
+		t.Errorf("machine %s: no apt fetch from the repository in cloud-init's output (%v):\n%s", m.Name, err, log)
+	}
+	t.Logf("machine %s: kubelet %s installed from %s and held; containerd configured with SystemdCgroup = true", m.Name, repo.Package, repo.URL)
+}
+
+// badDigest checks a machine whose user-data names another digest than
+// the agent's: the boot fails visibly (cloud-init's status is error, its
+// output names the URL and both digests) and the agent is neither
+// installed nor enabled, so no unit restarts on a missing binary.
+func badDigest(ctx context.Context, t *testing.T, f *harness.BootFleet, m *harness.Booted) {
+	t.Helper()
+	status, _ := m.CloudInitStatus(ctx) // exits 1 on error
+	if !strings.Contains(status, "status: error") {
+		t.Errorf("machine %s: cloud-init status --long after a wrong agent digest:\n%s", m.Name, status)
+	}
+	t.Logf("machine %s: cloud-init status --long after a wrong agent digest:\n%s", m.Name, status)
+	want := "mooring: the agent from " + f.AgentURL + " has SHA-256 " + f.AgentSHA256 + ", want " + strings.Repeat("0", 64) +
+		": not installed; mooring-agent.service is not enabled"
+	if out, err := m.Exec(ctx, "cat", "/var/log/cloud-init-output.log"); err != nil || !strings.Contains(out, want+"\n") {
+		t.Errorf("machine %s: cloud-init's output lacks %q (%v):\n%s", m.Name, want, err, out)
+	}
+	if out, _ := m.Exec(ctx, "systemctl", "is-enabled", "mooring-agent"); strings.TrimSpace(out) != "disabled" {
+		t.Errorf("machine %s: mooring-agent.service is %q, want disabled", m.Name, out)
+	}
+	if out, _ := m.Exec(ctx, "systemctl", "is-active", "mooring-agent"); strings.TrimSpace(out) != "inactive" {
+		t.Errorf("machine %s: mooring-agent.service is %q, want inactive", m.Name, out)
+	}
+	if _, err := m.Exec(ctx, "test", "!", "-e", cloudinit.AgentBin); err != nil {
+		t.Errorf("machine %s: %s exists after a wrong digest", m.Name, cloudinit.AgentBin)
+	}
 }

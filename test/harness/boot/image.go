@@ -92,6 +92,13 @@ func (m *Machine) layOutImage() error {
 		if err := os.MkdirAll(filepath.Dir(at(f.Path)), 0o755); err != nil {
 			return err
 		}
+		// A file of the image replaces a unit masked above (a symlink to
+		// /dev/null, which writing would follow).
+		if fi, err := os.Lstat(at(f.Path)); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			if err := os.Remove(at(f.Path)); err != nil {
+				return err
+			}
+		}
 		if err := os.WriteFile(at(f.Path), f.Content, mode); err != nil {
 			return err
 		}
