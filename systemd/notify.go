@@ -2,7 +2,9 @@ package systemd
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 )
@@ -42,6 +44,27 @@ func (n sdNotifier) send(state string) error {
 func (n sdNotifier) Ready() error    { return n.send(daemon.SdNotifyReady) }
 func (n sdNotifier) Watchdog() error { return n.send(daemon.SdNotifyWatchdog) }
 func (n sdNotifier) Status(format string, args ...any) error {
-	return n.send("STATUS=" + fmt.Sprintf(format, args...))
+	return n.send("STATUS=" + StatusLine(fmt.Sprintf(format, args...)))
+}
+
+// MaxStatus bounds a STATUS line in bytes: systemd ignores a notification
+// datagram longer than its buffer (4096 bytes, PIPE_BUF).
+const MaxStatus = 2048
+
+// StatusLine makes msg fit STATUS=: one line (a notification is one
+// assignment a line, so a newline would end the status and start another
+// assignment; errors.Join's lines become "; "), valid UTF-8 (systemd drops a
+// status that is not), at most MaxStatus bytes (cut at a character, "...").
+func StatusLine(msg string) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
+	if len(msg) <= MaxStatus {
+		return msg
+	}
+	cut := MaxStatus - len("...")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "..."
 }
 func (n sdNotifier) WatchdogInterval() time.Duration { return n.watchdog / 2 }

@@ -2,11 +2,14 @@ package systemd
 
 import (
 	"context"
+	"errors"
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestNotifierSendsToNotifySocket(t *testing.T) {
@@ -70,5 +73,44 @@ func TestUnitsOverFakeConn(t *testing.T) {
 	state, err := u.ActiveState(ctx, "kubelet.service")
 	if err != nil || state != "active" || f.Reloads != 1 {
 		t.Fatalf("state %q, %v, reloads %d", state, err, f.Reloads)
+	}
+}
+
+// A STATUS value is one line of valid UTF-8 that fits systemd's
+// notification buffer: a multi-line error (errors.Join) must not end the
+// status early and start other assignments.
+func TestStatusLine(t *testing.T) {
+	long := strings.Repeat("é", MaxStatus) // 2 bytes each
+	for _, c := range []struct{ in, want string }{
+		{"joining", "joining"},
+		{"bad configuration: a\nb\r\n\nREADY=1", "bad configuration: a; b; READY=1"},
+		{"not \xff UTF-8", "not \uFFFD UTF-8"},
+		{long, strings.Repeat("é", (MaxStatus-3)/2) + "..."},
+	} {
+		if got := StatusLine(c.in); got != c.want {
+			t.Errorf("StatusLine(%.40q) = %.60q, want %.60q", c.in, got, c.want)
+		}
+		if got := StatusLine(c.in); len(got) > MaxStatus || !utf8.ValidString(got) {
+			t.Errorf("StatusLine(%.40q): %d bytes, valid UTF-8 %v", c.in, len(got), utf8.ValidString(got))
+		}
+	}
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", sock)
+	if err := NewNotifier().Status("bad configuration: %v", errors.Join(errors.New("apiServer: x"), errors.New("cloud: y"))); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	k, err := conn.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(buf[:k]); got != "STATUS=bad configuration: apiServer: x; cloud: y" {
+		t.Fatalf("sent %q", got)
 	}
 }
