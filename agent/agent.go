@@ -112,8 +112,9 @@ func (a *Agent) status(format string, args ...any) {
 }
 
 // retry runs f with backoff until it succeeds or ctx ends; STATUS says
-// what is being retried and why. A denial, or an error f marks as
-// permanent (permanentError), ends it at once.
+// what is being retried and why. A denial, a configuration error
+// (ConfigError), or an error f marks as permanent (permanentError), ends it
+// at once.
 func (a *Agent) retry(ctx context.Context, what string, f func() error) error {
 	b := a.Backoff
 	for {
@@ -121,8 +122,11 @@ func (a *Agent) retry(ctx context.Context, what string, f func() error) error {
 		if err == nil {
 			return nil
 		}
-		var denied *DeniedError
-		if errors.As(err, &denied) {
+		var (
+			denied    *DeniedError
+			badConfig *ConfigError
+		)
+		if errors.As(err, &denied) || errors.As(err, &badConfig) {
 			return err
 		}
 		var permanent *permanentError
@@ -144,6 +148,9 @@ func (a *Agent) retry(ctx context.Context, what string, f func() error) error {
 func (a *Agent) Run(ctx context.Context) error {
 	a.defaults()
 	cfg := a.Config
+	if err := a.checkFiles(); err != nil {
+		return err
+	}
 	a.status("reading the instance metadata")
 	var inst nodeid.Instance
 	if err := a.retry(ctx, "instance metadata", func() (err error) { inst, err = a.Identity.Instance(ctx); return err }); err != nil {
@@ -440,22 +447,62 @@ func storePair(dir string, certPEM, keyPEM []byte, now time.Time) error {
 func (a *Agent) evidence(ctx context.Context, binding string) (evidence.Block, error) {
 	if path := a.Config.JoinTicketFile; path != "" {
 		a.status("presenting the join ticket of %s", path)
-		data, err := os.ReadFile(path)
+		tok, err := readTicket(path)
 		if err != nil {
-			return evidence.Block{}, &permanentError{fmt.Errorf("join ticket: %w", err)}
-		}
-		tok := bytes.TrimSpace(data)
-		if len(tok) == 0 {
-			return evidence.Block{}, &permanentError{fmt.Errorf("join ticket: %s is empty", path)}
+			return evidence.Block{}, err
 		}
 		return evidence.Block{Type: ticket.BlockType, Data: tok}, nil
 	}
 	a.status("asking the metadata service for evidence bound to the CSR key")
 	block, err := a.Identity.Evidence(ctx, binding)
 	if errors.Is(err, nodeid.ErrNoEvidence) {
-		return block, &permanentError{fmt.Errorf("%w: give the agent a join ticket (joinTicketFile, docs/tickets.md)", err)}
+		return block, configErrorf("%w: give the agent a join ticket (joinTicketFile, docs/tickets.md)", err)
 	}
 	return block, err
+}
+
+// readTicket reads the join ticket joinTicketFile names; a file that
+// cannot be read or is empty is a ConfigError.
+func readTicket(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, configErrorf("joinTicketFile: %w", err)
+	}
+	tok := bytes.TrimSpace(data)
+	if len(tok) == 0 {
+		return nil, configErrorf("joinTicketFile: %s is empty", path)
+	}
+	return tok, nil
+}
+
+// checkFiles reads, before anything else, the files the config names that
+// this run needs: the CA bundle (caFile) on every run; the bootstrap token
+// when it discovers the CA (caCertHash) or will join; the join ticket when
+// it will join. A run joins when certDir holds no kubelet-client-current.pem
+// yet. So a missing or malformed file stops the agent at once with a
+// ConfigError, even while the metadata service or the apiserver cannot be
+// reached. (A pair that exists but turns out unusable leads to a join too;
+// the join reads the token and the ticket again, with the same errors.)
+func (a *Agent) checkFiles() error {
+	cfg := a.Config
+	if cfg.CAFile != "" {
+		if _, err := readCAFile(cfg.CAFile); err != nil {
+			return err
+		}
+	}
+	_, err := os.Lstat(filepath.Join(cfg.CertDir, pairPrefix+"-current.pem"))
+	joining := errors.Is(err, os.ErrNotExist)
+	if cfg.CACertHash != "" || joining {
+		if _, _, err := readBootstrapToken(cfg.BootstrapTokenFile); err != nil {
+			return err
+		}
+	}
+	if joining && cfg.JoinTicketFile != "" {
+		if _, err := readTicket(cfg.JoinTicketFile); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CSRName is the CSR's name for a node's key: a retry with the same key

@@ -518,8 +518,9 @@ func TestApiserverUnreachableGivesUpOnlyWithTheContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	err := a.Run(ctx)
-	if err == nil || !strings.Contains(err.Error(), "certificate request") {
-		t.Fatalf("err = %v", err)
+	var cfgErr *ConfigError
+	if err == nil || !strings.Contains(err.Error(), "certificate request") || errors.As(err, &cfgErr) {
+		t.Fatalf("err = %v, want the context's end (not a configuration error)", err)
 	}
 	if len(e.units.StartedUnits()) != 0 {
 		t.Fatal("the kubelet was started without credentials")
@@ -812,8 +813,9 @@ func TestNoEvidenceNoTicket(t *testing.T) {
 			e := newEnv(t)
 			setup(e)
 			err := e.run()
-			if err == nil || !strings.Contains(err.Error(), "ticket") || errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("err = %v, want a permanent error about the join ticket", err)
+			var cfgErr *ConfigError
+			if !errors.As(err, &cfgErr) || !strings.Contains(err.Error(), "ticket") || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want a configuration error about the join ticket", err)
 			}
 			if n := e.csrCount(); n != 0 {
 				t.Fatalf("%d CSRs filed", n)
@@ -854,4 +856,87 @@ func TestJoinRequest(t *testing.T) {
 	if len(blocks) != 1 || string(blocks[0].Data) != "token-for-"+binding || id.evidences.Load() != 1 {
 		t.Errorf("evidence %q (%d asked), want one block bound to %s", blocks, id.evidences.Load(), binding)
 	}
+}
+
+// TestBadFilesStopAtOnce: a file the config names that is missing or
+// malformed (the bootstrap token, the CA bundle, the join ticket) is a
+// ConfigError, found before the agent asks the metadata service (down for
+// good here) or the apiserver anything, so it stops at once instead of
+// retrying. A node already joined does not need its token or ticket any
+// more (with caFile), and a corrupt pair leads to a join that meets the
+// same error.
+func TestBadFilesStopAtOnce(t *testing.T) {
+	const metadataDown = 1 << 30
+	write := func(e *env, path, text string) {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	for name, c := range map[string]struct {
+		setup func(e *env)
+		want  string
+	}{
+		"token missing":   {func(e *env) { e.cfg.BootstrapTokenFile = filepath.Join(e.dir, "none") }, "bootstrapTokenFile: open " + "%DIR%/none"},
+		"token malformed": {func(e *env) { write(e, e.cfg.BootstrapTokenFile, "abcdef:0123456789abcdef\n") }, "not a bootstrap token"},
+		"token malformed, caCertHash": {func(e *env) {
+			e.cfg.CAFile, e.cfg.CACertHash = "", "sha256:"+strings.Repeat("ab", 32)
+			write(e, e.cfg.BootstrapTokenFile, "ABCDEF.0123456789abcdef")
+		}, "not a bootstrap token"},
+		"CA missing":     {func(e *env) { e.cfg.CAFile = filepath.Join(e.dir, "none.crt") }, "caFile: open"},
+		"CA not PEM":     {func(e *env) { write(e, e.cfg.CAFile, "not a certificate\n") }, "caFile %DIR%/ca.crt:"},
+		"ticket missing": {func(e *env) { e.cfg.JoinTicketFile = filepath.Join(e.dir, "none") }, "joinTicketFile: open"},
+		"ticket empty":   {func(e *env) { e.withTicket("\n") }, "join-ticket is empty"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			c.setup(e)
+			e.identity.down.Store(metadataDown)
+			began := time.Now()
+			err := e.run()
+			var cfgErr *ConfigError
+			want := strings.ReplaceAll(c.want, "%DIR%", e.dir)
+			if !errors.As(err, &cfgErr) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("err = %v, want a ConfigError with %q", err, want)
+			}
+			if took := time.Since(began); took > 2*time.Second {
+				t.Fatalf("took %v", took)
+			}
+			if n := e.identity.down.Load(); n != metadataDown {
+				t.Fatalf("the metadata service was asked %d times", metadataDown-n)
+			}
+			for _, m := range e.notifier.Sent() {
+				if strings.Contains(m, "retrying") {
+					t.Fatalf("retried: %q", e.notifier.Sent())
+				}
+			}
+			if n := e.csrCount(); n != 0 {
+				t.Fatalf("%d CSRs filed", n)
+			}
+		})
+	}
+
+	t.Run("joined, token and ticket gone", func(t *testing.T) {
+		e := newEnv(t)
+		if err := e.run(); err != nil {
+			t.Fatal(err)
+		}
+		e.cfg.BootstrapTokenFile = filepath.Join(e.dir, "none")
+		e.cfg.JoinTicketFile = filepath.Join(e.dir, "none")
+		if err := e.run(); err != nil {
+			t.Fatalf("a joined node's run: %v", err)
+		}
+	})
+	t.Run("corrupt pair, token gone", func(t *testing.T) {
+		e := newEnv(t)
+		if err := os.MkdirAll(e.cfg.CertDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		write(e, filepath.Join(e.cfg.CertDir, "kubelet-client-current.pem"), "garbage")
+		e.cfg.BootstrapTokenFile = filepath.Join(e.dir, "none")
+		err := e.run()
+		var cfgErr *ConfigError
+		if !errors.As(err, &cfgErr) || !strings.Contains(err.Error(), "bootstrapTokenFile") {
+			t.Fatalf("err = %v, want a ConfigError naming bootstrapTokenFile", err)
+		}
+	})
 }

@@ -30,16 +30,22 @@ import (
 // DiscoverClusterCA).
 func clusterCA(ctx context.Context, c Config) ([]byte, error) {
 	if c.CAFile != "" {
-		data, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("caFile: %w", err)
-		}
-		if _, err := certutil.ParseCertsPEM(data); err != nil {
-			return nil, fmt.Errorf("caFile %s: %w", c.CAFile, err)
-		}
-		return data, nil
+		return readCAFile(c.CAFile)
 	}
 	return DiscoverClusterCA(ctx, c.APIServer, c.CACertHash, c.BootstrapTokenFile)
+}
+
+// readCAFile reads the CA bundle caFile names; a file that cannot be read
+// or holds no certificate is a ConfigError.
+func readCAFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, configErrorf("caFile: %w", err)
+	}
+	if _, err := certutil.ParseCertsPEM(data); err != nil {
+		return nil, configErrorf("caFile %s: %w", path, err)
+	}
+	return data, nil
 }
 
 // Bounds of a cluster-info read.
@@ -69,12 +75,12 @@ const (
 //     CA is the one that serves apiServer.
 func DiscoverClusterCA(ctx context.Context, apiServer, caCertHash, bootstrapTokenFile string) ([]byte, error) {
 	if !caHashRE.MatchString(caCertHash) {
-		return nil, fmt.Errorf("caCertHash: want sha256:<64 hex digits>, got %q", caCertHash)
+		return nil, configErrorf("caCertHash: want sha256:<64 hex digits>, got %q", caCertHash)
 	}
 	base := strings.TrimRight(apiServer, "/")
 	server, err := url.Parse(base)
 	if err != nil || server.Scheme != "https" || server.Host == "" {
-		return nil, fmt.Errorf("apiServer: want an https:// URL, got %q", apiServer)
+		return nil, configErrorf("apiServer: want an https:// URL, got %q", apiServer)
 	}
 	tokenID, tokenSecret, err := readBootstrapToken(bootstrapTokenFile)
 	if err != nil {
@@ -166,15 +172,16 @@ func DiscoverClusterCA(ctx context.Context, apiServer, caCertHash, bootstrapToke
 }
 
 // readBootstrapToken reads a bootstrap token ("<id>.<secret>") from path.
-// Errors never include the secret.
+// A file that cannot be read or holds no token is a ConfigError. Errors
+// never include the secret.
 func readBootstrapToken(path string) (id, secret string, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", "", fmt.Errorf("bootstrapTokenFile: %w", err)
+		return "", "", configErrorf("bootstrapTokenFile: %w", err)
 	}
 	token := strings.TrimSpace(string(data))
 	if !tokenutil.IsValidBootstrapToken(token) {
-		return "", "", fmt.Errorf("bootstrapTokenFile %s: not a bootstrap token (want <6 of [a-z0-9]>.<16 of [a-z0-9]>)", path)
+		return "", "", configErrorf("bootstrapTokenFile %s: not a bootstrap token (want <6 of [a-z0-9]>.<16 of [a-z0-9]>)", path)
 	}
 	id, secret, _ = strings.Cut(token, ".")
 	return id, secret, nil

@@ -3,10 +3,10 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -84,19 +84,36 @@ const (
 
 var caHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
-// LoadConfig reads and checks the config; errors name the field.
+// ConfigError is a problem with the agent's configuration or with a file
+// it names (the config itself, the bootstrap token, the CA, the join
+// ticket), or a config the cloud cannot serve (a cloud that signs nothing,
+// without a join ticket). Retrying cannot help: the agent stops at once
+// (mooring-agent exits 2, and its unit does not restart) instead of
+// retrying. The message names the field or the file.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// configErrorf is a ConfigError with a formatted message.
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{fmt.Errorf(format, args...)}
+}
+
+// LoadConfig reads and checks the config; errors name the field, and are
+// ConfigErrors.
 func LoadConfig(path string) (Config, error) {
 	var c Config
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return c, fmt.Errorf("agent config: %w", err)
+		return c, configErrorf("agent config: %w", err)
 	}
 	if err := yaml.UnmarshalStrict(data, &c); err != nil {
-		return c, fmt.Errorf("agent config %s: %w", path, err)
+		return c, configErrorf("agent config %s: %w", path, err)
 	}
 	c.SetDefaults()
 	if err := c.Validate(); err != nil {
-		return c, fmt.Errorf("agent config %s: %w", path, err)
+		return c, configErrorf("agent config %s: %w", path, err)
 	}
 	return c, nil
 }
@@ -131,7 +148,7 @@ func (c *Config) NodeConfig() nodeid.Config {
 // Validate reports every problem, each naming its field.
 func (c *Config) Validate() error {
 	var errs []error
-	if !strings.HasPrefix(c.APIServer, "https://") {
+	if u, err := url.Parse(c.APIServer); err != nil || u.Scheme != "https" || u.Host == "" {
 		errs = append(errs, fmt.Errorf("apiServer: want an https:// URL, got %q", c.APIServer))
 	}
 	switch {
@@ -143,7 +160,10 @@ func (c *Config) Validate() error {
 	if c.BootstrapTokenFile == "" {
 		errs = append(errs, errors.New("bootstrapTokenFile: required"))
 	}
-	urlOK := c.MetadataURL == "" || strings.HasPrefix(c.MetadataURL, "http://") || strings.HasPrefix(c.MetadataURL, "https://")
+	urlOK := c.MetadataURL == ""
+	if u, err := url.Parse(c.MetadataURL); !urlOK && err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+		urlOK = true
+	}
 	if !urlOK {
 		errs = append(errs, fmt.Errorf("metadataURL: want an http(s) URL, got %q", c.MetadataURL))
 	}

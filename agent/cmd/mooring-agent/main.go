@@ -86,6 +86,11 @@ func execute(cmd *cobra.Command, stderr io.Writer) int {
 	}
 	if !e.logged {
 		fmt.Fprintf(stderr, "Error: %v\n", e.err)
+		if e.code == exitBadConfig {
+			// A bad flag in the unit's command line: the unit's STATUS
+			// says so too (no-op outside systemd).
+			_ = systemd.NewNotifier().Status("bad flags: %v", e.err)
+		}
 	}
 	if e.hint != "" {
 		fmt.Fprintln(stderr, e.hint)
@@ -182,17 +187,13 @@ func join(o joinOptions) int {
 	notifier := systemd.NewNotifier()
 	cfg, err := agent.LoadConfig(o.configPath)
 	if err != nil {
-		klog.ErrorS(err, "Bad configuration")
-		_ = notifier.Status("bad configuration: %v", err)
-		return exitBadConfig
+		return badConfig(notifier, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	identity, err := nodeid.New(cfg.Cloud, cfg.NodeConfig())
 	if err != nil {
-		klog.ErrorS(err, "Bad configuration", "field", "cloud")
-		_ = notifier.Status("bad configuration: cloud: %v", err)
-		return exitBadConfig
+		return badConfig(notifier, fmt.Errorf("cloud %s: %w", cfg.Cloud, err))
 	}
 	a := &agent.Agent{Config: cfg, Identity: identity, Notifier: notifier, Now: agentClock()}
 	if !o.noStart && cfg.KubeletUnit != "" {
@@ -213,8 +214,13 @@ func join(o joinOptions) int {
 	stopWatchdog := watchdog(ctx, notifier)
 	defer stopWatchdog()
 	err = a.Run(ctx)
-	var denied *agent.DeniedError
+	var (
+		denied *agent.DeniedError
+		cfgErr *agent.ConfigError
+	)
 	switch {
+	case errors.As(err, &cfgErr):
+		return badConfig(notifier, err)
 	case errors.As(err, &denied):
 		klog.ErrorS(err, "The join was denied for good; not retrying (a new CSR would be denied for the same reason)",
 			"csr", denied.CSR, "reason", denied.Reason)
@@ -227,6 +233,18 @@ func join(o joinOptions) int {
 	}
 	klog.Flush()
 	return exitOK
+}
+
+// badConfig reports a configuration error (the config, a file it names,
+// or a config the cloud cannot serve) in the log and in the unit's STATUS,
+// and returns exitBadConfig: the unit does not restart on it
+// (RestartPreventExitStatus), since a restart would meet the same error.
+func badConfig(n systemd.Notifier, err error) int {
+	klog.ErrorS(err, "Bad configuration; not retrying: fix it, then restart the unit (systemctl restart mooring-agent)")
+	if serr := n.Status("bad configuration: %v", err); serr != nil {
+		klog.ErrorS(serr, "sd_notify")
+	}
+	return exitBadConfig
 }
 
 // watchdog pets the systemd watchdog while the agent works.
