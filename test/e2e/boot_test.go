@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -162,13 +164,36 @@ func localBed(t *testing.T, bins bootBins) (context.Context, *testbed.Cluster, *
 // bootOnLocalCloud boots two local cloud machines, one
 // of them with kubeadm's kubelet drop-in installed as the Kubernetes
 // packages install it: its kubelet runs with the flags of both drop-ins.
-// Then the other reboots (its container stopped and started again on the
-// same disk): the agent runs again, keeps the kubelet's credentials, the
-// Node is Ready again and no new client CSR is filed.
+// Their agent comes from a release, as an operator's does: hack/release.sh
+// (make release) makes one, served on loopback as a release download; its
+// agent renders the user-data with --version, which takes the agent's URL
+// and digest from the release's SHA256SUMS, and cloud-init downloads the
+// release's binary. Then the other reboots (its container stopped and
+// started again on the same disk): the agent runs again, keeps the
+// kubelet's credentials, the Node is Ready again and no new client CSR is
+// filed.
 func bootOnLocalCloud(t *testing.T, bins bootBins) {
+	release := harness.BuildRelease(t, "mooring-agent")
 	ctx, c, lc := localBed(t, bins)
 	f := bootAndCheck(ctx, t, c, harness.BootOptions{Names: []string{"boot-1", "boot-kubeadm"}, Cluster: e2eCluster,
-		AgentBin: bins.agent, Local: lc, Kubeadm: []string{"boot-kubeadm"}})
+		AgentBin: bins.agent, Local: lc, Kubeadm: []string{"boot-kubeadm"}, Release: release})
+	asset := "mooring-agent_" + release.Version + "_linux_" + runtime.GOARCH
+	sum, err := os.ReadFile(filepath.Join(release.Dir, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range f.Machines {
+		if want := "url='" + f.ReleaseURL + "/" + release.Version + "/" + asset + "'"; !strings.Contains(string(m.UserData), want) {
+			t.Errorf("machine %s: the user-data does not download %s:\n%s", m.Name, want, m.UserData)
+		}
+		out, err := m.Exec(ctx, "sha256sum", cloudinit.AgentBin)
+		if digest, _, _ := strings.Cut(out, " "); err != nil || len(digest) != 64 || !strings.Contains(string(sum), digest+"  "+asset+"\n") {
+			t.Errorf("machine %s: its agent is not the release's %s (%v): %s", m.Name, asset, err, out)
+		}
+		if out, err := m.Exec(ctx, cloudinit.AgentBin, "--version"); err != nil || !strings.HasPrefix(out, "mooring-agent "+release.Version+" ") {
+			t.Errorf("machine %s: mooring-agent --version: %v: %q, want the release's %s", m.Name, err, out, release.Version)
+		}
+	}
 	// kubeadm's drop-in and mooring's, together: flags of both files.
 	km := f.Machines[1]
 	cmdline, err := km.Exec(ctx, "sh", "-c", `tr '\0' ' ' < /proc/$(systemctl show -P MainPID kubelet)/cmdline`)

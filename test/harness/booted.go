@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -57,7 +58,15 @@ type BootOptions struct {
 	// UserDataArgs are more `mooring-agent user-data` flags for a machine,
 	// by name (a later flag overrides the same one before it).
 	UserDataArgs map[string][]string
+	// Release, when set, is a release hack/release.sh made with this
+	// machine's platform: it is served on loopback as a release download
+	// (<base>/<version>/<file>), its agent renders the user-data with
+	// --version, and the machines download that release's agent.
+	Release *Release
 }
+
+// Release is a release directory and its version.
+type Release struct{ Dir, Version string }
 
 // Booted is a machine that boots: cloud-init finds its user-data (what
 // `mooring-agent user-data` prints for its cloud) in a NoCloud seed,
@@ -83,8 +92,11 @@ type BootFleet struct {
 	Dir      string
 	// AgentURL serves the agent binary, as a release download would.
 	AgentURL, AgentSHA256 string
+	// ReleaseURL serves BootOptions.Release as <ReleaseURL>/<version>/<file>.
+	ReleaseURL string
 
-	srv *http.Server
+	srv, releaseSrv *http.Server
+	release         *Release
 }
 
 // BootMachines provisions an instance per name, renders its user-data with
@@ -131,6 +143,9 @@ func RunBootFleet(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f 
 	}
 	f = &BootFleet{Dir: dir}
 	if err := f.serveAgent(opts.AgentBin); err != nil {
+		return f, err
+	}
+	if err := f.serveRelease(opts.Release); err != nil {
 		return f, err
 	}
 	if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "base", "kubelet-config-rbac.yaml")); err != nil {
@@ -240,8 +255,29 @@ func (f *BootFleet) serveAgent(bin string) error {
 	return nil
 }
 
+// serveRelease serves a release's directory on loopback as a release
+// download, <ReleaseURL>/<version>/<file>.
+func (f *BootFleet) serveRelease(r *Release) error {
+	if r == nil {
+		return nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	f.release = r
+	f.ReleaseURL = "http://" + l.Addr().String() + "/releases/download"
+	mux := http.NewServeMux()
+	prefix := "/releases/download/" + r.Version + "/"
+	mux.Handle("GET "+prefix, http.StripPrefix(prefix, http.FileServer(http.Dir(r.Dir))))
+	f.releaseSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = f.releaseSrv.Serve(l) }()
+	return nil
+}
+
 // userData runs `mooring-agent user-data` as a user would for the
-// instance: the cloud's part of the agent config becomes its flags.
+// instance: the cloud's part of the agent config becomes its flags. With
+// a release, that release's agent renders it with --version.
 func (f *BootFleet) userData(agentBin string, p Provisioned, dir, apiServer, caFile, tokenFile string, extra ...string) ([]byte, error) {
 	var cloud agent.Config
 	if err := yaml.UnmarshalStrict([]byte(p.AgentConfig), &cloud); err != nil {
@@ -249,6 +285,11 @@ func (f *BootFleet) userData(agentBin string, p Provisioned, dir, apiServer, caF
 	}
 	args := []string{"user-data", "--cloud=" + cloud.Cloud, "--api-server=" + apiServer, "--ca-file=" + caFile,
 		"--bootstrap-token-file=" + tokenFile, "--agent-url=" + f.AgentURL, "--agent-sha256=" + f.AgentSHA256}
+	if r := f.release; r != nil {
+		asset := "mooring-agent_" + r.Version + "_linux_" + runtime.GOARCH
+		agentBin = filepath.Join(r.Dir, asset)
+		args = append(args[:5], "--version="+r.Version, "--release-url="+f.ReleaseURL, "--arch="+runtime.GOARCH)
+	}
 	if cloud.MetadataURL != "" {
 		args = append(args, "--metadata-url="+cloud.MetadataURL)
 	}
@@ -359,6 +400,9 @@ func (f *BootFleet) Remove() error {
 	wg.Wait()
 	if f.srv != nil {
 		_ = f.srv.Close()
+	}
+	if f.releaseSrv != nil {
+		_ = f.releaseSrv.Close()
 	}
 	err := errors.Join(errs...)
 	if err == nil {
