@@ -165,6 +165,11 @@ func NewCommand() (*cobra.Command, error) {
 			}
 		},
 	}
+	// The provider is built, and its config checked, before the library
+	// reads the kubeconfig (see checkCloud); the library's cloud
+	// initializer gets that one.
+	var provider cloudprovider.Interface
+	initCloud := func(c *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface { return initCloud(c, provider) }
 	cmd := ccmapp.NewCloudControllerManagerCommand(ccmOptions, initCloud, controllers, names.CCMControllerAliases(), fss, nil)
 	// Routes need pod CIDRs (--allocate-node-cidrs, --cluster-cidr): opt in
 	// rather than fail at start-up. The library's flag defaults to true.
@@ -190,6 +195,12 @@ func NewCommand() (*cobra.Command, error) {
 	// (internal/clientlimit).
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
+		cp, err := checkCloud(ccmOptions)
+		if err != nil {
+			fmt.Fprintln(c.ErrOrStderr(), err) // as the library prints its own
+			return err
+		}
+		provider = cp
 		limitClients(c, ccmOptions)
 		return run(c, args)
 	}
@@ -224,16 +235,36 @@ func limitClients(c *cobra.Command, o *options.CloudControllerManagerOptions) {
 	cc.QPS = d.QPS
 }
 
-// initCloud builds the provider the flags name; a provider without a
-// cluster id is refused, since it could not tell its resources apart.
-func initCloud(c *cloudcontrollerconfig.CompletedConfig) cloudprovider.Interface {
-	cfg := c.ComponentConfig.KubeCloudShared.CloudProvider
+// checkCloud builds the provider --cloud-provider names from --cloud-config
+// before anything else the command checks or reads (the kubeconfig
+// first), so an operator who names a wrong provider, or gives it a config it
+// refuses, hears that first. A provider without a cluster id is refused
+// (unless --allow-untagged-cloud), since it could not tell its resources
+// apart. The library's cloud initializer then gets this same provider:
+// it is built once, as before, only earlier.
+func checkCloud(o *options.CloudControllerManagerOptions) (cloudprovider.Interface, error) {
+	cfg := o.KubeCloudShared.CloudProvider
+	known := strings.Join(cloud.Backends(), ", ")
+	switch {
+	case cfg.Name == "":
+		return nil, fmt.Errorf("--cloud-provider is required (one of: %s)", known)
+	case !cloud.Known(cfg.Name):
+		return nil, fmt.Errorf("--cloud-provider=%s: not a cloud provider of mooring-ccm (one of: %s)", cfg.Name, known)
+	}
 	cp, err := cloud.NewProvider(cfg.Name, cfg.CloudConfigFile)
 	if err != nil {
-		klog.Fatalf("Cloud provider %q could not be initialized: %v", cfg.Name, err)
+		return nil, fmt.Errorf("--cloud-provider=%s --cloud-config=%s: %w", cfg.Name, cfg.CloudConfigFile, err)
 	}
-	if !cp.HasClusterID() && !c.ComponentConfig.KubeCloudShared.AllowUntaggedCloud {
-		klog.Fatalf("Cloud provider %q has no cluster id; set one in its config", cfg.Name)
+	if !cp.HasClusterID() && !o.KubeCloudShared.AllowUntaggedCloud {
+		return nil, fmt.Errorf("--cloud-provider=%s: no cluster id; set one in its config (--cloud-config=%s)", cfg.Name, cfg.CloudConfigFile)
+	}
+	return cp, nil
+}
+
+// initCloud gives the library the provider checkCloud built.
+func initCloud(c *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interface) cloudprovider.Interface {
+	if cp == nil {
+		klog.Fatalf("Cloud provider %q was not built before the controllers", c.ComponentConfig.KubeCloudShared.CloudProvider.Name)
 	}
 	// Every controller of the CCM watches Nodes: the shared informer stores
 	// trimmed copies (internal/trim). The service controller trims its
