@@ -25,6 +25,9 @@ type clientFlags struct {
 	url       *string
 	tokenFile *string
 	output    *string
+	// tokenFrom says where client() took the token from ("" for none),
+	// for the error when the API refuses it.
+	tokenFrom string
 }
 
 func newClientFlags(name string) *clientFlags {
@@ -65,15 +68,35 @@ func (c *clientFlags) client() (*client.Client, error) {
 	if *c.url == "" {
 		return nil, errors.New("no API URL: set --url or $MOORING_LOCALCLOUD_URL")
 	}
-	token := os.Getenv("MOORING_LOCALCLOUD_TOKEN")
+	token := strings.TrimSpace(os.Getenv(tokenEnv))
+	c.tokenFrom = "$" + tokenEnv
 	if *c.tokenFile != "" {
 		b, err := os.ReadFile(*c.tokenFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--token-file: %w", err)
 		}
 		token = strings.TrimSpace(string(b))
+		c.tokenFrom = "--token-file " + *c.tokenFile
+	}
+	if token == "" {
+		c.tokenFrom = ""
 	}
 	return client.New(*c.url, token, nil)
+}
+
+// tokenEnv holds the API token of client commands (unless --token-file).
+const tokenEnv = "MOORING_LOCALCLOUD_TOKEN"
+
+// explain adds to an API error what the user can do about it: for a
+// refused or missing token, where the token comes from.
+func (c *clientFlags) explain(err error) error {
+	if !client.IsCode(err, api.CodeUnauthorized) {
+		return err
+	}
+	if c.tokenFrom == "" {
+		return fmt.Errorf("%w: no API token given: set $%s, or --token-file FILE, to the token of the file serve's --token-file names", err, tokenEnv)
+	}
+	return fmt.Errorf("%w: the API refused the token from %s: it must be the token of the file serve's --token-file names", err, c.tokenFrom)
 }
 
 func ctx() (context.Context, context.CancelFunc) {
@@ -93,7 +116,7 @@ func (f *clientFlags) call(args []string, npos int, do func(cx context.Context, 
 	}
 	cx, cancel := ctx()
 	defer cancel()
-	return do(cx, c, pos)
+	return f.explain(do(cx, c, pos))
 }
 
 // print writes v as JSON, or as a table through table when -o table.
@@ -210,7 +233,7 @@ func instanceAction(action string) func([]string) error {
 			in, err = c.TerminateInstance(cx, pos[0])
 		}
 		if err != nil {
-			return err
+			return f.explain(err)
 		}
 		return f.print(in, instanceTable(*in))
 	}

@@ -51,24 +51,56 @@ func commands() []command {
 	}
 }
 
-// usage writes the help to w.
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: mooring-localcloud COMMAND [flags]")
+// usage writes the help to w: of every command, or, with a group (the
+// first word of commands such as "faults get"), of that group's.
+func usage(w io.Writer, group string) {
+	if group == "" {
+		fmt.Fprintln(w, "usage: mooring-localcloud COMMAND [flags]")
+	} else {
+		fmt.Fprintf(w, "usage: mooring-localcloud %s COMMAND [flags]\n", group)
+	}
 	fmt.Fprintln(w, "\nClient commands find the API in $MOORING_LOCALCLOUD_URL (or --url) and the token in")
 	fmt.Fprintln(w, "$MOORING_LOCALCLOUD_TOKEN (or --token-file); add -o json for JSON output.")
 	fmt.Fprintln(w, "COMMAND --help lists a command's flags; --version prints the version.\n\ncommands:")
 	cmds := commands()
 	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].words < cmds[j].words })
 	for _, c := range cmds {
-		fmt.Fprintf(w, "  %-28s %s\n", c.words, c.usage)
+		if group == "" || groupOf(c.words) == group {
+			fmt.Fprintf(w, "  %-28s %s\n", c.words, c.usage)
+		}
 	}
+}
+
+// groupOf is the group of a command of several words ("faults" of "faults
+// get"); "" for a command of one word.
+func groupOf(words string) string {
+	g, _, ok := strings.Cut(words, " ")
+	if !ok {
+		return ""
+	}
+	return g
+}
+
+// isGroup reports whether word names a group of commands.
+func isGroup(word string) bool {
+	for _, c := range commands() {
+		if groupOf(c.words) == word {
+			return true
+		}
+	}
+	return false
+}
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }
 
 func main() {
 	args := os.Args[1:]
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+	if len(args) > 0 && isHelp(args[0]) {
 		// Asked for: on stdout, and a success.
-		usage(os.Stdout)
+		usage(os.Stdout, "")
 		return
 	}
 	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
@@ -76,7 +108,18 @@ func main() {
 		return
 	}
 	if len(args) == 0 {
-		usage(os.Stderr)
+		usage(os.Stderr, "")
+		os.Exit(2)
+	}
+	// A group's help ("faults --help") lists its commands; the group alone
+	// ("faults") is a usage error that lists them too.
+	if isGroup(args[0]) && (len(args) == 1 || isHelp(args[1])) {
+		if len(args) > 1 {
+			usage(os.Stdout, args[0])
+			return
+		}
+		fmt.Fprintf(os.Stderr, "mooring-localcloud %s: a command is required\n\n", args[0])
+		usage(os.Stderr, args[0])
 		os.Exit(2)
 	}
 	for _, c := range commands() {
@@ -94,6 +137,10 @@ func main() {
 		return
 	}
 	fmt.Fprintf(os.Stderr, "mooring-localcloud: unknown command %q\n\n", strings.Join(args, " "))
-	usage(os.Stderr)
+	group := ""
+	if isGroup(args[0]) {
+		group = args[0]
+	}
+	usage(os.Stderr, group)
 	os.Exit(2)
 }

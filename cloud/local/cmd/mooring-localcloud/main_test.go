@@ -235,6 +235,66 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
+	// A group of commands: its help lists its commands (and no others).
+	for _, args := range [][]string{{"faults", "--help"}, {"faults", "-h"}, {"faults", "help"}} {
+		out, errOut, code := exec1(args...)
+		if code != 0 || !strings.Contains(out, "usage: mooring-localcloud faults COMMAND") || !strings.Contains(out, "faults set") ||
+			strings.Contains(out, "instances list") || errOut != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+	}
+	if out, _, code := exec1("instances", "--help"); code != 0 || !strings.Contains(out, "instances metadata-endpoint") {
+		t.Errorf("instances --help: exit %d, stdout %q", code, out)
+	}
+	// The group alone, or with an unknown command, is a usage error that
+	// lists the group's commands.
+	for args, want := range map[string]string{"faults": "mooring-localcloud faults: a command is required", "faults frobnicate": `unknown command "faults frobnicate"`} {
+		_, errOut, code := exec1(strings.Fields(args)...)
+		if code != 2 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "faults clear") || strings.Contains(errOut, "lb list") {
+			t.Errorf("%s: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+}
+
+// TestTokenErrorsSayWhereTheTokenComesFrom: a call without a token, or
+// with one the API refuses, names $MOORING_LOCALCLOUD_TOKEN and
+// --token-file (and which of them gave the refused token).
+func TestTokenErrorsSayWhereTheTokenComesFrom(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wrong := filepath.Join(dir, "wrong")
+	if err := os.WriteFile(wrong, []byte("nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := daemon(t, dir)
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"MOORING_LOCALCLOUD_TOKEN="}, []string{"instances", "list"},
+			"no API token given: set $MOORING_LOCALCLOUD_TOKEN, or --token-file FILE"},
+		{[]string{"MOORING_LOCALCLOUD_TOKEN="}, []string{"instances", "get", "i-1"},
+			"no API token given: set $MOORING_LOCALCLOUD_TOKEN, or --token-file FILE"},
+		{[]string{"MOORING_LOCALCLOUD_TOKEN=nope"}, []string{"faults", "get"},
+			"the API refused the token from $MOORING_LOCALCLOUD_TOKEN"},
+		{[]string{"MOORING_LOCALCLOUD_TOKEN=tok"}, []string{"faults", "get", "--token-file", wrong},
+			"the API refused the token from --token-file " + wrong},
+		{nil, []string{"faults", "get", "--token-file", filepath.Join(dir, "none")},
+			"--token-file: open " + filepath.Join(dir, "none")},
+	} {
+		msg := run(t, append([]string{"MOORING_LOCALCLOUD_URL=" + url}, c.env...), true, c.args...)
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("%v %v: stderr %q, want %q", c.env, c.args, msg, c.want)
+		}
+		if strings.Contains(msg, "Unauthorized") && !strings.Contains(msg, "a valid bearer token is required") {
+			t.Errorf("%v %v: the API's own message is lost: %q", c.env, c.args, msg)
+		}
+	}
+	// The right token works.
+	run(t, []string{"MOORING_LOCALCLOUD_URL=" + url, "MOORING_LOCALCLOUD_TOKEN=tok"}, false, "faults", "get")
 }
 
 // TestServeCreatesTheStateDirectory: --state in a directory that does not
