@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"io"
-	"io/fs"
 	"log"
 	"net/http/httptest"
 	"net/url"
@@ -61,7 +60,8 @@ func TestInstallDocExamples(t *testing.T) {
 		}
 	}
 
-	repo := tagDeployCopy(t, filepath.Join(work, "repo"), "v1.2.0")
+	repo := doctest.TaggedRepo(t, harness.RepoRoot(), "deploy", filepath.Join(work, "repo"), "v1.2.0",
+		func(rel string) bool { return !strings.HasSuffix(rel, ".go") })
 
 	// The chart in a registry on loopback.
 	const version = harness.ChartVersion
@@ -190,46 +190,4 @@ func TestInstallDocExamples(t *testing.T) {
 			t.Errorf("docs/install.md has examples of group %q that this test does not run", g)
 		}
 	}
-}
-
-// tagDeployCopy makes dir a git repository holding the checkout's deploy/
-// manifests (not its Go files) as one commit tagged tag, as the release's
-// tag holds them, and returns its absolute path.
-func tagDeployCopy(t *testing.T, dir, tag string) string {
-	t.Helper()
-	root := harness.RepoRoot()
-	err := filepath.WalkDir(filepath.Join(root, "deploy"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasSuffix(path, ".go") {
-			return err
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o700); err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, rel), data, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{{"init", "-q"}, {"add", "."},
-		{"-c", "user.name=test", "-c", "user.email=test@example.invalid", "commit", "-q", "-m", "release"}, {"tag", tag}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return abs
 }
