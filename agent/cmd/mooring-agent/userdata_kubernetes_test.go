@@ -108,9 +108,9 @@ func TestUserDataKubernetesPackagesRefused(t *testing.T) {
 		{with("--kubernetes-repo=https://mirror.example/"), "--kubernetes-repo and --kubernetes-repo-key go with --kubernetes-version"},
 		{with("--kubernetes-version=v1.36.3", "--install-packages"), "--install-packages and --kubernetes-version: give one"},
 		{with("--kubernetes-version=v1.36.3", "--kubernetes-repo=ftp://mirror.example/"), "--kubernetes-repo: want an http(s) URL"},
-		{with("--kubernetes-version=v1.36.3", "--kubernetes-repo-key=" + filepath.Join(dir, "none")), "--kubernetes-repo-key: open"},
-		{with("--kubernetes-version=v1.36.3", "--kubernetes-repo-key=" + notKey), "--kubernetes-repo-key " + notKey + ": not an ASCII-armored OpenPGP public key"},
-		{with("--kubernetes-version=v1.36.3", "--kubernetes-repo-key=" + expired), "--kubernetes-repo-key " + expired + ": key "},
+		{with("--kubernetes-version=v1.36.3", "--kubernetes-repo-key="+filepath.Join(dir, "none")), "--kubernetes-repo-key: open"},
+		{with("--kubernetes-version=v1.36.3", "--kubernetes-repo-key="+notKey), "--kubernetes-repo-key " + notKey + ": not an ASCII-armored OpenPGP public key"},
+		{with("--kubernetes-version=v1.36.3", "--kubernetes-repo-key="+expired), "--kubernetes-repo-key " + expired + ": key "},
 	} {
 		stdout, stderr, code := runCLI(t, c.args...)
 		if code != 2 || stdout != "" || !strings.Contains(stderr, c.want) {
