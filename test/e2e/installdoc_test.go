@@ -107,13 +107,20 @@ func TestInstallDocExamples(t *testing.T) {
 	}
 
 	home := t.TempDir()
+	// The demo's local cloud token, where the demo keeps it.
+	demoToken := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(demoToken, []byte("demo-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r := &doctest.Runner{
 		Dir: dir,
 		Env: []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "KUBECONFIG=" + c.ControlPlane.AdminKubeconfig,
-			"VERSION=" + version, "HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home},
+			"VERSION=" + version, "MOORING_LOCALCLOUD_URL=http://127.0.0.1:1", "HELM_CONFIG_HOME=" + home, "HELM_CACHE_HOME=" + home, "HELM_DATA_HOME=" + home},
 		Replace: []doctest.Replacement{
 			{Old: "https://github.com/mooring-dev/mooring//", New: "file://" + repo + "//"},
 			{Old: "oci://ghcr.io/mooring-dev/charts/mooring", New: "--plain-http oci://" + u.Host + "/mooring-dev/charts/mooring"},
+			{Old: "$HOME/.local/state/mooring/demo/cloud/token", New: demoToken},
+			{Old: " deploy/helm/mooring ", New: " " + filepath.Join(harness.RepoRoot(), harness.ChartDir) + " "},
 		},
 	}
 	run := func(args ...string) string {
@@ -181,11 +188,18 @@ func TestInstallDocExamples(t *testing.T) {
 		t.Errorf("the bootstrap grant survived step 3:\n%s", out)
 	}
 
+	// The demo's cluster (a control plane as this one): the server-side
+	// dry run creates nothing.
+	ran(r.Run(t, doctest.Select(examples, "demo")), "STATUS: pending-install")
+	if out := run("kubectl", "-n", "kube-system", "get", "deployments,secrets", "-o", "name"); strings.Contains(out, "mooring") {
+		t.Errorf("the dry run left objects:\n%s", out)
+	}
+
 	r.Run(t, doctest.Select(examples, "")) // the skipped ones: logged
 	r.CheckReplacements(t)
 	for _, g := range doctest.Groups(examples) {
 		switch g {
-		case "", "kustomize", "kustomize-approver", "helm", "helm-approver", "rendered", "rendered-approver", "grants":
+		case "", "kustomize", "kustomize-approver", "helm", "helm-approver", "rendered", "rendered-approver", "grants", "demo":
 		default:
 			t.Errorf("docs/install.md has examples of group %q that this test does not run", g)
 		}
