@@ -2,6 +2,8 @@ package cloudinit
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,5 +196,99 @@ func TestContainerdConfigLoads(t *testing.T) {
 	_, opts, ok := strings.Cut(string(out), `[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]`)
 	if opts, _, _ = strings.Cut(opts, "\n\n"); !ok || !strings.Contains(opts, "SystemdCgroup = true") {
 		t.Fatalf("runc's options in containerd's configuration:\n%s", out)
+	}
+}
+
+// The package path's script run by sh with stand-ins for kubelet, apt-mark,
+// systemctl and curl, into a scratch directory: the kubelet of the version
+// is held and containerd restarted before the agent is installed and
+// enabled; another kubelet, none, a download that fails or a containerd
+// that does not restart stops it with a line naming why, before the
+// agent's unit is enabled.
+func TestKubernetesScript(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip(err)
+	}
+	const binary = "agent binary\n"
+	for name, c := range map[string]struct {
+		kubelet, curl, restart string // the stand-ins' exit codes; kubelet "": none
+		version                    string
+		calls, out                 string
+		fails                      bool
+	}{
+		"installed": {kubelet: "0", curl: "0", restart: "0", version: "Kubernetes v1.36.3",
+			calls: "apt-mark hold kubelet\nsystemctl restart containerd.service\nsystemctl daemon-reload\nsystemctl enable --now --no-block mooring-agent.service\n"},
+		"other kubelet": {kubelet: "0", curl: "0", restart: "0", version: "Kubernetes v1.35.0", fails: true,
+			out: `mooring: kubelet --version says "Kubernetes v1.35.0", want Kubernetes v1.36.3; mooring-agent.service is not enabled`},
+		"no kubelet": {curl: "0", restart: "0", fails: true, out: "mooring: no kubelet: the packages did not install"},
+		"containerd": {kubelet: "0", curl: "0", restart: "1", version: "Kubernetes v1.36.3", fails: true,
+			calls: "apt-mark hold kubelet\nsystemctl restart containerd.service\n",
+			out:   "mooring: containerd did not restart with /etc/containerd/config.toml; mooring-agent.service is not enabled"},
+		"download": {kubelet: "0", curl: "22", restart: "0", version: "Kubernetes v1.36.3", fails: true,
+			calls: "apt-mark hold kubelet\nsystemctl restart containerd.service\n",
+			out:   "mooring: downloading the agent from https://downloads.example/mooring-agent failed; mooring-agent.service is not enabled"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "bin")
+			calls := filepath.Join(dir, "calls")
+			stand := map[string]string{
+				"apt-mark":  "#!/bin/sh\necho \"apt-mark $*\" >> " + calls + "\n",
+				"systemctl": "#!/bin/sh\necho \"systemctl $*\" >> " + calls + "\n[ \"$1\" = restart ] && exit " + c.restart + "\nexit 0\n",
+				"curl":      "#!/bin/sh\n[ " + c.curl + " = 0 ] || exit " + c.curl + "\nwhile [ $# -gt 1 ]; do [ \"$1\" = -o ] && out=$2; shift; done\nprintf 'agent binary\\n' > \"$out\"\n",
+			}
+			if c.kubelet != "" {
+				stand["kubelet"] = "#!/bin/sh\necho '" + c.version + "'\nexit " + c.kubelet + "\n"
+			}
+			if err := os.Mkdir(bin, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for n, s := range stand {
+				if err := os.WriteFile(filepath.Join(bin, n), []byte(s), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := kubernetesParams()
+			sum := sha256.Sum256([]byte(binary))
+			p.AgentSHA256 = hex.EncodeToString(sum[:])
+			out, err := Render(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ud userData
+			if err := yaml.UnmarshalStrict(out, &ud); err != nil {
+				t.Fatal(err)
+			}
+			target := filepath.Join(dir, "mooring-agent")
+			sh := exec.Command("sh", "-c", strings.ReplaceAll(ud.RunCmd[0][2], AgentBin, target))
+			sh.Dir = dir
+			// Only the stand-ins and the tools the script runs (none of
+			// the host's kubelet, systemctl...).
+			for _, tool := range []string{"sha256sum", "install", "cut", "rm"} {
+				path, err := exec.LookPath(tool)
+				if err != nil {
+					t.Skipf("%s: %v", tool, err)
+				}
+				if err := os.Symlink(path, filepath.Join(bin, tool)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sh.Env = []string{"PATH=" + bin}
+			shOut, err := sh.CombinedOutput()
+			got, _ := os.ReadFile(calls)
+			if string(got) != c.calls {
+				t.Errorf("calls %q, want %q", got, c.calls)
+			}
+			_, statErr := os.Stat(target)
+			if c.fails {
+				if err == nil || statErr == nil || !strings.HasPrefix(string(shOut), c.out) {
+					t.Errorf("exit %v, agent installed: %v; output %q, want it to start %q", err, statErr == nil, shOut, c.out)
+				}
+				return
+			}
+			if err != nil || statErr != nil {
+				t.Errorf("exit %v, agent %v\n%s", err, statErr, shOut)
+			}
+		})
 	}
 }
