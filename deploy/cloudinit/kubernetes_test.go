@@ -212,9 +212,9 @@ func TestKubernetesScript(t *testing.T) {
 	const binary = "agent binary\n"
 	for name, c := range map[string]struct {
 		kubelet, curl, restart string // the stand-ins' exit codes; kubelet "": none
-		version                    string
-		calls, out                 string
-		fails                      bool
+		version                string
+		calls, out             string
+		fails                  bool
 	}{
 		"installed": {kubelet: "0", curl: "0", restart: "0", version: "Kubernetes v1.36.3",
 			calls: "apt-mark hold kubelet\nsystemctl restart containerd.service\nsystemctl daemon-reload\nsystemctl enable --now --no-block mooring-agent.service\n"},
