@@ -180,6 +180,9 @@ func (k *KubernetesPackages) check(now time.Time) error {
 		k.RepoURL = DefaultKubernetesRepo(k.Version)
 	} else if err := checkRepoURL(k.RepoURL); err != nil {
 		errs = append(errs, err)
+	} else if !strings.HasSuffix(k.RepoURL, "/") {
+		// The repository's files are at the URL's path, a directory.
+		k.RepoURL += "/"
 	}
 	if k.RepoKey == "" {
 		k.RepoKey = PkgsK8sIOKey

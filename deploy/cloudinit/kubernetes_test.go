@@ -171,7 +171,7 @@ func TestRenderKubernetesPackagesRefuses(t *testing.T) {
 		}
 	}
 	p := kubernetesParams()
-	p.Kubernetes.RepoURL = "http://127.0.0.1:8080/k8s/"
+	p.Kubernetes.RepoURL = "http://127.0.0.1:8080/k8s"
 	out, err := Render(p)
 	if err != nil || !strings.Contains(string(out), "] http://127.0.0.1:8080/k8s/ /") {
 		t.Fatalf("a mirror: %v\n%s", err, out)
