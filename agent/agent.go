@@ -478,7 +478,8 @@ func readTicket(path string) ([]byte, error) {
 // checkFiles reads, before anything else, the files the config names that
 // this run needs: the CA bundle (caFile) on every run; the bootstrap token
 // when it discovers the CA (caCertHash) or will join; the join ticket when
-// it will join. A run joins when certDir holds no kubelet-client-current.pem
+// it will join, which a cloud that signs nothing (nodeid.NeedsTicket)
+// requires. A run joins when certDir holds no kubelet-client-current.pem
 // yet. So a missing or malformed file stops the agent at once with a
 // ConfigError, even while the metadata service or the apiserver cannot be
 // reached. (A pair that exists but turns out unusable leads to a join too;
@@ -497,10 +498,13 @@ func (a *Agent) checkFiles() error {
 			return err
 		}
 	}
-	if joining && cfg.JoinTicketFile != "" {
+	switch {
+	case joining && cfg.JoinTicketFile != "":
 		if _, err := readTicket(cfg.JoinTicketFile); err != nil {
 			return err
 		}
+	case joining && a.Identity != nil && nodeid.NeedsTicket(a.Identity):
+		return configErrorf("joinTicketFile: required to join on the %s cloud, which signs no instance identity (docs/tickets.md)", cfg.Cloud)
 	}
 	return nil
 }

@@ -156,7 +156,15 @@ type env struct {
 	units    *systemd.FakeConn
 	notifier *systemd.FakeNotifier
 	cfg      Config
+	// unsignedCloud: the identity is marked nodeid.Unsigned.
+	unsignedCloud bool
 }
+
+// unsignedIdentity is the identity of a cloud that marks itself as signing
+// nothing (nodeid.Unsigned).
+type unsignedIdentity struct{ *fakeIdentity }
+
+func (unsignedIdentity) SignsNoIdentity() {}
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -231,8 +239,12 @@ func (e *env) newCluster() {
 
 func (e *env) agent() *Agent {
 	e.units, e.notifier = systemd.NewFakeConn(), &systemd.FakeNotifier{}
+	var identity nodeid.Identity = e.identity
+	if e.unsignedCloud {
+		identity = unsignedIdentity{e.identity}
+	}
 	return &Agent{
-		Config: e.cfg, Identity: e.identity, Notifier: e.notifier, Units: systemd.NewUnits(e.units),
+		Config: e.cfg, Identity: identity, Notifier: e.notifier, Units: systemd.NewUnits(e.units),
 		NewClient:     func(string, []byte, string) (Client, error) { return fakeClient{e.client}, nil },
 		NewNodeClient: func(string) (Client, error) { return fakeClient{e.client}, nil },
 		Backoff:       wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 1 << 20},
@@ -886,6 +898,8 @@ func TestBadFilesStopAtOnce(t *testing.T) {
 		"CA not PEM":     {func(e *env) { write(e, e.cfg.CAFile, "not a certificate\n") }, "caFile %DIR%/ca.crt:"},
 		"ticket missing": {func(e *env) { e.cfg.JoinTicketFile = filepath.Join(e.dir, "none") }, "joinTicketFile: open"},
 		"ticket empty":   {func(e *env) { e.withTicket("\n") }, "join-ticket is empty"},
+		"no ticket on a cloud that signs nothing": {func(e *env) { e.unsignedCloud = true },
+			"joinTicketFile: required to join on the local cloud, which signs no instance identity"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t)
@@ -924,6 +938,11 @@ func TestBadFilesStopAtOnce(t *testing.T) {
 		e.cfg.JoinTicketFile = filepath.Join(e.dir, "none")
 		if err := e.run(); err != nil {
 			t.Fatalf("a joined node's run: %v", err)
+		}
+		// On a cloud that signs nothing, without joinTicketFile at all.
+		e.cfg.JoinTicketFile, e.unsignedCloud = "", true
+		if err := e.run(); err != nil {
+			t.Fatalf("a joined node's run without a ticket: %v", err)
 		}
 	})
 	t.Run("corrupt pair, token gone", func(t *testing.T) {

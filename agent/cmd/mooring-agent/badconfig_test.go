@@ -80,8 +80,9 @@ func notifySocket(t *testing.T) func() []string {
 }
 
 // TestConfigErrorsExit2: every configuration error the agent can meet at
-// start (the config file, a file it names, the cloud's part) exits 2, with
-// the reason in the unit's STATUS, while the metadata service cannot be
+// start (the config file, a file it names, the cloud's part, a cloud that
+// needs a join ticket without one) exits 2, with the reason in the log and
+// in the unit's STATUS, while the metadata service cannot be
 // reached (loopback port 1): the agent stops at once instead of retrying.
 // Exit 2 is in the unit's RestartPreventExitStatus (systemd/units
 // TestBadConfigIsNotRestarted runs it in a real systemd).
@@ -148,6 +149,8 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"CA file not PEM", config("caFile", notPEM), "caFile " + notPEM + ":"},
 		{"ticket file missing", config("joinTicketFile", filepath.Join(dir, "none")), "joinTicketFile: open " + filepath.Join(dir, "none")},
 		{"ticket file empty", config("joinTicketFile", emptyTicket), "joinTicketFile: " + emptyTicket + " is empty"},
+		// The metadata service on loopback, should the check not stop it.
+		{"no ticket on a cloud that signs nothing", config("cloud", "hetzner"), "joinTicketFile: required to join on the hetzner cloud"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			statuses := notifySocket(t)
