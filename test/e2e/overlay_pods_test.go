@@ -11,15 +11,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mooring-dev/mooring/internal/doctest"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
 // TestOverlayAndApproverOnlyRunAsPods installs mooring the two other ways
 // users do, on control-plane nodes that run real pods. First `kubectl
-// apply -k` of a copy of deploy/overlays/local filled in as
-// docs/install.md says (the cloud's config and token, the image tag, and
-// components/apiserver-endpoint with the apiserver's address): its one
+// apply -k` of a kustomization over deploy/overlays/local as a remote base
+// at a tag, as docs/install.md says (the cloud's config and token in place
+// of the overlay's Secret, the image tag, and components/apiserver-endpoint
+// with the apiserver's address): its one
 // mooring-ccm pod runs as shipped, initializes the nodes and lets a
 // machine join and become Ready; `kubectl delete -k` removes it all.
 // Then the approver-only layout beside someone else's CCM (mooring-ccm
@@ -34,7 +36,7 @@ func TestOverlayAndApproverOnlyRunAsPods(t *testing.T) {
 	defer cancel()
 	c, lc, cps := podBed(t, ctx, 2, im.Tars()...)
 
-	// kubectl apply -k: the local overlay, copied and filled in.
+	// kubectl apply -k: the operator's kustomization over the local overlay.
 	overlay := localOverlayCopy(t, c, lc, im)
 	start := time.Now()
 	if _, err := harness.Kubectl(ctx, c.ControlPlane, "apply", "-k", overlay); err != nil {
@@ -100,49 +102,40 @@ nodeSelector:
 	})
 }
 
-// localOverlayCopy copies deploy/overlays/local into a directory of the
-// test and fills it in as docs/install.md tells a user to: the cloud's
-// config and token, the images' tag, and components/apiserver-endpoint
-// with the ConfigMap it reads. The copy names the checkout's base and
-// component by relative paths, as a copy kept beside deploy/ would.
+// localOverlayCopy writes the operator's kustomization of docs/install.md
+// for deploy/overlays/local into a directory of the test: the overlay as a
+// remote base at a release's tag (a local git repository holding the
+// checkout's deploy/ tagged v1.2.0, fetched by kubectl's kustomize with
+// git), components/apiserver-endpoint from the same tag with the ConfigMap
+// it reads, the images' tag, and the Secret replaced by the cloud's config
+// and token written beside it.
 func localOverlayCopy(t *testing.T, c *testbed.Cluster, lc *harness.LocalCloud, im harness.Images) string {
 	t.Helper()
-	deploy := filepath.Join(harness.RepoRoot(), "deploy")
+	repo := doctest.TaggedRepo(t, harness.RepoRoot(), "deploy", filepath.Join(t.TempDir(), "repo"), "v1.2.0",
+		func(rel string) bool { return !strings.HasSuffix(rel, ".go") })
+	remote := func(path string) string { return "file://" + repo + "//deploy/" + path + "?ref=v1.2.0" }
 	dir := filepath.Join(t.TempDir(), "my-mooring")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	rel := func(path string) string {
-		r, err := filepath.Rel(dir, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	data, err := os.ReadFile(filepath.Join(deploy, "overlays", "local", "kustomization.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var k map[string]any
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		t.Fatal(err)
-	}
-	resources, _ := k["resources"].([]any)
-	for i, r := range resources {
-		if r == "../../base" {
-			resources[i] = rel(filepath.Join(deploy, "base"))
-		}
-	}
 	host, port := apiServerHostPort(t, c)
-	k["components"] = []any{rel(filepath.Join(deploy, "components", "apiserver-endpoint"))}
-	gens, _ := k["configMapGenerator"].([]any)
-	k["configMapGenerator"] = append(gens, map[string]any{
-		"name": "mooring-apiserver", "namespace": "kube-system",
-		"literals": []any{"host=" + host, "port=" + port},
-	})
-	k["images"] = []any{
-		map[string]any{"name": harness.ImageRegistry + "/mooring-ccm", "newTag": im.Tag},
-		map[string]any{"name": harness.ImageRegistry + "/mooring-csr-approver", "newTag": im.Tag},
+	k := map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1",
+		"kind":       "Kustomization",
+		"resources":  []any{remote("overlays/local")},
+		"components": []any{remote("components/apiserver-endpoint")},
+		"images": []any{
+			map[string]any{"name": harness.ImageRegistry + "/mooring-ccm", "newTag": im.Tag},
+			map[string]any{"name": harness.ImageRegistry + "/mooring-csr-approver", "newTag": im.Tag},
+		},
+		"configMapGenerator": []any{map[string]any{
+			"name": "mooring-apiserver", "namespace": "kube-system",
+			"literals": []any{"host=" + host, "port=" + port},
+		}},
+		"secretGenerator": []any{map[string]any{
+			"name": "mooring-cloud-config", "namespace": "kube-system", "behavior": "replace",
+			"files": []any{"cloud.yaml", "token"},
+		}},
 	}
 	out, err := yaml.Marshal(k)
 	if err != nil {
@@ -154,12 +147,9 @@ func localOverlayCopy(t *testing.T, c *testbed.Cluster, lc *harness.LocalCloud, 
 			t.Fatal(err)
 		}
 	}
-	if !strings.Contains(string(out), "apiserver-endpoint") {
-		t.Fatalf("kustomization: %s", out)
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the overlay's copy, kustomization.yaml:\n%s", out)
+			t.Logf("the operator's kustomization.yaml:\n%s", out)
 		}
 	})
 	return dir
