@@ -46,6 +46,10 @@ type userDataOptions struct {
 	changed func(flag string) bool
 }
 
+// userDataNow is when user-data judges a repository key's expiry: now
+// (the tests fix it before the built-in key's expiry).
+var userDataNow = time.Now
+
 var (
 	caHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	digestRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -443,8 +447,10 @@ func (o *userDataOptions) kubernetesPackages(p *cloudinit.Params, bad func(strin
 	if key == "" {
 		key, what = cloudinit.PkgsK8sIOKey, "the built-in pkgs.k8s.io key (give the repository's current Release.key as --kubernetes-repo-key)"
 	}
-	if _, err := cloudinit.CheckRepoKey(key, time.Now()); err != nil {
+	now := userDataNow()
+	if _, err := cloudinit.CheckRepoKey(key, now); err != nil {
 		bad("%s: %v", what, err)
 	}
 	p.Kubernetes = k
+	p.Now = now
 }
