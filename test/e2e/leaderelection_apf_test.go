@@ -116,7 +116,7 @@ func TestLeaderElectionKeepsItsLevelOutsideKubeSystem(t *testing.T) {
 		"FlowSchema": true, "PriorityLevelConfiguration": true}
 	for _, mode := range []string{"ccm", "approver-only"} {
 		rendered := helmTemplate(t, helm, "template", "mooring", chart, "--namespace", leNamespace, "--set", "mode="+mode,
-			"--set", "cloud.provider=local", "--set", "cloud.config=endpoint: http://127.0.0.1:1")
+			"--set", "cloud.provider=local", "--set", "cloud.config=endpoint: http://127.0.0.1:1", "--set", "cloud.files.token=unused")
 		if err := c.ApplyYAML(ctx, "chart, mode "+mode, rendered, func(kind string) bool { return install[kind] }); err != nil {
 			t.Fatal(err)
 		}
