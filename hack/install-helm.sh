@@ -29,25 +29,27 @@ esac
 module="helm.sh/helm/$major"
 cache="${MOORING_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mooring}"
 bindir="$cache/tools/helm-$version"
-if [ ! -x "$bindir/helm" ]; then
+ldflags="-X $module/internal/version.version=$version"
+if [ "$major" = v3 ]; then
+  # The client-go version Helm's go.mod requires: v0.MINOR.PATCH.
+  gomod=$(cd / && GOFLAGS=-mod=mod go mod download -json "$module@$version" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
+  clientgo=$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$gomod")
+  minor=$(echo "$clientgo" | cut -d. -f2)
+  case "$minor" in
+    ''|*[!0-9]*) echo "install-helm: no k8s.io/client-go version in $gomod" >&2; exit 1 ;;
+  esac
+  for pkg in pkg/chartutil pkg/lint/rules; do
+    ldflags="$ldflags -X $module/$pkg.k8sVersionMajor=1 -X $module/$pkg.k8sVersionMinor=$minor"
+  done
+fi
+# A binary cached by an earlier recipe (another ldflags) is built again.
+if [ ! -x "$bindir/helm" ] || [ "$(cat "$bindir/ldflags" 2>/dev/null)" != "$ldflags" ]; then
   echo "install-helm: building helm $version into $bindir" >&2
   mkdir -p "$bindir"
-  ldflags="-X $module/internal/version.version=$version"
-  if [ "$major" = v3 ]; then
-    # The client-go version Helm's go.mod requires: v0.MINOR.PATCH.
-    gomod=$(cd "$bindir" && GOFLAGS=-mod=mod go mod download -json "$module@$version" |
-      sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')
-    clientgo=$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$gomod")
-    minor=$(echo "$clientgo" | cut -d. -f2)
-    case "$minor" in
-      ''|*[!0-9]*) echo "install-helm: no k8s.io/client-go version in $gomod" >&2; exit 1 ;;
-    esac
-    for pkg in pkg/chartutil pkg/lint/rules; do
-      ldflags="$ldflags -X $module/$pkg.k8sVersionMajor=1 -X $module/$pkg.k8sVersionMinor=$minor"
-    done
-  fi
   # Outside any module, so the build uses Helm's own go.mod, not mooring's.
   (cd "$bindir" && CGO_ENABLED=0 GOBIN="$bindir" GOFLAGS=-mod=mod \
     go install -trimpath -ldflags "$ldflags" "$module/cmd/helm@$version")
+  printf '%s\n' "$ldflags" > "$bindir/ldflags"
 fi
 echo "$bindir/helm"
