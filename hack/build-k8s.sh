@@ -69,7 +69,7 @@ tmp=$(mktemp -d "$bindir/.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 pkgs=()
 for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-log "building ${missing[*]} (cold: about 12 minutes on 2 cores)"
+log "building ${missing[*]} (cold: about 5 minutes on 2 idle cores, much longer on busy ones)"
 start=$(date +%s)
 CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags tools -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
 for c in "${missing[@]}"; do mv "$tmp/$c" "$bindir/$c"; done

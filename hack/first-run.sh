@@ -81,10 +81,10 @@ if (( n % 2 )); then med=${sorted[$((n / 2))]}; else med=$(( (sorted[n / 2 - 1] 
   echo
   for l in "${lines[@]}"; do echo "- $l"; done
   echo
-  echo "Last run's demo output:"
+  echo "Last run's demo output (without Go's \`go: downloading\` lines):"
   echo
   echo '```'
-  sed -n '/^==>/,$p' "$work/demo-$n.log"
+  sed -n '/^==>/,$p' "$work/demo-$n.log" | grep -v '^go: downloading '
   echo '```'
 } >"$result"
 echo "first-run: wrote $result" >&2

@@ -69,7 +69,7 @@ func run(stateDir string, n, booted int, nonInteractive, skipDeps bool) (err err
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if !skipDeps {
-		step("Installing what the demo needs (etcd, systemd; Kubernetes v1.36.3 built once from the Go module proxy, about 11 minutes the first time)")
+		step("Installing what the demo needs (etcd, systemd; Kubernetes v1.36.3 built once from the Go module proxy: 10 to 24 minutes on 2 cores the first time)")
 		for _, script := range []string{"hack/install-deps.sh", "hack/build-k8s.sh"} {
 			if err := runWithProgress(ctx, script); err != nil {
 				return err
