@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -44,6 +45,22 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{"3 nodes Ready", "-> hello from node-1", "denied: NoEvidence", "all processes stopped"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the demo did not show %q", want)
+		}
+	}
+	// The samples of the README and the quick start show the denial as the
+	// demo prints it (the CSR's name aside): they drifted once.
+	_, denial, ok := strings.Cut(text, " denied: ")
+	denial, _, _ = strings.Cut(denial, "\n")
+	if !ok || denial == "" {
+		t.Fatal("the demo printed no denial")
+	}
+	for _, doc := range []string{"README.md", "docs/quickstart.md"} {
+		data, err := os.ReadFile(filepath.Join(harness.RepoRoot(), doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), " denied: "+denial+"\n") {
+			t.Errorf("%s's sample does not show the denial as the demo prints it: %q", doc, denial)
 		}
 	}
 }
