@@ -254,17 +254,6 @@ func TestKubernetesScript(t *testing.T) {
 			p := kubernetesParams()
 			sum := sha256.Sum256([]byte(binary))
 			p.AgentSHA256 = hex.EncodeToString(sum[:])
-			out, err := Render(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var ud userData
-			if err := yaml.UnmarshalStrict(out, &ud); err != nil {
-				t.Fatal(err)
-			}
-			target := filepath.Join(dir, "mooring-agent")
-			sh := exec.Command("sh", "-c", strings.ReplaceAll(ud.RunCmd[0][2], AgentBin, target))
-			sh.Dir = dir
 			// Only the stand-ins and the tools the script runs (none of
 			// the host's kubelet, systemctl...).
 			for _, tool := range []string{"sha256sum", "install", "cut", "rm"} {
@@ -276,8 +265,8 @@ func TestKubernetesScript(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			sh.Env = []string{"PATH=" + bin}
-			shOut, err := sh.CombinedOutput()
+			target := filepath.Join(dir, "mooring-agent")
+			shOut, err := runInstallScript(t, p, dir, target, bin)
 			got, _ := os.ReadFile(calls)
 			if string(got) != c.calls {
 				t.Errorf("calls %q, want %q", got, c.calls)

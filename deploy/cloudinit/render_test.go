@@ -121,19 +121,8 @@ func TestInstallChecksTheDigest(t *testing.T) {
 		}
 		p := params()
 		p.AgentSHA256 = digest
-		out, err := Render(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ud userData
-		if err := yaml.UnmarshalStrict(out, &ud); err != nil {
-			t.Fatal(err)
-		}
 		target := filepath.Join(dir, "mooring-agent")
-		sh := exec.Command("sh", "-c", strings.ReplaceAll(ud.RunCmd[0][2], AgentBin, target))
-		sh.Dir = dir
-		sh.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
-		shOut, err := sh.CombinedOutput()
+		shOut, err := runInstallScript(t, p, dir, target, bin+":"+os.Getenv("PATH"))
 		got, readErr := os.ReadFile(target)
 		calls, _ := os.ReadFile(filepath.Join(dir, "systemctl"))
 		switch name {
@@ -167,4 +156,23 @@ func TestInstallChecksTheDigest(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runInstallScript renders p and runs its install script (runcmd's first
+// item) with sh in dir, installing the agent at target instead of AgentBin,
+// with PATH path: the script's output and exit.
+func runInstallScript(t *testing.T, p Params, dir, target, path string) ([]byte, error) {
+	t.Helper()
+	out, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ud userData
+	if err := yaml.UnmarshalStrict(out, &ud); err != nil {
+		t.Fatal(err)
+	}
+	sh := exec.Command("sh", "-c", strings.ReplaceAll(ud.RunCmd[0][2], AgentBin, target))
+	sh.Dir = dir
+	sh.Env = append(os.Environ(), "PATH="+path)
+	return sh.CombinedOutput()
 }
