@@ -4,7 +4,7 @@ import "testing"
 
 // TestDocsParse: the docs that mark their examples parse.
 func TestDocsParse(t *testing.T) {
-	for _, doc := range []string{"../../docs/install.md"} {
+	for _, doc := range []string{"../../docs/install.md", "../../docs/join.md"} {
 		ex, err := Parse(doc)
 		if err != nil {
 			t.Fatal(err)
