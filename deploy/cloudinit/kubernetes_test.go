@@ -1,7 +1,6 @@
 package cloudinit
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -12,10 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/deploy/cloudinit/cloudinittest"
 )
 
 // The built-in key is pkgs.k8s.io's: its fingerprint is the one the
@@ -47,50 +45,17 @@ func TestPinnedKey(t *testing.T) {
 	}
 }
 
-// armoredKey makes an armored key created at created, valid for lifetime
-// (0: no expiry); secret: the secret key's armor.
-func armoredKey(t *testing.T, created time.Time, lifetime time.Duration, secret bool) string {
-	t.Helper()
-	e, err := openpgp.NewEntity("test", "", "test@example.invalid", &packet.Config{
-		Time: func() time.Time { return created }, KeyLifetimeSecs: uint32(lifetime.Seconds()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	typ := openpgp.PublicKeyType
-	if secret {
-		typ = openpgp.PrivateKeyType
-	}
-	w, err := armor.Encode(&b, typ, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if secret {
-		err = e.SerializePrivate(w, nil)
-	} else {
-		err = e.Serialize(w)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
-
 func TestCheckRepoKeyRefuses(t *testing.T) {
 	now := time.Now()
-	if _, err := CheckRepoKey(armoredKey(t, now.Add(-time.Hour), 24*time.Hour, false), now); err != nil {
+	if _, err := CheckRepoKey(cloudinittest.ArmoredKey(t, now.Add(-time.Hour), 24*time.Hour, false), now); err != nil {
 		t.Fatalf("a valid key: %v", err)
 	}
 	for name, c := range map[string]struct {
 		key  string
 		want string
 	}{
-		"expired": {armoredKey(t, now.Add(-48*time.Hour), 24*time.Hour, false), "expired on"},
-		"secret":  {armoredKey(t, now.Add(-time.Hour), 0, true), "not an ASCII-armored OpenPGP public key"},
+		"expired": {cloudinittest.ArmoredKey(t, now.Add(-48*time.Hour), 24*time.Hour, false), "expired on"},
+		"secret":  {cloudinittest.ArmoredKey(t, now.Add(-time.Hour), 0, true), "not an ASCII-armored OpenPGP public key"},
 		"garbage": {"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnope\n-----END PGP PUBLIC KEY BLOCK-----\n", "not an OpenPGP public key"},
 		"pem":     {"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n", "not an ASCII-armored"},
 	} {

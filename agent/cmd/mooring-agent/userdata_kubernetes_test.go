@@ -8,37 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/packet"
-
 	"github.com/mooring-dev/mooring/deploy/cloudinit"
+	"github.com/mooring-dev/mooring/deploy/cloudinit/cloudinittest"
 )
 
 // writeRepoKey writes an armored public key valid from created for
 // lifetime.
 func writeRepoKey(t *testing.T, dir, name string, created time.Time, lifetime time.Duration) string {
 	t.Helper()
-	e, err := openpgp.NewEntity("mirror", "", "mirror@example.invalid", &packet.Config{
-		Time: func() time.Time { return created }, KeyLifetimeSecs: uint32(lifetime.Seconds()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, name)
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	w, err := armor.Encode(f, openpgp.PublicKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Serialize(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	if err := os.WriteFile(path, []byte(cloudinittest.ArmoredKey(t, created, lifetime, false)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path
