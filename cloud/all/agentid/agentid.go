@@ -2,6 +2,12 @@
 // cloud backend mooring ships, for their registration with cloud/nodeid:
 // the one package mooring-agent imports for backends. It links no CCM
 // provider, approver verifier or cloud API SDK; cloud/all imports it too.
+//
+// Names is the list of those backends. Go registers a package only where it
+// is imported, so the imports below and cloud/all's are two import lists;
+// tests check both against Names, and Names against the directories under
+// cloud/: a backend missing from either list, or a half registered under
+// another name, fails them.
 package agentid
 
 import (
@@ -26,3 +32,10 @@ import (
 	// OpenStack.
 	_ "github.com/mooring-dev/mooring/cloud/openstack/agentid"
 )
+
+// Names lists the backends mooring ships, sorted: the names each registers
+// its CCM provider (cloud.Register) and its node identity (nodeid.Register)
+// under. Add a backend here, to the imports above and to cloud/all's.
+func Names() []string {
+	return []string{"aws", "azure", "digitalocean", "gce", "hetzner", "linode", "local", "oci", "openstack", "vsphere"}
+}
