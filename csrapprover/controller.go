@@ -1,13 +1,9 @@
 package csrapprover
 
 import (
-	"bytes"
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +27,6 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/csrapprover/spent"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // Defaults of Options, and of the flags (docs/scale.md measured them).
@@ -111,8 +106,6 @@ type Controller struct {
 	recorder record.EventRecorder
 	opts     Options
 }
-
-const replayIndex = "mooring.dev/replay-key"
 
 // New builds the controller over a CSR and a Node informer. It must be
 // called before the informers start (it adds an index). It decides nothing
@@ -214,120 +207,6 @@ func decided(csr *certificatesv1.CertificateSigningRequest) bool {
 		}
 	}
 	return false
-}
-
-// replayKeys indexes a CSR by the replay keys its evidence claims, counting
-// only evidence that claims to be bound to the CSR's own key. Nothing here
-// is verified: the index only finds candidates, and EarlierHolder verifies
-// each before it counts.
-func (c *Controller) replayKeys(obj any) ([]string, error) {
-	csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
-	if !ok || csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName {
-		return nil, nil
-	}
-	req, blocks, err := evidence.Claimed(csr.Spec.Request)
-	if err != nil || len(blocks) == 0 {
-		return nil, nil
-	}
-	binding, err := evidence.Binding(req.PublicKey)
-	if err != nil {
-		return nil, nil
-	}
-	var keys []string
-	for _, b := range blocks {
-		v, ok := c.verifiers[b.Type]
-		if !ok {
-			continue
-		}
-		key, claimed, err := v.Peek(b.Data)
-		if err == nil && key != "" && (claimed == "" || claimed == binding) {
-			keys = append(keys, key)
-		}
-	}
-	return keys, nil
-}
-
-// EarlierHolder implements Replays from the CSRs the apiserver holds, so
-// single use survives restarts and leader changes: evidence lives minutes,
-// and the apiserver keeps decided CSRs for an hour. A CSR holds a replay key
-// only when its evidence verifies (as of its creation) bound to its own key:
-// an unsigned token that names a victim's token id, or a copy of a token
-// onto another key, holds nothing. A copy of the very same request (same
-// key) filed in the same second as csr does not count either: the order of
-// the two cannot be told, and a certificate for a key is worthless to anyone
-// but the key's holder, so a copy must not block its owner. Any error makes
-// the answer unknown. A copy onto another key filed in the same second does
-// count, both ways: evidence bound to its key cannot verify on another, but a
-// join ticket can, and a copy made by watching CSRs under a name that sorts
-// first must not take the join; the two requests then block each other.
-func (c *Controller) EarlierHolder(ctx context.Context, key string, csr *certificatesv1.CertificateSigningRequest) (string, error) {
-	objs, err := c.indexer.ByIndex(replayIndex, key)
-	if err != nil {
-		return "", fmt.Errorf("replay index: %w", err)
-	}
-	// This CSR's own key, decoded only once a candidate needs comparing
-	// (mostly the index holds this CSR alone).
-	var mine *x509.CertificateRequest
-	for _, o := range objs {
-		other, ok := o.(*certificatesv1.CertificateSigningRequest)
-		if !ok {
-			return "", fmt.Errorf("replay index holds a %T", o)
-		}
-		if other.UID == csr.UID {
-			continue
-		}
-		t1, t2 := other.CreationTimestamp.Time, csr.CreationTimestamp.Time
-		if t1.After(t2) {
-			continue
-		}
-		req, blocks, err := evidence.Decode(other.Spec.Request)
-		if err != nil {
-			continue // it cannot carry verified evidence
-		}
-		if mine == nil {
-			if mine, _, err = evidence.Decode(csr.Spec.Request); err != nil {
-				return "", fmt.Errorf("replay check of %s: %w", csr.Name, err)
-			}
-		}
-		sameKey := bytes.Equal(req.RawSubjectPublicKeyInfo, mine.RawSubjectPublicKeyInfo)
-		if t1.Equal(t2) && sameKey {
-			continue
-		}
-		holds, err := c.holds(ctx, other, req, blocks, key)
-		if err != nil {
-			return "", err
-		}
-		if holds {
-			return other.Name, nil
-		}
-	}
-	return "", nil
-}
-
-// holds reports whether csr's evidence verifies, as of its creation and
-// bound to its own key, with replay key key.
-func (c *Controller) holds(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, blocks []evidence.Block, key string) (bool, error) {
-	binding, err := evidence.Binding(req.PublicKey)
-	if err != nil {
-		return false, nil
-	}
-	for _, b := range blocks {
-		v, ok := c.verifiers[b.Type]
-		if !ok {
-			continue
-		}
-		att, err := v.Verify(ctx, b.Data, binding, csr.CreationTimestamp.Time)
-		if _, rejected := cloud.IsRejection(err); rejected {
-			continue
-		}
-		if err != nil {
-			return false, fmt.Errorf("verify the evidence of earlier CSR %s: %w", csr.Name, err)
-		}
-		if att.ReplayKey == key {
-			return true, nil
-		}
-	}
-	return false, nil
 }
 
 // Run decides CSRs until ctx ends.
@@ -469,172 +348,6 @@ func (c *Controller) release(name string) {
 	c.waiting.Forget(name)
 }
 
-// gateKey is what a CSR is counted under in the gate: its requester, and
-// for an attested join the machine its evidence claims (its evidence type
-// and the claim). Nothing is verified here: the claim only sorts the CSR,
-// and a CSR whose evidence cannot be read is counted by requester alone,
-// as every CSR without evidence is.
-func (c *Controller) gateKey(csr *certificatesv1.CertificateSigningRequest) gateKey {
-	k := gateKey{requester: csr.Spec.Username}
-	if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || strings.HasPrefix(csr.Spec.Username, nodeUserPrefix) {
-		return k
-	}
-	blocks, err := evidence.Blocks(csr.Spec.Request)
-	if err != nil || len(blocks) != 1 {
-		return k
-	}
-	p, ok := c.verifiers[blocks[0].Type].(cloud.MachinePeeker)
-	if !ok {
-		return k
-	}
-	if m, err := p.PeekMachine(blocks[0].Data); err == nil && m != "" {
-		k.machine = blocks[0].Type + "/" + m
-	}
-	return k
-}
-
-// gateKey: requester, and machine ("" when the CSR is no attested join).
-type gateKey struct{ requester, machine string }
-
-// gateLimits are the gate's bounds: per requester for CSRs without a
-// claimed machine; per claimed machine, and per requester for attested
-// joins, for those with one; and in all.
-type gateLimits struct{ perRequester, attestedPerRequester, perMachine, total int }
-
-// gate bounds the CSRs being decided at once. A CSR without a claimed
-// machine counts against its requester's bound; an attested join counts
-// against its claimed machine's bound and against its requester's bound
-// for attested joins, which is a share of the total: a boot wave's joins
-// all come from one bootstrap token and need not wait on each other, but
-// one token's holder, claiming as many machines as it likes, cannot take
-// every place. Every CSR counts against the total. It is exact (a count of
-// places held, not of timestamps) and a CSR held back waits in line: a
-// freed place goes to the first waiting CSR it fits.
-type gate struct {
-	mu          sync.Mutex
-	limits      gateLimits
-	holders     map[string]gateKey // CSR name -> key
-	byRequester map[string]int     // CSRs without a claimed machine
-	byAttested  map[string]int     // attested joins, by requester
-	byMachine   map[string]int
-	line        []waiter
-	inLine      map[string]bool
-	// yielded are CSRs that gave their place back after failing again
-	// and again; they wait to retry and are woken with the holders.
-	yielded map[string]bool
-}
-
-type waiter struct {
-	name string
-	key  gateKey
-}
-
-func newGate(l gateLimits) *gate {
-	return &gate{limits: l, holders: map[string]gateKey{}, byRequester: map[string]int{}, byAttested: map[string]int{},
-		byMachine: map[string]int{}, inLine: map[string]bool{}, yielded: map[string]bool{}}
-}
-
-// enter takes a place for CSR name under key, or keeps the one it has.
-// It returns "" when the CSR may be decided, or the scope whose limit holds
-// it back ("requester", "instance" or "total"); the CSR then waits in line.
-func (g *gate) enter(name string, key gateKey) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.holders[name]; ok {
-		return ""
-	}
-	delete(g.yielded, name)
-	scope := g.full(key)
-	if scope == "" {
-		g.holders[name] = key
-		g.count(key, 1)
-		g.dropFromLine(name)
-	} else if !g.inLine[name] {
-		g.inLine[name] = true
-		g.line = append(g.line, waiter{name, key})
-	}
-	return scope
-}
-
-// count adds d to the counts key is under. g.mu is held.
-func (g *gate) count(key gateKey, d int) {
-	add := func(m map[string]int, k string) {
-		if m[k] += d; m[k] == 0 {
-			delete(m, k)
-		}
-	}
-	if key.machine == "" {
-		add(g.byRequester, key.requester)
-		return
-	}
-	add(g.byAttested, key.requester)
-	add(g.byMachine, key.machine)
-}
-
-func (g *gate) full(key gateKey) string {
-	switch {
-	case key.machine == "" && g.byRequester[key.requester] >= g.limits.perRequester:
-		return "requester"
-	case key.machine != "" && g.byMachine[key.machine] >= g.limits.perMachine:
-		return "instance"
-	case key.machine != "" && g.byAttested[key.requester] >= g.limits.attestedPerRequester:
-		return "requester"
-	case len(g.holders) >= g.limits.total:
-		return "total"
-	}
-	return ""
-}
-
-// leave gives up the place of CSR name, if it holds one, and leaves the
-// line. It returns the waiting CSR the freed place now fits, or "".
-func (g *gate) leave(name string) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.dropFromLine(name)
-	delete(g.yielded, name)
-	next, _ := g.free(name)
-	return next
-}
-
-// yield gives up the place of CSR name, which failed again and again but
-// is not done: it is retried later and then waits in line like a new CSR.
-// ok is false when it held no place. next is the waiting CSR the freed
-// place now fits, or "".
-func (g *gate) yield(name string) (next string, ok bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	next, ok = g.free(name)
-	if ok {
-		g.yielded[name] = true
-	}
-	return next, ok
-}
-
-// free drops name's place, if it holds one, and finds the first waiting
-// CSR the freed place fits. g.mu is held.
-func (g *gate) free(name string) (string, bool) {
-	key, ok := g.holders[name]
-	if !ok {
-		return "", false
-	}
-	delete(g.holders, name)
-	g.count(key, -1)
-	for _, w := range g.line {
-		if g.full(w.key) == "" {
-			return w.name, true
-		}
-	}
-	return "", true
-}
-
-func (g *gate) dropFromLine(name string) {
-	if !g.inLine[name] {
-		return
-	}
-	delete(g.inLine, name)
-	g.line = slices.DeleteFunc(g.line, func(w waiter) bool { return w.name == name })
-}
-
 func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, d Decision) error {
 	logger := klog.FromContext(ctx)
 	verdict := "denied"
@@ -672,26 +385,4 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 	logger.Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username,
 		"decision", verdict, "reason", d.Reason, "message", d.Message)
 	return nil
-}
-
-// names lists the CSRs holding a place, and those that gave theirs back
-// after failing and wait to retry.
-func (g *gate) names() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	out := make([]string, 0, len(g.holders)+len(g.yielded))
-	for n := range g.holders {
-		out = append(out, n)
-	}
-	for n := range g.yielded {
-		out = append(out, n)
-	}
-	return out
-}
-
-// held counts the places taken.
-func (g *gate) held() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.holders)
 }
