@@ -1,15 +1,8 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -25,6 +18,7 @@ import (
 	"github.com/mooring-dev/mooring/deploy/cloudinit"
 	"github.com/mooring-dev/mooring/deploy/cloudinit/cloudinittest"
 	"github.com/mooring-dev/mooring/internal/doctest"
+	"github.com/mooring-dev/mooring/internal/pki"
 	"github.com/mooring-dev/mooring/test/harness"
 )
 
@@ -175,25 +169,12 @@ func checkUserData(t *testing.T, place, out, digest string) {
 	}
 }
 
-// testCA is a self-signed CA certificate (PEM), as a cluster's ca.crt.
+// testCA is a cluster's ca.crt: a new CA's certificate (PEM).
 func testCA(t *testing.T) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("kubernetes")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "kubernetes"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return ca.CertPEM
 }
