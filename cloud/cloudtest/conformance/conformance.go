@@ -1,0 +1,126 @@
+package conformance
+
+import (
+	"testing"
+	"time"
+
+	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// Provider is a backend's CCM provider as the suite drives it: Kubernetes'
+// interface and the approver's Attester.
+type Provider interface {
+	cloudprovider.Interface
+	cloud.Attester
+}
+
+// Backend is what the suite knows of a backend.
+type Backend struct {
+	// Name is the provider's registered name.
+	Name string
+	// New starts the backend's test endpoint and a provider over it, both
+	// stopped when t ends. The provider's view lists again for a miss at
+	// once (a minimum refresh interval of a millisecond or so) and retries
+	// failed calls quickly, so the suite runs in seconds.
+	New func(t *testing.T, o Options) Bed
+	// BadProviderIDs are providerIDs of this cloud's scheme that are
+	// malformed: every lookup of one is an error.
+	BadProviderIDs []string
+	// NameWithoutNode is an instance name the backend's node name policy
+	// gives no Node name ("" when every name the cloud allows gets one).
+	NameWithoutNode string
+	// Zones, LoadBalancer and Routes say which of these faces the provider
+	// implements.
+	Zones, LoadBalancer, Routes bool
+	// Config writes a cloud config file for the provider over b, for the
+	// registry check (cloud.NewProvider); nil skips it.
+	Config func(t *testing.T, b Bed) (path string)
+}
+
+// Options configure a Bed.
+type Options struct {
+	// PageSize is the provider's page size for the instance list, on a
+	// Pager bed; 0 is the backend's default.
+	PageSize int
+}
+
+// Spec is an instance the suite asks a Bed to make.
+type Spec struct {
+	// Name is the cloud's name of the instance.
+	Name string
+	// N is a number unique in the Bed (1-250): the bed builds the
+	// instance's loopback addresses from it (and only loopback addresses).
+	N int
+	// Foreign makes it an instance of another cluster.
+	Foreign bool
+	// Created is the instance's creation time as the cloud reports it
+	// (whole seconds); zero leaves it to the bed (about now).
+	Created time.Time
+}
+
+// Made is an instance a Bed made.
+type Made struct {
+	Spec
+	// ProviderID is the providerID its Node gets; ID its view.Instance.ID.
+	ProviderID, ID string
+	// NodeName is the Node name the backend's node name policy gives it.
+	NodeName string
+	// InternalIP is the address its Node gets as InternalIP ("" when the
+	// cloud gives it none).
+	InternalIP string
+}
+
+// Failure is a way a cloud's API fails.
+type Failure string
+
+// Failures. Outage is required of every Bed; the others where the cloud
+// has them.
+const (
+	// Outage: every API call is answered with a server error or not at all.
+	Outage Failure = "outage"
+	// Unauthorized: the provider's credentials are refused.
+	Unauthorized Failure = "unauthorized"
+	// Throttled: the API answers that the caller is over its rate limit.
+	Throttled Failure = "throttled"
+)
+
+// Call is a kind of API call a Bed counts.
+type Call string
+
+// Calls.
+const (
+	// List is one call of the instance list (one per page).
+	List Call = "list"
+	// Confirm is one call that asks for one instance by its id
+	// (kit.InstanceFinder's ConfirmInstance).
+	Confirm Call = "confirm"
+)
+
+// Bed is a backend's test endpoint with a provider over it.
+type Bed interface {
+	Provider() Provider
+	// Make makes an instance, running.
+	Make(t testing.TB, s Spec) Made
+	// Delete deletes it: the cloud no longer knows it.
+	Delete(t testing.TB, m Made)
+	// SetState puts it in a state of the cloud that the backend maps to s;
+	// false when the cloud has none.
+	SetState(t testing.TB, m Made, s view.State) bool
+	// Fail makes the API fail as f until undo is called; undo is nil when
+	// the bed cannot (every Bed can for Outage).
+	Fail(t testing.TB, f Failure) (undo func())
+	// Calls counts the API's calls of kind c so far.
+	Calls(c Call) int
+}
+
+// Pager is a Bed whose instance list comes in pages.
+type Pager interface {
+	Bed
+	// BeforePage sets f, called with the page's number (from 1) before the
+	// endpoint answers each page of the instance list, outside its locks,
+	// so f may make, delete and fail; nil clears it.
+	BeforePage(f func(page int))
+}

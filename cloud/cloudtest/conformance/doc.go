@@ -1,0 +1,16 @@
+// Package conformance is the test suite every cloud backend's CCM provider
+// passes against its own test endpoint: what the kit promises every cloud
+// (cloud/kit), asked through the backend's SDK and wire format.
+//
+// A backend describes itself in a Backend and gives the suite a Bed: its
+// test endpoint started with a provider over it, able to make an instance
+// (a name, cluster membership, a creation time), delete one, put one in a
+// state, make the API fail, and count the API's calls. Each contract is one
+// Run function with its own subtests; RunInstances is the instances'
+// contract (InstancesV2, the provider's faces, the view's lists). The load
+// balancers' and the routes' contracts join as RunLoadBalancers and
+// RunRoutes, over the same Bed.
+//
+// A backend's own tests keep only what is its own: its config, auth, how
+// its records map onto view.Instance, its evidence.
+package conformance
