@@ -32,6 +32,9 @@ type Backend struct {
 	// NameWithoutNode is an instance name the backend's node name policy
 	// gives no Node name ("" when every name the cloud allows gets one).
 	NameWithoutNode string
+	// Evidence are the types of the provider's evidence verifiers, in
+	// order; none for a cloud whose machines join with join tickets.
+	Evidence []string
 	// Zones, LoadBalancer and Routes say which of these faces the provider
 	// implements.
 	Zones, LoadBalancer, Routes bool

@@ -92,6 +92,13 @@ func faces(t *testing.T, b Backend) {
 	if p.InstanceView() == nil {
 		t.Error("no instance view")
 	}
+	var types []string
+	for _, v := range p.EvidenceVerifiers() {
+		types = append(types, v.Type())
+	}
+	if !slices.Equal(types, b.Evidence) {
+		t.Errorf("evidence verifiers %q, want %q", types, b.Evidence)
+	}
 	if p.ClusterTag() == "" {
 		t.Error("no cluster tag for the approver")
 	}
