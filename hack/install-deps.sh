@@ -3,7 +3,7 @@
 # etcd (etcd-server), iproute2, and systemd with a user session bus
 # (systemd, dbus-user-session, util-linux's unshare) for the agent's tests,
 # which run a private `systemd --user`, never systemd as PID 1, and cloud-init, whose `cloud-init schema`
-# checks the user-data mooring renders (the unit tests of agent/cmd/mooring-agent and deploy/cloudinit) and
+# checks the user-data mooring renders (the unit tests of agent/cmd/mooring-agent and agent/cloudinit) and
 # which runs that user-data on the e2e tests' booted machines (test/harness/boot: runc containers, system-mode
 # systemd as their PID 1 over an overlay of /, with the system bus of dbus and curl for the agent's download),
 # and ca-certificates, whose bundle `make images` copies into the images (and hack/images' test checks),

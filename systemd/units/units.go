@@ -1,6 +1,6 @@
 // Package units holds mooring's systemd unit files: mooring-agent.service
 // and the kubelet drop-in that orders kubelet after it. cloud-init installs
-// them (deploy/cloudinit renders them into user-data).
+// them (agent/cloudinit renders them into user-data).
 package units
 
 import _ "embed"

@@ -14,7 +14,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mooring-dev/mooring/deploy/cloudinit"
+	"github.com/mooring-dev/mooring/agent/cloudinit"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )

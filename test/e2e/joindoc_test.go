@@ -15,8 +15,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/mooring-dev/mooring/deploy/cloudinit"
-	"github.com/mooring-dev/mooring/deploy/cloudinit/cloudinittest"
+	"github.com/mooring-dev/mooring/agent/cloudinit"
+	"github.com/mooring-dev/mooring/agent/cloudinit/cloudinittest"
 	"github.com/mooring-dev/mooring/internal/doctest"
 	"github.com/mooring-dev/mooring/internal/pki"
 	"github.com/mooring-dev/mooring/test/harness"

@@ -11,8 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/mooring-dev/mooring/agent/cloudinit"
 	"github.com/mooring-dev/mooring/cloud/vsphere/vspheretest"
-	"github.com/mooring-dev/mooring/deploy/cloudinit"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/ticket"

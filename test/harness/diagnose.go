@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mooring-dev/mooring/agent"
-	"github.com/mooring-dev/mooring/deploy/cloudinit"
+	"github.com/mooring-dev/mooring/agent/cloudinit"
 )
 
 // What a test, the demo or the soak prints of a machine it gave up on

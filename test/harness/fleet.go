@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/agent"
+	"github.com/mooring-dev/mooring/agent/cloudinit"
 	"github.com/mooring-dev/mooring/cloud/local/api"
-	"github.com/mooring-dev/mooring/deploy/cloudinit"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
@@ -255,7 +255,7 @@ func RunFleet(ctx context.Context, c *testbed.Cluster, lc *LocalCloud, opts Flee
 }
 
 // layOutMachine makes a machine's root: the files cloud-init writes
-// (deploy/cloudinit: CA, bootstrap token, agent config) and a node of the
+// (agent/cloudinit: CA, bootstrap token, agent config) and a node of the
 // test bed whose state is the machine's /var/lib/kubelet.
 func layOutMachine(c *testbed.Cluster, fleetDir, name string, p Provisioned) (*Machine, error) {
 	root := filepath.Join(fleetDir, "machines", name)

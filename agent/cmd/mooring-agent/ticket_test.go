@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/agent"
-	"github.com/mooring-dev/mooring/deploy/cloudinit"
+	"github.com/mooring-dev/mooring/agent/cloudinit"
 	"github.com/mooring-dev/mooring/internal/ticket"
 )
 

@@ -14,8 +14,8 @@ import (
 	tokenutil "k8s.io/cluster-bootstrap/token/util"
 
 	"github.com/mooring-dev/mooring/agent"
+	"github.com/mooring-dev/mooring/agent/cloudinit"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
-	"github.com/mooring-dev/mooring/deploy/cloudinit"
 	"github.com/mooring-dev/mooring/internal/ticket"
 )
 

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mooring-dev/mooring/deploy/cloudinit"
-	"github.com/mooring-dev/mooring/deploy/cloudinit/cloudinittest"
+	"github.com/mooring-dev/mooring/agent/cloudinit"
+	"github.com/mooring-dev/mooring/agent/cloudinit/cloudinittest"
 )
 
 // writeRepoKey writes an armored public key valid from created for

@@ -13,7 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/mooring-dev/mooring/deploy/cloudinit/cloudinittest"
+	"github.com/mooring-dev/mooring/agent/cloudinit/cloudinittest"
 )
 
 // The built-in key is pkgs.k8s.io's: its fingerprint is the one the

@@ -9,7 +9,7 @@ import (
 var update = flag.Bool("update", false, "rewrite example-user-data.yaml")
 
 // TestExampleIsCurrent keeps example-user-data.yaml (shown in docs/join.md)
-// what Render produces; go test ./deploy/cloudinit -update rewrites it.
+// what Render produces; go test ./agent/cloudinit -update rewrites it.
 func TestExampleIsCurrent(t *testing.T) {
 	out, err := Render(params())
 	if err != nil {
@@ -25,6 +25,6 @@ func TestExampleIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(want) != string(out) {
-		t.Fatal("example-user-data.yaml is stale: go test ./deploy/cloudinit -update")
+		t.Fatal("example-user-data.yaml is stale: go test ./agent/cloudinit -update")
 	}
 }
