@@ -10,17 +10,13 @@ package agentid
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -32,17 +28,10 @@ func init() {
 }
 
 // DefaultMetadataURL is the droplet metadata service's address.
-const DefaultMetadataURL = "http://169.254.169.254"
+const DefaultMetadataURL = linklocal.DefaultURL
 
 // metadataPath is the document with all of a droplet's metadata at once.
 const metadataPath = "/metadata/v1.json"
-
-// metadataTimeout bounds one metadata request; maxMetadataSize its answer
-// (user data, at most 64 KiB, is in it).
-const (
-	metadataTimeout = 10 * time.Second
-	maxMetadataSize = 1 << 20
-)
 
 // Metadata is the part of /metadata/v1.json the agent reads (the documented
 // droplet metadata: droplet_id, hostname, region, interfaces). The
@@ -100,11 +89,11 @@ type MetadataInterface struct {
 
 // NodeIdentity is a droplet as its node agent sees it: the metadata
 // service's JSON document. godo has no metadata client; this is a small
-// typed one. DigitalOcean signs no identity: Evidence always fails with
-// nodeid.ErrNoEvidence, and the droplet joins with a join ticket.
+// typed one (linklocal's limits: 10s, 1 MiB, which user data, at most 64
+// KiB, fits in). DigitalOcean signs no identity: Evidence always fails
+// with nodeid.ErrNoEvidence, and the droplet joins with a join ticket.
 type NodeIdentity struct {
-	url    string
-	client *http.Client
+	md *linklocal.Client
 }
 
 var _ nodeid.Identity = (*NodeIdentity)(nil)
@@ -122,56 +111,19 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	}
 	base := DefaultMetadataURL
 	if cfg.MetadataURL != "" {
-		u, err := url.Parse(cfg.MetadataURL)
-		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("%s: metadataURL %q: want http://host[:port] (the metadata service speaks plain http)", Name, cfg.MetadataURL)
+		var err error
+		if base, err = linklocal.ParseURL(cfg.MetadataURL); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
-		base = "http://" + u.Host
 	}
-	// No proxy: the metadata service is link-local, and a proxy would
-	// answer for another machine.
-	client := &http.Client{
-		Timeout: metadataTimeout,
-		Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-			ResponseHeaderTimeout: metadataTimeout},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return &NodeIdentity{url: base + metadataPath, client: client}, nil
+	return &NodeIdentity{md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata",
+		Header: http.Header{"Accept": {"application/json"}}})}, nil
 }
 
 // Metadata reads the droplet's metadata document.
 func (n *NodeIdentity) Metadata(ctx context.Context) (Metadata, error) {
 	var md Metadata
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url, nil)
-	if err != nil {
-		return md, fmt.Errorf("%s: metadata: %w", Name, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return md, fmt.Errorf("%s: metadata %s: %w", Name, metadataPath, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMetadataSize))
-		return md, fmt.Errorf("%s: metadata %s: HTTP %d", Name, metadataPath, resp.StatusCode)
-	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataSize+1))
-	if err != nil {
-		return md, fmt.Errorf("%s: metadata %s: %w", Name, metadataPath, err)
-	}
-	if len(data) > maxMetadataSize {
-		return md, fmt.Errorf("%s: metadata %s: larger than %d bytes", Name, metadataPath, maxMetadataSize)
-	}
-	if err := json.Unmarshal(data, &md); err != nil {
-		// The error names a type or an offset, never the document's text.
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return md, fmt.Errorf("%s: metadata %s is not JSON (at byte %d)", Name, metadataPath, syn.Offset)
-		}
-		return md, fmt.Errorf("%s: metadata %s: %w", Name, metadataPath, err)
-	}
-	return md, nil
+	return md, n.md.GetJSON(ctx, metadataPath, &md)
 }
 
 // Instance reads the droplet's id, name and first private IPv4 from the

@@ -10,19 +10,15 @@ package agentid
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -35,7 +31,7 @@ func init() {
 
 // DefaultMetadataURL is the Metadata service's address (IPv4; the service
 // also answers at fd00:a9fe:a9fe::1).
-const DefaultMetadataURL = "http://169.254.169.254"
+const DefaultMetadataURL = linklocal.DefaultURL
 
 // The Metadata service's paths and headers (API v1).
 const (
@@ -54,13 +50,8 @@ const (
 // its instance once, within seconds.
 const tokenExpiry = 60 * time.Second
 
-// metadataTimeout bounds one metadata request; maxMetadataSize an answer,
-// maxTokenSize the token.
-const (
-	metadataTimeout = 10 * time.Second
-	maxMetadataSize = 1 << 20
-	maxTokenSize    = 4 << 10
-)
+// maxTokenSize bounds the token (a document, linklocal's 1 MiB).
+const maxTokenSize = 4 << 10
 
 // Instance is the part of GET /v1/instance the agent reads (the
 // documented instance data: id, label, region, type, tags).
@@ -87,8 +78,7 @@ type Network struct {
 // no identity: Evidence always fails with nodeid.ErrNoEvidence, and the
 // Linode joins with a join ticket.
 type NodeIdentity struct {
-	base   string
-	client *http.Client
+	md *linklocal.Client
 }
 
 var _ nodeid.Identity = (*NodeIdentity)(nil)
@@ -106,33 +96,19 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	}
 	base := DefaultMetadataURL
 	if cfg.MetadataURL != "" {
-		u, err := url.Parse(cfg.MetadataURL)
-		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("%s: metadataURL %q: want http://host[:port] (the Metadata service speaks plain http)", Name, cfg.MetadataURL)
+		var err error
+		if base, err = linklocal.ParseURL(cfg.MetadataURL); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
-		base = "http://" + u.Host
 	}
-	// No proxy: the Metadata service is link-local, and a proxy would
-	// answer for another machine. No redirects either.
-	client := &http.Client{
-		Timeout: metadataTimeout,
-		Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-			ResponseHeaderTimeout: metadataTimeout},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return &NodeIdentity{base: base, client: client}, nil
+	return &NodeIdentity{md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata"})}, nil
 }
 
 // token asks the Metadata service for a token (PUT /v1/token), as every
 // session starts.
 func (n *NodeIdentity) token(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, n.base+TokenPath, nil)
-	if err != nil {
-		return "", fmt.Errorf("%s: metadata token: %w", Name, err)
-	}
-	req.Header.Set(TokenExpiryHeader, strconv.Itoa(int(tokenExpiry/time.Second)))
-	req.Header.Set("Accept", "text/plain")
-	data, err := n.do(req, TokenPath, maxTokenSize)
+	data, err := n.md.Do(ctx, linklocal.Request{Method: http.MethodPut, Path: TokenPath, MaxBody: maxTokenSize,
+		Header: http.Header{TokenExpiryHeader: {strconv.Itoa(int(tokenExpiry / time.Second))}, "Accept": {"text/plain"}}})
 	if err != nil {
 		return "", err
 	}
@@ -146,44 +122,7 @@ func (n *NodeIdentity) token(ctx context.Context) (string, error) {
 
 // getJSON reads a Metadata service document with the token.
 func (n *NodeIdentity) getJSON(ctx context.Context, tok, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+path, nil)
-	if err != nil {
-		return fmt.Errorf("%s: metadata %s: %w", Name, path, err)
-	}
-	req.Header.Set(TokenHeader, tok)
-	req.Header.Set("Accept", "application/json")
-	data, err := n.do(req, path, maxMetadataSize)
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		// The error names a type or an offset, never the document's text.
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return fmt.Errorf("%s: metadata %s is not JSON (at byte %d)", Name, path, syn.Offset)
-		}
-		return fmt.Errorf("%s: metadata %s: %w", Name, path, err)
-	}
-	return nil
-}
-
-func (n *NodeIdentity) do(req *http.Request, path string, limit int64) ([]byte, error) {
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: metadata %s: %w", Name, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s: metadata %s: %w", Name, path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: metadata %s: HTTP %d", Name, path, resp.StatusCode)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: metadata %s: larger than %d bytes", Name, path, limit)
-	}
-	return data, nil
+	return n.md.DoJSON(ctx, linklocal.Request{Path: path, Header: http.Header{TokenHeader: {tok}, "Accept": {"application/json"}}}, v)
 }
 
 // Metadata reads the Linode's instance and network documents with one

@@ -20,7 +20,7 @@ func TestDefaultMetadataURL(t *testing.T) {
 		"http://127.0.0.1:8080/": "http://127.0.0.1:8080",
 	} {
 		id, err := NewNodeIdentity(nodeid.Config{MetadataURL: cfg})
-		if err != nil || id.base != want {
+		if err != nil || id.md.Base() != want {
 			t.Errorf("%q: %+v %v; want %s", cfg, id, err, want)
 		}
 	}
