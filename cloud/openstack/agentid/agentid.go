@@ -16,14 +16,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/url"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -35,7 +32,7 @@ func init() {
 }
 
 // DefaultMetadataURL is the Nova metadata service's address.
-const DefaultMetadataURL = "http://169.254.169.254"
+const DefaultMetadataURL = linklocal.DefaultURL
 
 // The paths read from the metadata service: the OpenStack metadata and
 // network documents, and the EC2-compatible fixed address (Nova's first
@@ -78,12 +75,9 @@ const (
 	SourceConfigDrive = "configDrive"
 )
 
-// metadataTimeout bounds one metadata request; maxMetadataSize its answer,
-// and a file of the config drive.
-const (
-	metadataTimeout = 10 * time.Second
-	maxMetadataSize = 1 << 20
-)
+// maxMetadataSize bounds a file of the config drive, as the metadata
+// client bounds an answer.
+const maxMetadataSize = linklocal.DefaultMaxBody
 
 // NodeIdentity is an OpenStack server as its node agent sees it: the
 // metadata service, read with a small typed client (gophercloud has no
@@ -91,11 +85,10 @@ const (
 // the approver could check: Evidence always fails with
 // nodeid.ErrNoEvidence, and the server joins with a join ticket.
 type NodeIdentity struct {
-	base   string
+	md     *linklocal.Client
 	region string
 	source string
 	drive  driveConfig
-	client *http.Client
 }
 
 var _ nodeid.Identity = (*NodeIdentity)(nil)
@@ -109,7 +102,7 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyServerName {
 		return nil, fmt.Errorf("%s: node name policy %q: the only policy is %s", Name, cfg.NodeNamePolicy, PolicyServerName)
 	}
-	n := &NodeIdentity{base: DefaultMetadataURL, source: SourceAuto, drive: defaultDrive()}
+	n := &NodeIdentity{source: SourceAuto, drive: defaultDrive()}
 	for k, v := range cfg.Settings {
 		switch k {
 		case SettingRegion:
@@ -139,21 +132,14 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 				SettingRegion, SettingMetadataSource, SettingConfigDrive, SettingConfigDriveMountDir)
 		}
 	}
+	base := DefaultMetadataURL
 	if cfg.MetadataURL != "" {
-		u, err := url.Parse(cfg.MetadataURL)
-		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("%s: metadataURL %q: want http://host[:port] (the metadata service speaks plain http)", Name, cfg.MetadataURL)
+		var err error
+		if base, err = linklocal.ParseURL(cfg.MetadataURL); err != nil {
+			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
-		n.base = "http://" + u.Host
 	}
-	// No proxy: the metadata service is link-local, and a proxy would
-	// answer for another machine.
-	n.client = &http.Client{
-		Timeout: metadataTimeout,
-		Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-			ResponseHeaderTimeout: metadataTimeout},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	n.md = linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata"})
 	return n, nil
 }
 

@@ -2,15 +2,14 @@ package agentid
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strings"
 
 	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 )
 
 // MetaData is the part of meta_data.json the agent reads. The document
@@ -30,46 +29,10 @@ type MetaData struct {
 // config drive is read instead.
 var errNoService = errors.New("no OpenStack metadata service")
 
-// errNotThere: the metadata service answered 404 for a path.
-var errNotThere = errors.New("not in the metadata service")
-
-// errUnreachable: a request got no HTTP answer (refused, timed out, the
-// connection closed).
-var errUnreachable = errors.New("no answer")
-
-// get reads one metadata path.
-func (n *NodeIdentity) get(ctx context.Context, path string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+path, nil)
-	if err != nil {
-		return nil, fmt.Errorf("%s: metadata: %w", Name, err)
-	}
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s: metadata %s: %w: %w", Name, path, errUnreachable, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataSize+1))
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%s: metadata %s: %w", Name, path, err)
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, fmt.Errorf("%s: metadata %s: %w", Name, path, errNotThere)
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("%s: metadata %s: HTTP %d", Name, path, resp.StatusCode)
-	case len(data) > maxMetadataSize:
-		return nil, fmt.Errorf("%s: metadata %s: larger than %d bytes", Name, path, maxMetadataSize)
-	}
-	return data, nil
-}
-
 // MetaData reads meta_data.json from the metadata service.
 func (n *NodeIdentity) MetaData(ctx context.Context) (MetaData, error) {
-	data, err := n.get(ctx, MetaDataPath)
-	if err != nil {
-		return MetaData{}, err
-	}
 	var md MetaData
-	return md, decodeJSON(data, "metadata "+MetaDataPath, &md)
+	return md, n.md.GetJSON(ctx, MetaDataPath, &md)
 }
 
 // readService reads the record from the metadata service: meta_data.json,
@@ -78,22 +41,20 @@ func (n *NodeIdentity) MetaData(ctx context.Context) (MetaData, error) {
 // IPv4 address; a service without network_data.json, before Liberty, is
 // no error).
 func (n *NodeIdentity) readService(ctx context.Context) (Record, error) {
-	rec := Record{Source: "metadata service " + n.base}
-	data, err := n.get(ctx, MetaDataPath)
+	base := n.md.Base()
+	rec := Record{Source: "metadata service " + base}
+	err := n.md.GetJSON(ctx, MetaDataPath, &rec.MetaData)
 	switch {
-	case errors.Is(err, errUnreachable):
-		return rec, fmt.Errorf("%w at %s: %w", errNoService, n.base, err)
-	case errors.Is(err, errNotThere):
-		return rec, fmt.Errorf("%w at %s: %s answers 404", errNoService, n.base, MetaDataPath)
+	case errors.Is(err, linklocal.ErrUnreachable):
+		return rec, fmt.Errorf("%w at %s: %w", errNoService, base, err)
+	case linklocal.IsNotFound(err):
+		return rec, fmt.Errorf("%w at %s: %s answers 404", errNoService, base, MetaDataPath)
 	case err != nil:
 		return rec, err
 	}
-	if err := decodeJSON(data, "metadata "+MetaDataPath, &rec.MetaData); err != nil {
-		return rec, err
-	}
-	data, err = n.get(ctx, LocalIPv4Path)
+	data, err := n.md.Get(ctx, LocalIPv4Path)
 	switch {
-	case errors.Is(err, errNotThere):
+	case linklocal.IsNotFound(err):
 	case err != nil:
 		return rec, err
 	default:
@@ -104,15 +65,15 @@ func (n *NodeIdentity) readService(ctx context.Context) (Record, error) {
 	if rec.LocalIPv4 != "" {
 		return rec, nil
 	}
-	data, err = n.get(ctx, NetworkDataPath)
-	switch {
-	case errors.Is(err, errNotThere):
+	nd := &NetworkData{}
+	switch err := n.md.GetJSON(ctx, NetworkDataPath, nd); {
+	case linklocal.IsNotFound(err):
 		return rec, nil
 	case err != nil:
 		return rec, err
 	}
-	rec.NetworkData = &NetworkData{}
-	return rec, decodeJSON(data, "metadata "+NetworkDataPath, rec.NetworkData)
+	rec.NetworkData = nd
+	return rec, nil
 }
 
 // parseLocalIPv4 reads local-ipv4: an IPv4 address, or "" for none. Nova
@@ -136,20 +97,8 @@ func parseLocalIPv4(s string) (string, error) {
 	return ip.To4().String(), nil
 }
 
-// decodeJSON decodes a metadata document. Its errors name a type or an
-// offset, never the document's text (it may hold secrets).
+// decodeJSON decodes a config drive's document; its errors name a type
+// or an offset, never the document's text (it may hold secrets).
 func decodeJSON(data []byte, what string, v any) error {
-	err := json.Unmarshal(data, v)
-	if err == nil {
-		return nil
-	}
-	var syn *json.SyntaxError
-	if errors.As(err, &syn) {
-		return fmt.Errorf("%s: %s is not JSON (at byte %d)", Name, what, syn.Offset)
-	}
-	var typ *json.UnmarshalTypeError
-	if errors.As(err, &typ) {
-		return fmt.Errorf("%s: %s: field %s is not a %s", Name, what, typ.Field, typ.Type)
-	}
-	return fmt.Errorf("%s: %s does not decode", Name, what)
+	return linklocal.DecodeJSON(data, Name+": "+what, v)
 }
