@@ -17,14 +17,11 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 	"unicode"
@@ -32,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -43,7 +41,7 @@ func init() {
 }
 
 // DefaultMetadataURL is the instance metadata service's address.
-const DefaultMetadataURL = "http://169.254.169.254"
+const DefaultMetadataURL = linklocal.DefaultURL
 
 // Metadata paths (IMDS v2: every request carries Authorization: Bearer
 // Oracle).
@@ -56,9 +54,7 @@ const (
 )
 
 const (
-	// metadataTimeout bounds one metadata call.
-	metadataTimeout = 10 * time.Second
-	// maxMetadataBody bounds an answer.
+	// maxMetadataBody bounds an answer (each call: linklocal's 10s).
 	maxMetadataBody = 64 << 10
 	// identityAttempts: the certificate and its key are two reads, and
 	// OCI rotates them; a pair that does not match is read again.
@@ -68,9 +64,8 @@ const (
 // NodeIdentity is an OCI instance as its node agent sees it: its metadata
 // service, v2.
 type NodeIdentity struct {
-	base   string
-	client *http.Client
-	now    func() time.Time
+	md  *linklocal.Client
+	now func() time.Time
 }
 
 var _ nodeid.Identity = (*NodeIdentity)(nil)
@@ -88,19 +83,14 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	}
 	base := DefaultMetadataURL
 	if cfg.MetadataURL != "" {
-		u, err := url.Parse(cfg.MetadataURL)
-		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("oci: metadataURL %q: want http://host[:port] (the metadata service speaks plain http)", cfg.MetadataURL)
+		var err error
+		if base, err = linklocal.ParseURL(cfg.MetadataURL); err != nil {
+			return nil, fmt.Errorf("oci: %w", err)
 		}
-		base = "http://" + u.Host
 	}
-	client := &http.Client{
-		Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext},
-		// The metadata service does not redirect; following one would
-		// send the request elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	return &NodeIdentity{base: base, client: client, now: time.Now}, nil
+	md := linklocal.New(base, linklocal.Options{Prefix: "oci: metadata", MaxBody: maxMetadataBody,
+		Header: http.Header{"Authorization": {"Bearer Oracle"}}})
+	return &NodeIdentity{md: md, now: time.Now}, nil
 }
 
 // instanceDoc is the part of /opc/v2/instance/ read here.
@@ -270,37 +260,15 @@ func (n *NodeIdentity) getJSON(ctx context.Context, path string, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("oci: metadata %s: %w", path, err)
-	}
-	return nil
+	return linklocal.DecodeJSON(body, "oci: metadata "+path, v)
 }
 
-// get reads a metadata path with the v2 header.
+// get reads a metadata path with the v2 header; an empty answer is an
+// error.
 func (n *NodeIdentity) get(ctx context.Context, path string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, metadataTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer Oracle")
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("oci: metadata %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetadataBody+1))
-	if err != nil {
-		return nil, fmt.Errorf("oci: metadata %s: %w", path, err)
-	}
-	switch {
-	case resp.StatusCode != http.StatusOK:
-		return nil, fmt.Errorf("oci: metadata %s: %s", path, resp.Status)
-	case len(body) > maxMetadataBody:
-		return nil, fmt.Errorf("oci: metadata %s: answer over %d bytes", path, maxMetadataBody)
-	case len(bytes.TrimSpace(body)) == 0:
+	body, err := n.md.Get(ctx, path)
+	if err == nil && len(bytes.TrimSpace(body)) == 0 {
 		return nil, fmt.Errorf("oci: metadata %s is empty", path)
 	}
-	return body, nil
+	return body, err
 }
