@@ -6,6 +6,9 @@
 //     on loopback listeners, started once each and closed together;
 //   - Counter and Faults: calls counted by method, and the failures a test
 //     injects into the next calls of a method (or of one page of a list);
+//   - Store: the endpoint's instances by id (defaults, ids and creation
+//     times given by Put, copies in and out, changes, a sorted listing),
+//     and Hook, the function a test runs before each page of a list;
 //   - Bucket and Window: request rate limits (a token bucket, a sliding
 //     window) and the RateLimit-* headers;
 //   - Page: the arithmetic of page/per_page pagination;
