@@ -158,18 +158,14 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 	}
 
 	c.mu.Lock()
-	before, failStatus, short := c.before, c.pageFail[page], c.short[page]
+	failStatus, short := c.pageFail[page], c.short[page]
 	c.mu.Unlock()
-	if before != nil {
-		before(page)
-	}
+	c.before.Run(page)
 	if failStatus != 0 {
 		writeError(w, failStatus, fmt.Sprintf("injected fault on page %d", page))
 		return
 	}
-	c.mu.Lock()
-	all := c.sortedLocked(tag)
-	c.mu.Unlock()
+	all := c.sorted(tag)
 	base := "http://" + c.servers.Addr() + "/v2/droplets"
 
 	total := len(all)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -84,13 +83,13 @@ type Cloud struct {
 	calls   cloudtest.Counter
 	faults  cloudtest.Faults
 
+	droplets cloudtest.Store[int, Droplet]
+	before   cloudtest.Hook[int]
+
 	mu       sync.Mutex
-	droplets map[int]*Droplet
-	nextID   int
 	pageFail map[int]int // page -> status
 	short    map[int]bool
 	outage   bool
-	before   func(page int)
 	window   cloudtest.Window // the hourly rate limit
 }
 
@@ -112,7 +111,15 @@ func New(opts Options) (*Cloud, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, droplets: map[int]*Droplet{}, nextID: 500000001, pageFail: map[int]int{}, short: map[int]bool{},
+	return &Cloud{opts: opts, pageFail: map[int]int{}, short: map[int]bool{},
+		droplets: cloudtest.Store[int, Droplet]{
+			Key:     func(d *Droplet) *int { return &d.ID },
+			NewKey:  func(n int) int { return 500000001 + 7919*n },
+			Created: func(d *Droplet) *time.Time { return &d.Created },
+			Now:     opts.Now,
+			Clone:   func(d Droplet) Droplet { d.Tags = slices.Clone(d.Tags); return d },
+			Missing: "digitaloceantest: no droplet",
+		},
 		window: cloudtest.Window{Limit: opts.HourlyLimit, Period: time.Hour}}, nil
 }
 
@@ -159,58 +166,25 @@ func (c *Cloud) Put(d Droplet) Droplet {
 	if d.PublicIPv6 != "" && d.PublicIPv6 != "::1" {
 		panic(fmt.Sprintf("digitaloceantest: IPv6 address %q: only ::1 is allowed", d.PublicIPv6))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if d.ID == 0 {
-		d.ID = c.nextID
-		c.nextID += 7919
-	}
-	if d.Created.IsZero() {
-		d.Created = c.opts.Now()
-	}
-	d.Tags = slices.Clone(d.Tags)
-	cp := d
-	c.droplets[d.ID] = &cp
-	return d
+	return c.droplets.Put(d, nil)
 }
 
 // Get returns a droplet.
-func (c *Cloud) Get(id int) (Droplet, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d, ok := c.droplets[id]
-	if !ok {
-		return Droplet{}, false
-	}
-	out := *d
-	out.Tags = slices.Clone(d.Tags)
-	return out, true
-}
+func (c *Cloud) Get(id int) (Droplet, bool) { return c.droplets.Get(id) }
 
 // SetStatus changes a droplet's status.
 func (c *Cloud) SetStatus(id int, status string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	d, ok := c.droplets[id]
-	if !ok {
-		return fmt.Errorf("digitaloceantest: no droplet %d", id)
-	}
-	d.Status = status
-	return nil
+	return c.droplets.Update(id, func(d *Droplet) { d.Status = status })
 }
 
 // Delete destroys a droplet.
-func (c *Cloud) Delete(id int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.droplets, id)
-}
+func (c *Cloud) Delete(id int) { c.droplets.Delete(id) }
 
 // MetadataURL starts (once) the droplet's metadata service and returns its
 // base URL (the agent's metadataURL).
 func (c *Cloud) MetadataURL(id int) (string, error) {
-	if _, ok := c.Get(id); !ok {
-		return "", fmt.Errorf("digitaloceantest: no droplet %d", id)
+	if err := c.droplets.Check(id); err != nil {
+		return "", err
 	}
 	addr, err := c.servers.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
 	if err != nil {
@@ -255,11 +229,7 @@ func (c *Cloud) SetOutage(on bool) {
 // BeforePage sets f, called before each page of the droplet list is
 // answered with its page number (nil clears it): a test changes the
 // droplets between pages there.
-func (c *Cloud) BeforePage(f func(page int)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.before = f
-}
+func (c *Cloud) BeforePage(f func(page int)) { c.before.Set(f) }
 
 // Calls counts the calls of method, answered or failed.
 func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
@@ -274,24 +244,11 @@ func (c *Cloud) count(method string) int {
 	return 0
 }
 
-// sortedLocked lists the droplets in ascending id (creation) order,
-// filtered by tag when tag is not "".
-func (c *Cloud) sortedLocked(tag string) []Droplet {
-	var out []Droplet
-	for _, d := range c.droplets {
-		if tag == "" || slices.Contains(d.Tags, tag) {
-			cp := *d
-			cp.Tags = slices.Clone(d.Tags)
-			out = append(out, cp)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+// sorted lists the droplets in ascending id (creation) order, filtered by
+// tag when tag is not "".
+func (c *Cloud) sorted(tag string) []Droplet {
+	return c.droplets.List(func(d *Droplet) bool { return tag == "" || slices.Contains(d.Tags, tag) })
 }
 
 // Droplets lists every droplet in ascending id order.
-func (c *Cloud) Droplets() []Droplet {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sortedLocked("")
-}
+func (c *Cloud) Droplets() []Droplet { return c.droplets.List(nil) }
