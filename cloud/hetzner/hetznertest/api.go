@@ -139,14 +139,9 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 		invalidInput(w, "sort", err.Error())
 		return
 	}
+	c.onList.Run(page)
+	all := c.servers.List(nil)
 	c.mu.Lock()
-	onList := c.onList
-	c.mu.Unlock()
-	if onList != nil {
-		onList(page)
-	}
-	c.mu.Lock()
-	all := c.sortedLocked()
 	noMeta := c.noMeta
 	c.mu.Unlock()
 	var match []Server

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -81,13 +80,13 @@ type Cloud struct {
 	calls     cloudtest.Counter
 	faults    cloudtest.Faults
 
-	mu      sync.Mutex
-	servers map[int64]*Server
-	nextID  int64
-	down    bool
-	noMeta  bool
-	onList  func(page int)
-	budget  cloudtest.Bucket // the hourly rate limit
+	servers cloudtest.Store[int64, Server]
+	onList  cloudtest.Hook[int]
+
+	mu     sync.Mutex
+	down   bool
+	noMeta bool
+	budget cloudtest.Bucket // the hourly rate limit
 }
 
 // New makes a Cloud; Start starts it.
@@ -104,7 +103,16 @@ func New(opts Options) *Cloud {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, servers: map[int64]*Server{}, nextID: 10_000_001,
+	return &Cloud{opts: opts,
+		servers: cloudtest.Store[int64, Server]{
+			Key:     func(s *Server) *int64 { return &s.ID },
+			NewKey:  func(n int) int64 { return 10_000_001 + 17*int64(n) },
+			Same:    func(s, old *Server) bool { return s.Name == old.Name },
+			Created: func(s *Server) *time.Time { return &s.Created },
+			Now:     opts.Now,
+			Clone:   Server.clone,
+			Missing: "hetznertest: no server",
+		},
 		budget: cloudtest.Bucket{Size: float64(opts.RateLimit), Refill: float64(opts.RateLimit) / 3600}}
 }
 
@@ -132,7 +140,8 @@ func (c *Cloud) Endpoint() string {
 func (c *Cloud) Token() string { return c.opts.Token }
 
 // Put adds or replaces a server (defaults: status running, server type
-// cx22, location fsn1, created now, an id) and returns it. It panics on an
+// cx22, location fsn1, created now, the id of the server of its name or a
+// new one) and returns it. It panics on an
 // address outside loopback: nodes are reached at their addresses.
 func (c *Cloud) Put(s Server) Server {
 	if s.Status == "" {
@@ -148,27 +157,7 @@ func (c *Cloud) Put(s Server) Server {
 	if s.PublicIPv6 != "" && s.PublicIPv6 != "::/64" {
 		panic(fmt.Sprintf("hetznertest: IPv6 network %q: only ::/64 (host address ::1) is allowed", s.PublicIPv6))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s.ID == 0 {
-		for _, old := range c.servers {
-			if old.Name == s.Name {
-				s.ID = old.ID
-			}
-		}
-	}
-	if s.ID == 0 {
-		s.ID = c.nextID
-		c.nextID += 17
-	}
-	if s.Created.IsZero() {
-		s.Created = c.opts.Now()
-	}
-	s.Labels = maps.Clone(s.Labels)
-	s.PrivateNets = append([]PrivateNet(nil), s.PrivateNets...)
-	cp := s
-	c.servers[s.ID] = &cp
-	return s
+	return c.servers.Put(s, nil)
 }
 
 func ips(nets []PrivateNet) []string {
@@ -180,48 +169,28 @@ func ips(nets []PrivateNet) []string {
 }
 
 // Get returns a server.
-func (c *Cloud) Get(id int64) (Server, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.servers[id]
-	if !ok {
-		return Server{}, false
-	}
-	return s.clone(), true
-}
+func (c *Cloud) Get(id int64) (Server, bool) { return c.servers.Get(id) }
 
-func (s *Server) clone() Server {
-	out := *s
-	out.Labels = maps.Clone(s.Labels)
-	out.PrivateNets = append([]PrivateNet(nil), s.PrivateNets...)
-	return out
+func (s Server) clone() Server {
+	s.Labels = maps.Clone(s.Labels)
+	s.PrivateNets = append([]PrivateNet(nil), s.PrivateNets...)
+	return s
 }
 
 // SetStatus changes a server's status.
 func (c *Cloud) SetStatus(id int64, status string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.servers[id]
-	if !ok {
-		return fmt.Errorf("hetznertest: no server %d", id)
-	}
-	s.Status = status
-	return nil
+	return c.servers.Update(id, func(s *Server) { s.Status = status })
 }
 
 // Delete removes a server.
-func (c *Cloud) Delete(id int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.servers, id)
-}
+func (c *Cloud) Delete(id int64) { c.servers.Delete(id) }
 
 // MetadataURL starts (once) the server's metadata service on its own
 // loopback listener and returns its base URL, .../hetzner/v1/metadata (the
 // agent's metadataURL).
 func (c *Cloud) MetadataURL(id int64) (string, error) {
-	if _, ok := c.Get(id); !ok {
-		return "", fmt.Errorf("hetznertest: no server %d", id)
+	if err := c.servers.Check(id); err != nil {
+		return "", err
 	}
 	addr, err := c.listeners.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
 	if err != nil {
@@ -262,11 +231,7 @@ func (c *Cloud) OmitPagination(omit bool) {
 
 // OnList calls f(page) before each list page is served (nil: none), so a
 // test can change servers between pages, as other API clients do.
-func (c *Cloud) OnList(f func(page int)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.onList = f
-}
+func (c *Cloud) OnList(f func(page int)) { c.onList.Set(f) }
 
 // Calls counts the calls of method: list, get, metadata, and
 // unauthorized (calls refused for their token).
@@ -276,14 +241,4 @@ func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 func (c *Cloud) count(method string, page int) *cloudtest.Fault {
 	c.calls.Add(method)
 	return c.faults.Take(method, page)
-}
-
-// sortedLocked lists the servers by id.
-func (c *Cloud) sortedLocked() []Server {
-	out := make([]Server, 0, len(c.servers))
-	for _, s := range c.servers {
-		out = append(out, s.clone())
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
 }
