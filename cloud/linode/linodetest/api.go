@@ -170,14 +170,10 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mu.Lock()
-	before, short := c.before, c.short[page]
+	short := c.short[page]
 	c.mu.Unlock()
-	if before != nil {
-		before(page)
-	}
-	c.mu.Lock()
-	all := c.sortedLocked(tag)
-	c.mu.Unlock()
+	c.before.Run(page)
+	all := c.sorted(tag)
 	from, to, last := cloudtest.Page(len(all), page, perPage)
 	items := all[from:to]
 	if short && len(items) > 0 {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -103,15 +102,15 @@ type Cloud struct {
 	calls   cloudtest.Counter
 	faults  cloudtest.Faults
 
-	mu        sync.Mutex
-	instances map[int]*Instance
-	nextID    int
-	short     map[int]bool
-	outage    bool
-	before    func(page int)
-	listRate  cloudtest.Window
-	rate      cloudtest.Window
-	tokens    map[string]mdToken // metadata tokens
+	instances cloudtest.Store[int, Instance]
+	before    cloudtest.Hook[int]
+
+	mu       sync.Mutex
+	short    map[int]bool
+	outage   bool
+	listRate cloudtest.Window
+	rate     cloudtest.Window
+	tokens   map[string]mdToken // metadata tokens
 }
 
 // mdToken is a Metadata service token: the Linode it was given to and when
@@ -139,7 +138,16 @@ func New(opts Options) (*Cloud, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, instances: map[int]*Instance{}, nextID: 70000001, short: map[int]bool{},
+	return &Cloud{opts: opts, short: map[int]bool{},
+		instances: cloudtest.Store[int, Instance]{
+			Key:     func(in *Instance) *int { return &in.ID },
+			NewKey:  func(n int) int { return 70000001 + 6421*n },
+			Created: func(in *Instance) *time.Time { return &in.Created },
+			// The API shows creation times to the second.
+			Now:     func() time.Time { return opts.Now().UTC().Truncate(time.Second) },
+			Clone:   func(in Instance) Instance { in.Tags = slices.Clone(in.Tags); return in },
+			Missing: "linodetest: no Linode",
+		},
 		listRate: cloudtest.Window{Limit: opts.ListLimit, Period: time.Minute},
 		rate:     cloudtest.Window{Limit: opts.Limit, Period: time.Minute},
 		tokens:   map[string]mdToken{}}, nil
@@ -187,71 +195,31 @@ func (c *Cloud) Put(in Instance) Instance {
 	if in.IPv6 != "" && in.IPv6 != "::1" {
 		panic(fmt.Sprintf("linodetest: IPv6 address %q: only ::1 is allowed", in.IPv6))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if in.ID == 0 {
-		in.ID = c.nextID
-		c.nextID += 6421
-	}
-	if in.Created.IsZero() {
-		in.Created = c.opts.Now()
-	}
 	in.Created = in.Created.UTC().Truncate(time.Second)
-	in.Tags = slices.Clone(in.Tags)
-	cp := in
-	c.instances[in.ID] = &cp
-	return in
+	return c.instances.Put(in, nil)
 }
 
 // Get returns a Linode.
-func (c *Cloud) Get(id int) (Instance, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[id]
-	if !ok {
-		return Instance{}, false
-	}
-	out := *in
-	out.Tags = slices.Clone(in.Tags)
-	return out, true
-}
+func (c *Cloud) Get(id int) (Instance, bool) { return c.instances.Get(id) }
 
 // SetStatus changes a Linode's status.
 func (c *Cloud) SetStatus(id int, status string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[id]
-	if !ok {
-		return fmt.Errorf("linodetest: no Linode %d", id)
-	}
-	in.Status = status
-	return nil
+	return c.instances.Update(id, func(in *Instance) { in.Status = status })
 }
 
 // SetTags replaces a Linode's tags.
 func (c *Cloud) SetTags(id int, tags ...string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[id]
-	if !ok {
-		return fmt.Errorf("linodetest: no Linode %d", id)
-	}
-	in.Tags = slices.Clone(tags)
-	return nil
+	return c.instances.Update(id, func(in *Instance) { in.Tags = slices.Clone(tags) })
 }
 
 // Delete deletes a Linode.
-func (c *Cloud) Delete(id int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.instances, id)
-}
+func (c *Cloud) Delete(id int) { c.instances.Delete(id) }
 
 // MetadataURL starts (once) the Linode's Metadata service and returns its
 // base URL (the agent's metadataURL).
 func (c *Cloud) MetadataURL(id int) (string, error) {
-	if _, ok := c.Get(id); !ok {
-		return "", fmt.Errorf("linodetest: no Linode %d", id)
+	if err := c.instances.Check(id); err != nil {
+		return "", err
 	}
 	addr, err := c.servers.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
 	if err != nil {
@@ -290,11 +258,7 @@ func (c *Cloud) SetOutage(on bool) {
 // BeforePage sets f, called before each page of the list is answered with
 // its page number (nil clears it): a test changes the Linodes between
 // pages there.
-func (c *Cloud) BeforePage(f func(page int)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.before = f
-}
+func (c *Cloud) BeforePage(f func(page int)) { c.before.Set(f) }
 
 // Calls counts the calls of method, answered or failed.
 func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
@@ -309,24 +273,11 @@ func (c *Cloud) count(method string, page int) int {
 	return 0
 }
 
-// sortedLocked lists the Linodes in ascending id order, those carrying
-// tag when tag is not "".
-func (c *Cloud) sortedLocked(tag string) []Instance {
-	var out []Instance
-	for _, in := range c.instances {
-		if tag == "" || slices.Contains(in.Tags, tag) {
-			cp := *in
-			cp.Tags = slices.Clone(in.Tags)
-			out = append(out, cp)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
+// sorted lists the Linodes in ascending id order, those carrying tag when
+// tag is not "".
+func (c *Cloud) sorted(tag string) []Instance {
+	return c.instances.List(func(in *Instance) bool { return tag == "" || slices.Contains(in.Tags, tag) })
 }
 
 // Instances lists every Linode in ascending id order.
-func (c *Cloud) Instances() []Instance {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.sortedLocked("")
-}
+func (c *Cloud) Instances() []Instance { return c.instances.List(nil) }
