@@ -118,13 +118,14 @@ type Cloud struct {
 	calls     cloudtest.Counter
 	faults    cloudtest.Faults
 
+	servers cloudtest.Store[string, Server]
+	serial  int64 // the last server's serial; under the store's lock
+	onList  cloudtest.Hook[string]
+
 	mu      sync.Mutex
-	servers map[string]*Server
-	serial  int64
 	tokens  map[string]time.Time // token -> expiry
 	revoked bool
 	down    bool
-	onList  func(marker string)
 	lastMV  string
 }
 
@@ -151,7 +152,16 @@ func New(opts Options) *Cloud {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, servers: map[string]*Server{}, tokens: map[string]time.Time{}}
+	return &Cloud{opts: opts, tokens: map[string]time.Time{},
+		servers: cloudtest.Store[string, Server]{
+			Key:     func(s *Server) *string { return &s.ID },
+			NewKey:  func(int) string { return uuid.NewString() },
+			Same:    func(s, old *Server) bool { return s.Name == old.Name },
+			Created: func(s *Server) *time.Time { return &s.Created },
+			Now:     opts.Now,
+			Clone:   Server.clone,
+			Missing: "openstacktest: no server",
+		}}
 }
 
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
@@ -200,30 +210,14 @@ func (c *Cloud) Put(s Server) Server {
 		}
 	}
 	cloudtest.MustLoopback("openstacktest", false, append(addrs(s.Addresses), s.AccessIPv4)...)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if s.ID == "" {
-		for _, old := range c.servers {
-			if old.Name == s.Name {
-				s.ID = old.ID
-			}
+	return c.servers.Put(s, func(s, old *Server) {
+		if old != nil {
+			s.serial = old.serial
+		} else {
+			c.serial++
+			s.serial = c.serial
 		}
-	}
-	if s.ID == "" {
-		s.ID = uuid.NewString()
-	}
-	if old, ok := c.servers[s.ID]; ok {
-		s.serial = old.serial
-	} else {
-		c.serial++
-		s.serial = c.serial
-	}
-	if s.Created.IsZero() {
-		s.Created = c.opts.Now()
-	}
-	cp := s.clone()
-	c.servers[s.ID] = &cp
-	return s.clone()
+	})
 }
 
 func addrs(as []Address) []string {
@@ -235,49 +229,29 @@ func addrs(as []Address) []string {
 }
 
 // Get returns a server.
-func (c *Cloud) Get(id string) (Server, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.servers[id]
-	if !ok {
-		return Server{}, false
-	}
-	return s.clone(), true
-}
+func (c *Cloud) Get(id string) (Server, bool) { return c.servers.Get(id) }
 
-func (s *Server) clone() Server {
-	out := *s
-	out.Tags = slices.Clone(s.Tags)
-	out.Metadata = maps.Clone(s.Metadata)
-	out.Addresses = slices.Clone(s.Addresses)
-	return out
+func (s Server) clone() Server {
+	s.Tags = slices.Clone(s.Tags)
+	s.Metadata = maps.Clone(s.Metadata)
+	s.Addresses = slices.Clone(s.Addresses)
+	return s
 }
 
 // SetStatus changes a server's status.
 func (c *Cloud) SetStatus(id, status string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.servers[id]
-	if !ok {
-		return fmt.Errorf("openstacktest: no server %s", id)
-	}
-	s.Status = status
-	return nil
+	return c.servers.Update(id, func(s *Server) { s.Status = status })
 }
 
 // Delete removes a server (Nova no longer lists it).
-func (c *Cloud) Delete(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.servers, id)
-}
+func (c *Cloud) Delete(id string) { c.servers.Delete(id) }
 
 // MetadataURL starts (once) the server's metadata service on its own
 // loopback listener and returns its base URL, http://127.0.0.1:port (the
 // agent's metadataURL).
 func (c *Cloud) MetadataURL(id string) (string, error) {
-	if _, ok := c.Get(id); !ok {
-		return "", fmt.Errorf("openstacktest: no server %s", id)
+	if err := c.servers.Check(id); err != nil {
+		return "", err
 	}
 	addr, err := c.listeners.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
 	if err != nil {
@@ -324,11 +298,7 @@ func (c *Cloud) Revoke() {
 // OnList calls f(marker) before each list page is served (nil: none; the
 // first page has marker ""), so a test can change servers between pages,
 // as other API clients do.
-func (c *Cloud) OnList(f func(marker string)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.onList = f
-}
+func (c *Cloud) OnList(f func(marker string)) { c.onList.Set(f) }
 
 // Calls counts the calls of method: auth, list, get, metadata, and
 // unauthorized (Nova calls refused for their token).

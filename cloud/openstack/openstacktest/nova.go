@@ -208,29 +208,18 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request, mv microversio
 	if mv.atLeast(2, 26) {
 		tagFilter = tagsMatch(q)
 	}
-	c.mu.Lock()
-	onList := c.onList
-	c.mu.Unlock()
 	marker := q.Get("marker")
-	if onList != nil {
-		onList(marker)
-	}
-	c.mu.Lock()
+	c.onList.Run(marker)
 	var match []*Server
-	for _, s := range c.servers {
-		cp := s.clone()
-		if (nameRE == nil || nameRE.MatchString(s.Name)) && (q.Get("status") == "" || strings.EqualFold(q.Get("status"), s.Status)) && tagFilter(&cp) {
-			match = append(match, &cp)
-		}
-	}
 	var markerSrv *Server
-	if marker != "" {
-		if s, ok := c.servers[marker]; ok {
-			cp := s.clone()
-			markerSrv = &cp
+	for _, s := range c.servers.List(nil) {
+		if s.ID == marker {
+			markerSrv = &s
+		}
+		if (nameRE == nil || nameRE.MatchString(s.Name)) && (q.Get("status") == "" || strings.EqualFold(q.Get("status"), s.Status)) && tagFilter(&s) {
+			match = append(match, &s)
 		}
 	}
-	c.mu.Unlock()
 	if marker != "" && markerSrv == nil {
 		novaError(w, http.StatusBadRequest, "marker ["+marker+"] not found")
 		return
