@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -38,13 +38,13 @@ func init() {
 // IMDS facts.
 const (
 	// DefaultMetadataURL is IMDS's address on every Azure VM.
-	DefaultMetadataURL = "http://169.254.169.254"
+	DefaultMetadataURL = linklocal.DefaultURL
 	// IMDSAPIVersion is the api-version the agent pins for both the
 	// instance record and the attested document.
 	IMDSAPIVersion = "2021-02-01"
-	// maxIMDSAnswer bounds one IMDS answer the agent reads.
+	// maxIMDSAnswer bounds one IMDS answer the agent reads (each
+	// request: linklocal's 10s).
 	maxIMDSAnswer = 64 << 10
-	imdsTimeout   = 10 * time.Second
 )
 
 // NodeNamePolicyVMName is the only node name policy: the VM's name (a
@@ -54,8 +54,7 @@ const NodeNamePolicyVMName = "VMName"
 // NodeIdentity is an Azure VM as its node agent sees it: IMDS's instance
 // record and attested documents.
 type NodeIdentity struct {
-	base    string
-	client  *http.Client
+	imds    *linklocal.Client
 	backoff time.Duration // first retry's wait; 0 is firstBackoff
 }
 
@@ -71,18 +70,17 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	for k := range cfg.Settings {
 		return nil, fmt.Errorf("azure: cloudSettings: unknown key %q (the azure backend has none)", k)
 	}
-	base := cfg.MetadataURL
-	if base == "" {
-		base = DefaultMetadataURL
+	base := DefaultMetadataURL
+	if cfg.MetadataURL != "" {
+		var err error
+		// A path and https too: the tests' IMDS serves each VM under a
+		// path of its own.
+		if base, err = linklocal.ParseURL(cfg.MetadataURL, linklocal.AllowHTTPS(), linklocal.AllowPath()); err != nil {
+			return nil, fmt.Errorf("azure: %w", err)
+		}
 	}
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("azure: metadataURL %q: want an http URL such as %s", base, DefaultMetadataURL)
-	}
-	// IMDS must be reached directly: never through a proxy.
-	tr := &http.Transport{Proxy: nil}
-	return &NodeIdentity{base: strings.TrimSuffix(base, "/"), client: &http.Client{Transport: tr, Timeout: imdsTimeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}, nil
+	return &NodeIdentity{imds: linklocal.New(base, linklocal.Options{Prefix: "azure: IMDS", MaxBody: maxIMDSAnswer,
+		Header: http.Header{"Metadata": {"true"}}})}, nil
 }
 
 // imdsInstance is the part of /metadata/instance the agent reads.
@@ -186,12 +184,11 @@ func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.B
 		}
 		der, err := n.document(ctx, nonce)
 		var stale staleNonceError
-		var status imdsStatusError
 		switch {
 		case err == nil:
 			klog.V(2).InfoS("Got an attested document from IMDS", "nonce", nonce, "bytes", len(der), "attempt", attempt)
 			return evidence.Block{Type: EvidenceType, Data: der}, nil
-		case errors.As(err, &stale), errors.As(err, &status) && status.retryable():
+		case errors.As(err, &stale), retryable(err):
 			last = err
 		default:
 			return evidence.Block{}, err
@@ -248,25 +245,17 @@ func signedNonce(der []byte) (nonce string, err error) {
 	return content.Nonce, nil
 }
 
-// imdsStatusError is an IMDS answer other than 200.
-type imdsStatusError struct {
-	path   string
-	status int
-	msg    string
-}
-
-func (e imdsStatusError) Error() string {
-	return fmt.Sprintf("azure: IMDS %s: HTTP %d: %q", e.path, e.status, e.msg)
-}
-
-// retryable: 429 (throttled), and 410 and 500, which IMDS's documentation
-// says to retry with backoff.
-func (e imdsStatusError) retryable() bool {
-	return e.status == http.StatusTooManyRequests || e.status == http.StatusGone || e.status == http.StatusInternalServerError
+// retryable: an answer of 429 (throttled), or 410 or 500, which IMDS's
+// documentation says to retry with backoff.
+func retryable(err error) bool {
+	var se *linklocal.StatusError
+	return errors.As(err, &se) &&
+		(se.Code == http.StatusTooManyRequests || se.Code == http.StatusGone || se.Code == http.StatusInternalServerError)
 }
 
 // get reads one IMDS JSON answer, with the Metadata header and the pinned
-// api-version.
+// api-version. An answer other than 200 is a *linklocal.StatusError with
+// the start of IMDS's message.
 func (n *NodeIdentity) get(ctx context.Context, path string, q url.Values, out any) error {
 	if q == nil {
 		q = url.Values{}
@@ -275,31 +264,14 @@ func (n *NodeIdentity) get(ctx context.Context, path string, q url.Values, out a
 	if path == "/metadata/instance" {
 		q.Set("format", "json")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.base+path+"?"+q.Encode(), nil)
-	if err != nil {
-		return fmt.Errorf("azure: IMDS %s: %w", path, err)
-	}
-	req.Header.Set("Metadata", "true")
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("azure: IMDS %s: %w", path, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxIMDSAnswer+1))
-	switch {
-	case err != nil:
-		return fmt.Errorf("azure: IMDS %s: %w", path, err)
-	case len(body) > maxIMDSAnswer:
-		return fmt.Errorf("azure: IMDS %s: answer over %d bytes", path, maxIMDSAnswer)
-	case resp.StatusCode != http.StatusOK:
-		msg := strings.TrimSpace(string(body))
+	err := n.imds.DoJSON(ctx, linklocal.Request{Path: path, Query: q}, out)
+	var se *linklocal.StatusError
+	if errors.As(err, &se) {
+		msg := strings.TrimSpace(string(se.Body))
 		if len(msg) > 200 {
 			msg = msg[:200] + "..."
 		}
-		return imdsStatusError{path: path, status: resp.StatusCode, msg: msg}
+		return fmt.Errorf("%w: %q", se, msg)
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("azure: IMDS %s: %w", path, err)
-	}
-	return nil
+	return err
 }
