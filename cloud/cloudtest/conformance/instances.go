@@ -206,6 +206,11 @@ func deleted(t *testing.T, b Backend) {
 	if _, err := instancesV2(t, p).InstanceMetadata(context.Background(), ofMade(m)); !errors.Is(err, cloudprovider.InstanceNotFound) {
 		t.Errorf("deleted: metadata %v, want InstanceNotFound", err)
 	}
+	// A Node with no providerID whose name no instance has cannot be tied
+	// to an instance: never "gone".
+	if ok, err := instancesV2(t, p).InstanceExists(context.Background(), node("stranger", "")); err == nil {
+		t.Errorf("a Node with no providerID and no instance of its name: exists %v, no error", ok)
+	}
 }
 
 // Another cluster's instance is not this cluster's to delete: its Node is
