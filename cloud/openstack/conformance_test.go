@@ -1,0 +1,118 @@
+package openstack
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
+	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
+	"github.com/mooring-dev/mooring/cloud/openstack/openstacktest"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// OpenStack's provider keeps the kit's promises (cloud/cloudtest/conformance).
+func TestConformance(t *testing.T) {
+	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
+	conformance.RunInstances(t, conformance.Backend{
+		Name: ProviderName,
+		BadProviderIDs: []string{"openstack://", "openstack:///", "openstack:///42", "openstack:///" + "9E5476BD-A4EC-4653-93D6-72C93AA682BA",
+			"openstack://" + id, "openstack://RegionTwo/" + id, "openstack://Region One/" + id},
+		NameWithoutNode: "under_score",
+		Zones:           true,
+		New: func(t *testing.T, o conformance.Options) conformance.Bed {
+			// Nova's max_limit sets the pages: the provider asks for more.
+			return &bed{world: newWorld(t, openstacktest.Options{MaxLimit: o.PageSize}, nil)}
+		},
+		Config: func(t *testing.T, b conformance.Bed) string {
+			o := b.(*bed).os
+			id, secret := o.Credential()
+			path := filepath.Join(t.TempDir(), "cloud.yaml")
+			cfg := fmt.Sprintf("authURL: %s\napplicationCredentialID: %s\nsecretFile: %s\nregion: %s\nclusterID: %s\n",
+				o.AuthURL(), id, writeSecret(t, secret), o.Region(), testCluster)
+			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		},
+	})
+}
+
+// bed is the conformance suite's view of a world.
+type bed struct {
+	*world
+	page int // the list page being served, counted by its marker
+}
+
+func (b *bed) Provider() conformance.Provider { return b.cloud }
+
+func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
+	tags := []string{testTag}
+	if s.Foreign {
+		tags = []string{DefaultClusterTagPrefix + "c2"}
+	}
+	addr := fmt.Sprintf("127.0.87.%d", s.N)
+	srv := b.os.Put(openstacktest.Server{Name: s.Name, Tags: tags, Created: s.Created,
+		Addresses: []openstacktest.Address{{Addr: addr}}})
+	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID("", srv.ID), ID: srv.ID,
+		NodeName: agentid.NodeName(srv.Name), InternalIP: addr}
+}
+
+func (b *bed) Delete(t testing.TB, m conformance.Made) { b.os.Delete(m.ID) }
+
+func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
+	status := map[view.State]string{view.StateStopped: openstacktest.StatusShutoff, view.StatePending: openstacktest.StatusBuild,
+		view.StateTerminated: "DELETED"}[s]
+	if err := b.os.SetStatus(m.ID, status); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// Fail: an outage hangs up on every call; Unauthorized revokes the
+// application credential (Keystone refuses it, its tokens are void);
+// Throttled is Nova's 429 to every list and get.
+func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
+	switch f {
+	case conformance.Outage:
+		b.os.SetDown(true)
+		return func() { b.os.SetDown(false) }
+	case conformance.Unauthorized:
+		b.os.Revoke()
+		return b.os.Unrevoke
+	case conformance.Throttled:
+		for _, m := range []string{"list", "get"} {
+			b.os.Fail(m, 1<<20, http.StatusTooManyRequests)
+		}
+		return func() {
+			for _, m := range []string{"list", "get"} {
+				b.os.ClearFaults(m)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *bed) Calls(c conformance.Call) int {
+	if c == conformance.List {
+		return b.os.Calls("list")
+	}
+	return b.os.Calls("get")
+}
+
+// BeforePage numbers Nova's pages: the first has no marker.
+func (b *bed) BeforePage(f func(page int)) {
+	if f == nil {
+		b.os.OnList(nil)
+		return
+	}
+	b.os.OnList(func(marker string) {
+		if marker == "" {
+			b.page = 0
+		}
+		b.page++
+		f(b.page)
+	})
+}
