@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -63,13 +64,15 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	for k := range cfg.Settings {
 		return nil, fmt.Errorf("gce: cloudSettings: unknown key %q (the gce backend has none)", k)
 	}
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
+	// linklocal's client (no proxy, no redirect, 10s and 1 MiB an answer)
+	// under the library's retries.
+	client := linklocal.NewHTTPClient(0, 0)
 	if cfg.MetadataURL != "" {
-		u, err := url.Parse(cfg.MetadataURL)
-		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("gce: metadataURL %q: want http://host[:port] (the metadata server speaks plain http)", cfg.MetadataURL)
+		base, err := linklocal.ParseURL(cfg.MetadataURL)
+		if err != nil {
+			return nil, fmt.Errorf("gce: %w", err)
 		}
-		client.Transport = hostRewriter{host: u.Host, next: client.Transport}
+		client.Transport = hostRewriter{host: strings.TrimPrefix(base, "http://"), next: client.Transport}
 	}
 	return &NodeIdentity{md: gcemetadata.NewWithOptions(&gcemetadata.Options{Client: client})}, nil
 }
