@@ -35,6 +35,7 @@
 package azuretest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/x509"
@@ -43,7 +44,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -115,11 +115,11 @@ type Cloud struct {
 	failAIA   bool
 	lastDoc   map[string]cachedDoc         // by VMID
 	imdsHits  map[string]*cloudtest.Window // by VMID
-	vms       map[string]*VM               // by VMID
 	scaleSets map[string]map[string]string
 	token     string
 	header    string
 
+	vms     cloudtest.Store[string, VM]
 	servers cloudtest.Servers[string] // the one listener: ARM, IMDS, AIA, identity
 	addr    string
 	calls   cloudtest.Counter
@@ -156,7 +156,16 @@ func New(o Options) (*Cloud, error) {
 	if o.IMDSRateLimit == 0 {
 		o.IMDSRateLimit = 5
 	}
-	c := &Cloud{opts: o, vms: map[string]*VM{}, scaleSets: map[string]map[string]string{},
+	c := &Cloud{opts: o, scaleSets: map[string]map[string]string{},
+		vms: cloudtest.Store[string, VM]{
+			Key:     func(vm *VM) *string { return &vm.VMID },
+			NewKey:  func(int) string { return uuid.NewString() },
+			Created: func(vm *VM) *time.Time { return &vm.Created },
+			// By name (a scale set's VMs by the set's) and instance id.
+			Order: func(a, b *VM) int {
+				return cmp.Or(strings.Compare(a.ScaleSet+a.Name, b.ScaleSet+b.Name), strings.Compare(a.InstanceID, b.InstanceID))
+			},
+		},
 		token: randomHex(24), header: randomHex(16),
 		published: map[string]*x509.Certificate{}, lastDoc: map[string]cachedDoc{}, imdsHits: map[string]*cloudtest.Window{}}
 	// The address is taken now: the signer's AIA URL names it.
@@ -302,11 +311,6 @@ func (c *Cloud) WriteRoots(dir string) (string, error) {
 
 // Put adds or replaces a VM; it returns it with its VMID and defaults.
 func (c *Cloud) Put(vm VM) VM {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if vm.VMID == "" {
-		vm.VMID = uuid.NewString()
-	}
 	if vm.Size == "" {
 		vm.Size = "Standard_D2s_v5"
 	}
@@ -316,15 +320,11 @@ func (c *Cloud) Put(vm VM) VM {
 	if vm.ScaleSet != "" && vm.ComputerName == "" {
 		vm.ComputerName = fmt.Sprintf("%s%06s", vm.ScaleSet, vm.InstanceID)
 	}
-	if old, ok := c.vms[vm.VMID]; ok && vm.Created.IsZero() {
-		vm.Created = old.Created
-	}
-	if vm.Created.IsZero() {
-		vm.Created = time.Now()
-	}
-	cp := vm
-	c.vms[vm.VMID] = &cp
-	return vm
+	return c.vms.Put(vm, func(vm, old *VM) {
+		if old != nil && vm.Created.IsZero() {
+			vm.Created = old.Created
+		}
+	})
 }
 
 // PutScaleSet adds or replaces a scale set with its tags.
@@ -336,19 +336,11 @@ func (c *Cloud) PutScaleSet(name string, tags map[string]string) {
 
 // SetPower sets a VM's power state (running, stopped, deallocated, ...).
 func (c *Cloud) SetPower(vmID, power string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if vm, ok := c.vms[vmID]; ok {
-		vm.Power = power
-	}
+	_ = c.vms.Update(vmID, func(vm *VM) { vm.Power = power }) // none: nothing to set
 }
 
 // Delete removes a VM.
-func (c *Cloud) Delete(vmID string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.vms, vmID)
-}
+func (c *Cloud) Delete(vmID string) { c.vms.Delete(vmID) }
 
 // NextPage is the name under which Calls counts the list calls that asked
 // for a page after the first (following a nextLink).
@@ -366,31 +358,9 @@ func (c *Cloud) Calls(op string) int { return c.calls.Get(op) }
 func (c *Cloud) count(op string) { c.calls.Add(op) }
 
 // sortedVMs is a snapshot of the VMs, by name and instance id.
-func (c *Cloud) sortedVMs() []VM {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]VM, 0, len(c.vms))
-	for _, vm := range c.vms {
-		out = append(out, *vm)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].ScaleSet+out[i].Name != out[j].ScaleSet+out[j].Name {
-			return out[i].ScaleSet+out[i].Name < out[j].ScaleSet+out[j].Name
-		}
-		return out[i].InstanceID < out[j].InstanceID
-	})
-	return out
-}
+func (c *Cloud) sortedVMs() []VM { return c.vms.List(nil) }
 
-func (c *Cloud) vm(vmID string) (VM, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	vm, ok := c.vms[vmID]
-	if !ok {
-		return VM{}, false
-	}
-	return *vm, true
-}
+func (c *Cloud) vm(vmID string) (VM, bool) { return c.vms.Get(vmID) }
 
 func (c *Cloud) scaleSet(name string) (map[string]string, bool) {
 	c.mu.Lock()
