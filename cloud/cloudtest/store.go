@@ -9,13 +9,17 @@ import (
 )
 
 // Store is what a test endpoint keeps of its instances: values of type V
-// by a key of type K that each value holds (its id), copied in and out so
-// that a caller never shares a stored value's slices or maps. An endpoint
-// sets its fields before first use (Key at least) and never after; its
-// methods are safe for concurrent use.
+// by a key of type K that each value holds (its id) or makes of its
+// fields, copied in and out so that a caller never shares a stored
+// value's slices or maps. An endpoint sets its fields before first use
+// (Key or KeyOf at least) and never after; its methods are safe for
+// concurrent use.
 type Store[K cmp.Ordered, V any] struct {
 	// Key is where a value holds its key.
 	Key func(*V) *K
+	// KeyOf, instead of Key, makes a value's key of its fields (such as
+	// project/zone/name): Put then neither makes nor takes one.
+	KeyOf func(*V) K
 	// NewKey is the key Put gives the n-th value (n from 0) it stores
 	// with a zero key that Same does not match; nil leaves the key zero.
 	NewKey func(n int) K
@@ -43,28 +47,31 @@ type Store[K cmp.Ordered, V any] struct {
 }
 
 // Put adds v, or replaces the value of its key, and returns a copy of
-// what it stored. Under the store's lock, in this order: a zero key is
-// taken from the value Same matches or made by NewKey; keep, when not
+// what it stored. Under the store's lock, in this order: a zero key (of
+// Key) is taken from the value Same matches or made by NewKey; keep, when not
 // nil, sees v and the value it replaces (nil when none), to carry over
 // what a replacement keeps, such as the old creation time (keep must not
 // call the store); a zero creation time is set to now.
 func (s *Store[K, V]) Put(v V, keep func(v, old *V)) V {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := s.Key(&v)
-	var zero K
-	if *key == zero && s.Same != nil {
-		for k, old := range s.m {
-			if s.Same(&v, old) {
-				*key = k
+	if s.Key != nil {
+		key := s.Key(&v)
+		var zero K
+		if *key == zero && s.Same != nil {
+			for k, old := range s.m {
+				if s.Same(&v, old) {
+					*key = k
+				}
 			}
 		}
+		if *key == zero && s.NewKey != nil {
+			*key = s.NewKey(s.made)
+			s.made++
+		}
 	}
-	if *key == zero && s.NewKey != nil {
-		*key = s.NewKey(s.made)
-		s.made++
-	}
-	old := s.m[*key]
+	key := s.key(&v)
+	old := s.m[key]
 	if keep != nil {
 		keep(&v, old)
 	}
@@ -81,7 +88,7 @@ func (s *Store[K, V]) Put(v V, keep func(v, old *V)) V {
 	if s.m == nil {
 		s.m = map[K]*V{}
 	}
-	s.m[*key] = &cp
+	s.m[key] = &cp
 	return s.clone(cp)
 }
 
@@ -144,9 +151,16 @@ func (s *Store[K, V]) List(match func(*V) bool) []V {
 				return d
 			}
 		}
-		return cmp.Compare(*s.Key(&a), *s.Key(&b))
+		return cmp.Compare(s.key(&a), s.key(&b))
 	})
 	return out
+}
+
+func (s *Store[K, V]) key(v *V) K {
+	if s.Key != nil {
+		return *s.Key(v)
+	}
+	return s.KeyOf(v)
 }
 
 func (s *Store[K, V]) clone(v V) V {

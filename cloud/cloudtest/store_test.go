@@ -163,6 +163,22 @@ func TestStoreZeroAndConcurrent(t *testing.T) {
 		t.Fatal("not stored")
 	}
 
+	// A key of fields: Put neither makes nor takes one.
+	byName := Store[string, record]{
+		KeyOf:  func(r *record) string { return r.Name + "/" + r.Status },
+		NewKey: func(int) string { t.Error("NewKey called with KeyOf"); return "" },
+		Order:  func(a, b *record) int { return b.ID - a.ID },
+	}
+	byName.Put(record{ID: 1, Name: "a"}, nil)
+	byName.Put(record{ID: 2, Name: "a", Status: "off"}, nil)
+	byName.Put(record{ID: 3, Name: "a"}, nil)
+	if r, ok := byName.Get("a/"); !ok || r.ID != 3 {
+		t.Fatalf("Get(a/) = %+v, %v", r, ok)
+	}
+	if all := byName.List(nil); len(all) != 2 || all[0].ID != 3 {
+		t.Fatalf("List by KeyOf: %+v", all)
+	}
+
 	c := newRecords(time.Now())
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
