@@ -143,9 +143,8 @@ func (c *Cloud) serveAggregatedList(w http.ResponseWriter, r *http.Request, proj
 	if q.Get("pageToken") != "" {
 		c.calls.Add(NextPage)
 	}
+	all, known := c.project(project)
 	c.mu.Lock()
-	known := c.hasProjectLocked(project)
-	all := c.sortedLocked(project)
 	unreachable := map[string]bool{}
 	for z := range c.unreach {
 		unreachable[z] = true

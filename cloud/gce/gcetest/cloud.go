@@ -1,6 +1,7 @@
 package gcetest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -10,7 +11,7 @@ import (
 	"maps"
 	"math/big"
 	"net/http"
-	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,12 +78,13 @@ type Cloud struct {
 	calls   cloudtest.Counter
 	faults  cloudtest.Faults
 
-	mu        sync.Mutex
-	instances map[string]*Instance // by project/zone/name
-	nextID    uint64
-	keys      []*signingKey // published, in publication order
-	signing   string        // the kid that signs
-	unreach   map[string]bool
+	instances cloudtest.Store[string, Instance] // by project/zone/name
+	nextID    uint64                            // the next new id; under the store's lock
+
+	mu      sync.Mutex
+	keys    []*signingKey // published, in publication order
+	signing string        // the kid that signs
+	unreach map[string]bool
 }
 
 type signingKey struct {
@@ -105,7 +107,17 @@ func New(opts Options) (*Cloud, error) {
 	if opts.CertsMaxAge <= 0 {
 		opts.CertsMaxAge = DefaultCertsMaxAge
 	}
-	c := &Cloud{opts: opts, instances: map[string]*Instance{}, nextID: 4242000000000000001, unreach: map[string]bool{}}
+	c := &Cloud{opts: opts, nextID: 4242000000000000001, unreach: map[string]bool{},
+		instances: cloudtest.Store[string, Instance]{
+			KeyOf:   func(in *Instance) string { return instanceKey(in.Project, in.Zone, in.Name) },
+			Created: func(in *Instance) *time.Time { return &in.Created },
+			Now:     opts.Now,
+			Clone:   func(in Instance) Instance { in.Labels = maps.Clone(in.Labels); return in },
+			Order: func(a, b *Instance) int {
+				return cmp.Or(strings.Compare(a.Zone, b.Zone), strings.Compare(a.Name, b.Name))
+			},
+			Missing: "gcetest: no instance",
+		}}
 	if _, err := c.Rotate(); err != nil {
 		return nil, err
 	}
@@ -291,70 +303,41 @@ func (c *Cloud) Put(in Instance) Instance {
 	if in.InternalIP == "" {
 		panic("gcetest: an instance needs an InternalIP")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := instanceKey(in.Project, in.Zone, in.Name)
-	old, replaced := c.instances[key]
-	if replaced && in.ID == 0 {
-		in.ID = old.ID
-	}
-	if in.ID == 0 {
-		in.ID = c.nextID
-		c.nextID += 7919
-	}
-	if replaced && in.Created.IsZero() {
-		in.Created = old.Created
-	}
-	if in.Created.IsZero() {
-		in.Created = c.opts.Now()
-	}
-	in.Labels = maps.Clone(in.Labels)
-	cp := in
-	c.instances[key] = &cp
-	return in
+	return c.instances.Put(in, func(in, old *Instance) {
+		if old != nil && in.ID == 0 {
+			in.ID = old.ID
+		}
+		if in.ID == 0 {
+			in.ID = c.nextID
+			c.nextID += 7919
+		}
+		if old != nil && in.Created.IsZero() {
+			in.Created = old.Created
+		}
+	})
 }
 
 // Get returns an instance.
 func (c *Cloud) Get(project, zone, name string) (Instance, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[instanceKey(project, zone, name)]
-	if !ok {
-		return Instance{}, false
-	}
-	out := *in
-	out.Labels = maps.Clone(in.Labels)
-	return out, true
+	return c.instances.Get(instanceKey(project, zone, name))
 }
 
 // SetStatus changes an instance's status.
 func (c *Cloud) SetStatus(project, zone, name, status string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[instanceKey(project, zone, name)]
-	if !ok {
-		return fmt.Errorf("gcetest: no instance %s", instanceKey(project, zone, name))
-	}
-	in.Status = status
-	return nil
+	return c.instances.Update(instanceKey(project, zone, name), func(in *Instance) { in.Status = status })
 }
 
 // Delete removes an instance.
 func (c *Cloud) Delete(project, zone, name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.instances, instanceKey(project, zone, name))
+	c.instances.Delete(instanceKey(project, zone, name))
 }
 
 // MetadataHost starts (once) the instance's metadata server and returns
 // its host:port, for GCE_METADATA_HOST.
 func (c *Cloud) MetadataHost(project, zone, name string) (string, error) {
 	key := instanceKey(project, zone, name)
-	c.mu.Lock()
-	_, ok := c.instances[key]
-	c.mu.Unlock()
-	if !ok {
-		return "", fmt.Errorf("gcetest: no instance %s", key)
+	if err := c.instances.Check(key); err != nil {
+		return "", err
 	}
 	addr, err := c.servers.Instance(key, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(key, w, r) }))
 	if err != nil {
@@ -405,28 +388,9 @@ func projectNumber(project string) int64 {
 	return 100000000000 + n
 }
 
-// sortedLocked lists a project's instances in (zone, name) order.
-func (c *Cloud) sortedLocked(project string) []Instance {
-	var out []Instance
-	for _, in := range c.instances {
-		if in.Project == project {
-			out = append(out, *in)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Zone != out[j].Zone {
-			return out[i].Zone < out[j].Zone
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-func (c *Cloud) hasProjectLocked(project string) bool {
-	for _, in := range c.instances {
-		if in.Project == project {
-			return true
-		}
-	}
-	return project == DefaultProject
+// project lists a project's instances in (zone, name) order, and whether
+// the project is known: it has instances, or it is the default one.
+func (c *Cloud) project(project string) ([]Instance, bool) {
+	all := c.instances.List(func(in *Instance) bool { return in.Project == project })
+	return all, len(all) > 0 || project == DefaultProject
 }

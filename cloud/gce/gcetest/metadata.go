@@ -16,13 +16,7 @@ import (
 const metadataPrefix = "/computeMetadata/v1/"
 
 func (c *Cloud) serveMetadata(key string, w http.ResponseWriter, r *http.Request) {
-	c.mu.Lock()
-	inp, ok := c.instances[key]
-	var in Instance
-	if ok {
-		in = *inp
-	}
-	c.mu.Unlock()
+	in, ok := c.instances.Get(key)
 	if !ok || in.Status != "RUNNING" {
 		cloudtest.HangUp(w) // a machine that is not running answers nothing
 		return
