@@ -30,12 +30,17 @@ const maxPages = 400
 // server created meanwhile has a higher id than every other and lands
 // after all of them, moving nothing; a server deleted meanwhile moves every
 // later server one place up, and the first of the next page would be
-// missed. total_entries then falls between pages, which the listing
-// refuses. (A deletion and a creation between the same two page reads
-// leave total_entries as it was and can still hide one server from one
-// listing of more than one page; the CCM asks the API for the id itself
-// before it believes a server gone.)
+// missed. total_entries then falls between pages, or the servers read
+// at the end are fewer than it says, and the listing starts over. (A
+// deletion and a creation between the same two page reads leave
+// total_entries as it was and can still hide one server from one listing
+// of more than one page; the CCM asks the API for the id itself before it
+// believes a server gone.)
 const listSort = "id:asc"
+
+// listAttempts bounds how often one ListInstances starts over after the
+// server set changed between its pages.
+const listAttempts = 3
 
 // Source lists a cluster's Hetzner Cloud servers for the shared instance
 // view: one paginated GET /servers filtered by the cluster label, whose
@@ -60,13 +65,32 @@ var _ view.Source = Source{}
 // that cannot be trusted whole.
 var errListing = errors.New("inconsistent server listing")
 
+// errChanged is wrapped (with errListing) by the errors of a listing
+// whose servers changed while its pages were read.
+var errChanged = errors.New("the server list changed between its pages")
+
 // ListInstances follows every page. A page that fails, or a listing whose
 // pagination does not add up (no meta.pagination, a page other than the
-// one asked for, a short page before the last, total_entries falling
-// between pages or differing at the end from the servers read, servers
-// out of id order), is an error, never a shorter list: the view believes
-// what a fresh list lacks is gone.
+// one asked for, a short page before the last, servers out of id order),
+// is an error, never a shorter list: the view believes what a fresh list
+// lacks is gone. total_entries falling between pages or differing at the
+// end from the servers read means servers were deleted meanwhile: the
+// listing starts over, at most listAttempts times in all, then is an
+// error.
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
+	var err error
+	for attempt := 1; attempt <= listAttempts; attempt++ {
+		var out []view.Instance
+		out, err = s.listOnce(ctx)
+		if !errors.Is(err, errChanged) {
+			return out, err
+		}
+		klog.V(2).InfoS("The server list changed while it was read; listing again", "attempt", attempt, "why", err)
+	}
+	return nil, fmt.Errorf("%w %d times in a row", err, listAttempts)
+}
+
+func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
 	selector := s.ClusterLabel + "==" + s.ClusterID
 	var (
 		out    []view.Instance
@@ -94,7 +118,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		case len(servers) > p.PerPage:
 			return nil, fmt.Errorf("%w: page %d holds %d servers, over its per_page %d", errListing, page, len(servers), p.PerPage)
 		case p.TotalEntries < total:
-			return nil, fmt.Errorf("%w: total_entries fell from %d to %d while the pages were read (a server was deleted; later pages moved)", errListing, total, p.TotalEntries)
+			return nil, fmt.Errorf("%w: %w: total_entries fell from %d to %d (a server was deleted; later pages moved)", errListing, errChanged, total, p.TotalEntries)
 		}
 		total = p.TotalEntries
 		for _, srv := range servers {
@@ -113,7 +137,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 		if p.NextPage == 0 {
 			// total_entries may be null (unknown), which reads as 0.
 			if total > 0 && read != total {
-				return nil, fmt.Errorf("%w: %d servers read, total_entries says %d", errListing, read, total)
+				return nil, fmt.Errorf("%w: %w: %d servers read, total_entries says %d", errListing, errChanged, read, total)
 			}
 			return out, nil
 		}
