@@ -12,8 +12,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
-	"net/url"
 	"sort"
 	"strconv"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -73,15 +72,14 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	}
 	endpoint := hcmetadata.Endpoint
 	if cfg.MetadataURL != "" {
-		u, err := url.Parse(cfg.MetadataURL)
-		if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-			return nil, fmt.Errorf("hetzner: metadataURL %q: want http://host[:port][/path] (the metadata service speaks plain http)", cfg.MetadataURL)
+		var err error
+		if endpoint, err = linklocal.ParseURL(cfg.MetadataURL, linklocal.AllowPath()); err != nil {
+			return nil, fmt.Errorf("hetzner: %w", err)
 		}
-		endpoint = cfg.MetadataURL
 	}
-	// No proxy: the metadata service answers only the server itself.
-	client := &http.Client{Transport: &http.Transport{Proxy: nil, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}
-	id.md = hcmetadata.NewClient(hcmetadata.WithEndpoint(endpoint), hcmetadata.WithHTTPClient(client),
+	// linklocal's client: no proxy (the metadata service answers only the
+	// server itself), no redirect, each answer bounded.
+	id.md = hcmetadata.NewClient(hcmetadata.WithEndpoint(endpoint), hcmetadata.WithHTTPClient(linklocal.NewHTTPClient(metadataTimeout, 0)),
 		hcmetadata.WithTimeout(metadataTimeout))
 	return id, nil
 }
