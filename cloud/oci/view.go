@@ -25,6 +25,13 @@ const pageSize = 100
 // maxPages bounds one listing of a compartment.
 const maxPages = 1000
 
+// listAttempts bounds how often a compartment's instances are listed in
+// one ListInstances while the list changes between its pages.
+const listAttempts = 3
+
+// errChanged: the instance list changed while it was read page by page.
+var errChanged = errors.New("the instance list changed between its pages")
+
 // FaultDomainLabel is the Node label the upstream OCI CCM gives an
 // instance's fault domain.
 const FaultDomainLabel = "oci.oraclecloud.com/fault-domain"
@@ -73,7 +80,7 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 	var out []view.Instance
 	attached := map[string]bool{}
 	for _, comp := range s.Compartments {
-		instances, err := s.listInstances(ctx, comp)
+		instances, err := s.listWhole(ctx, comp)
 		if err != nil {
 			return nil, err
 		}
@@ -116,26 +123,87 @@ func (s Source) withTimeout(ctx context.Context) (context.Context, context.Cance
 	return context.WithCancel(ctx)
 }
 
-func (s Source) listInstances(ctx context.Context, comp string) ([]core.Instance, error) {
-	var out []core.Instance
+// listWhole lists a compartment's instances, whole. A page token is no
+// snapshot: an instance deleted while the pages are read can shift one
+// that was there throughout onto a page already read, and the view
+// believes an instance a fresh list lacks is gone. The pages are asked in
+// creation order (TIMECREATED, ascending: OCI sorts within each
+// availability domain, so a new instance shifts the later ones down, to
+// be listed twice, never missed); a miss needs the deletion of an
+// instance listed before it. So a list of more than one page is taken
+// only when the next listing holds the same instances (the deleted one
+// is gone from it) and neither lists one twice; else listed again, up to
+// listAttempts times. A list of one page is one answer, taken at once.
+func (s Source) listWhole(ctx context.Context, comp string) ([]core.Instance, error) {
+	var last []core.Instance
+	why := errChanged
+	for attempt := 1; attempt <= listAttempts; attempt++ {
+		items, pages, err := s.listInstances(ctx, comp)
+		switch {
+		case errors.Is(err, errChanged):
+			last, why = nil, err
+		case err != nil:
+			return nil, err
+		case pages == 1 || (last != nil && sameInstances(last, items)):
+			return items, nil
+		default:
+			if last != nil {
+				why = fmt.Errorf("%w: two listings in a row differ", errChanged)
+			}
+			last = items
+		}
+		klog.V(2).InfoS("Listing an OCI compartment's instances again", "compartment", comp, "attempt", attempt, "pages", pages, "why", why)
+	}
+	return nil, fmt.Errorf("compute ListInstances of compartment %s: %w (%d listings)", comp, why, listAttempts)
+}
+
+// sameInstances reports whether a and b hold the same instance OCIDs.
+func sameInstances(a, b []core.Instance) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ids := map[string]bool{}
+	for _, in := range a {
+		ids[deref(in.Id)] = true
+	}
+	for _, in := range b {
+		if !ids[deref(in.Id)] {
+			return false
+		}
+	}
+	return true
+}
+
+// listInstances reads every page of a compartment's instances once, in
+// creation order; an instance listed twice is errChanged.
+func (s Source) listInstances(ctx context.Context, comp string) (out []core.Instance, pages int, err error) {
 	var page *string
 	seen := map[string]bool{}
+	ids := map[string]bool{}
 	for n := 1; ; n++ {
 		if n > maxPages {
-			return nil, fmt.Errorf("compute ListInstances of compartment %s: more than %d pages", comp, maxPages)
+			return nil, n - 1, fmt.Errorf("compute ListInstances of compartment %s: more than %d pages", comp, maxPages)
 		}
 		cctx, cancel := s.withTimeout(ctx)
-		resp, err := s.Compute.ListInstances(cctx, core.ListInstancesRequest{CompartmentId: common.String(comp), Limit: common.Int(pageSize), Page: page})
+		resp, err := s.Compute.ListInstances(cctx, core.ListInstancesRequest{CompartmentId: common.String(comp), Limit: common.Int(pageSize), Page: page,
+			SortBy: core.ListInstancesSortByTimecreated, SortOrder: core.ListInstancesSortOrderAsc})
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("compute ListInstances of compartment %s (page %d): %w", comp, n, err)
+			return nil, n, fmt.Errorf("compute ListInstances of compartment %s (page %d): %w", comp, n, err)
+		}
+		for _, in := range resp.Items {
+			id := deref(in.Id)
+			if id != "" && ids[id] {
+				return nil, n, fmt.Errorf("%w: instance %s listed twice", errChanged, id)
+			}
+			ids[id] = true
 		}
 		out = append(out, resp.Items...)
 		if resp.OpcNextPage == nil || *resp.OpcNextPage == "" {
-			return out, nil
+			return out, n, nil
 		}
 		if seen[*resp.OpcNextPage] {
-			return nil, fmt.Errorf("compute ListInstances of compartment %s: page token repeated", comp)
+			return nil, n, fmt.Errorf("compute ListInstances of compartment %s: page token repeated", comp)
 		}
 		seen[*resp.OpcNextPage] = true
 		page = resp.OpcNextPage

@@ -233,6 +233,7 @@ func (c *Cloud) listInstances(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	c.beforePage.Run(offset/max(limit, 1) + 1)
 	if st := c.count("ListInstances", offset/max(limit, 1)+1); st != 0 {
 		ociError(w, st, codeOf(st), "injected fault")
 		return

@@ -89,6 +89,7 @@ type Cloud struct {
 	servers cloudtest.Servers[string] // the API; metadata services by instance OCID
 	calls   cloudtest.Counter
 	faults  cloudtest.Faults
+	hooks
 
 	// The API key the endpoint accepts signatures of (its private half
 	// only goes into the config file WriteAPIConfig writes).

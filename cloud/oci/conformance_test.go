@@ -1,0 +1,99 @@
+package oci_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
+	"github.com/mooring-dev/mooring/cloud/oci"
+	"github.com/mooring-dev/mooring/cloud/oci/agentid"
+	"github.com/mooring-dev/mooring/cloud/oci/ocitest"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// OCI's provider keeps the kit's promises (cloud/cloudtest/conformance).
+func TestConformance(t *testing.T) {
+	conformance.RunInstances(t, conformance.Backend{
+		Name: "oci",
+		BadProviderIDs: []string{"oci://", "oci://ocid1.instance.oc1.iad.", "oci://ocid1.vnic.oc1.iad.aaaaexample",
+			"oci://ocid1.compartment.oc1..aaaaexample", "oci:///ocid1.instance.oc1.iad.aaaaexample", "oci://has space"},
+		NameWithoutNode: "under_score",
+		Evidence:        []string{agentid.EvidenceType},
+		Zones:           true,
+		New: func(t *testing.T, o conformance.Options) conformance.Bed {
+			ep, c := setup(t, ocitest.Options{MaxPageSize: o.PageSize}, "")
+			return &ociBed{ep: ep, c: c}
+		},
+		Config: func(t *testing.T, b conformance.Bed) string {
+			path := filepath.Join(t.TempDir(), "cloud.yaml")
+			if err := os.WriteFile(path, []byte(configYAML(t, b.(*ociBed).ep, "")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		},
+	})
+}
+
+// ociBed is the conformance suite's view of an ocitest endpoint and a
+// provider over it.
+type ociBed struct {
+	ep *ocitest.Cloud
+	c  *oci.Cloud
+}
+
+// apiMethods are the calls the provider makes of the Core Services API.
+var apiMethods = []string{"ListInstances", "GetInstance", "ListVnicAttachments", "GetVnic"}
+
+func (b *ociBed) Provider() conformance.Provider { return b.c }
+
+func (b *ociBed) Make(t testing.TB, s conformance.Spec) conformance.Made {
+	c := cluster
+	if s.Foreign {
+		c = "another"
+	}
+	in := b.ep.Put(ocitest.Instance{DisplayName: s.Name, PrivateIP: fmt.Sprintf("127.0.91.%d", s.N),
+		PublicIP: fmt.Sprintf("127.0.92.%d", s.N), FreeformTags: tagged(c), Created: s.Created})
+	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.ID), ID: in.ID,
+		NodeName: agentid.NodeName(in.DisplayName), InternalIP: in.PrivateIP}
+}
+
+func (b *ociBed) Delete(t testing.TB, m conformance.Made) { b.ep.Delete(m.ID) }
+
+func (b *ociBed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
+	st := map[view.State]string{view.StateStopped: "STOPPED", view.StatePending: "PROVISIONING", view.StateTerminated: "TERMINATED"}[s]
+	if err := b.ep.SetState(m.ID, st); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// Fail answers every API call with the failure's status: 503, 401
+// (NotAuthenticated, as for a key OCI does not know) or 429
+// (TooManyRequests).
+func (b *ociBed) Fail(t testing.TB, f conformance.Failure) func() {
+	status := map[conformance.Failure]int{conformance.Outage: http.StatusServiceUnavailable,
+		conformance.Unauthorized: http.StatusUnauthorized, conformance.Throttled: http.StatusTooManyRequests}[f]
+	if status == 0 {
+		return nil
+	}
+	for _, m := range apiMethods {
+		b.ep.Fail(m, 1<<20, status)
+	}
+	return func() {
+		for _, m := range apiMethods {
+			b.ep.Fail(m, 0, 0)
+		}
+	}
+}
+
+func (b *ociBed) Calls(c conformance.Call) int {
+	if c == conformance.List {
+		return b.ep.Calls("ListInstances")
+	}
+	return b.ep.Calls("GetInstance")
+}
+
+func (b *ociBed) BeforePage(f func(page int)) { b.ep.BeforePage(f) }
