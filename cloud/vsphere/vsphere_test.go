@@ -20,7 +20,6 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -174,7 +173,8 @@ func list(t *testing.T, c *Cloud) map[string]view.Instance {
 }
 
 // The listing reads the folder's VMs (its subfolders included; not
-// templates, not VMs elsewhere), with what vCenter says of them: BIOS
+// templates; the conformance suite checks that VMs elsewhere are left
+// out), with what vCenter says of them: BIOS
 // UUIDs as providerIDs, power states, creation dates, VMware Tools'
 // addresses, zone and region from the tags of the host's hierarchy.
 func TestListReadsTheFolder(t *testing.T) {
@@ -188,7 +188,6 @@ func TestListReadsTheFolder(t *testing.T) {
 	}
 	w.add(t, vspheretest.VM{Name: "node-3", UUID: uuid(3), IP: "127.0.90.13", Off: true, Folder: sub})
 	w.add(t, vspheretest.VM{Name: "template", UUID: uuid(4), IP: "127.0.90.14", Template: true})
-	w.add(t, vspheretest.VM{Name: "elsewhere", UUID: uuid(5), IP: "127.0.90.15", Folder: "/DC0/vm"})
 	got := list(t, w.cloud)
 	names := make([]string, 0, len(got))
 	for n := range got {
@@ -292,8 +291,8 @@ func TestConfirmInstance(t *testing.T) {
 	if _, err := w.cloud.ConfirmInstance(ctx, "aws:///us-east-1a/i-1"); err == nil {
 		t.Error("another cloud's providerID accepted")
 	}
-	// The CCM's view of a Node: found by providerID in any case, deleted
-	// only when vCenter says the VM is gone.
+	// The CCM's view of a Node: found by providerID in any case (the
+	// conformance suite checks power states and a VM vCenter no longer has).
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "in"}, Spec: v1.NodeSpec{ProviderID: "vsphere://" + strings.ToUpper(uuid(1))}}
 	md, err := w.cloud.InstanceMetadata(ctx, node)
 	if err != nil || md.ProviderID != "vsphere://"+uuid(1) || md.Zone != "zone-b" || md.Region != "region-a" {
@@ -305,23 +304,6 @@ func TestConfirmInstance(t *testing.T) {
 	}
 	if z, err := zones.GetZoneByProviderID(ctx, node.Spec.ProviderID); err != nil || z.FailureDomain != "zone-b" || z.Region != "region-a" {
 		t.Errorf("zone: %+v %v", z, err)
-	}
-	if err := w.sim.PowerOff(in); err != nil {
-		t.Fatal(err)
-	}
-	w.cloud.InstanceView().Invalidate()
-	if off, err := w.cloud.InstanceShutdown(ctx, node); !off || err != nil {
-		t.Errorf("powered-off VM: shutdown %v, %v", off, err)
-	}
-	if err := w.sim.Destroy(in); err != nil {
-		t.Fatal(err)
-	}
-	w.cloud.InstanceView().Invalidate()
-	if ok, err := w.cloud.InstanceExists(ctx, node); ok || err != nil {
-		t.Errorf("destroyed VM: exists %v, %v", ok, err)
-	}
-	if _, err := w.cloud.InstanceMetadata(ctx, node); !errors.Is(err, cloudprovider.InstanceNotFound) {
-		t.Errorf("destroyed VM's metadata: %v", err)
 	}
 }
 
