@@ -10,13 +10,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
-	"time"
 
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -71,7 +70,9 @@ func New(cfg nodeid.Config) (*Identity, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Identity{md: client.NewMetadata(cfg.MetadataURL, &http.Client{Timeout: 10 * time.Second}), policy: policy}, nil
+	// linklocal's HTTP client, as every cloud's: no proxy, no redirect,
+	// 10s and 1 MiB an answer.
+	return &Identity{md: client.NewMetadata(cfg.MetadataURL, linklocal.NewHTTPClient(0, 0)), policy: policy}, nil
 }
 
 // Instance reads the instance's record.
