@@ -27,6 +27,13 @@ func (c *Counter) Get(name string) int {
 	return c.n[name]
 }
 
+// Call counts a call of method (of that page of a list; 0: any call) and
+// takes from faults the fault it is to answer: nil when none.
+func (c *Counter) Call(faults *Faults, method string, page int) *Fault {
+	c.Add(method)
+	return faults.Take(method, page)
+}
+
 // Fault is a failure a test injects: the next Left calls of a method (of
 // one page of a list, with Page) are answered Status with the error Code.
 type Fault struct {
@@ -35,6 +42,15 @@ type Fault struct {
 	Left   int
 	Status int
 	Code   string
+}
+
+// Answer is the HTTP status the fault makes a call answer: 0 when f is
+// nil (no fault).
+func (f *Fault) Answer() int {
+	if f == nil {
+		return 0
+	}
+	return f.Status
 }
 
 // Faults are the faults injected into an endpoint's methods, used up in

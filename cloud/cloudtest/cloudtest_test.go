@@ -102,6 +102,13 @@ func TestFaults(t *testing.T) {
 	if c.Get("x") != 2 || c.Get("y") != 0 {
 		t.Fatal("counter")
 	}
+	fs.Add("get", Fault{Page: 3, Left: 1, Status: 502})
+	if st := c.Call(&fs, "get", 1).Answer(); st != 0 || c.Get("get") != 1 {
+		t.Fatalf("a call without a fault answered %d, counted %d", st, c.Get("get"))
+	}
+	if st := c.Call(&fs, "get", 3).Answer(); st != 502 || c.Get("get") != 2 {
+		t.Fatalf("a call of the faulty page answered %d, counted %d", st, c.Get("get"))
+	}
 }
 
 func TestBucketAndWindow(t *testing.T) {

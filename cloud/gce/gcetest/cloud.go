@@ -371,13 +371,7 @@ func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 
 // count counts a call and says which status a fault makes it answer (0:
 // none).
-func (c *Cloud) count(method string) int {
-	c.calls.Add(method)
-	if f := c.faults.Take(method, 0); f != nil {
-		return f.Status
-	}
-	return 0
-}
+func (c *Cloud) count(method string) int { return c.calls.Call(&c.faults, method, 0).Answer() }
 
 // projectNumber is a stable number of a project id.
 func projectNumber(project string) int64 {

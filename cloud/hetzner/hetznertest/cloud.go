@@ -239,6 +239,5 @@ func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 
 // count counts a call and returns the fault it is to answer, if any.
 func (c *Cloud) count(method string, page int) *cloudtest.Fault {
-	c.calls.Add(method)
-	return c.faults.Take(method, page)
+	return c.calls.Call(&c.faults, method, page)
 }

@@ -266,11 +266,7 @@ func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 // count counts a call and says which status a fault makes it answer (0:
 // none).
 func (c *Cloud) count(method string, page int) int {
-	c.calls.Add(method)
-	if f := c.faults.Take(method, page); f != nil {
-		return f.Status
-	}
-	return 0
+	return c.calls.Call(&c.faults, method, page).Answer()
 }
 
 // sorted lists the Linodes in ascending id order, those carrying tag when

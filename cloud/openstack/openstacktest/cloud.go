@@ -312,10 +312,7 @@ func (c *Cloud) LastMicroversion() string {
 }
 
 // count counts a call and returns the fault it is to answer, if any.
-func (c *Cloud) count(method string) *cloudtest.Fault {
-	c.calls.Add(method)
-	return c.faults.Take(method, 0)
-}
+func (c *Cloud) count(method string) *cloudtest.Fault { return c.calls.Call(&c.faults, method, 0) }
 
 // newToken issues a token and returns it with its times.
 func (c *Cloud) newToken() (tok string, issued, expires time.Time) {
