@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -189,12 +190,16 @@ func NewNodeIdentity(cfg nodeid.Config, opts ...Option) (*NodeIdentity, error) {
 		}
 	}
 	if cfg.MetadataURL != "" {
-		if _, _, err := ParseEndpoint(cfg.MetadataURL); err != nil {
-			return nil, fmt.Errorf("aws: metadataURL: %w", err)
+		if _, err := linklocal.ParseURL(cfg.MetadataURL, linklocal.AllowHTTPS()); err != nil {
+			return nil, fmt.Errorf("aws: %w", err)
 		}
 	}
-	// IMDSv2 only: no fallback to unauthenticated IMDSv1 requests.
-	n.imds = imds.New(imds.Options{Endpoint: cfg.MetadataURL, EnableFallback: aws.FalseTernary}, o.imdsOpts...)
+	// IMDSv2 only: no fallback to unauthenticated IMDSv1 requests. The
+	// HTTP client is linklocal's, as every cloud's: no proxy (the SDK's
+	// own takes the environment's) and no redirect (the SDK's follows 307
+	// and 308, with the session token).
+	n.imds = imds.New(imds.Options{Endpoint: cfg.MetadataURL, EnableFallback: aws.FalseTernary,
+		HTTPClient: linklocal.NewHTTPClient(0, 0)}, o.imdsOpts...)
 	n.creds = ec2rolecreds.New(func(o *ec2rolecreds.Options) { o.Client = n.imds })
 	return n, nil
 }
