@@ -238,9 +238,7 @@ func (c *Cloud) listInstances(w http.ResponseWriter, r *http.Request) {
 		ociError(w, st, codeOf(st), "injected fault")
 		return
 	}
-	c.mu.Lock()
-	all := c.sortedLocked(comp)
-	c.mu.Unlock()
+	all := c.sorted(comp)
 	from, to := min(offset, len(all)), min(offset+limit, len(all))
 	items := make([]core.Instance, 0, to-from)
 	for _, in := range all[from:to] {
@@ -303,14 +301,12 @@ func (c *Cloud) listVnicAttachments(w http.ResponseWriter, r *http.Request) {
 		ociError(w, st, codeOf(st), "injected fault")
 		return
 	}
-	c.mu.Lock()
 	var all []Instance
-	for _, in := range c.sortedLocked(comp) {
+	for _, in := range c.sorted(comp) {
 		if attached(in) && (instance == "" || in.ID == instance) {
 			all = append(all, in)
 		}
 	}
-	c.mu.Unlock()
 	from, to := min(offset, len(all)), min(offset+limit, len(all))
 	items := make([]core.VnicAttachment, 0, to-from)
 	for _, in := range all[from:to] {
@@ -329,19 +325,12 @@ func (c *Cloud) getVnic(w http.ResponseWriter, id string) {
 		ociError(w, st, codeOf(st), "injected fault")
 		return
 	}
-	c.mu.Lock()
-	var found *Instance
-	for _, in := range c.instances {
-		if in.VnicID == id && attached(*in) {
-			cp := *in
-			found = &cp
-		}
-	}
-	c.mu.Unlock()
-	if found == nil {
+	match := c.instances.List(func(in *Instance) bool { return in.VnicID == id && attached(*in) })
+	if len(match) == 0 {
 		ociError(w, http.StatusNotFound, "NotAuthorizedOrNotFound", "Authorization failed or requested resource not found.")
 		return
 	}
+	found := match[0]
 	v := core.Vnic{Id: common.String(id), CompartmentId: common.String(found.Compartment), AvailabilityDomain: common.String(found.AvailabilityDomain),
 		LifecycleState: core.VnicLifecycleStateAvailable, TimeCreated: &common.SDKTime{Time: found.Created},
 		IsPrimary: common.Bool(true)}

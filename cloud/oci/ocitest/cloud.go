@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -96,15 +95,17 @@ type Cloud struct {
 	user, fingerprint string
 	apiKey            *rsa.PrivateKey
 
+	// instances: c.mu is taken before their lock where both are held, so
+	// that an instance and its certificates go together.
+	instances cloudtest.Store[string, Instance]
+
 	mu         sync.Mutex
-	instances  map[string]*Instance
 	identities map[string]Identity // current certificate per instance
 	// roots are the published roots' CAs, oldest first: the last one
 	// issues new intermediates.
 	roots []*CA
 	// devices are the intermediates instances' certificates come from.
 	devices map[string]*CA
-	seq     int
 }
 
 // New makes a Cloud with its CA and API key; Start starts it.
@@ -151,7 +152,16 @@ func New(opts Options) (*Cloud, error) {
 		fp[i] = fmt.Sprintf("%02x", b)
 	}
 	return &Cloud{opts: opts, roots: []*CA{ca}, user: "ocid1.user.oc1.." + uniqueID(), fingerprint: strings.Join(fp, ":"), apiKey: key,
-		instances: map[string]*Instance{}, identities: map[string]Identity{}, devices: map[string]*CA{}}, nil
+		identities: map[string]Identity{}, devices: map[string]*CA{},
+		instances: cloudtest.Store[string, Instance]{
+			Key:     func(in *Instance) *string { return &in.ID },
+			NewKey:  func(int) string { return "ocid1.instance.oc1." + opts.RegionKey + "." + uniqueID() },
+			Created: func(in *Instance) *time.Time { return &in.Created },
+			Now:     func() time.Time { return opts.Now().UTC().Truncate(time.Millisecond) },
+			// In creation order (then id).
+			Order:   func(a, b *Instance) int { return a.Created.Compare(b.Created) },
+			Missing: "ocitest: no instance",
+		}}, nil
 }
 
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
@@ -297,11 +307,6 @@ func uniqueID() string {
 func (c *Cloud) Put(in Instance) Instance {
 	cloudtest.MustLoopback("ocitest", true, in.PrivateIP, in.PublicIP)
 	cloudtest.MustLoopback("ocitest", false, in.IPv6)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if in.ID == "" {
-		in.ID = "ocid1.instance.oc1." + c.opts.RegionKey + "." + uniqueID()
-	}
 	if in.Compartment == "" {
 		in.Compartment = c.opts.Compartment
 	}
@@ -317,48 +322,28 @@ func (c *Cloud) Put(in Instance) Instance {
 	if in.State == "" {
 		in.State = "RUNNING"
 	}
-	if old, ok := c.instances[in.ID]; ok {
-		if in.Created.IsZero() {
-			in.Created = old.Created
+	return c.instances.Put(in, func(in, old *Instance) {
+		if old != nil {
+			if in.Created.IsZero() {
+				in.Created = old.Created
+			}
+			if in.VnicID == "" {
+				in.VnicID = old.VnicID
+			}
 		}
 		if in.VnicID == "" {
-			in.VnicID = old.VnicID
+			in.VnicID = "ocid1.vnic.oc1." + c.opts.RegionKey + "." + uniqueID()
 		}
-	}
-	if in.Created.IsZero() {
-		in.Created = c.opts.Now().UTC().Truncate(time.Millisecond)
-	}
-	if in.VnicID == "" {
-		in.VnicID = "ocid1.vnic.oc1." + c.opts.RegionKey + "." + uniqueID()
-	}
-	c.seq++
-	cp := in
-	c.instances[in.ID] = &cp
-	return in
+	})
 }
 
 // Get returns an instance.
-func (c *Cloud) Get(id string) (Instance, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[id]
-	if !ok {
-		return Instance{}, false
-	}
-	return *in, true
-}
+func (c *Cloud) Get(id string) (Instance, bool) { return c.instances.Get(id) }
 
 // SetState sets an instance's lifecycle state (TERMINATED: it is listed
 // terminated, its VNIC detached).
 func (c *Cloud) SetState(id, state string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	in, ok := c.instances[id]
-	if !ok {
-		return fmt.Errorf("ocitest: no instance %s", id)
-	}
-	in.State = state
-	return nil
+	return c.instances.Update(id, func(in *Instance) { in.State = state })
 }
 
 // Delete removes an instance (OCI's record of a terminated instance
@@ -366,26 +351,14 @@ func (c *Cloud) SetState(id, state string) error {
 func (c *Cloud) Delete(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.instances, id)
+	c.instances.Delete(id)
 	delete(c.identities, id)
 	delete(c.devices, id)
 }
 
 // sorted are the instances of a compartment in creation order (then id).
-func (c *Cloud) sortedLocked(compartment string) []Instance {
-	var out []Instance
-	for _, in := range c.instances {
-		if in.Compartment == compartment {
-			out = append(out, *in)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].Created.Equal(out[j].Created) {
-			return out[i].Created.Before(out[j].Created)
-		}
-		return out[i].ID < out[j].ID
-	})
-	return out
+func (c *Cloud) sorted(compartment string) []Instance {
+	return c.instances.List(func(in *Instance) bool { return in.Compartment == compartment })
 }
 
 // CurrentIdentity is the certificate the instance's metadata service
@@ -393,11 +366,7 @@ func (c *Cloud) sortedLocked(compartment string) []Instance {
 // RotateEvery old (OCI rotates instance certificates on its own).
 func (c *Cloud) CurrentIdentity(id string) (Identity, error) {
 	c.mu.Lock()
-	in, ok := c.instances[id]
-	var inst Instance
-	if ok {
-		inst = *in
-	}
+	inst, ok := c.instances.Get(id)
 	cur, have := c.identities[id]
 	c.mu.Unlock()
 	if !ok {
@@ -431,8 +400,8 @@ func (c *Cloud) rotate(in Instance, now time.Time) (Identity, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.instances[in.ID]; !ok {
-		return Identity{}, fmt.Errorf("ocitest: no instance %s", in.ID)
+	if err := c.instances.Check(in.ID); err != nil {
+		return Identity{}, err
 	}
 	c.identities[in.ID] = ident
 	return ident, nil
@@ -464,9 +433,5 @@ func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
 
 // count counts a call and takes an injected fault's status (0: none).
 func (c *Cloud) count(method string, page int) int {
-	c.calls.Add(method)
-	if f := c.faults.Take(method, page); f != nil {
-		return f.Status
-	}
-	return 0
+	return c.calls.Call(&c.faults, method, page).Answer()
 }
