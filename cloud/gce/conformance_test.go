@@ -1,0 +1,146 @@
+package gce
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/api/option"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
+	"github.com/mooring-dev/mooring/cloud/gce/agentid"
+	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// GCE's provider keeps the kit's promises (cloud/cloudtest/conformance):
+// its list is instances.aggregatedList over every zone of the project, in
+// pages of gcetest's MaxPageSize. A deleted instance is gone (TERMINATED
+// is GCE's stopped), and every name GCE allows is a Node name.
+func TestConformance(t *testing.T) {
+	conformance.RunInstances(t, conformance.Backend{
+		Name: ProviderName,
+		BadProviderIDs: []string{"gce://", "gce://p/europe-west1-b/n1", "gce://mooring-test/us-central1-a",
+			"gce://mooring-test/us-central1-a/", "gce://mooring-test/us-central1-a/n/x", "gce://mooring-test/us-central1-a/Node",
+			"gce://mooring-test/central/n1", "gce:///us-central1-a/n1"},
+		Evidence: []string{agentid.EvidenceType},
+		Zones:    true,
+		New:      func(t *testing.T, o conformance.Options) conformance.Bed { return newBed(t, o) },
+		Config: func(t *testing.T, b conformance.Bed) string {
+			w := b.(*bed).world
+			path := filepath.Join(t.TempDir(), "cloud.yaml")
+			cfg := fmt.Sprintf("projects: [%s]\nclusterID: %s\ncomputeEndpoint: %s\nwithoutAuthentication: true\ncertsURL: %s\n",
+				gcetest.DefaultProject, testCluster, w.gc.Endpoint(), w.gc.CertsURL())
+			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		},
+	})
+}
+
+// bed is the conformance suite's view of a world whose provider's calls
+// pass a hook that numbers the pages of aggregatedList (the first has no
+// pageToken) before gcetest answers them.
+type bed struct {
+	*world
+	mu         sync.Mutex
+	beforePage func(page int)
+	page       int
+}
+
+func newBed(t *testing.T, o conformance.Options) *bed {
+	b := &bed{world: newWorld(t, gcetest.Options{MaxPageSize: o.PageSize}, nil)}
+	hook := roundTripper(func(r *http.Request) (*http.Response, error) {
+		list := strings.HasSuffix(r.URL.Path, "/aggregated/instances")
+		b.mu.Lock()
+		f := b.beforePage
+		if list {
+			if r.URL.Query().Get("pageToken") == "" {
+				b.page = 0
+			}
+			b.page++
+		}
+		page := b.page
+		b.mu.Unlock()
+		if f != nil && list {
+			f(page)
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})
+	c, err := New(b.cfg, option.WithHTTPClient(&http.Client{Transport: hook, Timeout: b.cfg.RequestTimeout.Duration}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cloud = c
+	return b
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (b *bed) Provider() conformance.Provider { return b.cloud }
+
+func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
+	cluster := testCluster
+	if s.Foreign {
+		cluster = "c2"
+	}
+	in := b.gc.Put(gcetest.Instance{Name: s.Name, InternalIP: fmt.Sprintf("127.0.79.%d", s.N),
+		ExternalIP: fmt.Sprintf("127.0.80.%d", s.N), Labels: map[string]string{DefaultClusterLabel: cluster}, Created: s.Created})
+	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.Project, in.Zone, in.Name), ID: fmt.Sprint(in.ID),
+		NodeName: in.Name, InternalIP: in.InternalIP}
+}
+
+func (b *bed) Delete(t testing.TB, m conformance.Made) {
+	b.gc.Delete(gcetest.DefaultProject, gcetest.DefaultZone, m.Name)
+}
+
+// SetState: TERMINATED is GCE's stopped instance, PROVISIONING pending; a
+// deleted instance is absent, never in a state.
+func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
+	status := map[view.State]string{view.StateStopped: "TERMINATED", view.StatePending: "PROVISIONING"}[s]
+	if status == "" {
+		return false
+	}
+	if err := b.gc.SetStatus(gcetest.DefaultProject, gcetest.DefaultZone, m.Name, status); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// Fail: the Compute API's 503, 401 (credentials refused) or 429
+// (rateLimitExceeded) to every list and get.
+func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
+	status := map[conformance.Failure]int{conformance.Outage: http.StatusServiceUnavailable,
+		conformance.Unauthorized: http.StatusUnauthorized, conformance.Throttled: http.StatusTooManyRequests}[f]
+	if status == 0 {
+		return nil
+	}
+	for _, m := range []string{"aggregatedList", "get"} {
+		b.gc.Fail(m, 1<<20, status)
+	}
+	return func() {
+		for _, m := range []string{"aggregatedList", "get"} {
+			b.gc.Fail(m, 0, 0)
+		}
+	}
+}
+
+func (b *bed) Calls(c conformance.Call) int {
+	if c == conformance.List {
+		return b.gc.Calls("aggregatedList")
+	}
+	return b.gc.Calls("get")
+}
+
+func (b *bed) BeforePage(f func(page int)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.beforePage = f
+}
