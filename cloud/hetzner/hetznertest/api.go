@@ -1,6 +1,7 @@
 package hetznertest
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -199,14 +200,14 @@ func statusIn(status string, want []string) bool {
 // sorter reads sort parameters (id, name, created, each with :asc or
 // :desc); none sorts by id.
 func sorter(keys []string) (func(a, b Server) bool, error) {
-	type cmp func(a, b Server) int
-	var cmps []cmp
+	type order func(a, b Server) int
+	var cmps []order
 	for _, k := range keys {
 		field, dir, _ := strings.Cut(k, ":")
-		var f cmp
+		var f order
 		switch field {
 		case "id":
-			f = func(a, b Server) int { return compare(a.ID, b.ID) }
+			f = func(a, b Server) int { return cmp.Compare(a.ID, b.ID) }
 		case "name":
 			f = func(a, b Server) int { return strings.Compare(a.Name, b.Name) }
 		case "created":
@@ -223,7 +224,7 @@ func sorter(keys []string) (func(a, b Server) bool, error) {
 			return nil, fmt.Errorf("unknown sort direction %q", dir)
 		}
 	}
-	cmps = append(cmps, func(a, b Server) int { return compare(a.ID, b.ID) })
+	cmps = append(cmps, func(a, b Server) int { return cmp.Compare(a.ID, b.ID) })
 	return func(a, b Server) bool {
 		for _, f := range cmps {
 			if d := f(a, b); d != 0 {
@@ -232,16 +233,6 @@ func sorter(keys []string) (func(a, b Server) bool, error) {
 		}
 		return false
 	}, nil
-}
-
-func compare(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // parseSelector reads a label selector with Kubernetes' grammar

@@ -1,6 +1,7 @@
 package openstacktest
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -183,10 +184,10 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request, mv microversio
 		novaError(w, http.StatusBadRequest, fmt.Sprintf("Invalid input for query parameters sort_key/sort_dir: %s %s.", key, dir))
 		return
 	}
-	cmp := func(a, b *Server) int {
+	order := func(a, b *Server) int {
 		d := cmpKey(a, b)
 		if d == 0 {
-			d = compare(a.serial, b.serial) // Nova's own id breaks ties
+			d = cmp.Compare(a.serial, b.serial) // Nova's own id breaks ties
 		}
 		if dir == "desc" {
 			d = -d
@@ -224,10 +225,10 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request, mv microversio
 		novaError(w, http.StatusBadRequest, "marker ["+marker+"] not found")
 		return
 	}
-	sort.Slice(match, func(i, j int) bool { return cmp(match[i], match[j]) < 0 })
+	sort.Slice(match, func(i, j int) bool { return order(match[i], match[j]) < 0 })
 	start := 0
 	if markerSrv != nil {
-		start = sort.Search(len(match), func(i int) bool { return cmp(markerSrv, match[i]) < 0 })
+		start = sort.Search(len(match), func(i int) bool { return order(markerSrv, match[i]) < 0 })
 	}
 	page := match[start:min(len(match), start+limit)]
 	servers := []map[string]any{}
@@ -281,16 +282,6 @@ func (c *Cloud) linkBase(r *http.Request) string {
 		return c.opts.LinkBase
 	}
 	return "http://" + r.Host + computeBase
-}
-
-func compare(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (c *Cloud) serveGet(w http.ResponseWriter, r *http.Request, mv microversion, id string) {
