@@ -16,9 +16,7 @@ import (
 	"github.com/linode/linodego"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/linode/agentid"
 	"github.com/mooring-dev/mooring/cloud/linode/linodetest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
@@ -118,6 +116,15 @@ func TestMapping(t *testing.T) {
 	if !got.Created.Equal(created) {
 		t.Fatalf("created %v, want %v", got.Created, created)
 	}
+	// InstancesV2's metadata is the view's: the region, no zone.
+	md, err := w.cloud.InstanceMetadata(context.Background(), node("web-1", ""))
+	if err != nil || md.Region != want.Region || md.Zone != "" || md.InstanceType != want.InstanceType ||
+		fmt.Sprint(md.NodeAddresses) != fmt.Sprint(want.Addresses) {
+		t.Fatalf("metadata %+v, %v", md, err)
+	}
+	if w.cloud.ClusterTag() != testCluster || w.cloud.ProviderName() != "linode" {
+		t.Fatalf("cluster tag %q, name %q", w.cloud.ClusterTag(), w.cloud.ProviderName())
+	}
 }
 
 // With the default private range, 192.168.128.0/17 is internal and
@@ -140,36 +147,21 @@ func TestDefaultPrivateRange(t *testing.T) {
 	}
 }
 
-// Statuses: running runs, offline and shutting_down are stopped, deleting
-// is gone, the rest pending; an unknown status is pending. Labels that are
-// no DNS-1123 subdomain give no Node name.
-func TestStatesAndNames(t *testing.T) {
-	w := newWorld(t, linodetest.Options{}, nil)
-	for i, c := range []struct{ label, status string }{
-		{"a-running", "running"}, {"b-offline", "offline"}, {"c-shutting", "shutting_down"}, {"d-deleting", "deleting"},
-		{"e-booting", "booting"}, {"f-provisioning", "provisioning"}, {"g-resizing", "resizing"}, {"h-odd", "levitating"},
+// Every status maps to a state (the conformance suite checks what each
+// state means to InstancesV2): offline and shutting_down are stopped,
+// deleting is gone, the rest and an unknown status pending.
+func TestStatuses(t *testing.T) {
+	src := Source{ClusterTag: testTag, ClusterID: testCluster}
+	for status, want := range map[string]view.State{
+		"running": view.StateRunning, "offline": view.StateStopped, "shutting_down": view.StateStopped, "deleting": view.StateTerminated,
+		"booting": view.StatePending, "rebooting": view.StatePending, "provisioning": view.StatePending, "migrating": view.StatePending,
+		"rebuilding": view.StatePending, "cloning": view.StatePending, "restoring": view.StatePending, "resizing": view.StatePending,
+		"levitating": view.StatePending,
 	} {
-		in := w.add(c.label, 10+i)
-		if err := w.ln.SetStatus(in.ID, c.status); err != nil {
-			t.Fatal(err)
+		in, ok := src.toView(&linodego.Instance{ID: 5, Label: "x", Status: linodego.InstanceStatus(status), Tags: []string{testTag}})
+		if !ok || in.State != want {
+			t.Errorf("%s: %q, want %q", status, in.State, want)
 		}
-	}
-	w.add("under_score", 30)
-	all, err := w.source().ListInstances(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, in := range all {
-		got[in.Name] = string(in.State) + "/" + in.NodeName
-	}
-	want := map[string]string{
-		"a-running": "running/a-running", "b-offline": "stopped/b-offline", "c-shutting": "stopped/c-shutting",
-		"d-deleting": "terminated/d-deleting", "e-booting": "pending/e-booting", "f-provisioning": "pending/f-provisioning",
-		"g-resizing": "pending/g-resizing", "h-odd": "pending/h-odd", "under_score": "running/",
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("got %v\nwant %v", got, want)
 	}
 }
 
@@ -236,8 +228,9 @@ func TestTagCheckedClientSide(t *testing.T) {
 	}
 }
 
-// A failed page, an incomplete page, an outage, a refused token or a spent
-// rate limit is an error, never a shorter list.
+// Failures beyond the conformance suite's: a failed page, an incomplete
+// page, a refused or missing token, a spent rate limit; no error holds
+// the token.
 func TestListFailures(t *testing.T) {
 	w := newWorld(t, linodetest.Options{ListLimit: 40}, func(c *Config) { c.PageSize = 25 })
 	for i := range 60 {
@@ -265,9 +258,6 @@ func TestListFailures(t *testing.T) {
 	w.ln.ShortPage(3, true)
 	check("the last page short", "incomplete")
 	w.ln.ShortPage(3, false)
-	w.ln.SetOutage(true)
-	check("outage", "503")
-	w.ln.SetOutage(false)
 	if err := os.WriteFile(w.tokenFile, []byte("wrong-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -278,9 +268,6 @@ func TestListFailures(t *testing.T) {
 	check("no token", "token")
 	if err := os.WriteFile(w.tokenFile, []byte(w.ln.Token()), 0o600); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := w.source().ListInstances(ctx); err != nil {
-		t.Fatalf("a rotated token back in place: %v", err)
 	}
 	// 40 list requests a minute: the next lists spend them.
 	for range 40 {
@@ -381,160 +368,19 @@ func TestListChangesBetweenPages(t *testing.T) {
 	}
 }
 
-// InstancesV2 over the view: metadata by providerID and by Node name,
-// shutdown while offline, gone only when the API says so.
-func TestInstancesV2(t *testing.T) {
+// A GET of a Linode the list missed that fails is an error, never "gone"
+// (the conformance suite's failures fail the list first).
+func TestFailedGet(t *testing.T) {
 	w := newWorld(t, linodetest.Options{}, nil)
-	ctx := context.Background()
-	l1 := w.add("node-1", 10)
-	l2 := w.add("node-2", 11)
-	l3 := w.add("node-3", 12)
-	foreign := w.add("foreign", 13, "k8s:c2")
-	pid := func(in linodetest.Instance) string { return agentid.ProviderID(in.ID) }
-
-	md, err := w.cloud.InstanceMetadata(ctx, node("node-1", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if md.ProviderID != pid(l1) || md.Region != linodetest.DefaultRegion || md.Zone != "" || md.InstanceType != linodetest.DefaultType ||
-		fmt.Sprint(md.NodeAddresses) != "[{Hostname node-1} {ExternalIP 127.0.98.10} {InternalIP 127.0.97.10}]" {
-		t.Fatalf("metadata %+v", md)
-	}
-	if md2, err := w.cloud.InstanceMetadata(ctx, node("node-2", pid(l2))); err != nil || md2.ProviderID != pid(l2) {
-		t.Fatalf("%+v %v", md2, err)
-	}
-	if err := w.ln.SetStatus(l2.ID, linodetest.StatusOffline); err != nil {
-		t.Fatal(err)
-	}
-	w.cloud.InstanceView().Invalidate()
-	if down, err := w.cloud.InstanceShutdown(ctx, node("node-2", pid(l2))); err != nil || !down {
-		t.Fatalf("offline Linode: shutdown %v %v", down, err)
-	}
-	if ok, err := w.cloud.InstanceExists(ctx, node("node-2", pid(l2))); err != nil || !ok {
-		t.Fatalf("offline Linode: exists %v %v", ok, err)
-	}
-	// Deleted: the list misses it, GET /v4/linode/instances/<id> answers 404.
-	w.ln.Delete(l3.ID)
-	w.cloud.InstanceView().Invalidate()
-	gets := w.ln.Calls(linodetest.MethodGet)
-	if ok, err := w.cloud.InstanceExists(ctx, node("node-3", pid(l3))); err != nil || ok {
-		t.Fatalf("deleted Linode: exists %v %v", ok, err)
-	}
-	if w.ln.Calls(linodetest.MethodGet) != gets+1 {
-		t.Fatal("the miss was not confirmed by a GET of the Linode")
-	}
-	if _, err := w.cloud.InstanceMetadata(ctx, node("node-3", pid(l3))); !errors.Is(err, cloudprovider.InstanceNotFound) {
-		t.Fatalf("deleted Linode: metadata %v", err)
-	}
-	// Deleting: gone.
-	if err := w.ln.SetStatus(l1.ID, linodetest.StatusDeleting); err != nil {
-		t.Fatal(err)
-	}
-	w.cloud.InstanceView().Invalidate()
-	if ok, err := w.cloud.InstanceExists(ctx, node("node-1", pid(l1))); err != nil || ok {
-		t.Fatalf("deleting Linode: exists %v %v", ok, err)
-	}
-	// Another cluster's Linode is left alone, not deleted; so is one that
-	// lost the tag.
-	if ok, err := w.cloud.InstanceExists(ctx, node("foreign", pid(foreign))); err != nil || !ok {
-		t.Fatalf("another cluster's Linode: exists %v %v (want left alone)", ok, err)
-	}
-	// A GET that fails is an error, never "gone".
-	w.ln.Delete(l2.ID)
-	w.cloud.InstanceView().Invalidate()
+	l := w.add("node-1", 10)
+	w.add("node-2", 11)
+	w.ln.Delete(l.ID)
 	w.ln.Fail(linodetest.MethodGet, 1, http.StatusInternalServerError)
-	if _, err := w.cloud.InstanceExists(ctx, node("node-2", pid(l2))); err == nil {
+	if _, err := w.cloud.InstanceExists(context.Background(), node("node-1", agentid.ProviderID(l.ID))); err == nil {
 		t.Fatal("a failed GET answered InstanceExists")
 	}
-	// Not a Linode providerID: an error, never "gone".
-	if _, err := w.cloud.InstanceExists(ctx, node("x", "gce://p/z/x")); err == nil {
-		t.Fatal("a foreign providerID answered")
-	}
-	// An outage answers nothing.
-	w.ln.SetOutage(true)
-	w.cloud.InstanceView().Invalidate()
-	if _, err := w.cloud.InstanceExists(ctx, node("foreign", pid(foreign))); err == nil {
-		t.Fatal("an outage answered InstanceExists")
-	}
-	if _, err := w.cloud.InstanceExists(ctx, node("node-9", agentid.ProviderID(999999999))); err == nil {
-		t.Fatal("an outage answered InstanceExists for an unknown Linode")
-	}
-}
-
-// The provider's other faces: no zones, load balancers, routes or
-// clusters; no evidence verifiers (tickets); the cluster id as its tag.
-func TestProviderFaces(t *testing.T) {
-	w := newWorld(t, linodetest.Options{}, nil)
-	c := w.cloud
-	if _, ok := c.Zones(); ok {
-		t.Error("Zones implemented")
-	}
-	if _, ok := c.LoadBalancer(); ok {
-		t.Error("LoadBalancer implemented")
-	}
-	if _, ok := c.Routes(); ok {
-		t.Error("Routes implemented")
-	}
-	if _, ok := c.Clusters(); ok {
-		t.Error("Clusters implemented")
-	}
-	if _, ok := c.Instances(); ok {
-		t.Error("legacy Instances implemented")
-	}
-	if _, ok := c.InstancesV2(); !ok {
-		t.Error("InstancesV2 not implemented")
-	}
-	if len(c.EvidenceVerifiers()) != 0 {
-		t.Error("evidence verifiers")
-	}
-	if c.ClusterTag() != testCluster || c.ProviderName() != "linode" || c.InstanceView() == nil || !c.HasClusterID() {
-		t.Errorf("%q %q", c.ClusterTag(), c.ProviderName())
-	}
-}
-
-// Join tickets need the Linode's creation time: the view's Named answer
-// carries created, and every instance of a name.
-func TestNamedCarriesCreation(t *testing.T) {
-	w := newWorld(t, linodetest.Options{}, nil)
-	at := time.Now().Add(-time.Minute).Truncate(time.Second)
-	w.ln.Put(linodetest.Instance{Label: "web-1", PrivateIP: "127.0.97.10", Tags: []string{testTag}, Created: at})
-	w.ln.Put(linodetest.Instance{Label: "WEB-1", PrivateIP: "127.0.97.11", Tags: []string{testTag}, Created: at.Add(time.Second)})
-	got, err := w.cloud.InstanceView().Named(context.Background(), "web-1", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || !got[0].Created.Equal(at) || !got[1].Created.Equal(at.Add(time.Second)) {
-		t.Fatalf("%+v", got)
-	}
-}
-
-// The registry builds the provider from a config file, and the node
-// identity.
-func TestRegistered(t *testing.T) {
-	ln := linodetest.NewStarted(t, linodetest.Options{})
-	dir := t.TempDir()
-	t.Setenv("MOORING_TEST_LINODE_TOKEN", ln.Token())
-	path := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(path, []byte("clusterID: c1\ntokenEnv: MOORING_TEST_LINODE_TOKEN\napiEndpoint: "+ln.Endpoint()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cp, err := cloud.NewProvider(ProviderName, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, ok := cp.(cloud.Attester)
-	if !ok {
-		t.Fatal("not an Attester")
-	}
-	ln.Put(linodetest.Instance{Label: "n", PrivateIP: "127.0.97.10", Tags: []string{"k8s:c1"}})
-	if all, err := a.InstanceView().List(context.Background(), 0); err != nil || len(all) != 1 {
-		t.Fatalf("%d, %v", len(all), err)
-	}
-	if _, err := nodeid.New(ProviderName, nodeid.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if !cloud.Known(ProviderName) {
-		t.Fatal("not known")
+	if w.ln.Calls(linodetest.MethodGet) != 1 {
+		t.Fatalf("%d GETs", w.ln.Calls(linodetest.MethodGet))
 	}
 }
 

@@ -1,0 +1,112 @@
+package linode
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
+	"github.com/mooring-dev/mooring/cloud/linode/agentid"
+	"github.com/mooring-dev/mooring/cloud/linode/linodetest"
+	"github.com/mooring-dev/mooring/cloud/view"
+)
+
+// Linode's provider keeps the kit's promises (cloud/cloudtest/conformance).
+// Its bed is no Pager: Linode's smallest page is 25 (MinPageSize), and the
+// suite's page subtests list a few instances in pages of 2; TestPagination
+// and TestListChangesBetweenPages page over 60 Linodes instead.
+func TestConformance(t *testing.T) {
+	conformance.RunInstances(t, conformance.Backend{
+		Name: ProviderName,
+		BadProviderIDs: []string{"linode://", "linode://0", "linode://012", "linode://-5", "linode://+5", "linode://5x",
+			"linode:///5", "linode://99999999999999999999"},
+		NameWithoutNode: "under_score",
+		New: func(t *testing.T, o conformance.Options) conformance.Bed {
+			return &bed{newWorld(t, linodetest.Options{}, nil)}
+		},
+		Config: func(t *testing.T, b conformance.Bed) string {
+			// The token from the environment, as the tests' worlds read it from a file.
+			w := b.(*bed).world
+			t.Setenv("MOORING_TEST_LINODE_TOKEN", w.ln.Token())
+			path := filepath.Join(t.TempDir(), "cloud.yaml")
+			cfg := fmt.Sprintf("clusterID: %s\ntokenEnv: MOORING_TEST_LINODE_TOKEN\napiEndpoint: %s\n", testCluster, w.ln.Endpoint())
+			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return path
+		},
+	})
+}
+
+// bed is the conformance suite's view of a world.
+type bed struct{ *world }
+
+func (b *bed) Provider() conformance.Provider { return b.cloud }
+
+func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
+	tags := []string{testTag}
+	if s.Foreign {
+		tags = []string{"k8s:c2"}
+	}
+	in := b.ln.Put(linodetest.Instance{Label: s.Name, PublicIP: fmt.Sprintf("127.0.98.%d", s.N),
+		PrivateIP: fmt.Sprintf("127.0.97.%d", s.N), Tags: tags, Created: s.Created})
+	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.ID), ID: strconv.Itoa(in.ID),
+		NodeName: agentid.NodeName(in.Label), InternalIP: in.PrivateIP}
+}
+
+func (b *bed) id(t testing.TB, m conformance.Made) int {
+	id, err := ParseProviderID(m.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func (b *bed) Delete(t testing.TB, m conformance.Made) { b.ln.Delete(b.id(t, m)) }
+
+func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
+	status := map[view.State]string{view.StateStopped: linodetest.StatusOffline, view.StatePending: linodetest.StatusProvisioning,
+		view.StateTerminated: linodetest.StatusDeleting}[s]
+	if err := b.ln.SetStatus(b.id(t, m), status); err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// Fail: an outage answers 503 to every call; a wrong token in the file
+// (read at every request) is refused; a 429 answers every list and get.
+func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
+	write := func(token string) {
+		if err := os.WriteFile(b.tokenFile, []byte(token), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	switch f {
+	case conformance.Outage:
+		b.ln.SetOutage(true)
+		return func() { b.ln.SetOutage(false) }
+	case conformance.Unauthorized:
+		write("wrong-token")
+		return func() { write(b.ln.Token()) }
+	case conformance.Throttled:
+		for _, m := range []string{linodetest.MethodList, linodetest.MethodGet} {
+			b.ln.Fail(m, 1<<20, http.StatusTooManyRequests)
+		}
+		return func() {
+			for _, m := range []string{linodetest.MethodList, linodetest.MethodGet} {
+				b.ln.Fail(m, 0, 0)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *bed) Calls(c conformance.Call) int {
+	if c == conformance.List {
+		return b.ln.Calls(linodetest.MethodList)
+	}
+	return b.ln.Calls(linodetest.MethodGet)
+}
