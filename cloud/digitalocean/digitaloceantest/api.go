@@ -59,10 +59,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "API Rate limit exceeded.")
 		return
 	}
-	c.mu.Lock()
-	outage := c.outage
-	c.mu.Unlock()
-	if outage {
+	if c.outage.Load() {
 		writeError(w, http.StatusServiceUnavailable, "Service Unavailable (injected outage)")
 		return
 	}

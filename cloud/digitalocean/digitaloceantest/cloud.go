@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,11 +86,11 @@ type Cloud struct {
 
 	droplets cloudtest.Store[int, Droplet]
 	before   cloudtest.Hook[int]
+	outage   atomic.Bool
 
 	mu       sync.Mutex
 	pageFail map[int]int // page -> status
 	short    map[int]bool
-	outage   bool
 	window   cloudtest.Window // the hourly rate limit
 }
 
@@ -220,11 +221,7 @@ func (c *Cloud) ShortPage(page int, on bool) {
 }
 
 // SetOutage makes every API request answer 503 while on.
-func (c *Cloud) SetOutage(on bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.outage = on
-}
+func (c *Cloud) SetOutage(on bool) { c.outage.Store(on) }
 
 // BeforePage sets f, called before each page of the droplet list is
 // answered with its page number (nil clears it): a test changes the

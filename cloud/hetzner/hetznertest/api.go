@@ -17,10 +17,7 @@ import (
 var serverPath = regexp.MustCompile(`^/v1/servers/([0-9]+)$`)
 
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
-	c.mu.Lock()
-	down := c.down
-	c.mu.Unlock()
-	if down {
+	if c.down.Load() {
 		cloudtest.HangUp(w)
 		return
 	}
@@ -142,9 +139,7 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 	}
 	c.onList.Run(page)
 	all := c.servers.List(nil)
-	c.mu.Lock()
-	noMeta := c.noMeta
-	c.mu.Unlock()
+	noMeta := c.noMeta.Load()
 	var match []Server
 	for _, s := range all {
 		if sel.Matches(labels.Set(s.Labels)) && (q.Get("name") == "" || s.Name == q.Get("name")) && statusIn(s.Status, q["status"]) {

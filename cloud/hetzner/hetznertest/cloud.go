@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,10 +83,10 @@ type Cloud struct {
 
 	servers cloudtest.Store[int64, Server]
 	onList  cloudtest.Hook[int]
+	down    atomic.Bool
+	noMeta  atomic.Bool
 
 	mu     sync.Mutex
-	down   bool
-	noMeta bool
 	budget cloudtest.Bucket // the hourly rate limit
 }
 
@@ -215,19 +216,11 @@ func (c *Cloud) FailPage(method string, page, n, status int, code string) {
 
 // SetDown makes the API close every connection unanswered (an outage), or
 // answer again.
-func (c *Cloud) SetDown(down bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.down = down
-}
+func (c *Cloud) SetDown(down bool) { c.down.Store(down) }
 
 // OmitPagination makes list answers lack meta.pagination (a broken proxy
 // or API), or have it again.
-func (c *Cloud) OmitPagination(omit bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.noMeta = omit
-}
+func (c *Cloud) OmitPagination(omit bool) { c.noMeta.Store(omit) }
 
 // OnList calls f(page) before each list page is served (nil: none), so a
 // test can change servers between pages, as other API clients do.

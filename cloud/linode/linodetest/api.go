@@ -48,10 +48,7 @@ func writeError(w http.ResponseWriter, status int, field, reason string) {
 
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	c.mu.Lock()
-	outage := c.outage
-	c.mu.Unlock()
-	if outage {
+	if c.outage.Load() {
 		writeError(w, http.StatusServiceUnavailable, "", "Service Unavailable (injected outage)")
 		return
 	}

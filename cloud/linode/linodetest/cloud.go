@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,10 +105,10 @@ type Cloud struct {
 
 	instances cloudtest.Store[int, Instance]
 	before    cloudtest.Hook[int]
+	outage    atomic.Bool
 
 	mu       sync.Mutex
 	short    map[int]bool
-	outage   bool
 	listRate cloudtest.Window
 	rate     cloudtest.Window
 	tokens   map[string]mdToken // metadata tokens
@@ -249,11 +250,7 @@ func (c *Cloud) ShortPage(page int, on bool) {
 }
 
 // SetOutage makes every API request answer 503 while on.
-func (c *Cloud) SetOutage(on bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.outage = on
-}
+func (c *Cloud) SetOutage(on bool) { c.outage.Store(on) }
 
 // BeforePage sets f, called before each page of the list is answered with
 // its page number (nil clears it): a test changes the Linodes between

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,11 +122,11 @@ type Cloud struct {
 	servers cloudtest.Store[string, Server]
 	serial  int64 // the last server's serial; under the store's lock
 	onList  cloudtest.Hook[string]
+	down    atomic.Bool
 
 	mu      sync.Mutex
 	tokens  map[string]time.Time // token -> expiry
 	revoked bool
-	down    bool
 	lastMV  string
 }
 
@@ -270,11 +271,7 @@ func (c *Cloud) Fail(method string, n, status int) {
 
 // SetDown makes Keystone and Nova close every connection unanswered (an
 // outage), or answer again.
-func (c *Cloud) SetDown(down bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.down = down
-}
+func (c *Cloud) SetDown(down bool) { c.down.Store(down) }
 
 // ExpireTokens makes every token issued so far expire now.
 func (c *Cloud) ExpireTokens() {

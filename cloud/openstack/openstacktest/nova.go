@@ -95,10 +95,7 @@ func novaError(w http.ResponseWriter, status int, msg string) {
 }
 
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
-	c.mu.Lock()
-	down := c.down
-	c.mu.Unlock()
-	if down {
+	if c.down.Load() {
 		cloudtest.HangUp(w)
 		return
 	}
