@@ -2,6 +2,7 @@ package azure
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -84,6 +85,82 @@ func each[T any](ctx context.Context, timeout time.Duration, what string, more f
 		f(page)
 	}
 	return nil
+}
+
+// listAttempts bounds how often one list is read while it changes between
+// its pages.
+const listAttempts = 3
+
+// errChanged: a list changed while it was read page by page.
+var errChanged = errors.New("the list changed between its pages")
+
+// whole reads a paged list of resources whole (newPager starts it again).
+// A nextLink is no snapshot: a resource deleted while the pages are read
+// can shift one that was there throughout onto a page already read (the
+// view would take it as gone), and one made can shift another onto the
+// next page (listed twice, which the view takes for two VMs of one
+// providerID). ARM's lists keep an order that a resource's life does not
+// change, so a miss needs the deletion of a resource listed before it: a
+// list of more than one page is taken only when the next listing holds
+// the same resources (the deleted one is gone from it) and neither lists
+// one twice; else it is read again, up to listAttempts times. A list of
+// one page is one answer, taken at once.
+func whole[T, P any](ctx context.Context, timeout time.Duration, what string, newPager func() (func() bool, func(context.Context) (P, error)),
+	items func(P) []*T, id func(*T) *string) ([]*T, error) {
+	var last []*T
+	why := errChanged
+	for attempt := 1; attempt <= listAttempts; attempt++ {
+		var got []*T
+		seen := map[string]bool{}
+		pages, dup := 0, ""
+		more, next := newPager()
+		if err := each(ctx, timeout, what, more, next, func(p P) {
+			pages++
+			for _, it := range items(p) {
+				if it == nil {
+					continue
+				}
+				if k := strings.ToLower(str(id(it))); k != "" && seen[k] {
+					dup = k
+				} else {
+					seen[k] = true
+				}
+				got = append(got, it)
+			}
+		}); err != nil {
+			return nil, err
+		}
+		switch {
+		case dup != "":
+			last, why = nil, fmt.Errorf("%w: %s listed twice", errChanged, dup)
+		case pages <= 1 || (last != nil && sameIDs(last, got, id)):
+			return got, nil
+		default:
+			if last != nil {
+				why = fmt.Errorf("%w: two listings in a row differ", errChanged)
+			}
+			last = got
+		}
+		klog.V(2).InfoS("Reading an ARM list again", "list", what, "attempt", attempt, "pages", pages, "why", why)
+	}
+	return nil, fmt.Errorf("azure %s: %w (%d listings)", what, why, listAttempts)
+}
+
+// sameIDs reports whether a and b hold the same resource ids.
+func sameIDs[T any](a, b []*T, id func(*T) *string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ids := map[string]bool{}
+	for _, it := range a {
+		ids[strings.ToLower(str(id(it)))] = true
+	}
+	for _, it := range b {
+		if !ids[strings.ToLower(str(id(it)))] {
+			return false
+		}
+	}
+	return true
 }
 
 // network is what the NIC and public IP lists say about addresses.
@@ -173,17 +250,21 @@ func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
 
 // listVMs lists the resource group's VMs that carry the cluster tag.
 func (s Source) listVMs(ctx context.Context) ([]view.Instance, error) {
-	var vms []*armcompute.VirtualMachine
-	pager := s.Clients.VMs.NewListPager(s.ResourceGroup, nil)
-	if err := each(ctx, s.RequestTimeout, "virtual machines of "+s.ResourceGroup, pager.More, pager.NextPage,
-		func(p armcompute.VirtualMachinesClientListResponse) {
-			for _, vm := range p.Value {
-				if vm != nil && s.tagged(vm.Tags) {
-					vms = append(vms, vm)
-				}
-			}
-		}); err != nil {
+	all, err := whole(ctx, s.RequestTimeout, "virtual machines of "+s.ResourceGroup,
+		func() (func() bool, func(context.Context) (armcompute.VirtualMachinesClientListResponse, error)) {
+			p := s.Clients.VMs.NewListPager(s.ResourceGroup, nil)
+			return p.More, p.NextPage
+		},
+		func(p armcompute.VirtualMachinesClientListResponse) []*armcompute.VirtualMachine { return p.Value },
+		func(vm *armcompute.VirtualMachine) *string { return vm.ID })
+	if err != nil {
 		return nil, err
+	}
+	var vms []*armcompute.VirtualMachine
+	for _, vm := range all {
+		if s.tagged(vm.Tags) {
+			vms = append(vms, vm)
+		}
 	}
 	if len(vms) == 0 {
 		return nil, nil
@@ -218,25 +299,37 @@ func (s Source) listVMs(ctx context.Context) ([]view.Instance, error) {
 // listScaleSets lists the VMs of the resource group's scale sets that
 // carry the cluster tag, one scale set after another.
 func (s Source) listScaleSets(ctx context.Context) ([]view.Instance, error) {
-	var sets []*armcompute.VirtualMachineScaleSet
-	ss := s.Clients.ScaleSets.NewListPager(s.ResourceGroup, nil)
-	if err := each(ctx, s.RequestTimeout, "scale sets of "+s.ResourceGroup, ss.More, ss.NextPage,
-		func(p armcompute.VirtualMachineScaleSetsClientListResponse) {
-			for _, set := range p.Value {
-				if set != nil && set.Name != nil && s.tagged(set.Tags) {
-					sets = append(sets, set)
-				}
-			}
-		}); err != nil {
+	all, err := whole(ctx, s.RequestTimeout, "scale sets of "+s.ResourceGroup,
+		func() (func() bool, func(context.Context) (armcompute.VirtualMachineScaleSetsClientListResponse, error)) {
+			p := s.Clients.ScaleSets.NewListPager(s.ResourceGroup, nil)
+			return p.More, p.NextPage
+		},
+		func(p armcompute.VirtualMachineScaleSetsClientListResponse) []*armcompute.VirtualMachineScaleSet {
+			return p.Value
+		},
+		func(set *armcompute.VirtualMachineScaleSet) *string { return set.ID })
+	if err != nil {
 		return nil, err
+	}
+	var sets []*armcompute.VirtualMachineScaleSet
+	for _, set := range all {
+		if set.Name != nil && s.tagged(set.Tags) {
+			sets = append(sets, set)
+		}
 	}
 	var out []view.Instance
 	nw := newNetwork()
 	for _, set := range sets {
-		var members []*armcompute.VirtualMachineScaleSetVM
-		p := s.Clients.ScaleSetVMs.NewListPager(s.ResourceGroup, *set.Name, &armcompute.VirtualMachineScaleSetVMsClientListOptions{Expand: to.Ptr("instanceView")})
-		if err := each(ctx, s.RequestTimeout, "VMs of scale set "+*set.Name, p.More, p.NextPage,
-			func(p armcompute.VirtualMachineScaleSetVMsClientListResponse) { members = append(members, p.Value...) }); err != nil {
+		members, err := whole(ctx, s.RequestTimeout, "VMs of scale set "+*set.Name,
+			func() (func() bool, func(context.Context) (armcompute.VirtualMachineScaleSetVMsClientListResponse, error)) {
+				p := s.Clients.ScaleSetVMs.NewListPager(s.ResourceGroup, *set.Name, &armcompute.VirtualMachineScaleSetVMsClientListOptions{Expand: to.Ptr("instanceView")})
+				return p.More, p.NextPage
+			},
+			func(p armcompute.VirtualMachineScaleSetVMsClientListResponse) []*armcompute.VirtualMachineScaleSetVM {
+				return p.Value
+			},
+			func(m *armcompute.VirtualMachineScaleSetVM) *string { return m.ID })
+		if err != nil {
 			return nil, err
 		}
 		if len(members) == 0 {
