@@ -70,14 +70,11 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	for k := range cfg.Settings {
 		return nil, fmt.Errorf("azure: cloudSettings: unknown key %q (the azure backend has none)", k)
 	}
-	base := DefaultMetadataURL
-	if cfg.MetadataURL != "" {
-		var err error
-		// A path and https too: the tests' IMDS serves each VM under a
-		// path of its own.
-		if base, err = linklocal.ParseURL(cfg.MetadataURL, linklocal.AllowHTTPS(), linklocal.AllowPath()); err != nil {
-			return nil, fmt.Errorf("azure: %w", err)
-		}
+	// A path and https too: the tests' IMDS serves each VM under a path
+	// of its own.
+	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL, linklocal.AllowHTTPS(), linklocal.AllowPath())
+	if err != nil {
+		return nil, fmt.Errorf("azure: %w", err)
 	}
 	return &NodeIdentity{imds: linklocal.New(base, linklocal.Options{Prefix: "azure: IMDS", MaxBody: maxIMDSAnswer,
 		Header: http.Header{"Metadata": {"true"}}})}, nil

@@ -70,12 +70,9 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 		}
 		id.network = n
 	}
-	endpoint := hcmetadata.Endpoint
-	if cfg.MetadataURL != "" {
-		var err error
-		if endpoint, err = linklocal.ParseURL(cfg.MetadataURL, linklocal.AllowPath()); err != nil {
-			return nil, fmt.Errorf("hetzner: %w", err)
-		}
+	endpoint, err := linklocal.BaseURL(cfg.MetadataURL, hcmetadata.Endpoint, linklocal.AllowPath())
+	if err != nil {
+		return nil, fmt.Errorf("hetzner: %w", err)
 	}
 	// linklocal's client: no proxy (the metadata service answers only the
 	// server itself), no redirect, each answer bounded.

@@ -94,12 +94,9 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	for k := range cfg.Settings {
 		return nil, fmt.Errorf("%s: cloudSettings: unknown key %q (the %s backend has none)", Name, k, Name)
 	}
-	base := DefaultMetadataURL
-	if cfg.MetadataURL != "" {
-		var err error
-		if base, err = linklocal.ParseURL(cfg.MetadataURL); err != nil {
-			return nil, fmt.Errorf("%s: %w", Name, err)
-		}
+	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	return &NodeIdentity{md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata"})}, nil
 }

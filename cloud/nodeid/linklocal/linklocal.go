@@ -107,6 +107,15 @@ func ParseURL(raw string, rules ...URLRule) (string, error) {
 	return base, nil
 }
 
+// BaseURL is ParseURL of the configured metadataURL, or def (a cloud's
+// own address, not checked) when none is configured.
+func BaseURL(configured, def string, rules ...URLRule) (string, error) {
+	if configured == "" {
+		return def, nil
+	}
+	return ParseURL(configured, rules...)
+}
+
 // ErrUnreachable wraps the error of a request that got no HTTP answer
 // (refused, timed out, the connection closed).
 var ErrUnreachable = errors.New("no answer")

@@ -62,6 +62,15 @@ func TestParseURL(t *testing.T) {
 	if _, err := ParseURL("https://x"); err == nil || !strings.Contains(err.Error(), "plain http") {
 		t.Errorf("https without AllowHTTPS: %v", err)
 	}
+	if b, err := BaseURL("", DefaultURL); err != nil || b != DefaultURL {
+		t.Errorf("BaseURL without a configured URL: %q, %v", b, err)
+	}
+	if b, err := BaseURL("http://127.0.0.1:8/x/", DefaultURL, AllowPath()); err != nil || b != "http://127.0.0.1:8/x" {
+		t.Errorf("BaseURL of a configured URL: %q, %v", b, err)
+	}
+	if _, err := BaseURL("http://127.0.0.1:8/x", DefaultURL); err == nil {
+		t.Error("BaseURL: a configured URL is not checked")
+	}
 }
 
 // service is a metadata service on loopback that counts its requests.

@@ -81,12 +81,9 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	for k := range cfg.Settings {
 		return nil, fmt.Errorf("oci: cloudSettings: unknown key %q (the oci backend has none)", k)
 	}
-	base := DefaultMetadataURL
-	if cfg.MetadataURL != "" {
-		var err error
-		if base, err = linklocal.ParseURL(cfg.MetadataURL); err != nil {
-			return nil, fmt.Errorf("oci: %w", err)
-		}
+	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
+	if err != nil {
+		return nil, fmt.Errorf("oci: %w", err)
 	}
 	md := linklocal.New(base, linklocal.Options{Prefix: "oci: metadata", MaxBody: maxMetadataBody,
 		Header: http.Header{"Authorization": {"Bearer Oracle"}}})

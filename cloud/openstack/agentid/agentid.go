@@ -132,12 +132,9 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 				SettingRegion, SettingMetadataSource, SettingConfigDrive, SettingConfigDriveMountDir)
 		}
 	}
-	base := DefaultMetadataURL
-	if cfg.MetadataURL != "" {
-		var err error
-		if base, err = linklocal.ParseURL(cfg.MetadataURL); err != nil {
-			return nil, fmt.Errorf("%s: %w", Name, err)
-		}
+	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	n.md = linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata"})
 	return n, nil
