@@ -70,8 +70,8 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	for k := range cfg.Settings {
 		return nil, fmt.Errorf("azure: cloudSettings: unknown key %q (the azure backend has none)", k)
 	}
-	// A path and https too: the tests' IMDS serves each VM under a path
-	// of its own.
+	// A path (the tests' IMDS serves each VM under one) and https, as
+	// Azure's metadataURL always took.
 	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL, linklocal.AllowHTTPS(), linklocal.AllowPath())
 	if err != nil {
 		return nil, fmt.Errorf("azure: %w", err)

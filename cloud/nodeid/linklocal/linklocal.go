@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -53,8 +54,8 @@ type URLRule func(*urlRules)
 
 type urlRules struct{ https, path bool }
 
-// AllowHTTPS accepts https as well as http (Azure's tests serve IMDS over
-// TLS).
+// AllowHTTPS accepts https as well as http (AWS's and Azure's metadataURL
+// always took either).
 func AllowHTTPS() URLRule { return func(r *urlRules) { r.https = true } }
 
 // AllowPath accepts a path: the service's base under the host (Hetzner's
@@ -253,8 +254,8 @@ type Request struct {
 	// Query is sent, and never named in an error (Azure's nonce, GCE's
 	// audience).
 	Query url.Values
-	// Header is sent after the client's own (a token, which no error
-	// names).
+	// Header is sent with the client's own, and replaces a header of the
+	// same name there (a token, which no error names).
 	Header http.Header
 	// MaxBody bounds this answer below the client's (0 is the client's).
 	MaxBody int64
@@ -301,9 +302,7 @@ func (c *Client) Do(ctx context.Context, r Request) ([]byte, error) {
 	}
 	for _, h := range []http.Header{c.o.Header, r.Header} {
 		for k, vs := range h {
-			for _, v := range vs {
-				req.Header.Add(k, v)
-			}
+			req.Header[http.CanonicalHeaderKey(k)] = slices.Clone(vs) // the request's over the client's
 		}
 	}
 	resp, err := c.hc.Do(req)

@@ -122,6 +122,12 @@ func TestGetHeadersAndQuery(t *testing.T) {
 	if !IsNotFound(err) || IsNotFound(se) {
 		t.Fatalf("404: %v", err)
 	}
+	// The request's header replaces the client's of the same name.
+	_, err = c.Do(context.Background(), Request{Path: "/doc", Query: url.Values{"api-version": {"1"}},
+		Header: http.Header{"Metadata-Token": {"tok"}, "metadata": {"false"}}})
+	if !errors.As(err, &se) || se.Code != http.StatusUnauthorized {
+		t.Fatalf("Metadata: false: %v", err)
+	}
 }
 
 // TestErrorsNameNoSecret: an error names the path and the status, never
