@@ -85,6 +85,9 @@ func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
 				t.Fatal(err)
 			}
 		}
+	case conformance.GetFails:
+		b.do.Fail(digitaloceantest.MethodGet, 1<<20, http.StatusInternalServerError)
+		return func() { b.do.Fail(digitaloceantest.MethodGet, 0, 0) }
 	case conformance.Throttled:
 		for _, m := range []string{digitaloceantest.MethodList, digitaloceantest.MethodGet} {
 			b.do.Fail(m, 1<<20, http.StatusTooManyRequests)

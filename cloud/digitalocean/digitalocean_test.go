@@ -14,7 +14,6 @@ import (
 
 	"github.com/digitalocean/godo"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
 	"github.com/mooring-dev/mooring/cloud/digitalocean/digitaloceantest"
@@ -68,10 +67,6 @@ func (w *world) add(name string, n int, tags ...string) digitaloceantest.Droplet
 
 func (w *world) source() Source {
 	return Source{Client: w.cloud.client, ClusterTag: w.cfg.ClusterTag, ClusterID: w.cfg.ClusterID, PageSize: w.cfg.PageSize}
-}
-
-func node(name, providerID string) *v1.Node {
-	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: providerID}}
 }
 
 // Every field of a droplet maps onto the view as DigitalOcean's CCM reads

@@ -115,18 +115,22 @@ func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
 }
 
 // Fail: the Compute API's 503, 401 (credentials refused) or 429
-// (rateLimitExceeded) to every list and get.
+// (rateLimitExceeded) to every list and get; GetFails: 503 to gets alone.
 func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
-	status := map[conformance.Failure]int{conformance.Outage: http.StatusServiceUnavailable,
+	status := map[conformance.Failure]int{conformance.Outage: http.StatusServiceUnavailable, conformance.GetFails: http.StatusServiceUnavailable,
 		conformance.Unauthorized: http.StatusUnauthorized, conformance.Throttled: http.StatusTooManyRequests}[f]
 	if status == 0 {
 		return nil
 	}
-	for _, m := range []string{"aggregatedList", "get"} {
+	methods := []string{"aggregatedList", "get"}
+	if f == conformance.GetFails {
+		methods = methods[1:]
+	}
+	for _, m := range methods {
 		b.gc.Fail(m, 1<<20, status)
 	}
 	return func() {
-		for _, m := range []string{"aggregatedList", "get"} {
+		for _, m := range methods {
 			b.gc.Fail(m, 0, 0)
 		}
 	}

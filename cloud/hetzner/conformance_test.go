@@ -85,11 +85,22 @@ func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
 		b.hz.SetDown(true)
 		return func() { b.hz.SetDown(false) }
 	}
-	status, code := http.StatusUnauthorized, hcloud.ErrorCodeUnauthorized
-	if f == conformance.Throttled {
+	methods := []string{"list", "get"}
+	var (
+		status int
+		code   hcloud.ErrorCode
+	)
+	switch f {
+	case conformance.Unauthorized:
+		status, code = http.StatusUnauthorized, hcloud.ErrorCodeUnauthorized
+	case conformance.Throttled:
 		status, code = http.StatusTooManyRequests, hcloud.ErrorCodeRateLimitExceeded
+	case conformance.GetFails:
+		status, code, methods = http.StatusServiceUnavailable, hcloud.ErrorCodeServiceError, []string{"get"}
+	default:
+		return nil
 	}
-	for _, m := range []string{"list", "get"} {
+	for _, m := range methods {
 		b.hz.Fail(m, 1<<20, status, string(code))
 	}
 	return func() { b.hz.ClearFaults("list"); b.hz.ClearFaults("get") }

@@ -91,6 +91,9 @@ func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
 	case conformance.Unauthorized:
 		write("wrong-token")
 		return func() { write(b.ln.Token()) }
+	case conformance.GetFails:
+		b.ln.Fail(linodetest.MethodGet, 1<<20, http.StatusInternalServerError)
+		return func() { b.ln.Fail(linodetest.MethodGet, 0, 0) }
 	case conformance.Throttled:
 		for _, m := range []string{linodetest.MethodList, linodetest.MethodGet} {
 			b.ln.Fail(m, 1<<20, http.StatusTooManyRequests)

@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -45,8 +46,10 @@ func TestConformance(t *testing.T) {
 // pass a gate that can answer 503 for vCenter (an outage in front of it).
 type bed struct {
 	*world
-	down  atomic.Bool
-	other string // another cluster's folder, made on first use
+	down atomic.Bool
+	// getDown fails FindByUuid alone (ConfirmInstance's call).
+	getDown atomic.Bool
+	other   string // another cluster's folder, made on first use
 }
 
 func newBed(t *testing.T) *bed {
@@ -54,10 +57,18 @@ func newBed(t *testing.T) *bed {
 	gate := func(next http.RoundTripper) http.RoundTripper {
 		next = b.calls.wrap(next)
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			if b.getDown.Load() && r.Body != nil {
+				body, err := io.ReadAll(r.Body)
+				if err != nil {
+					return nil, err
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if m := soapMethod.FindSubmatch(body); m != nil && string(m[1]) == "FindByUuid" {
+					return unavailable(r), nil
+				}
+			}
 			if b.down.Load() {
-				return &http.Response{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable",
-					Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{},
-					Body: io.NopCloser(strings.NewReader("upstream unavailable")), Request: r}, nil
+				return unavailable(r), nil
 			}
 			return next.RoundTrip(r)
 		})
@@ -128,13 +139,16 @@ func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
 	return true
 }
 
-// Fail: an outage is 503 to every call; Unauthorized ends the provider's
+// Fail: an outage is 503 to every call, GetFails to FindByUuid alone; Unauthorized ends the provider's
 // sessions and makes vCenter refuse its login.
 func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
 	switch f {
 	case conformance.Outage:
 		b.down.Store(true)
 		return func() { b.down.Store(false) }
+	case conformance.GetFails:
+		b.getDown.Store(true)
+		return func() { b.getDown.Store(false) }
 	case conformance.Unauthorized:
 		b.refuseLogins(func(*types.Login) bool { return false })
 		ctx := context.Background()
@@ -165,4 +179,11 @@ func (b *bed) Calls(c conformance.Call) int {
 		return b.calls.n["SOAP RetrievePropertiesEx"] + b.calls.n["SOAP ContinueRetrievePropertiesEx"]
 	}
 	return b.calls.n["SOAP FindByUuid"]
+}
+
+// unavailable is a 503 answer to r.
+func unavailable(r *http.Request) *http.Response {
+	return &http.Response{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable",
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{},
+		Body: io.NopCloser(strings.NewReader("upstream unavailable")), Request: r}
 }

@@ -79,8 +79,8 @@ type Made struct {
 // Failure is a way a cloud's API fails.
 type Failure string
 
-// Failures. Outage is required of every Bed; the others where the cloud
-// has them.
+// Failures. Outage and GetFails are required of every Bed; the others
+// where the cloud has them.
 const (
 	// Outage: every API call is answered with a server error or not at all.
 	Outage Failure = "outage"
@@ -88,6 +88,9 @@ const (
 	Unauthorized Failure = "unauthorized"
 	// Throttled: the API answers that the caller is over its rate limit.
 	Throttled Failure = "throttled"
+	// GetFails: only the calls that ask for one instance by its id (Call
+	// Confirm) fail, with a server error; the list answers.
+	GetFails Failure = "get-fails"
 )
 
 // Call is a kind of API call a Bed counts.
@@ -126,4 +129,12 @@ type Pager interface {
 	// endpoint answers each page of the instance list, outside its locks,
 	// so f may make, delete and fail; nil clears it.
 	BeforePage(f func(page int))
+}
+
+// PageSizer is a Pager whose pages hold more than Options.PageSize asks
+// (a cloud with a smallest page): the suite makes enough instances for
+// several pages of PageSize.
+type PageSizer interface {
+	// PageSize is how many of the cluster's instances a page holds.
+	PageSize() int
 }

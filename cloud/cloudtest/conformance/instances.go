@@ -295,7 +295,8 @@ func patiently[T any](t testing.TB, f func() (T, error)) (T, error) {
 
 // Every failure of the API is an error for every lookup, never a shorter
 // list or "gone"; the provider answers again once the API does, without a
-// restart.
+// restart. A failing get of one instance alone (the list answers) is an
+// error too: the cloud did not say the instance is gone.
 func failures(t *testing.T, b Backend) {
 	bed := b.New(t, Options{})
 	p := bed.Provider()
@@ -303,7 +304,7 @@ func failures(t *testing.T, b Backend) {
 	m := bed.Make(t, Spec{Name: "node-1", N: 1})
 	gone := bed.Make(t, Spec{Name: "node-2", N: 2})
 	bed.Delete(t, gone)
-	some := false
+	tried := 0
 	for _, f := range []Failure{Outage, Unauthorized, Throttled} {
 		undo := bed.Fail(t, f)
 		if undo == nil {
@@ -313,10 +314,13 @@ func failures(t *testing.T, b Backend) {
 			t.Logf("the bed cannot fail as %s", f)
 			continue
 		}
-		some = true
+		tried++
 		p.InstanceView().Invalidate()
 		if all, err := p.InstanceView().List(ctx, 0); err == nil || all != nil {
 			t.Errorf("%s: listed %d instances, error %v", f, len(all), err)
+		}
+		if named, err := p.InstanceView().Named(ctx, m.Name, 0); err == nil {
+			t.Errorf("%s: Named(%q) answered %d instances", f, m.Name, len(named))
 		}
 		for _, n := range []*v1.Node{ofMade(m), ofMade(gone), node(m.NodeName, "")} {
 			if ok, err := instancesV2(t, p).InstanceExists(ctx, n); err == nil {
@@ -335,8 +339,17 @@ func failures(t *testing.T, b Backend) {
 			t.Errorf("after %s: the instance does not exist", f)
 		}
 	}
-	if !some {
-		t.Error("no failure tried")
+	undo := bed.Fail(t, GetFails)
+	if undo == nil {
+		t.Fatal("the bed cannot fail the call that asks for one instance alone")
+	}
+	p.InstanceView().Invalidate()
+	if ok, err := instancesV2(t, p).InstanceExists(ctx, ofMade(gone)); err == nil {
+		t.Errorf("%s: InstanceExists of an instance missing from the list answered %v: the cloud was not asked", GetFails, ok)
+	}
+	undo()
+	if exists(t, p, ofMade(gone)) {
+		t.Errorf("after %s: a deleted instance exists", GetFails)
 	}
 }
 
@@ -376,13 +389,22 @@ func names(t *testing.T, b Backend) {
 	}
 }
 
-func pager(t *testing.T, b Backend) (Pager, Provider) {
+// pager is a Pager bed with pages of 2 instances (or its smallest page),
+// and that page size.
+func pager(t *testing.T, b Backend) (Pager, Provider, int) {
 	bed := b.New(t, Options{PageSize: 2})
 	pg, ok := bed.(Pager)
 	if !ok {
 		t.Skip("the instance list has no pages")
 	}
-	return pg, bed.Provider()
+	size := 2
+	if s, ok := bed.(PageSizer); ok {
+		size = s.PageSize()
+	}
+	if size < 1 || size > 60 {
+		t.Fatalf("pages of %d instances: the suite makes up to 3 pages' worth, numbered 10-199", size)
+	}
+	return pg, bed.Provider(), size
 }
 
 func makeN(t testing.TB, bed Bed, n, from int, foreign bool) []Made {
@@ -417,9 +439,9 @@ func madeIDs(ms []Made) []string {
 
 // The list follows every page and keeps only the cluster's instances.
 func pages(t *testing.T, b Backend) {
-	bed, p := pager(t, b)
-	mine := makeN(t, bed, 7, 10, false)
-	makeN(t, bed, 2, 30, true)
+	bed, p, size := pager(t, b)
+	mine := makeN(t, bed, 3*size+1, 10, false)
+	makeN(t, bed, 2, 200, true)
 	before := bed.Calls(List)
 	all, err := p.InstanceView().List(context.Background(), 0)
 	if err != nil {
@@ -429,14 +451,14 @@ func pages(t *testing.T, b Backend) {
 		t.Errorf("listed %v\nwant %v", got, want)
 	}
 	if n := bed.Calls(List) - before; n < 4 {
-		t.Errorf("%d list calls for 7 instances in pages of 2", n)
+		t.Errorf("%d list calls for %d instances in pages of %d", n, len(mine), size)
 	}
 }
 
 // A page that fails fails the list: never a shorter one.
 func pageFails(t *testing.T, b Backend) {
-	bed, p := pager(t, b)
-	makeN(t, bed, 5, 10, false)
+	bed, p, size := pager(t, b)
+	mine := makeN(t, bed, 2*size+1, 10, false)
 	var undo func()
 	bed.BeforePage(func(page int) {
 		if page == 2 && undo == nil {
@@ -453,7 +475,7 @@ func pageFails(t *testing.T, b Backend) {
 		t.Errorf("page 2 failed: listed %d instances, error %v", len(all), err)
 	}
 	p.InstanceView().Invalidate()
-	if all, err := p.InstanceView().List(context.Background(), 0); err != nil || len(all) != 5 {
+	if all, err := p.InstanceView().List(context.Background(), 0); err != nil || len(all) != len(mine) {
 		t.Errorf("after the failure: %d instances, %v", len(all), err)
 	}
 }
@@ -461,9 +483,9 @@ func pageFails(t *testing.T, b Backend) {
 // Instances made or deleted between two pages never make the list miss or
 // repeat one that was there throughout: the list is whole, or an error.
 func changesBetweenPages(t *testing.T, b Backend) {
-	bed, p := pager(t, b)
+	bed, p, size := pager(t, b)
 	ctx := context.Background()
-	mine := makeN(t, bed, 5, 10, false)
+	mine := makeN(t, bed, 2*size+1, 10, false)
 	check := func(what string, throughout []Made, mayError bool) {
 		t.Helper()
 		p.InstanceView().Invalidate()
@@ -499,16 +521,16 @@ func changesBetweenPages(t *testing.T, b Backend) {
 	bed.BeforePage(func(page int) {
 		if page == 2 && !once {
 			once = true
-			bed.Make(t, Spec{Name: "late-1", N: 40})
+			bed.Make(t, Spec{Name: "late-1", N: 240})
 		}
 	})
 	check("one made between pages", mine[1:], false)
 	// One made at every page 2: whole, or an error.
 	n := 0
 	bed.BeforePage(func(page int) {
-		if page == 2 && n < 20 {
+		if page == 2 && n < 9 {
 			n++
-			bed.Make(t, Spec{Name: fmt.Sprintf("churn-%d", n), N: 40 + n})
+			bed.Make(t, Spec{Name: fmt.Sprintf("churn-%d", n), N: 240 + n})
 		}
 	})
 	check("one made at every listing", mine[1:], true)

@@ -138,6 +138,12 @@ func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
 			t.Fatal(err)
 		}
 		return clear
+	case conformance.GetFails:
+		ops := map[string]api.OperationFault{"GetInstance": {ErrorRate: 1}}
+		if err := b.cloud.Client.SetFaults(ctx, api.Faults{Operations: ops}); err != nil {
+			t.Fatal(err)
+		}
+		return clear
 	case conformance.Throttled:
 		ops := map[string]api.OperationFault{}
 		for _, op := range []string{"ListInstances", "GetInstance"} {
