@@ -22,7 +22,7 @@ func TestConformance(t *testing.T) {
 			"digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999"},
 		NameWithoutNode: "under_score",
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
-			return &bed{newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = o.PageSize })}
+			return &bed{world: newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = o.PageSize })}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			w := b.(*bed).world
@@ -37,7 +37,10 @@ func TestConformance(t *testing.T) {
 }
 
 // bed is the conformance suite's view of a world.
-type bed struct{ *world }
+type bed struct {
+	*world
+	first int
+}
 
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
@@ -46,7 +49,12 @@ func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	if s.Foreign {
 		tags = []string{"k8s:c2"}
 	}
-	d := b.do.Put(digitaloceantest.Droplet{Name: s.Name, PrivateIP: fmt.Sprintf("127.0.83.%d", s.N),
+	id := 0
+	if s.First {
+		b.first++
+		id = b.first // droplet ids the endpoint assigns are far above
+	}
+	d := b.do.Put(digitaloceantest.Droplet{ID: id, Name: s.Name, PrivateIP: fmt.Sprintf("127.0.83.%d", s.N),
 		PublicIP: fmt.Sprintf("127.0.84.%d", s.N), Tags: tags, Created: s.Created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(d.ID), ID: strconv.Itoa(d.ID),
 		NodeName: agentid.NodeName(d.Name), InternalIP: d.PrivateIP}

@@ -15,9 +15,8 @@ import (
 )
 
 // Linode's provider keeps the kit's promises (cloud/cloudtest/conformance).
-// Its bed is no Pager: Linode's smallest page is 25 (MinPageSize), and the
-// suite's page subtests list a few instances in pages of 2; TestPagination
-// and TestListChangesBetweenPages page over 60 Linodes instead.
+// Its pages hold 25 Linodes at least (MinPageSize): the suite's page
+// subtests make enough for several.
 func TestConformance(t *testing.T) {
 	conformance.RunInstances(t, conformance.Backend{
 		Name: ProviderName,
@@ -25,7 +24,11 @@ func TestConformance(t *testing.T) {
 			"linode:///5", "linode://99999999999999999999"},
 		NameWithoutNode: "under_score",
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
-			return &bed{newWorld(t, linodetest.Options{}, nil)}
+			size := 0
+			if o.PageSize > 0 {
+				size = max(o.PageSize, MinPageSize)
+			}
+			return &bed{world: newWorld(t, linodetest.Options{}, func(c *Config) { c.PageSize = size }), size: size}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			// The token from the environment, as the tests' worlds read it from a file.
@@ -42,7 +45,14 @@ func TestConformance(t *testing.T) {
 }
 
 // bed is the conformance suite's view of a world.
-type bed struct{ *world }
+type bed struct {
+	*world
+	size, first int
+}
+
+func (b *bed) BeforePage(f func(page int)) { b.ln.BeforePage(f) }
+
+func (b *bed) PageSize() int { return b.size }
 
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
@@ -51,7 +61,12 @@ func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	if s.Foreign {
 		tags = []string{"k8s:c2"}
 	}
-	in := b.ln.Put(linodetest.Instance{Label: s.Name, PublicIP: fmt.Sprintf("127.0.98.%d", s.N),
+	id := 0
+	if s.First {
+		b.first++
+		id = b.first // Linode ids the endpoint assigns are far above
+	}
+	in := b.ln.Put(linodetest.Instance{ID: id, Label: s.Name, PublicIP: fmt.Sprintf("127.0.98.%d", s.N),
 		PrivateIP: fmt.Sprintf("127.0.97.%d", s.N), Tags: tags, Created: s.Created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.ID), ID: strconv.Itoa(in.ID),
 		NodeName: agentid.NodeName(in.Label), InternalIP: in.PrivateIP}

@@ -62,6 +62,9 @@ type Spec struct {
 	// Created is the instance's creation time as the cloud reports it
 	// (whole seconds); zero leaves it to the bed (about now).
 	Created time.Time
+	// First asks for an instance the list gives before every other, where
+	// a test can choose that (an id it may pick); otherwise ignored.
+	First bool
 }
 
 // Made is an instance a Bed made.

@@ -70,7 +70,7 @@ func toyBackend(flaw string) conformance.Backend {
 		BadProviderIDs:  []string{"toy://", "toy://x", "toy://-1", "toy:///1"},
 		NameWithoutNode: "under_score",
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
-			c := &toyCloud{pageSize: o.PageSize, flaw: flaw, ins: map[int]*toyInstance{}}
+			c := &toyCloud{pageSize: o.PageSize, flaw: flaw, ins: map[int]*toyInstance{}, next: 100, first: 100}
 			if c.pageSize == 0 {
 				c.pageSize = 100
 			}
@@ -97,6 +97,7 @@ type toyCloud struct {
 	mu             sync.Mutex
 	ins            map[int]*toyInstance
 	next, version  int
+	first          int // the lowest id so far
 	pageSize       int
 	fail           conformance.Failure
 	before         func(int)
@@ -203,12 +204,16 @@ func (c *toyCloud) Provider() conformance.Provider { return c }
 func (c *toyCloud) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.next++
 	c.version++
 	if s.Created.IsZero() {
 		s.Created = time.Now().Truncate(time.Second)
 	}
-	in := &toyInstance{Spec: s, id: c.next, state: view.StateRunning}
+	id := c.next + 1
+	if s.First {
+		id = c.first - 1
+	}
+	c.next, c.first = max(c.next, id), min(c.first, id)
+	in := &toyInstance{Spec: s, id: id, state: view.StateRunning}
 	c.ins[in.id] = in
 	v := c.toView(in)
 	return conformance.Made{Spec: s, ProviderID: v.ProviderID, ID: v.ID, NodeName: v.NodeName, InternalIP: v.Addresses[0].Address}

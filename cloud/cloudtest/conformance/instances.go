@@ -525,6 +525,18 @@ func changesBetweenPages(t *testing.T, b Backend) {
 		}
 	})
 	check("one made between pages", mine[1:], false)
+	// One made before the rest in the list's order (where the bed can) and
+	// the last deleted, as page 2 is asked: as many as before, but an
+	// offset list would give one twice.
+	once = false
+	bed.BeforePage(func(page int) {
+		if page == 2 && !once {
+			once = true
+			bed.Make(t, Spec{Name: "early-1", N: 239, First: true})
+			bed.Delete(t, mine[len(mine)-1])
+		}
+	})
+	check("one made first and the last deleted between pages", mine[1:len(mine)-1], false)
 	// One made at every page 2: whole, or an error.
 	n := 0
 	bed.BeforePage(func(page int) {
