@@ -17,7 +17,6 @@ import (
 	"github.com/mooring-dev/mooring/csrapprover"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
-	"github.com/mooring-dev/mooring/internal/ticket"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
@@ -113,11 +112,6 @@ func TestTicketJoinOnLocalCloud(t *testing.T) {
 	good := issue("good", e2eCluster, time.Now(), 0)
 	create("good", e2eCluster)
 
-	withTicket := func(tok string) func(string) []evidence.Block {
-		return func(string) []evidence.Block {
-			return []evidence.Block{{Type: ticket.BlockType, Data: []byte(strings.TrimSpace(tok))}}
-		}
-	}
 	runAttacks(ctx, t, c, []attack{
 		{"a ticket used a second time", "ticket-1", withTicket(string(used)), csrreason.EvidenceReplayed},
 		{"a ticket signed by another key", "forged", withTicket(forged), csrreason.EvidenceSignature},
