@@ -91,14 +91,28 @@ func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	if s.Foreign {
 		cluster = "c2"
 	}
-	in := b.gc.Put(gcetest.Instance{Name: s.Name, InternalIP: fmt.Sprintf("127.0.79.%d", s.N),
+	zone := gcetest.DefaultZone
+	if s.First {
+		zone = "asia-east1-a" // the list is in zone then name order
+	}
+	in := b.gc.Put(gcetest.Instance{Name: s.Name, Zone: zone, InternalIP: fmt.Sprintf("127.0.79.%d", s.N),
 		ExternalIP: fmt.Sprintf("127.0.80.%d", s.N), Labels: map[string]string{DefaultClusterLabel: cluster}, Created: s.Created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.Project, in.Zone, in.Name), ID: fmt.Sprint(in.ID),
 		NodeName: in.Name, InternalIP: in.InternalIP}
 }
 
+// where is the project and zone of a made instance.
+func where(t testing.TB, m conformance.Made) (project, zone string) {
+	project, zone, _, err := ParseProviderID(m.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return project, zone
+}
+
 func (b *bed) Delete(t testing.TB, m conformance.Made) {
-	b.gc.Delete(gcetest.DefaultProject, gcetest.DefaultZone, m.Name)
+	project, zone := where(t, m)
+	b.gc.Delete(project, zone, m.Name)
 }
 
 // SetState: TERMINATED is GCE's stopped instance, PROVISIONING pending; a
@@ -108,7 +122,8 @@ func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
 	if status == "" {
 		return false
 	}
-	if err := b.gc.SetStatus(gcetest.DefaultProject, gcetest.DefaultZone, m.Name, status); err != nil {
+	project, zone := where(t, m)
+	if err := b.gc.SetStatus(project, zone, m.Name, status); err != nil {
 		t.Fatal(err)
 	}
 	return true

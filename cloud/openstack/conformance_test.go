@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
@@ -54,7 +55,11 @@ func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 		tags = []string{DefaultClusterTagPrefix + "c2"}
 	}
 	addr := fmt.Sprintf("127.0.87.%d", s.N)
-	srv := b.os.Put(openstacktest.Server{Name: s.Name, Tags: tags, Created: s.Created,
+	created := s.Created
+	if s.First && created.IsZero() {
+		created = time.Now().Add(-24 * time.Hour).UTC().Truncate(time.Second) // Nova lists oldest first
+	}
+	srv := b.os.Put(openstacktest.Server{Name: s.Name, Tags: tags, Created: created,
 		Addresses: []openstacktest.Address{{Addr: addr}}})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID("", srv.ID), ID: srv.ID,
 		NodeName: agentid.NodeName(srv.Name), InternalIP: addr}
@@ -71,14 +76,18 @@ func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
 	return true
 }
 
-// Fail: an outage hangs up on every call; Unauthorized revokes the
-// application credential (Keystone refuses it, its tokens are void);
-// Throttled is Nova's 429 to every list and get.
+// Fail: an outage hangs up on every call; GetFails is Nova's 503 to
+// gets alone; Unauthorized revokes the application credential (Keystone
+// refuses it, its tokens are void); Throttled is Nova's 429 to every list
+// and get.
 func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
 	switch f {
 	case conformance.Outage:
 		b.os.SetDown(true)
 		return func() { b.os.SetDown(false) }
+	case conformance.GetFails:
+		b.os.Fail("get", 1<<20, http.StatusServiceUnavailable)
+		return func() { b.os.ClearFaults("get") }
 	case conformance.Unauthorized:
 		b.os.Revoke()
 		return b.os.Unrevoke
