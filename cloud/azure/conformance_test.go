@@ -101,6 +101,14 @@ func (b *armBed) handler(next http.Handler) http.Handler {
 		b.mu.Lock()
 		f := b.fail
 		b.mu.Unlock()
+		if f == conformance.GetFails {
+			// Only the gets of one VM, scale set or scale-set VM: a
+			// resource's own path ends in its name, after the type's.
+			f = ""
+			if parts := strings.Split(strings.Trim(p, "/"), "/"); len(parts) >= 8 && len(parts)%2 == 0 {
+				f = conformance.Outage
+			}
+		}
 		// The SDK's clients retry 429 and 5xx (three times, backing off
 		// from 800ms unless the answer says when): the answers ask again
 		// after a millisecond, so the suite runs in seconds.
@@ -148,8 +156,9 @@ func (b *armBed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
 	return true
 }
 
-// Fail: an outage hangs up; throttled is ARM's 429; unauthorized sends a
-// token ARM did not issue.
+// Fail: an outage is ARM's 503; throttled ARM's 429; unauthorized sends a
+// token ARM did not issue; GetFails answers 503 to the gets of one
+// resource alone.
 func (b *armBed) Fail(t testing.TB, f conformance.Failure) func() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

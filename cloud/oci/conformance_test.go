@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
 	"github.com/mooring-dev/mooring/cloud/oci"
@@ -54,8 +55,12 @@ func (b *ociBed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	if s.Foreign {
 		c = "another"
 	}
+	created := s.Created
+	if s.First && created.IsZero() {
+		created = time.Now().Add(-24 * time.Hour).UTC().Truncate(time.Second) // the list is in creation order
+	}
 	in := b.ep.Put(ocitest.Instance{DisplayName: s.Name, PrivateIP: fmt.Sprintf("127.0.91.%d", s.N),
-		PublicIP: fmt.Sprintf("127.0.92.%d", s.N), FreeformTags: tagged(c), Created: s.Created})
+		PublicIP: fmt.Sprintf("127.0.92.%d", s.N), FreeformTags: tagged(c), Created: created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.ID), ID: in.ID,
 		NodeName: agentid.NodeName(in.DisplayName), InternalIP: in.PrivateIP}
 }
@@ -72,12 +77,16 @@ func (b *ociBed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
 
 // Fail answers every API call with the failure's status: 503, 401
 // (NotAuthenticated, as for a key OCI does not know) or 429
-// (TooManyRequests).
+// (TooManyRequests); GetFails GetInstance alone with 503.
 func (b *ociBed) Fail(t testing.TB, f conformance.Failure) func() {
-	status := map[conformance.Failure]int{conformance.Outage: http.StatusServiceUnavailable,
+	status := map[conformance.Failure]int{conformance.Outage: http.StatusServiceUnavailable, conformance.GetFails: http.StatusServiceUnavailable,
 		conformance.Unauthorized: http.StatusUnauthorized, conformance.Throttled: http.StatusTooManyRequests}[f]
 	if status == 0 {
 		return nil
+	}
+	if f == conformance.GetFails {
+		b.ep.Fail("GetInstance", 1<<20, status)
+		return func() { b.ep.Fail("GetInstance", 0, 0) }
 	}
 	for _, m := range apiMethods {
 		b.ep.Fail(m, 1<<20, status)
