@@ -284,20 +284,6 @@ func TestNodeNamePolicies(t *testing.T) {
 	}
 }
 
-// TestSourceOutage: a failing DescribeInstances is an error of the list.
-func TestSourceOutage(t *testing.T) {
-	e := newEnv(t)
-	e.put(t, awstest.Instance{PrivateIP: "127.0.0.1", Tags: map[string]string{clusterTag: "owned"}})
-	e.aws.Fail("DescribeInstances", 1, 503, "Unavailable")
-	if got, err := e.source().ListInstances(context.Background()); err == nil {
-		t.Fatalf("listed %v during an outage", got)
-	}
-	got, err := e.source().ListInstances(context.Background())
-	if err != nil || len(got) != 1 {
-		t.Fatalf("after the outage: %v, %v", got, err)
-	}
-}
-
 // TestSourceCreationTime: the view's creation time is the attachment time
 // of the primary network interface as the real EC2 client decodes it from
 // awstest's XML: exactly the time an instance was created with, unmoved by
