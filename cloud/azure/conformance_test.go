@@ -36,9 +36,10 @@ func TestConformance(t *testing.T) {
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Network/networkInterfaces/n",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines",
 			"azure://subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/n"},
-		Evidence: []string{agentid.EvidenceType},
-		Zones:    true,
-		New:      newARMBed,
+		NameWithoutNode: "under_score",
+		Evidence:        []string{agentid.EvidenceType},
+		Zones:           true,
+		New:             newARMBed,
 		Config: func(t *testing.T, b conformance.Bed) string {
 			ab := b.(*armBed)
 			for _, kv := range ab.c.IdentityEnv() {

@@ -132,7 +132,7 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 		}
 	}
 	if out.NodeName == "" || strings.ContainsFunc(out.NodeName, unicode.IsControl) {
-		return out, fmt.Errorf("azure: VM %s has no node name (no name, or a scale-set VM without a computer name)", out.ID)
+		return out, fmt.Errorf("azure: VM %s has no node name (no name, one that is no DNS-1123 subdomain, or a scale-set VM without a computer name)", out.ID)
 	}
 	return out, nil
 }

@@ -64,3 +64,22 @@ func TestProviderIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeName: a VM's name or a scale-set VM's computer name, lower case;
+// none when that is no Node name.
+func TestNodeName(t *testing.T) {
+	vm := Resource{Subscription: "s", ResourceGroup: "g", Name: "Node-1"}
+	member := Resource{Subscription: "s", ResourceGroup: "g", ScaleSet: "pool", InstanceID: "3"}
+	for _, c := range []struct {
+		r        Resource
+		computer string
+		want     string
+	}{
+		{vm, "", "node-1"}, {vm, "ignored", "node-1"}, {member, "Pool000003", "pool000003"}, {member, "", ""},
+		{Resource{Name: "under_score"}, "", ""}, {member, "under_score", ""}, {Resource{Name: "ends."}, "", ""},
+	} {
+		if got := NodeName(c.r, c.computer); got != c.want {
+			t.Errorf("NodeName(%+v, %q) = %q, want %q", c.r, c.computer, got, c.want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package agentid
 import (
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // ProviderIDPrefix starts the providerID of an Azure VM's Node: azure://
@@ -77,10 +79,15 @@ func ParseProviderID(providerID string) (Resource, error) {
 
 // NodeName is the Node name of a VM: its name in lower case, or for a
 // scale-set VM its computer name (the host name its kubelet registers),
-// lower case; "" when there is none.
+// lower case; "" when there is none or it is no Node name (a DNS-1123
+// subdomain: an Azure VM's name may hold an underscore).
 func NodeName(r Resource, computerName string) string {
+	n := strings.ToLower(r.Name)
 	if r.ScaleSet != "" {
-		return strings.ToLower(computerName)
+		n = strings.ToLower(computerName)
 	}
-	return strings.ToLower(r.Name)
+	if len(validation.IsDNS1123Subdomain(n)) > 0 {
+		return ""
+	}
+	return n
 }
