@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mooring-dev/mooring/cloud/digitalocean/digitaloceantest"
 	"github.com/mooring-dev/mooring/cloud/hetzner/hetznertest"
@@ -41,7 +45,8 @@ import (
 // created within the ticket's life, whose node name is the CSR's);
 // mooring-ccm initializes the Nodes as the cloud's own CCM would; serving
 // certificates are approved. Then attacks on that record are denied, each
-// with its reason, and a good ticket passes. Attacks on the ticket itself
+// with its reason, and a good ticket passes; and a node's serving
+// certificate for another instance's address is denied. Attacks on the ticket itself
 // (forged, expired, of another cluster, replayed, spent) are decided
 // before any cloud is asked: csrapprover's adversarial suite (its ticket/
 // cases) and TestTicketJoinOnLocalCloud hold them.
@@ -202,6 +207,7 @@ func runTicketCloud(t *testing.T, c *testbed.Cluster, bins ticketBins, tc ticket
 	}
 
 	runAttacks(ctx, t, c, recordAttacks(t, tc, cloud, tickets))
+	servingForAnotherAddress(ctx, t, c, fleet)
 	if cloud.calls != nil {
 		t.Logf("cloud calls after the attacks: %s", cloud.calls())
 	}
@@ -262,6 +268,48 @@ func recordAttacks(t *testing.T, tc ticketCloud, cloud *cloudRecord, tickets *ha
 		cloud.beforeAttacks(t)
 	}
 	return attacks
+}
+
+// servingForAnotherAddress has the first machine's kubelet ask for a
+// serving certificate for the second machine's InternalIP beside its own
+// name: the approver denies it, the address not being the instance's in
+// the cloud's record.
+func servingForAnotherAddress(ctx context.Context, t *testing.T, c *testbed.Cluster, fleet *harness.Fleet) {
+	t.Helper()
+	m, other := fleet.Machines[0], fleet.Machines[1]
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, other.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ip net.IP
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ip = net.ParseIP(a.Address)
+		}
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", m.Node.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asNode, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "serving-" + m.Name + "-for-" + other.Name
+	req := request(t, csrDER(t, newKey(t), csrFields{node: m.Name, dns: []string{m.Name}, ips: []net.IP{ip}}))
+	usages := []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+	if err := fileCSR(ctx, asNode, name, certificatesv1.KubeletServingSignerName, usages, req); err != nil {
+		t.Fatal(err)
+	}
+	decided, err := decision(ctx, c.Client, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cond := harness.Condition(decided, certificatesv1.CertificateDenied); cond == nil || cond.Reason != csrreason.SANNotOfInstance {
+		t.Fatalf("%s's serving CSR for %s's address %s: want denied %s, got %+v", m.Name, other.Name, ip, csrreason.SANNotOfInstance, decided.Status.Conditions)
+	} else {
+		t.Logf("%s's serving CSR for %s's address %s: %s: %s", m.Name, other.Name, ip, cond.Reason, cond.Message)
+	}
 }
 
 // withTicket is the evidence of a join with the ticket tok.
