@@ -9,8 +9,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -45,13 +43,8 @@ func TestConformance(t *testing.T) {
 			isolateSDK(t)
 			t.Setenv("AWS_ACCESS_KEY_ID", testUser.AccessKeyID)
 			t.Setenv("AWS_SECRET_ACCESS_KEY", testUser.SecretAccessKey)
-			path := filepath.Join(t.TempDir(), "cloud.yaml")
-			cfg := fmt.Sprintf("region: %s\nclusterID: c1\naccount: %q\nnodeRoles: [node]\nec2Endpoint: %s\nstsEndpoint: %s\nminRefreshInterval: 1ms\n",
+			return fmt.Sprintf("region: %s\nclusterID: c1\naccount: %q\nnodeRoles: [node]\nec2Endpoint: %s\nstsEndpoint: %s\nminRefreshInterval: 1ms\n",
 				awstest.DefaultRegion, eb.aws.Account(), eb.aws.Endpoint(), eb.aws.Endpoint())
-			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return path
 		},
 	})
 }

@@ -7,8 +7,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,13 +44,8 @@ func TestConformance(t *testing.T) {
 				k, v, _ := strings.Cut(kv, "=")
 				t.Setenv(k, v)
 			}
-			path := filepath.Join(t.TempDir(), "cloud.yaml")
-			cfg := fmt.Sprintf("subscriptionID: %s\nresourceGroup: %s\nclusterID: %s\narmEndpoint: %s\nminRefreshInterval: 1ms\n",
+			return fmt.Sprintf("subscriptionID: %s\nresourceGroup: %s\nclusterID: %s\narmEndpoint: %s\nminRefreshInterval: 1ms\n",
 				ab.c.Subscription(), ab.c.ResourceGroup(), cluster, ab.proxy.URL)
-			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return path
 		},
 	})
 }

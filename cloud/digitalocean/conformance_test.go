@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -26,12 +25,7 @@ func TestConformance(t *testing.T) {
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			w := b.(*bed).world
-			path := filepath.Join(t.TempDir(), "cloud.yaml")
-			cfg := fmt.Sprintf("clusterID: %s\ntokenFile: %s\napiEndpoint: %s\n", testCluster, w.tokenFile, w.do.Endpoint())
-			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return path
+			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\napiEndpoint: %s\n", testCluster, w.tokenFile, w.do.Endpoint())
 		},
 	})
 }

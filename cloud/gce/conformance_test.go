@@ -3,8 +3,6 @@ package gce
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -32,13 +30,8 @@ func TestConformance(t *testing.T) {
 		New:      func(t *testing.T, o conformance.Options) conformance.Bed { return newBed(t, o) },
 		Config: func(t *testing.T, b conformance.Bed) string {
 			w := b.(*bed).world
-			path := filepath.Join(t.TempDir(), "cloud.yaml")
-			cfg := fmt.Sprintf("projects: [%s]\nclusterID: %s\ncomputeEndpoint: %s\nwithoutAuthentication: true\ncertsURL: %s\n",
+			return fmt.Sprintf("projects: [%s]\nclusterID: %s\ncomputeEndpoint: %s\nwithoutAuthentication: true\ncertsURL: %s\n",
 				gcetest.DefaultProject, testCluster, w.gc.Endpoint(), w.gc.CertsURL())
-			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return path
 		},
 	})
 }

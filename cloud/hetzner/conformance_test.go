@@ -3,8 +3,6 @@ package hetzner
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,12 +29,7 @@ func TestConformance(t *testing.T) {
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			w := b.(*bed).world
-			path := filepath.Join(t.TempDir(), "cloud.yaml")
-			cfg := fmt.Sprintf("clusterID: %s\ntokenFile: %s\nendpoint: %s\n", testCluster, w.tokenFile, w.hz.Endpoint())
-			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return path
+			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\nendpoint: %s\n", testCluster, w.tokenFile, w.hz.Endpoint())
 		},
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -34,12 +33,7 @@ func TestConformance(t *testing.T) {
 			// The token from the environment, as the tests' worlds read it from a file.
 			w := b.(*bed).world
 			t.Setenv("MOORING_TEST_LINODE_TOKEN", w.ln.Token())
-			path := filepath.Join(t.TempDir(), "cloud.yaml")
-			cfg := fmt.Sprintf("clusterID: %s\ntokenEnv: MOORING_TEST_LINODE_TOKEN\napiEndpoint: %s\n", testCluster, w.ln.Endpoint())
-			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return path
+			return fmt.Sprintf("clusterID: %s\ntokenEnv: MOORING_TEST_LINODE_TOKEN\napiEndpoint: %s\n", testCluster, w.ln.Endpoint())
 		},
 	})
 }

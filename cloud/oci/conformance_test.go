@@ -3,8 +3,6 @@ package oci_test
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,11 +27,7 @@ func TestConformance(t *testing.T) {
 			return &ociBed{ep: ep, c: c}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
-			path := filepath.Join(t.TempDir(), "cloud.yaml")
-			if err := os.WriteFile(path, []byte(configYAML(t, b.(*ociBed).ep, "")), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return path
+			return configYAML(t, b.(*ociBed).ep, "")
 		},
 	})
 }

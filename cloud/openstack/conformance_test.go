@@ -3,8 +3,6 @@ package openstack
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,13 +28,8 @@ func TestConformance(t *testing.T) {
 		Config: func(t *testing.T, b conformance.Bed) string {
 			o := b.(*bed).os
 			id, secret := o.Credential()
-			path := filepath.Join(t.TempDir(), "cloud.yaml")
-			cfg := fmt.Sprintf("authURL: %s\napplicationCredentialID: %s\nsecretFile: %s\nregion: %s\nclusterID: %s\n",
+			return fmt.Sprintf("authURL: %s\napplicationCredentialID: %s\nsecretFile: %s\nregion: %s\nclusterID: %s\n",
 				o.AuthURL(), id, writeSecret(t, secret), o.Region(), testCluster)
-			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return path
 		},
 	})
 }

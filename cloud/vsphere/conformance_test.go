@@ -36,8 +36,8 @@ func TestConformance(t *testing.T) {
 		New:             func(t *testing.T, _ conformance.Options) conformance.Bed { return newBed(t) },
 		Config: func(t *testing.T, b conformance.Bed) string {
 			s := b.(*bed).sim
-			return writeFile(t, "cloud.yaml", fmt.Sprintf("server: %s\ncaFile: %s\nusername: %s\npasswordFile: %s\nclusterID: %s\nfolder: %s\n",
-				s.URL, s.CAFile, vspheretest.Username, writeFile(t, "password", vspheretest.Password), testCluster, s.Folder))
+			return fmt.Sprintf("server: %s\ncaFile: %s\nusername: %s\npasswordFile: %s\nclusterID: %s\nfolder: %s\n",
+				s.URL, s.CAFile, vspheretest.Username, writeFile(t, "password", vspheretest.Password), testCluster, s.Folder)
 		},
 	})
 }

@@ -38,9 +38,10 @@ type Backend struct {
 	// Zones, LoadBalancer and Routes say which of these faces the provider
 	// implements.
 	Zones, LoadBalancer, Routes bool
-	// Config writes a cloud config file for the provider over b, for the
-	// registry check (cloud.NewProvider); nil skips it.
-	Config func(t *testing.T, b Bed) (path string)
+	// Config is the text of a cloud config file for the provider over b,
+	// for the registry check (cloud.NewProvider builds it from the file);
+	// nil skips it.
+	Config func(t *testing.T, b Bed) (yaml string)
 }
 
 // Options configure a Bed.

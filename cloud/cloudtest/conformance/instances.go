@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -564,7 +566,11 @@ func registered(t *testing.T, b Backend) {
 	if !cloud.Known(b.Name) {
 		t.Fatalf("%s is not registered", b.Name)
 	}
-	cp, err := cloud.NewProvider(b.Name, b.Config(t, bed))
+	path := filepath.Join(t.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(path, []byte(b.Config(t, bed)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := cloud.NewProvider(b.Name, path)
 	if err != nil {
 		t.Fatal(err)
 	}
