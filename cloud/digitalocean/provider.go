@@ -59,12 +59,9 @@ func New(cfg Config) (*Cloud, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if _, err := cfg.token(); err != nil {
+	hc, err := kit.BearerClient(cfg.RequestTimeout.Duration, cfg.token)
+	if err != nil {
 		return nil, err
-	}
-	hc := &http.Client{
-		Timeout:   cfg.RequestTimeout.Duration,
-		Transport: &bearer{token: cfg.token, next: http.DefaultTransport},
 	}
 	return NewWithHTTPClient(cfg, hc)
 }
@@ -98,25 +95,6 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }
-
-// bearer authenticates each request with the token token gives.
-type bearer struct {
-	token func() (string, error)
-	next  http.RoundTripper
-}
-
-func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	tok, err := b.token()
-	if err != nil {
-		if r.Body != nil {
-			_ = r.Body.Close()
-		}
-		return nil, err
-	}
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+tok)
-	return b.next.RoundTrip(r)
-}
 
 // ConfirmInstance asks the API for the droplet of a providerID itself (GET
 // /v2/droplets/<id>), after FindInstance missed it in the cluster's list:

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -24,7 +25,7 @@ const maxPages = 500
 
 // listAttempts bounds how often one ListInstances starts over after the
 // droplet set changed between its pages.
-const listAttempts = 3
+const listAttempts = kit.ListAttempts
 
 // Source lists a cluster's droplets for the shared instance view: GET
 // /v2/droplets?tag_name=<cluster tag>, page after page, with the real
@@ -45,9 +46,6 @@ type Source struct {
 
 var _ view.Source = Source{}
 
-// errChanged: the droplet set changed while it was listed page by page.
-var errChanged = errors.New("the droplet list changed between its pages")
-
 // ListInstances follows every page. A page that fails, lacks meta.total,
 // is short while another follows, or whose next link does not lead to the
 // following page is an error, never a shorter list: the view believes that
@@ -56,16 +54,10 @@ var errChanged = errors.New("the droplet list changed between its pages")
 // of meta.total or a droplet seen twice starts the listing over (at most
 // listAttempts times in all).
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
-	var err error
-	for attempt := 1; attempt <= listAttempts; attempt++ {
-		var out []view.Instance
-		out, err = s.listOnce(ctx)
-		if !errors.Is(err, errChanged) {
-			return out, err
-		}
-		klog.V(2).InfoS("The droplet list changed while it was read; listing again", "tag", s.ClusterTag, "attempt", attempt, "why", err)
-	}
-	return nil, fmt.Errorf("droplets tagged %s: %w %d times in a row", s.ClusterTag, err, listAttempts)
+	return kit.ReadWhole("droplets tagged "+s.ClusterTag, listAttempts, func() ([]view.Instance, int, error) {
+		out, err := s.listOnce(ctx)
+		return out, 0, err
+	}, nil)
 }
 
 func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
@@ -93,7 +85,7 @@ func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
 		case resp.Meta.Total < 0:
 			return nil, fmt.Errorf("list droplets tagged %s (page %d): meta.total %d", s.ClusterTag, page, resp.Meta.Total)
 		case total >= 0 && resp.Meta.Total != total:
-			return nil, fmt.Errorf("%w: meta.total went from %d to %d at page %d", errChanged, total, resp.Meta.Total, page)
+			return nil, fmt.Errorf("%w: meta.total went from %d to %d at page %d", kit.ErrListChanged, total, resp.Meta.Total, page)
 		case total < 0 && resp.Meta.Total > maxPages*size:
 			return nil, fmt.Errorf("droplets tagged %s: %d droplets, more than %d pages of %d", s.ClusterTag, resp.Meta.Total, maxPages, size)
 		}
@@ -101,7 +93,7 @@ func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
 		for i := range droplets {
 			d := &droplets[i]
 			if seen[d.ID] {
-				return nil, fmt.Errorf("%w: droplet %d listed twice", errChanged, d.ID)
+				return nil, fmt.Errorf("%w: droplet %d listed twice", kit.ErrListChanged, d.ID)
 			}
 			seen[d.ID] = true
 			if vi, ok := s.toView(d); ok {
@@ -123,7 +115,7 @@ func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
 		}
 	}
 	if len(seen) != total {
-		return nil, fmt.Errorf("%w: %d droplets listed, meta.total says %d", errChanged, len(seen), total)
+		return nil, fmt.Errorf("%w: %d droplets listed, meta.total says %d", kit.ErrListChanged, len(seen), total)
 	}
 	return out, nil
 }

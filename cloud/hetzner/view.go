@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -40,7 +41,7 @@ const listSort = "id:asc"
 
 // listAttempts bounds how often one ListInstances starts over after the
 // server set changed between its pages.
-const listAttempts = 3
+const listAttempts = kit.ListAttempts
 
 // Source lists a cluster's Hetzner Cloud servers for the shared instance
 // view: one paginated GET /servers filtered by the cluster label, whose
@@ -65,10 +66,6 @@ var _ view.Source = Source{}
 // that cannot be trusted whole.
 var errListing = errors.New("inconsistent server listing")
 
-// errChanged is wrapped (with errListing) by the errors of a listing
-// whose servers changed while its pages were read.
-var errChanged = errors.New("the server list changed between its pages")
-
 // ListInstances follows every page. A page that fails, or a listing whose
 // pagination does not add up (no meta.pagination, a page other than the
 // one asked for, a short page before the last, servers out of id order),
@@ -78,16 +75,10 @@ var errChanged = errors.New("the server list changed between its pages")
 // listing starts over, at most listAttempts times in all, then is an
 // error.
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
-	var err error
-	for attempt := 1; attempt <= listAttempts; attempt++ {
-		var out []view.Instance
-		out, err = s.listOnce(ctx)
-		if !errors.Is(err, errChanged) {
-			return out, err
-		}
-		klog.V(2).InfoS("The server list changed while it was read; listing again", "attempt", attempt, "why", err)
-	}
-	return nil, fmt.Errorf("%w %d times in a row", err, listAttempts)
+	return kit.ReadWhole("hetzner servers list", listAttempts, func() ([]view.Instance, int, error) {
+		out, err := s.listOnce(ctx)
+		return out, 0, err
+	}, nil)
 }
 
 func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
@@ -118,7 +109,7 @@ func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
 		case len(servers) > p.PerPage:
 			return nil, fmt.Errorf("%w: page %d holds %d servers, over its per_page %d", errListing, page, len(servers), p.PerPage)
 		case p.TotalEntries < total:
-			return nil, fmt.Errorf("%w: %w: total_entries fell from %d to %d (a server was deleted; later pages moved)", errListing, errChanged, total, p.TotalEntries)
+			return nil, fmt.Errorf("%w: %w: total_entries fell from %d to %d (a server was deleted; later pages moved)", errListing, kit.ErrListChanged, total, p.TotalEntries)
 		}
 		total = p.TotalEntries
 		for _, srv := range servers {
@@ -137,7 +128,7 @@ func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
 		if p.NextPage == 0 {
 			// total_entries may be null (unknown), which reads as 0.
 			if total > 0 && read != total {
-				return nil, fmt.Errorf("%w: %w: %d servers read, total_entries says %d", errListing, errChanged, read, total)
+				return nil, fmt.Errorf("%w: %w: %d servers read, total_entries says %d", errListing, kit.ErrListChanged, read, total)
 			}
 			return out, nil
 		}

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/linode/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -24,7 +25,7 @@ const maxPages = 500
 
 // listAttempts bounds how often one ListInstances starts over after the
 // Linode set changed between its pages.
-const listAttempts = 3
+const listAttempts = kit.ListAttempts
 
 // Source lists a cluster's Linodes for the shared instance view: GET
 // /v4/linode/instances with X-Filter {"tags": "<cluster tag>"}, page
@@ -49,9 +50,6 @@ type Source struct {
 
 var _ view.Source = Source{}
 
-// errChanged: the Linode set changed while it was listed page by page.
-var errChanged = errors.New("the instance list changed between its pages")
-
 // ListInstances follows every page. A page that fails, whose pages or
 // results do not add up, or that is short of what results promises is an
 // error, never a shorter list: the view believes that a Linode a fresh
@@ -60,16 +58,10 @@ var errChanged = errors.New("the instance list changed between its pages")
 // a Linode seen twice starts the listing over (at most listAttempts times
 // in all).
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
-	var err error
-	for attempt := 1; attempt <= listAttempts; attempt++ {
-		var out []view.Instance
-		out, err = s.listOnce(ctx)
-		if !errors.Is(err, errChanged) {
-			return out, err
-		}
-		klog.V(2).InfoS("The instance list changed while it was read; listing again", "tag", s.ClusterTag, "attempt", attempt, "why", err)
-	}
-	return nil, fmt.Errorf("list Linodes tagged %s: %w %d times in a row", s.ClusterTag, err, listAttempts)
+	return kit.ReadWhole("list Linodes tagged "+s.ClusterTag, listAttempts, func() ([]view.Instance, int, error) {
+		out, err := s.listOnce(ctx)
+		return out, 0, err
+	}, nil)
 }
 
 // Filter is the X-Filter of the cluster's list: {"tags": "<tag>"}, which
@@ -101,7 +93,7 @@ func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
 		case opts.Pages < 1 || opts.Results < 0:
 			return nil, fmt.Errorf("%s (page %d): the answer says pages %d, results %d", what, page, opts.Pages, opts.Results)
 		case total >= 0 && (opts.Results != total || opts.Pages != pages):
-			return nil, fmt.Errorf("%w: results went from %d to %d at page %d", errChanged, total, opts.Results, page)
+			return nil, fmt.Errorf("%w: results went from %d to %d at page %d", kit.ErrListChanged, total, opts.Results, page)
 		case opts.Pages != want:
 			return nil, fmt.Errorf("%s (page %d): %d pages for %d results in pages of %d", what, page, opts.Pages, opts.Results, size)
 		case opts.Pages > maxPages:
@@ -118,7 +110,7 @@ func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
 		for i := range items {
 			in := &items[i]
 			if seen[in.ID] {
-				return nil, fmt.Errorf("%w: Linode %d listed twice", errChanged, in.ID)
+				return nil, fmt.Errorf("%w: Linode %d listed twice", kit.ErrListChanged, in.ID)
 			}
 			seen[in.ID] = true
 			if vi, ok := s.toView(in); ok {
