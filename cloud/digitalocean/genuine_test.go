@@ -2,7 +2,6 @@ package digitalocean
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,39 +14,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
-
-// documented is an example of DigitalOcean's API reference (testdata,
-// sources in testdata/README.md) as JSON: the value of the named example
-// of droplets-examples.yml, or the example body of an error-*.yml.
-func documented(t testing.TB, file, example string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	var v any = doc
-	for _, k := range strings.Split(example, ".") {
-		m, _ := v.(map[string]any)
-		v = m[k]
-	}
-	if v == nil {
-		t.Fatalf("%s has no %s", file, example)
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // docsAPI answers with the documented examples: the list of droplets
 // tagged env:prod (droplets_tagged, or droplets_all when wide, as if the
@@ -64,10 +35,10 @@ type docsAPI struct {
 func newDocsAPI(t *testing.T) *docsAPI {
 	d := &docsAPI{examples: map[string][]byte{}}
 	for _, name := range []string{"droplets_tagged", "droplets_all", "droplet_single"} {
-		d.examples[name] = documented(t, "droplets-examples.yml", name+".value")
+		d.examples[name] = cloudtest.ArtefactJSON(t, "testdata/droplets-examples.yml", name+".value")
 	}
 	for _, name := range []string{"unauthorized", "too_many_requests", "not_found"} {
-		d.examples[name] = documented(t, "error-"+name+".yml", "content.application/json.example")
+		d.examples[name] = cloudtest.ArtefactJSON(t, "testdata/error-"+name+".yml", "content.application/json.example")
 	}
 	return d
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
@@ -24,15 +23,6 @@ import (
 
 // genuineID is the id of the server in testdata/server-get.json.
 const genuineID = 115493226
-
-func readTestdata(t *testing.T, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // genuineAPI answers as the Cloud API did in the answer hcloud-go keeps
 // (testdata/server-get.json, sources in testdata/README.md): GET
@@ -100,7 +90,7 @@ func (g *genuineAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // zone is the datacenter the API itself gave this server in December 2025,
 // before datacenters left it.
 func TestGenuineServer(t *testing.T) {
-	g := &genuineAPI{t: t, recorded: readTestdata(t, "server-get.json")}
+	g := &genuineAPI{t: t, recorded: cloudtest.ArtefactBytes(t, "testdata/server-get.json")}
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
 	cfg := Config{Endpoint: srv.URL + "/v1", TokenFile: writeToken(t, "genuine-token"), ClusterID: testCluster}
@@ -157,7 +147,7 @@ func TestGenuineServer(t *testing.T) {
 			Datacenter struct{ Name string } `json:"datacenter"`
 		} `json:"server"`
 	}
-	if err := json.Unmarshal(readTestdata(t, "server-get-2025-12.json"), &older); err != nil {
+	if err := json.Unmarshal(cloudtest.ArtefactBytes(t, "testdata/server-get-2025-12.json"), &older); err != nil {
 		t.Fatal(err)
 	}
 	if dc, loc := older.Server.Datacenter.Name, older.Server.Location.Name; dc == "" || ZoneOf(loc) != dc {
@@ -177,7 +167,7 @@ func TestGenuineServer(t *testing.T) {
 // an error. The service's leaf paths answer with the document's values, as
 // Hetzner documents them.
 func TestGenuineMetadata(t *testing.T) {
-	doc, nets := readTestdata(t, "metadata.yaml"), readTestdata(t, "private-networks.yaml")
+	doc, nets := cloudtest.ArtefactBytes(t, "testdata/metadata.yaml"), cloudtest.ArtefactBytes(t, "testdata/private-networks.yaml")
 	var md struct {
 		Hostname   string `json:"hostname"`
 		InstanceID int64  `json:"instance-id"`

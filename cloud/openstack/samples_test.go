@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/gophercloud/gophercloud/v2"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 	"github.com/mooring-dev/mooring/cloud/openstack/openstacktest"
@@ -25,10 +24,7 @@ import (
 // sample's next link with no servers, as Nova does past the last server.
 func novaSampleSource(t *testing.T, sample string) (Source, *int) {
 	t.Helper()
-	body, err := os.ReadFile(filepath.Join("testdata", "nova", sample))
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := cloudtest.ArtefactBytes(t, "testdata/nova/"+sample)
 	calls := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls++

@@ -4,10 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
@@ -23,10 +22,7 @@ func TestGenuineMetadata(t *testing.T) {
 		"metadata-no-private.json": {ID: "27223699", Name: "smtest1", NodeName: "smtest1",
 			ProviderID: "digitalocean://27223699"},
 	} {
-		doc, err := os.ReadFile(filepath.Join("..", "testdata", file))
-		if err != nil {
-			t.Fatal(err)
-		}
+		doc := cloudtest.ArtefactBytes(t, "../testdata/"+file)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != metadataPath {
 				http.NotFound(w, r)

@@ -3,37 +3,11 @@ package digitaloceantest
 import (
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
-
-// artefact reads a genuine artefact (../testdata, sources in
-// ../testdata/README.md), JSON or YAML, and returns the value at path
-// (object fields joined by dots; "" for all of it).
-func artefact(t *testing.T, file, path string) any {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v any
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	if path != "" {
-		v = cloudtest.At(v, path)
-	}
-	if v == nil {
-		t.Fatalf("%s has nothing at %s", file, path)
-	}
-	return v
-}
 
 func call(t *testing.T, url, token string) (int, any) {
 	t.Helper()
@@ -60,7 +34,7 @@ func TestAnswersAsDocumented(t *testing.T) {
 		Tags: []string{"web", "env:prod"}, UserData: "#cloud-config\n"})
 	base := strings.TrimSuffix(c.Endpoint(), "/")
 
-	single := cloudtest.ShapeOf(artefact(t, "droplets-examples.yml", "droplet_single.value.droplet"))
+	single := cloudtest.ShapeOf(cloudtest.Artefact(t, "../testdata/droplets-examples.yml", "droplet_single.value.droplet"))
 	st, got := call(t, fmt.Sprintf("%s/v2/droplets/%d", base, d.ID), c.Token())
 	if st != http.StatusOK {
 		t.Fatalf("GET droplet: %d %v", st, got)
@@ -69,7 +43,7 @@ func TestAnswersAsDocumented(t *testing.T) {
 		t.Errorf("the droplet differs from the documented one:\n  %s", strings.Join(diff, "\n  "))
 	}
 	st, list := call(t, base+"/v2/droplets?tag_name=env:prod&per_page=200", c.Token())
-	documented := artefact(t, "droplets-examples.yml", "droplets_tagged.value")
+	documented := cloudtest.Artefact(t, "../testdata/droplets-examples.yml", "droplets_tagged.value")
 	if st != http.StatusOK {
 		t.Fatalf("GET list: %d %v", st, list)
 	}
@@ -91,7 +65,7 @@ func TestAnswersAsDocumented(t *testing.T) {
 		{"/v2/droplets/1", c.Token(), "error-too_many_requests.yml", http.StatusTooManyRequests, false},
 	} {
 		st, body := call(t, base+tc.path, tc.token)
-		want := artefact(t, tc.file, "content.application/json.example")
+		want := cloudtest.Artefact(t, "../testdata/"+tc.file, "content.application/json.example")
 		if st != tc.status || cloudtest.At(body, "id") != cloudtest.At(want, "id") {
 			t.Errorf("%s (%s): %d %v, documented %d %v", tc.path, tc.file, st, body, tc.status, want)
 		}
@@ -106,7 +80,7 @@ func TestAnswersAsDocumented(t *testing.T) {
 	}
 	_, md := call(t, u+"/metadata/v1.json", "")
 	for _, file := range []string{"metadata.json", "metadata-no-private.json"} {
-		sample := cloudtest.ShapeOf(artefact(t, file, ""))
+		sample := cloudtest.ShapeOf(cloudtest.Artefact(t, "../testdata/"+file, ""))
 		// Today's document has more than these (reserved_ip, tags,
 		// features).
 		if diff := cloudtest.DiffShapes(cloudtest.ShapeOf(md), sample, true, "droplet_id", "public_keys", "floating_ip.ipv4.ip_address"); len(diff) != 0 {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,21 +13,6 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
-
-// genuine reads a genuine artefact (../testdata, sources in
-// ../testdata/README.md), JSON or YAML.
-func genuine(t *testing.T, name string) any {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v any
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	return v
-}
 
 func get(t *testing.T, url, token string) []byte {
 	t.Helper()
@@ -87,7 +70,7 @@ func TestAnswersAsGenuine(t *testing.T) {
 	created := time.Date(2025, 12, 15, 15, 22, 19, 0, time.UTC)
 	s := c.Put(Server{Name: "test1", Location: "hel1", ServerType: "cx22", PublicIPv4: "127.0.86.9",
 		PublicIPv6: "::/64", Labels: map[string]string{}, Created: created})
-	recorded := genuine(t, "server-get.json")
+	recorded := cloudtest.Artefact(t, "../testdata/server-get.json", "")
 	answer := decode(t, get(t, fmt.Sprintf("%s/servers/%d", c.Endpoint(), s.ID), c.Token()))
 	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(answer), cloudtest.ShapeOf(recorded), false); len(d) != 0 {
 		t.Errorf("the server object differs from the API's:\n  %s", strings.Join(d, "\n  "))
@@ -130,11 +113,11 @@ func TestAnswersAsGenuine(t *testing.T) {
 	doc := decode(t, get(t, base, ""))
 	// The sample is of 2018: today's document has more (region,
 	// availability-zone, private-networks).
-	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(doc), cloudtest.ShapeOf(genuine(t, "metadata.yaml")), true); len(d) != 0 {
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(doc), cloudtest.ShapeOf(cloudtest.Artefact(t, "../testdata/metadata.yaml", "")), true); len(d) != 0 {
 		t.Errorf("the metadata document differs from cloud-init's sample:\n  %s", strings.Join(d, "\n  "))
 	}
 	nets := decode(t, get(t, base+"/private-networks", ""))
-	sample := genuine(t, "private-networks.yaml")
+	sample := cloudtest.Artefact(t, "../testdata/private-networks.yaml", "")
 	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(nets), cloudtest.ShapeOf(sample), false); len(d) != 0 {
 		t.Errorf("private-networks differs from cloud-init's sample:\n  %s", strings.Join(d, "\n  "))
 	}

@@ -3,29 +3,12 @@ package linodetest
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
-
-// recorded reads an answer of the real API that linodego recorded
-// (../testdata, sources in ../testdata/README.md).
-func recorded(t *testing.T, name string) map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v map[string]any
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
 
 func getJSON(t *testing.T, c *Cloud, path string, header ...string) (*http.Response, map[string]any) {
 	t.Helper()
@@ -46,7 +29,7 @@ func getJSON(t *testing.T, c *Cloud, path string, header ...string) (*http.Respo
 func TestAnswersAsRecorded(t *testing.T) {
 	c := NewStarted(t, Options{ListLimit: 2})
 	in := c.Put(Instance{Label: "go-ins-test-tag", PublicIP: "127.0.0.9", IPv6: "::1", Tags: []string{"go-tag-test"}})
-	newest := recorded(t, "instance-tagged.json")
+	newest := cloudtest.ArtefactObject(t, "../testdata/instance-tagged.json", "")
 
 	resp, got := getJSON(t, c, "/v4/linode/instances/"+itoa(in.ID))
 	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(got), cloudtest.ShapeOf(newest), false); len(d) != 0 {
@@ -66,7 +49,7 @@ func TestAnswersAsRecorded(t *testing.T) {
 		}
 	}
 
-	list := recorded(t, "instances-list.json")
+	list := cloudtest.ArtefactObject(t, "../testdata/instances-list.json", "")
 	resp, page := getJSON(t, c, "/v4/linode/instances?page=1&page_size=25", "X-Filter", `{"tags": "go-tag-test"}`)
 	// The list was recorded in 2025-08: its Linodes have a subset of
 	// today's fields.
@@ -92,7 +75,7 @@ func TestAnswersAsRecorded(t *testing.T) {
 		{"/v4/linode/instances?page=1", "error-too-many-requests.json", http.StatusTooManyRequests},
 	} {
 		resp, body := getJSON(t, c, tc.path)
-		want := recorded(t, tc.file)
+		want := cloudtest.ArtefactObject(t, "../testdata/"+tc.file, "")
 		g, _ := json.Marshal(body)
 		w, _ := json.Marshal(want)
 		if resp.StatusCode != tc.status || string(g) != string(w) {

@@ -3,6 +3,7 @@ package openstacktest
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"io"
 	"net/http"
 	"os"
@@ -12,21 +13,6 @@ import (
 	"testing"
 	"time"
 )
-
-// novaSample reads one of Nova's API samples kept in
-// ../testdata/nova (sources in ../testdata/README.md).
-func novaSample(t *testing.T, name string) map[string]any {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "nova", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v map[string]any
-	if err := json.Unmarshal(data, &v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
 
 // memberVisible drops what Nova shows only to admins (its samples are
 // recorded as admin; mooring's credential is a project reader): the
@@ -114,7 +100,7 @@ func TestServerObjectAsNovasSamples(t *testing.T) {
 	}
 	for _, mv := range []string{"2.47", "2.96"} {
 		from290 := mv == "2.96"
-		list := novaSample(t, "v"+mv+"-servers-details-resp.json")
+		list := cloudtest.ArtefactObject(t, "../testdata/nova/v"+mv+"-servers-details-resp.json", "")
 		resp, body := get(t, c.ComputeURL()+"/servers/detail?limit=1", tok, "OpenStack-API-Version", "compute "+mv)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d", mv, resp.StatusCode)
@@ -125,7 +111,7 @@ func TestServerObjectAsNovasSamples(t *testing.T) {
 		sameShape(t, mv+" servers/detail", body["servers"].([]any)[0].(map[string]any),
 			memberVisible(list["servers"].([]any)[0].(map[string]any), from290))
 
-		show := novaSample(t, "v"+mv+"-server-get-resp.json")
+		show := cloudtest.ArtefactObject(t, "../testdata/nova/v"+mv+"-server-get-resp.json", "")
 		resp, body = get(t, c.ComputeURL()+"/servers/"+last.ID, tok, "OpenStack-API-Version", "compute "+mv)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s show: %d", mv, resp.StatusCode)
@@ -150,15 +136,7 @@ func TestConfigDrive(t *testing.T) {
 	}
 	read := func(dir, name string) map[string]any {
 		t.Helper()
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var v map[string]any
-		if err := json.Unmarshal(data, &v); err != nil {
-			t.Fatal(err)
-		}
-		return v
+		return cloudtest.ArtefactObject(t, filepath.Join(dir, name), "")
 	}
 	md := read(dir, "openstack/latest/meta_data.json")
 	if md["uuid"] != s.ID || md["name"] != "Web_1" || md["hostname"] != "web-1.novalocal" {
