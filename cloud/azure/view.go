@@ -2,7 +2,6 @@ package azure
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/azure/agentid"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -87,13 +87,6 @@ func each[T any](ctx context.Context, timeout time.Duration, what string, more f
 	return nil
 }
 
-// listAttempts bounds how often one list is read while it changes between
-// its pages.
-const listAttempts = 3
-
-// errChanged: a list changed while it was read page by page.
-var errChanged = errors.New("the list changed between its pages")
-
 // whole reads a paged list of resources whole (newPager starts it again).
 // A nextLink is no snapshot: a resource deleted while the pages are read
 // can shift one that was there throughout onto a page already read (the
@@ -101,15 +94,15 @@ var errChanged = errors.New("the list changed between its pages")
 // next page (listed twice, which the view takes for two VMs of one
 // providerID). ARM's lists keep an order that a resource's life does not
 // change, so a miss needs the deletion of a resource listed before it: a
-// list of more than one page is taken only when the next listing holds
+// list of more than one page is taken only when the next reading holds
 // the same resources (the deleted one is gone from it) and neither lists
-// one twice; else it is read again, up to listAttempts times. A list of
-// one page is one answer, taken at once.
+// one twice; else it is read again, up to kit.ListAttempts readings
+// (kit.ReadWhole with the resource id as key). A list of one page is one
+// answer, taken at once.
 func whole[T, P any](ctx context.Context, timeout time.Duration, what string, newPager func() (func() bool, func(context.Context) (P, error)),
 	items func(P) []*T, id func(*T) *string) ([]*T, error) {
-	var last []*T
-	why := errChanged
-	for attempt := 1; attempt <= listAttempts; attempt++ {
+	key := func(it *T) string { return strings.ToLower(str(id(it))) }
+	return kit.ReadWhole("azure "+what, kit.ListAttempts, func() ([]*T, int, error) {
 		var got []*T
 		seen := map[string]bool{}
 		pages, dup := 0, ""
@@ -120,7 +113,7 @@ func whole[T, P any](ctx context.Context, timeout time.Duration, what string, ne
 				if it == nil {
 					continue
 				}
-				if k := strings.ToLower(str(id(it))); k != "" && seen[k] {
+				if k := key(it); k != "" && seen[k] {
 					dup = k
 				} else {
 					seen[k] = true
@@ -128,39 +121,13 @@ func whole[T, P any](ctx context.Context, timeout time.Duration, what string, ne
 				got = append(got, it)
 			}
 		}); err != nil {
-			return nil, err
+			return nil, pages, err
 		}
-		switch {
-		case dup != "":
-			last, why = nil, fmt.Errorf("%w: %s listed twice", errChanged, dup)
-		case pages <= 1 || (last != nil && sameIDs(last, got, id)):
-			return got, nil
-		default:
-			if last != nil {
-				why = fmt.Errorf("%w: two listings in a row differ", errChanged)
-			}
-			last = got
+		if dup != "" {
+			return nil, pages, fmt.Errorf("%w: %s listed twice", kit.ErrListChanged, dup)
 		}
-		klog.V(2).InfoS("Reading an ARM list again", "list", what, "attempt", attempt, "pages", pages, "why", why)
-	}
-	return nil, fmt.Errorf("azure %s: %w (%d listings)", what, why, listAttempts)
-}
-
-// sameIDs reports whether a and b hold the same resource ids.
-func sameIDs[T any](a, b []*T, id func(*T) *string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	ids := map[string]bool{}
-	for _, it := range a {
-		ids[strings.ToLower(str(id(it)))] = true
-	}
-	for _, it := range b {
-		if !ids[strings.ToLower(str(id(it)))] {
-			return false
-		}
-	}
-	return true
+		return got, pages, nil
+	}, key)
 }
 
 // network is what the NIC and public IP lists say about addresses.

@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/oci/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -24,13 +25,6 @@ const pageSize = 100
 
 // maxPages bounds one listing of a compartment.
 const maxPages = 1000
-
-// listAttempts bounds how often a compartment's instances are listed in
-// one ListInstances while the list changes between its pages.
-const listAttempts = 3
-
-// errChanged: the instance list changed while it was read page by page.
-var errChanged = errors.New("the instance list changed between its pages")
 
 // FaultDomainLabel is the Node label the upstream OCI CCM gives an
 // instance's fault domain.
@@ -133,49 +127,16 @@ func (s Source) withTimeout(ctx context.Context) (context.Context, context.Cance
 // instance listed before it. So a list of more than one page is taken
 // only when the next listing holds the same instances (the deleted one
 // is gone from it) and neither lists one twice; else listed again, up to
-// listAttempts times. A list of one page is one answer, taken at once.
+// kit.ListAttempts listings (kit.ReadWhole with the instance OCID as
+// key). A list of one page is one answer, taken at once.
 func (s Source) listWhole(ctx context.Context, comp string) ([]core.Instance, error) {
-	var last []core.Instance
-	why := errChanged
-	for attempt := 1; attempt <= listAttempts; attempt++ {
-		items, pages, err := s.listInstances(ctx, comp)
-		switch {
-		case errors.Is(err, errChanged):
-			last, why = nil, err
-		case err != nil:
-			return nil, err
-		case pages == 1 || (last != nil && sameInstances(last, items)):
-			return items, nil
-		default:
-			if last != nil {
-				why = fmt.Errorf("%w: two listings in a row differ", errChanged)
-			}
-			last = items
-		}
-		klog.V(2).InfoS("Listing an OCI compartment's instances again", "compartment", comp, "attempt", attempt, "pages", pages, "why", why)
-	}
-	return nil, fmt.Errorf("compute ListInstances of compartment %s: %w (%d listings)", comp, why, listAttempts)
-}
-
-// sameInstances reports whether a and b hold the same instance OCIDs.
-func sameInstances(a, b []core.Instance) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	ids := map[string]bool{}
-	for _, in := range a {
-		ids[deref(in.Id)] = true
-	}
-	for _, in := range b {
-		if !ids[deref(in.Id)] {
-			return false
-		}
-	}
-	return true
+	return kit.ReadWhole("compute ListInstances of compartment "+comp, kit.ListAttempts,
+		func() ([]core.Instance, int, error) { return s.listInstances(ctx, comp) },
+		func(in core.Instance) string { return deref(in.Id) })
 }
 
 // listInstances reads every page of a compartment's instances once, in
-// creation order; an instance listed twice is errChanged.
+// creation order; an instance listed twice is kit.ErrListChanged.
 func (s Source) listInstances(ctx context.Context, comp string) (out []core.Instance, pages int, err error) {
 	var page *string
 	seen := map[string]bool{}
@@ -194,7 +155,7 @@ func (s Source) listInstances(ctx context.Context, comp string) (out []core.Inst
 		for _, in := range resp.Items {
 			id := deref(in.Id)
 			if id != "" && ids[id] {
-				return nil, n, fmt.Errorf("%w: instance %s listed twice", errChanged, id)
+				return nil, n, fmt.Errorf("%w: instance %s listed twice", kit.ErrListChanged, id)
 			}
 			ids[id] = true
 		}
