@@ -14,8 +14,14 @@ import (
 )
 
 // DigitalOcean's provider keeps the kit's promises (cloud/cloudtest/conformance).
-func TestConformance(t *testing.T) {
-	conformance.RunInstances(t, conformance.Backend{
+func TestConformance(t *testing.T) { conformance.RunInstances(t, backend()) }
+
+// Its machines join with join tickets: the approver over its record of
+// the instance a ticket names.
+func TestTickets(t *testing.T) { conformance.RunTickets(t, backend()) }
+
+func backend() conformance.Backend {
+	return conformance.Backend{
 		Name: ProviderName,
 		BadProviderIDs: []string{"digitalocean://", "digitalocean://0", "digitalocean://012", "digitalocean://-5",
 			"digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999"},
@@ -27,7 +33,7 @@ func TestConformance(t *testing.T) {
 			w := b.(*bed).world
 			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\napiEndpoint: %s\n", testCluster, w.tokenFile, w.do.Endpoint())
 		},
-	})
+	}
 }
 
 // bed is the conformance suite's view of a world.

@@ -32,6 +32,9 @@ type Backend struct {
 	// NameWithoutNode is an instance name the backend's node name policy
 	// gives no Node name ("" when every name the cloud allows gets one).
 	NameWithoutNode string
+	// UniqueNames: the cloud refuses a second instance of a name (in the
+	// scope the bed makes them in).
+	UniqueNames bool
 	// Evidence are the types of the provider's evidence verifiers, in
 	// order; none for a cloud whose machines join with join tickets.
 	Evidence []string

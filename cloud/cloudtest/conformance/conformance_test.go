@@ -27,6 +27,11 @@ func TestToyBackendConforms(t *testing.T) {
 	conformance.RunInstances(t, toyBackend(""))
 }
 
+// The toy verifies no evidence: its machines join with tickets.
+func TestToyBackendTickets(t *testing.T) {
+	conformance.RunTickets(t, toyBackend(""))
+}
+
 // The suite fails a flawed backend: the toy with one flaw, run as a child
 // test process, whose failure is the point. errors-as-absent lists what it
 // got before a failure, with no error, and takes a failed lookup of one

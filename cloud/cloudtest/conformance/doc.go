@@ -7,7 +7,10 @@
 // (a name, cluster membership, a creation time), delete one, put one in a
 // state, make the API fail, and count the API's calls. Each contract is one
 // Run function with its own subtests; RunInstances is the instances'
-// contract (InstancesV2, the provider's faces, the view's lists). The load
+// contract (InstancesV2, the provider's faces, the view's lists);
+// RunTickets the join tickets' (the approver over the cloud's record of
+// the instance a ticket names), for the clouds whose machines join with
+// tickets. The load
 // balancers' and the routes' contracts join as RunLoadBalancers and
 // RunRoutes, over the same Bed.
 //
