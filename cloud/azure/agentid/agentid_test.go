@@ -5,27 +5,18 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) {
-	if _, err := nodeid.New(Name, nodeid.Config{}); err != nil {
-		t.Fatalf("%s: %v (registered: %v)", Name, err, nodeid.Backends())
-	}
-}
+func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
 
 // TestNewNodeIdentityRefusesBadConfig: the policy, settings and metadata
 // URL are checked when the identity is built.
 func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	for name, cfg := range map[string]nodeid.Config{
-		"another policy":       {NodeNamePolicy: "ComputerName"},
-		"a setting":            {Settings: map[string]string{"region": "westeurope"}},
-		"metadata URL not URL": {MetadataURL: "169.254.169.254"},
-		"metadata URL query":   {MetadataURL: "http://169.254.169.254/?x=1"},
-	} {
-		if _, err := NewNodeIdentity(cfg); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "ComputerName"}},
+		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"region": "westeurope"}}},
+	)
 	for _, cfg := range []nodeid.Config{{}, {NodeNamePolicy: NodeNamePolicyVMName}, {MetadataURL: "http://127.0.0.1:1"}} {
 		if _, err := NewNodeIdentity(cfg); err != nil {
 			t.Errorf("%+v: %v", cfg, err)

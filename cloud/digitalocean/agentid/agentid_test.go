@@ -4,13 +4,10 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) {
-	if _, err := nodeid.New(Name, nodeid.Config{}); err != nil {
-		t.Fatalf("%s: %v (registered: %v)", Name, err, nodeid.Backends())
-	}
-}
+func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
 
 // TestDefaultMetadataURL: with no metadataURL the agent reads the droplet
 // metadata service's own address; a configured one keeps only its host.
@@ -30,9 +27,15 @@ func TestNames(t *testing.T) {
 	if got := ProviderID(42); got != "digitalocean://42" {
 		t.Errorf("ProviderID = %s", got)
 	}
-	for name, want := range map[string]string{"Node-7": "node-7", "under_score": "", "": ""} {
-		if got := NodeName(name); got != want {
-			t.Errorf("NodeName(%q) = %q, want %q", name, got, want)
-		}
-	}
+	nodeidtest.NodeNames(t, NodeName, nil)
+}
+
+// The policy is DropletName, there are no settings, and the metadata URL
+// is plain http to a host without a path.
+func TestRefusesBadConfig(t *testing.T) {
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "DropletID"}},
+		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
+		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},
+		nodeidtest.Refusal{What: "a path", Config: nodeid.Config{MetadataURL: "http://169.254.169.254/metadata/v1.json"}})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
 // The metadata library reaches the server named by GCE_METADATA_HOST, and
@@ -36,20 +37,14 @@ func TestMetadataHostAndFlavor(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("without Metadata-Flavor: HTTP %d", resp.StatusCode)
 	}
-	for _, cfg := range []nodeid.Config{
-		{NodeNamePolicy: "InstanceID"}, {Settings: map[string]string{"x": "y"}}, {MetadataURL: "https://169.254.169.254"},
-	} {
-		if _, err := NewNodeIdentity(cfg); err == nil {
-			t.Errorf("%+v accepted", cfg)
-		}
-	}
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "InstanceID"}},
+		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
+		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},
+	)
 }
 
-func TestRegistered(t *testing.T) {
-	if _, err := nodeid.New(Name, nodeid.Config{}); err != nil {
-		t.Fatalf("%s: %v (registered: %v)", Name, err, nodeid.Backends())
-	}
-}
+func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
 
 func TestNames(t *testing.T) {
 	if got := ProviderID("mooring-test", "us-central1-a", "node-1"); got != "gce://mooring-test/us-central1-a/node-1" {

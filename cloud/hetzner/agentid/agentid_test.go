@@ -4,24 +4,25 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) {
-	if _, err := nodeid.New(Name, nodeid.Config{}); err != nil {
-		t.Fatalf("%s: %v (registered: %v)", Name, err, nodeid.Backends())
-	}
-}
+func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
 
 func TestNames(t *testing.T) {
 	if got := ProviderID(10000001); got != "hcloud://10000001" {
 		t.Errorf("ProviderID = %s", got)
 	}
-	for name, want := range map[string]string{
-		"Node-1": "node-1", "web.example.com": "web.example.com",
-		"under_score": "", "": "", "-dash": "", "a..b": "",
-	} {
-		if got := NodeName(name); got != want {
-			t.Errorf("NodeName(%q) = %q, want %q", name, got, want)
-		}
-	}
+	nodeidtest.NodeNames(t, NodeName, nil)
+}
+
+// The policy is ServerName, the one setting a network id, and the
+// metadata URL plain http.
+func TestRefusesBadConfig(t *testing.T) {
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "ServerID"}},
+		nodeidtest.Refusal{What: "an unknown setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
+		nodeidtest.Refusal{What: "a network that is no id", Config: nodeid.Config{Settings: map[string]string{SettingNetwork: "net-1"}}},
+		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254/hetzner/v1/metadata"}},
+	)
 }

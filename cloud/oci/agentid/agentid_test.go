@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
 func TestOCIDs(t *testing.T) {
@@ -32,12 +33,7 @@ func TestOCIDs(t *testing.T) {
 }
 
 func TestNodeName(t *testing.T) {
-	for in, want := range map[string]string{"Worker-1": "worker-1", "node.example.com": "node.example.com", "a_b": "", "-a": "", "": "",
-		"a b": "", strings.Repeat("a", 254): ""} {
-		if got := NodeName(in); got != want {
-			t.Errorf("NodeName(%q) = %q, want %q", in, got, want)
-		}
-	}
+	nodeidtest.NodeNames(t, NodeName, map[string]string{"Worker-1": "worker-1", "a_b": "", "a b": "", strings.Repeat("a", 254): ""})
 }
 
 func TestParseEvidence(t *testing.T) {
@@ -65,16 +61,12 @@ func TestParseEvidence(t *testing.T) {
 }
 
 func TestNewNodeIdentity(t *testing.T) {
-	for _, cfg := range []nodeid.Config{
-		{NodeNamePolicy: "InstanceID"},
-		{Settings: map[string]string{"x": "y"}},
-		{MetadataURL: "https://169.254.169.254"},
-		{MetadataURL: "http://169.254.169.254/opc/v2"},
-	} {
-		if _, err := NewNodeIdentity(cfg); err == nil {
-			t.Errorf("%+v accepted", cfg)
-		}
-	}
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "InstanceID"}},
+		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
+		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},
+		nodeidtest.Refusal{What: "a path", Config: nodeid.Config{MetadataURL: "http://169.254.169.254/opc/v2"}},
+	)
 	if _, err := NewNodeIdentity(nodeid.Config{MetadataURL: "http://127.0.0.1:8080", NodeNamePolicy: PolicyDisplayName}); err != nil {
 		t.Error(err)
 	}

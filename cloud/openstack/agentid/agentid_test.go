@@ -4,13 +4,10 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) {
-	if _, err := nodeid.New(Name, nodeid.Config{}); err != nil {
-		t.Fatalf("%s: %v (registered: %v)", Name, err, nodeid.Backends())
-	}
-}
+func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
 
 func TestNames(t *testing.T) {
 	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
@@ -32,12 +29,18 @@ func TestNames(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	for name, want := range map[string]string{
-		"Node-1": "node-1", "web.example.com": "web.example.com",
-		"under_score": "", "": "", "-dash": "", "a..b": "",
-	} {
-		if got := NodeName(name); got != want {
-			t.Errorf("NodeName(%q) = %q, want %q", name, got, want)
-		}
-	}
+	nodeidtest.NodeNames(t, NodeName, nil)
+}
+
+// The policy is ServerName, the one setting a region, and the metadata URL
+// plain http to a host without a path.
+func TestRefusesBadConfig(t *testing.T) {
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "ServerID"}},
+		nodeidtest.Refusal{What: "an unknown setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
+		nodeidtest.Refusal{What: "a region with a slash", Config: nodeid.Config{Settings: map[string]string{SettingRegion: "a/b"}}},
+		nodeidtest.Refusal{What: "an empty region", Config: nodeid.Config{Settings: map[string]string{SettingRegion: ""}}},
+		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},
+		nodeidtest.Refusal{What: "a path", Config: nodeid.Config{MetadataURL: "http://169.254.169.254/openstack"}},
+	)
 }

@@ -9,25 +9,16 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) {
-	if _, err := nodeid.New(Name, nodeid.Config{}); err != nil {
-		t.Fatalf("%s: %v (registered: %v)", Name, err, nodeid.Backends())
-	}
-}
+func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
 
 func TestNames(t *testing.T) {
 	if got := ProviderID("422E4956-AD22-1139-6D72-59CC8F26BC90"); got != "vsphere://422e4956-ad22-1139-6d72-59cc8f26bc90" {
 		t.Errorf("ProviderID = %s", got)
 	}
-	for name, want := range map[string]string{
-		"Node-1": "node-1", "web.example.com": "web.example.com", "under_score": "", "": "", "-dash": "",
-	} {
-		if got := NodeName(name); got != want {
-			t.Errorf("NodeName(%q) = %q, want %q", name, got, want)
-		}
-	}
+	nodeidtest.NodeNames(t, NodeName, nil)
 	// The upstream CCM's example pair: SMBIOS order and vSphere API order.
 	if got := SwapUUID("56492e42-22ad-3911-6d72-59cc8f26bc90"); got != "422e4956-ad22-1139-6d72-59cc8f26bc90" {
 		t.Errorf("SwapUUID = %s", got)
@@ -183,15 +174,11 @@ func TestInstance(t *testing.T) {
 }
 
 func TestBadConfig(t *testing.T) {
-	for _, cfg := range []nodeid.Config{
-		{NodeNamePolicy: "Hostname"},
-		{MetadataURL: "http://169.254.169.254"},
-		{Settings: map[string]string{"network": "1"}},
-		{Settings: map[string]string{SettingVMName: "no_good"}},
-		{Settings: map[string]string{SettingSysfs: "sys"}},
-	} {
-		if _, err := NewNodeIdentity(cfg); err == nil {
-			t.Errorf("%+v accepted", cfg)
-		}
-	}
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "Hostname"}},
+		nodeidtest.Refusal{What: "any metadata URL", Config: nodeid.Config{MetadataURL: "http://169.254.169.254"}},
+		nodeidtest.Refusal{What: "an unknown setting", Config: nodeid.Config{Settings: map[string]string{"network": "1"}}},
+		nodeidtest.Refusal{What: "a VM name that is no Node name", Config: nodeid.Config{Settings: map[string]string{SettingVMName: "no_good"}}},
+		nodeidtest.Refusal{What: "a relative sysfs", Config: nodeid.Config{Settings: map[string]string{SettingSysfs: "sys"}}},
+	)
 }

@@ -1,0 +1,78 @@
+// Package nodeidtest holds the checks every backend's node identity
+// (cloud/<name>/agentid) passes in its own tests, written once: that it is
+// registered with cloud/nodeid and builds from the agent's empty config,
+// that its Node names follow the rules all backends share, and that it
+// refuses the configs no backend takes.
+package nodeidtest
+
+import (
+	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/nodeid"
+)
+
+// Registered checks that the node identity registered under name builds
+// from the agent's config with nothing set (the cloud's own metadata
+// address, the default policy), as a machine's agent builds it.
+func Registered(t *testing.T, name string) {
+	t.Helper()
+	if !nodeid.Known(name) {
+		t.Fatalf("%q is not registered: %v", name, nodeid.Backends())
+	}
+	if _, err := nodeid.New(name, nodeid.Config{}); err != nil {
+		t.Fatalf("%s: %v (registered: %v)", name, err, nodeid.Backends())
+	}
+}
+
+// SharedNodeNames are the Node names every backend gives an instance named
+// the key: its name lower-cased where that is a DNS-1123 subdomain, else
+// none.
+var SharedNodeNames = map[string]string{
+	"Node-1": "node-1", "web.example.com": "web.example.com",
+	"under_score": "", "": "", "-dash": "", "a..b": "", "ends.": "",
+}
+
+// NodeNames checks nodeName against SharedNodeNames and the backend's own
+// cases (own: the instance's name, the Node name).
+func NodeNames(t *testing.T, nodeName func(string) string, own map[string]string) {
+	t.Helper()
+	for _, cases := range []map[string]string{SharedNodeNames, own} {
+		for name, want := range cases {
+			if got := nodeName(name); got != want {
+				t.Errorf("NodeName(%q) = %q, want %q", name, got, want)
+			}
+		}
+	}
+}
+
+// Refusal is a config a node identity must refuse, with what it is.
+type Refusal struct {
+	What   string
+	Config nodeid.Config
+}
+
+// SharedRefusals are the configs every backend's node identity refuses:
+// a policy no backend has, and metadata URLs with credentials, a query or
+// a fragment, another scheme, or no host (cloud/nodeid/linklocal's rules,
+// which a backend must apply to its metadataURL).
+var SharedRefusals = []Refusal{
+	{"a policy of no backend", nodeid.Config{NodeNamePolicy: "NoSuchPolicy"}},
+	{"a metadata URL with credentials", nodeid.Config{MetadataURL: "http://u:p@169.254.169.254"}},
+	{"a metadata URL with a query", nodeid.Config{MetadataURL: "http://169.254.169.254/?x=1"}},
+	{"a metadata URL with a fragment", nodeid.Config{MetadataURL: "http://169.254.169.254#f"}},
+	{"a metadata URL of another scheme", nodeid.Config{MetadataURL: "ftp://169.254.169.254"}},
+	{"a metadata URL without a scheme", nodeid.Config{MetadataURL: "169.254.169.254"}},
+	{"a metadata URL without a host", nodeid.Config{MetadataURL: "http://"}},
+}
+
+// Refuses checks that build refuses SharedRefusals and the backend's own
+// (own: another policy name of its cloud, a setting it does not know, a URL
+// its service rules out...).
+func Refuses(t *testing.T, build func(nodeid.Config) error, own ...Refusal) {
+	t.Helper()
+	for _, r := range append(append([]Refusal(nil), SharedRefusals...), own...) {
+		if err := build(r.Config); err == nil {
+			t.Errorf("%s (%+v): accepted", r.What, r.Config)
+		}
+	}
+}
