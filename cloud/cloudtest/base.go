@@ -10,8 +10,8 @@ import (
 
 // Base is what every test endpoint holds: its servers (the API, one per
 // instance of key K), the calls it counts and the faults a test injects.
-// An endpoint embeds it, so that Close, Calls, Fail and ClearFaults are
-// its own methods; an endpoint whose Fail takes more (an error code) or
+// An endpoint embeds it, so that Close, Calls and Fail are its own
+// methods; an endpoint whose Fail takes more (an error code) or
 // queues instead of replacing writes its own, which hides Base's. The
 // zero value is ready.
 type Base[K comparable] struct {
@@ -32,11 +32,6 @@ func (b *Base[K]) Calls(method string) int { return b.Counter.Get(method) }
 func (b *Base[K]) Fail(method string, n, status int) {
 	b.Faults.Set(method, Fault{Left: n, Status: status})
 }
-
-// ClearFaults drops what is left of method's faults, so a test can make a
-// method fail until it says otherwise (Fail with a large n) and then
-// answer again.
-func (b *Base[K]) ClearFaults(method string) { b.Faults.Add(method, Fault{}) }
 
 // URL starts (once) the server of key, whose requests serve answers with
 // the key, after check (nil: none) says the key is known; it returns its

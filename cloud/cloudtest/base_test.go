@@ -59,7 +59,7 @@ func TestBase(t *testing.T) {
 	e := Started(t, &endpoint{known: map[int]bool{7: true}}, nil)
 	api := "http://" + e.Servers.Addr()
 
-	// Fail replaces the method's faults; ClearFaults drops them.
+	// Fail replaces the method's faults; Faults.Clear drops them.
 	e.Fail("list", 5, 500)
 	e.Fail("list", 1, 503)
 	if st, _ := get(t, api); st != 503 {
@@ -69,10 +69,10 @@ func TestBase(t *testing.T) {
 		t.Fatalf("after the fault was used up: %d %q", st, body)
 	}
 	e.Fail("list", 100, 502)
-	e.ClearFaults("list")
+	e.Faults.Clear("list")
 	e.short.Set(1, true)
 	if st, body := get(t, api); st != 200 || body != "short=true" {
-		t.Fatalf("after ClearFaults: %d %q", st, body)
+		t.Fatalf("after Faults.Clear: %d %q", st, body)
 	}
 	if n := e.Calls("list"); n != 3 {
 		t.Fatalf("Calls = %d, want 3 (failed calls count)", n)

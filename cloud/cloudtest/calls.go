@@ -76,9 +76,12 @@ func (fs *Faults) Add(method string, f Fault) {
 	fs.q[method] = append(fs.q[method], &f)
 }
 
+// Clear drops what is left of the method's faults.
+func (fs *Faults) Clear(method string) { fs.Add(method, Fault{}) }
+
 // Set replaces the method's faults with f (Left <= 0: none).
 func (fs *Faults) Set(method string, f Fault) {
-	fs.Add(method, Fault{})
+	fs.Clear(method)
 	fs.Add(method, f)
 }
 

@@ -59,7 +59,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, "API Rate limit exceeded.")
 		return
 	}
-	if c.outage.Load() {
+	if c.Out.Load() {
 		writeError(w, http.StatusServiceUnavailable, "Service Unavailable (injected outage)")
 		return
 	}
@@ -154,16 +154,14 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	c.mu.Lock()
-	failStatus, short := c.pageFail[page], c.short[page]
-	c.mu.Unlock()
-	c.before.Run(page)
+	failStatus, short := c.pageFail.Get(page), c.short.Get(page)
+	c.Before.Run(page)
 	if failStatus != 0 {
 		writeError(w, failStatus, fmt.Sprintf("injected fault on page %d", page))
 		return
 	}
 	all := c.sorted(tag)
-	base := "http://" + c.servers.Addr() + "/v2/droplets"
+	base := "http://" + c.Servers.Addr() + "/v2/droplets"
 
 	total := len(all)
 	from, to, last := cloudtest.Page(total, page, perPage)

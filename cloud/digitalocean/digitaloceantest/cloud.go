@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,18 +79,18 @@ type Droplet struct {
 type Cloud struct {
 	opts Options
 
-	servers cloudtest.Servers[int] // the API; metadata services by droplet id
-	calls   cloudtest.Counter
-	faults  cloudtest.Faults
+	// Servers: the API, metadata services by droplet id; Close, Calls,
+	// Fail, SetOutage and BeforePage are these pieces'.
+	cloudtest.Base[int]
+	cloudtest.Outage
+	cloudtest.Pages
 
 	droplets cloudtest.Store[int, Droplet]
-	before   cloudtest.Hook[int]
-	outage   atomic.Bool
+	pageFail cloudtest.Table[int, int] // page -> status
+	short    cloudtest.Table[int, bool]
 
-	mu       sync.Mutex
-	pageFail map[int]int // page -> status
-	short    map[int]bool
-	window   cloudtest.Window // the hourly rate limit
+	mu     sync.Mutex
+	window cloudtest.Window // the hourly rate limit
 }
 
 // New makes a Cloud; Start starts it.
@@ -112,7 +111,7 @@ func New(opts Options) (*Cloud, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, pageFail: map[int]int{}, short: map[int]bool{},
+	return &Cloud{opts: opts,
 		droplets: cloudtest.Store[int, Droplet]{
 			Key:     func(d *Droplet) *int { return &d.ID },
 			NewKey:  func(n int) int { return 500000001 + 7919*n },
@@ -128,22 +127,15 @@ func New(opts Options) (*Cloud, error) {
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
 	c, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cloudtest.Start(t, c)
-	return c
+	return cloudtest.Started(t, c, err)
 }
 
 // Start listens on 127.0.0.1 for the API.
-func (c *Cloud) Start() error { return c.servers.Serve(http.HandlerFunc(c.serveAPI)) }
-
-// Close stops every listener.
-func (c *Cloud) Close() error { return c.servers.Close() }
+func (c *Cloud) Start() error { return c.Servers.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // Endpoint is the API's base URL (the config's apiEndpoint).
 func (c *Cloud) Endpoint() string {
-	return "http://" + c.servers.Addr() + "/"
+	return "http://" + c.Servers.Addr() + "/"
 }
 
 // Token is the API token requests must carry.
@@ -184,56 +176,20 @@ func (c *Cloud) Delete(id int) { c.droplets.Delete(id) }
 // MetadataURL starts (once) the droplet's metadata service and returns its
 // base URL (the agent's metadataURL).
 func (c *Cloud) MetadataURL(id int) (string, error) {
-	if err := c.droplets.Check(id); err != nil {
-		return "", err
-	}
-	addr, err := c.servers.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
-	if err != nil {
-		return "", fmt.Errorf("digitaloceantest: %w", err)
-	}
-	return "http://" + addr, nil
-}
-
-// Fail makes the next n calls of method (MethodList, MethodGet,
-// MethodMetadata) answer HTTP status with DigitalOcean's error body.
-func (c *Cloud) Fail(method string, n, status int) {
-	c.faults.Set(method, cloudtest.Fault{Left: n, Status: status})
+	return c.Servers.URL("digitaloceantest", id, c.droplets.Check, c.serveMetadata)
 }
 
 // FailPage makes every request of that page of the droplet list answer
 // status (0 clears it).
-func (c *Cloud) FailPage(page, status int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if status == 0 {
-		delete(c.pageFail, page)
-		return
-	}
-	c.pageFail[page] = status
-}
+func (c *Cloud) FailPage(page, status int) { c.pageFail.Set(page, status) }
 
 // ShortPage makes that page of the droplet list leave out its last
 // droplet while still linking to the next page (an incomplete answer).
-func (c *Cloud) ShortPage(page int, on bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.short[page] = on
-}
-
-// SetOutage makes every API request answer 503 while on.
-func (c *Cloud) SetOutage(on bool) { c.outage.Store(on) }
-
-// BeforePage sets f, called before each page of the droplet list is
-// answered with its page number (nil clears it): a test changes the
-// droplets between pages there.
-func (c *Cloud) BeforePage(f func(page int)) { c.before.Set(f) }
-
-// Calls counts the calls of method, answered or failed.
-func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
+func (c *Cloud) ShortPage(page int, on bool) { c.short.Set(page, on) }
 
 // count counts a call and says which status a fault makes it answer (0:
 // none).
-func (c *Cloud) count(method string) int { return c.calls.Call(&c.faults, method, 0).Answer() }
+func (c *Cloud) count(method string) int { return c.Counter.Call(&c.Faults, method, 0).Answer() }
 
 // sorted lists the droplets in ascending id (creation) order, filtered by
 // tag when tag is not "".

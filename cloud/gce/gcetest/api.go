@@ -141,7 +141,7 @@ func (c *Cloud) serveAggregatedList(w http.ResponseWriter, r *http.Request, proj
 		after = cursor
 	}
 	if q.Get("pageToken") != "" {
-		c.calls.Add(NextPage)
+		c.Counter.Add(NextPage)
 	}
 	all, known := c.project(project)
 	c.mu.Lock()

@@ -74,9 +74,10 @@ type Instance struct {
 type Cloud struct {
 	opts Options
 
-	servers cloudtest.Servers[string] // the API; metadata servers by project/zone/name
-	calls   cloudtest.Counter
-	faults  cloudtest.Faults
+	// Servers: the API, metadata servers by project/zone/name; Close,
+	// Calls (and NextPage) and Fail (of aggregatedList, get, identity,
+	// certs) are Base's.
+	cloudtest.Base[string]
 
 	instances cloudtest.Store[string, Instance] // by project/zone/name
 	nextID    uint64                            // the next new id; under the store's lock
@@ -128,34 +129,27 @@ func New(opts Options) (*Cloud, error) {
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
 	c, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cloudtest.Start(t, c)
-	return c
+	return cloudtest.Started(t, c, err)
 }
 
 // Start listens on 127.0.0.1 for the API and the published keys.
-func (c *Cloud) Start() error { return c.servers.Serve(http.HandlerFunc(c.serveAPI)) }
-
-// Close stops every listener.
-func (c *Cloud) Close() error { return c.servers.Close() }
+func (c *Cloud) Start() error { return c.Servers.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // Endpoint is the Compute API's base URL (option.WithEndpoint).
 func (c *Cloud) Endpoint() string {
-	return "http://" + c.servers.Addr() + "/compute/v1/"
+	return "http://" + c.Servers.Addr() + "/compute/v1/"
 }
 
 // CertsURL publishes the signing keys as a JWK set (Google's
 // oauth2/v3/certs).
 func (c *Cloud) CertsURL() string {
-	return "http://" + c.servers.Addr() + "/oauth2/v3/certs"
+	return "http://" + c.Servers.Addr() + "/oauth2/v3/certs"
 }
 
 // PEMCertsURL publishes them as key ids to PEM certificates (Google's
 // oauth2/v1/certs).
 func (c *Cloud) PEMCertsURL() string {
-	return "http://" + c.servers.Addr() + "/oauth2/v1/certs"
+	return "http://" + c.Servers.Addr() + "/oauth2/v1/certs"
 }
 
 // Issuer is the tokens' iss.
@@ -335,30 +329,13 @@ func (c *Cloud) Delete(project, zone, name string) {
 // MetadataHost starts (once) the instance's metadata server and returns
 // its host:port, for GCE_METADATA_HOST.
 func (c *Cloud) MetadataHost(project, zone, name string) (string, error) {
-	key := instanceKey(project, zone, name)
-	if err := c.instances.Check(key); err != nil {
-		return "", err
-	}
-	addr, err := c.servers.Instance(key, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(key, w, r) }))
-	if err != nil {
-		return "", fmt.Errorf("gcetest: %w", err)
-	}
-	return addr, nil
+	u, err := c.MetadataURL(project, zone, name)
+	return strings.TrimPrefix(u, "http://"), err
 }
 
 // MetadataURL is MetadataHost as an http URL (the agent's metadataURL).
 func (c *Cloud) MetadataURL(project, zone, name string) (string, error) {
-	h, err := c.MetadataHost(project, zone, name)
-	if err != nil {
-		return "", err
-	}
-	return "http://" + h, nil
-}
-
-// Fail makes the next n calls of method (aggregatedList, get, identity,
-// certs) answer HTTP status (n 0: none), in place of an earlier Fail.
-func (c *Cloud) Fail(method string, n, status int) {
-	c.faults.Set(method, cloudtest.Fault{Left: n, Status: status})
+	return c.Servers.URL("gcetest", instanceKey(project, zone, name), c.instances.Check, c.serveMetadata)
 }
 
 // NextPage is the name under which Calls counts the aggregatedList calls
@@ -366,12 +343,9 @@ func (c *Cloud) Fail(method string, n, status int) {
 // under "aggregatedList" too.
 const NextPage = "aggregatedList next page"
 
-// Calls counts the calls of method (and NextPage).
-func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
-
 // count counts a call and says which status a fault makes it answer (0:
 // none).
-func (c *Cloud) count(method string) int { return c.calls.Call(&c.faults, method, 0).Answer() }
+func (c *Cloud) count(method string) int { return c.Counter.Call(&c.Faults, method, 0).Answer() }
 
 // projectNumber is a stable number of a project id.
 func projectNumber(project string) int64 {

@@ -26,7 +26,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !cloudtest.Bearer(r, c.opts.Token) {
-		c.calls.Add("unauthorized")
+		c.Counter.Add("unauthorized")
 		writeError(w, http.StatusUnauthorized, "unauthorized", "unable to authenticate", nil)
 		return
 	}

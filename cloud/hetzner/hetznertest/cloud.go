@@ -77,9 +77,10 @@ type Server struct {
 type Cloud struct {
 	opts Options
 
-	listeners cloudtest.Servers[int64] // the API; metadata services by server id
-	calls     cloudtest.Counter
-	faults    cloudtest.Faults
+	// Servers: the API, metadata services by server id; Close and Calls
+	// (of list, get, metadata, and unauthorized: calls refused for their
+	// token) are Base's.
+	cloudtest.Base[int64]
 
 	servers cloudtest.Store[int64, Server]
 	onList  cloudtest.Hook[int]
@@ -120,21 +121,16 @@ func New(opts Options) *Cloud {
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
-	c := New(opts)
-	cloudtest.Start(t, c)
-	return c
+	return cloudtest.Started(t, New(opts), nil)
 }
 
 // Start listens on 127.0.0.1 for the API.
-func (c *Cloud) Start() error { return c.listeners.Serve(http.HandlerFunc(c.serveAPI)) }
-
-// Close stops every listener.
-func (c *Cloud) Close() error { return c.listeners.Close() }
+func (c *Cloud) Start() error { return c.Servers.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // Endpoint is the API's base URL (hcloud.WithEndpoint, the config's
 // endpoint).
 func (c *Cloud) Endpoint() string {
-	return "http://" + c.listeners.Addr() + "/v1"
+	return "http://" + c.Servers.Addr() + "/v1"
 }
 
 // Token is the bearer token the API accepts.
@@ -190,14 +186,11 @@ func (c *Cloud) Delete(id int64) { c.servers.Delete(id) }
 // loopback listener and returns its base URL, .../hetzner/v1/metadata (the
 // agent's metadataURL).
 func (c *Cloud) MetadataURL(id int64) (string, error) {
-	if err := c.servers.Check(id); err != nil {
+	u, err := c.Servers.URL("hetznertest", id, c.servers.Check, c.serveMetadata)
+	if err != nil {
 		return "", err
 	}
-	addr, err := c.listeners.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
-	if err != nil {
-		return "", fmt.Errorf("hetznertest: %w", err)
-	}
-	return "http://" + addr + metadataBase, nil
+	return u + metadataBase, nil
 }
 
 // Fail makes the next n calls of method (list, get, metadata) answer HTTP
@@ -210,9 +203,14 @@ func (c *Cloud) Fail(method string, n, status int, code string) {
 // FailPage is Fail for one page of the list only (page 0: any).
 func (c *Cloud) FailPage(method string, page, n, status int, code string) {
 	if n > 0 {
-		c.faults.Add(method, cloudtest.Fault{Page: page, Left: n, Status: status, Code: code})
+		c.Faults.Add(method, cloudtest.Fault{Page: page, Left: n, Status: status, Code: code})
 	}
 }
+
+// ClearFaults drops what Fail and FailPage left of method's faults, so a
+// test can make a method fail until it says otherwise (Fail with a large n)
+// and then answer again.
+func (c *Cloud) ClearFaults(method string) { c.Faults.Clear(method) }
 
 // SetDown makes the API close every connection unanswered (an outage), or
 // answer again.
@@ -226,11 +224,7 @@ func (c *Cloud) OmitPagination(omit bool) { c.noMeta.Store(omit) }
 // test can change servers between pages, as other API clients do.
 func (c *Cloud) OnList(f func(page int)) { c.onList.Set(f) }
 
-// Calls counts the calls of method: list, get, metadata, and
-// unauthorized (calls refused for their token).
-func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
-
 // count counts a call and returns the fault it is to answer, if any.
 func (c *Cloud) count(method string, page int) *cloudtest.Fault {
-	return c.calls.Call(&c.faults, method, page)
+	return c.Counter.Call(&c.Faults, method, page)
 }

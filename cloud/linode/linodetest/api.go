@@ -48,7 +48,7 @@ func writeError(w http.ResponseWriter, status int, field, reason string) {
 
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	if c.outage.Load() {
+	if c.Out.Load() {
 		writeError(w, http.StatusServiceUnavailable, "", "Service Unavailable (injected outage)")
 		return
 	}
@@ -58,7 +58,7 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	list := r.URL.Path == listPath
 	if !c.rateLimit(w, list) {
-		c.calls.Add(MethodThrottled)
+		c.Counter.Add(MethodThrottled)
 		writeError(w, http.StatusTooManyRequests, "", "Too many requests")
 		return
 	}
@@ -166,10 +166,8 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "X-Filter", err.Error())
 		return
 	}
-	c.mu.Lock()
-	short := c.short[page]
-	c.mu.Unlock()
-	c.before.Run(page)
+	short := c.short.Get(page)
+	c.Before.Run(page)
 	all := c.sorted(tag)
 	from, to, last := cloudtest.Page(len(all), page, perPage)
 	items := all[from:to]

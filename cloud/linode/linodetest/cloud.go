@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,16 +98,16 @@ type Instance struct {
 type Cloud struct {
 	opts Options
 
-	servers cloudtest.Servers[int] // the API; Metadata services by Linode id
-	calls   cloudtest.Counter
-	faults  cloudtest.Faults
+	// Servers: the API, Metadata services by Linode id; Close, Calls,
+	// Fail, SetOutage and BeforePage are these pieces'.
+	cloudtest.Base[int]
+	cloudtest.Outage
+	cloudtest.Pages
 
 	instances cloudtest.Store[int, Instance]
-	before    cloudtest.Hook[int]
-	outage    atomic.Bool
+	short     cloudtest.Table[int, bool]
 
 	mu       sync.Mutex
-	short    map[int]bool
 	listRate cloudtest.Window
 	rate     cloudtest.Window
 	tokens   map[string]mdToken // metadata tokens
@@ -139,7 +138,7 @@ func New(opts Options) (*Cloud, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Cloud{opts: opts, short: map[int]bool{},
+	return &Cloud{opts: opts,
 		instances: cloudtest.Store[int, Instance]{
 			Key:     func(in *Instance) *int { return &in.ID },
 			NewKey:  func(n int) int { return 70000001 + 6421*n },
@@ -158,22 +157,15 @@ func New(opts Options) (*Cloud, error) {
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
 	c, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cloudtest.Start(t, c)
-	return c
+	return cloudtest.Started(t, c, err)
 }
 
 // Start listens on 127.0.0.1 for the API.
-func (c *Cloud) Start() error { return c.servers.Serve(http.HandlerFunc(c.serveAPI)) }
-
-// Close stops every listener.
-func (c *Cloud) Close() error { return c.servers.Close() }
+func (c *Cloud) Start() error { return c.Servers.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // Endpoint is the API's base URL without its version (the config's
 // apiEndpoint).
-func (c *Cloud) Endpoint() string { return "http://" + c.servers.Addr() }
+func (c *Cloud) Endpoint() string { return "http://" + c.Servers.Addr() }
 
 // Token is the personal access token requests must carry.
 func (c *Cloud) Token() string { return c.opts.Token }
@@ -219,51 +211,23 @@ func (c *Cloud) Delete(id int) { c.instances.Delete(id) }
 // MetadataURL starts (once) the Linode's Metadata service and returns its
 // base URL (the agent's metadataURL).
 func (c *Cloud) MetadataURL(id int) (string, error) {
-	if err := c.instances.Check(id); err != nil {
-		return "", err
-	}
-	addr, err := c.servers.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
-	if err != nil {
-		return "", fmt.Errorf("linodetest: %w", err)
-	}
-	return "http://" + addr, nil
-}
-
-// Fail makes the next n calls of method (MethodList, MethodGet, or a
-// Metadata service's) answer HTTP status with Linode's error body.
-func (c *Cloud) Fail(method string, n, status int) {
-	c.faults.Set(method, cloudtest.Fault{Left: n, Status: status})
+	return c.Servers.URL("linodetest", id, c.instances.Check, c.serveMetadata)
 }
 
 // FailPage makes the next n requests of that page of the list answer
 // status.
 func (c *Cloud) FailPage(page, n, status int) {
-	c.faults.Add(MethodList, cloudtest.Fault{Page: page, Left: n, Status: status})
+	c.Faults.Add(MethodList, cloudtest.Fault{Page: page, Left: n, Status: status})
 }
 
 // ShortPage makes that page of the list leave out its last Linode while
 // the answer still counts it in results (an incomplete answer).
-func (c *Cloud) ShortPage(page int, on bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.short[page] = on
-}
-
-// SetOutage makes every API request answer 503 while on.
-func (c *Cloud) SetOutage(on bool) { c.outage.Store(on) }
-
-// BeforePage sets f, called before each page of the list is answered with
-// its page number (nil clears it): a test changes the Linodes between
-// pages there.
-func (c *Cloud) BeforePage(f func(page int)) { c.before.Set(f) }
-
-// Calls counts the calls of method, answered or failed.
-func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
+func (c *Cloud) ShortPage(page int, on bool) { c.short.Set(page, on) }
 
 // count counts a call and says which status a fault makes it answer (0:
 // none).
 func (c *Cloud) count(method string, page int) int {
-	return c.calls.Call(&c.faults, method, page).Answer()
+	return c.Counter.Call(&c.Faults, method, page).Answer()
 }
 
 // sorted lists the Linodes in ascending id order, those carrying tag when

@@ -63,7 +63,7 @@ func (c *Cloud) apiHandler() http.Handler {
 			return
 		}
 		if err := c.checkSignature(r); err != nil {
-			c.calls.Add("unauthenticated")
+			c.Counter.Add("unauthenticated")
 			ociError(w, http.StatusUnauthorized, "NotAuthenticated", err.Error())
 			return
 		}
@@ -233,7 +233,7 @@ func (c *Cloud) listInstances(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c.beforePage.Run(offset/max(limit, 1) + 1)
+	c.Before.Run(offset/max(limit, 1) + 1)
 	if st := c.count("ListInstances", offset/max(limit, 1)+1); st != 0 {
 		ociError(w, st, codeOf(st), "injected fault")
 		return

@@ -85,10 +85,12 @@ type Instance struct {
 type Cloud struct {
 	opts Options
 
-	servers cloudtest.Servers[string] // the API; metadata services by instance OCID
-	calls   cloudtest.Counter
-	faults  cloudtest.Faults
-	hooks
+	// Servers: the API, metadata services by instance OCID; Close, Calls,
+	// Fail (of ListInstances, GetInstance, ListVnicAttachments, GetVnic,
+	// identity) and BeforePage (run before a page's faults are taken) are
+	// these pieces'.
+	cloudtest.Base[string]
+	cloudtest.Pages
 
 	// The API key the endpoint accepts signatures of (its private half
 	// only goes into the config file WriteAPIConfig writes).
@@ -168,22 +170,15 @@ func New(opts Options) (*Cloud, error) {
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
 	c, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cloudtest.Start(t, c)
-	return c
+	return cloudtest.Started(t, c, err)
 }
 
 // Start listens on 127.0.0.1 for the API.
-func (c *Cloud) Start() error { return c.servers.Serve(c.apiHandler()) }
-
-// Close stops every listener.
-func (c *Cloud) Close() error { return c.servers.Close() }
+func (c *Cloud) Start() error { return c.Servers.Serve(c.apiHandler()) }
 
 // Endpoint is the Core Services API's base URL (the config's
 // computeEndpoint and networkEndpoint).
-func (c *Cloud) Endpoint() string { return "http://" + c.servers.Addr() }
+func (c *Cloud) Endpoint() string { return "http://" + c.Servers.Addr() }
 
 // AuthEndpoint is the auth service's base URL (the config's
 // authEndpoint), on the API's listener.
@@ -415,23 +410,14 @@ func (c *Cloud) Subject(in Instance) Subject {
 // MetadataURL starts (once) the instance's metadata service and returns
 // its base URL (the agent's metadataURL).
 func (c *Cloud) MetadataURL(id string) (string, error) {
-	addr, err := c.servers.Instance(id, c.metadataHandler(id))
+	addr, err := c.Servers.Instance(id, c.metadataHandler(id))
 	if err != nil {
 		return "", err
 	}
 	return "http://" + addr, nil
 }
 
-// Fail makes the next n calls of method answer status (n <= 0 clears):
-// ListInstances, GetInstance, ListVnicAttachments, GetVnic, identity.
-func (c *Cloud) Fail(method string, n, status int) {
-	c.faults.Set(method, cloudtest.Fault{Left: n, Status: status})
-}
-
-// Calls is how many calls of method were answered or failed.
-func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
-
 // count counts a call and takes an injected fault's status (0: none).
 func (c *Cloud) count(method string, page int) int {
-	return c.calls.Call(&c.faults, method, page).Answer()
+	return c.Counter.Call(&c.Faults, method, page).Answer()
 }

@@ -3,7 +3,6 @@ package openstacktest
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -114,10 +113,11 @@ type Server struct {
 
 // Cloud is the endpoint.
 type Cloud struct {
-	opts      Options
-	listeners cloudtest.Servers[string] // Keystone and Nova; metadata services by server id
-	calls     cloudtest.Counter
-	faults    cloudtest.Faults
+	opts Options
+	// Servers: Keystone and Nova, metadata services by server id; Close
+	// and Calls (of auth, list, get, metadata, and unauthorized: Nova
+	// calls refused for their token) are Base's.
+	cloudtest.Base[string]
 
 	servers cloudtest.Store[string, Server]
 	serial  int64 // the last server's serial; under the store's lock
@@ -168,22 +168,17 @@ func New(opts Options) *Cloud {
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
 func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
-	c := New(opts)
-	cloudtest.Start(t, c)
-	return c
+	return cloudtest.Started(t, New(opts), nil)
 }
 
 // Start listens on 127.0.0.1 for Keystone and Nova.
-func (c *Cloud) Start() error { return c.listeners.Serve(http.HandlerFunc(c.serveAPI)) }
-
-// Close stops every listener.
-func (c *Cloud) Close() error { return c.listeners.Close() }
+func (c *Cloud) Start() error { return c.Servers.Serve(http.HandlerFunc(c.serveAPI)) }
 
 // AuthURL is Keystone's v3 URL (the provider config's authURL).
-func (c *Cloud) AuthURL() string { return "http://" + c.listeners.Addr() + identityBase }
+func (c *Cloud) AuthURL() string { return "http://" + c.Servers.Addr() + identityBase }
 
 // ComputeURL is Nova's endpoint as the catalog gives it.
-func (c *Cloud) ComputeURL() string { return "http://" + c.listeners.Addr() + computeBase }
+func (c *Cloud) ComputeURL() string { return "http://" + c.Servers.Addr() + computeBase }
 
 // Credential is the application credential's id and secret.
 func (c *Cloud) Credential() (id, secret string) { return c.opts.CredentialID, c.opts.CredentialSecret }
@@ -251,21 +246,14 @@ func (c *Cloud) Delete(id string) { c.servers.Delete(id) }
 // loopback listener and returns its base URL, http://127.0.0.1:port (the
 // agent's metadataURL).
 func (c *Cloud) MetadataURL(id string) (string, error) {
-	if err := c.servers.Check(id); err != nil {
-		return "", err
-	}
-	addr, err := c.listeners.Instance(id, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { c.serveMetadata(id, w, r) }))
-	if err != nil {
-		return "", fmt.Errorf("openstacktest: %w", err)
-	}
-	return "http://" + addr, nil
+	return c.Servers.URL("openstacktest", id, c.servers.Check, c.serveMetadata)
 }
 
 // Fail makes the next n calls of method (auth, list, get, metadata)
 // answer HTTP status with the service's error body.
 func (c *Cloud) Fail(method string, n, status int) {
 	if n > 0 {
-		c.faults.Add(method, cloudtest.Fault{Left: n, Status: status})
+		c.Faults.Add(method, cloudtest.Fault{Left: n, Status: status})
 	}
 }
 
@@ -297,10 +285,6 @@ func (c *Cloud) Revoke() {
 // as other API clients do.
 func (c *Cloud) OnList(f func(marker string)) { c.onList.Set(f) }
 
-// Calls counts the calls of method: auth, list, get, metadata, and
-// unauthorized (Nova calls refused for their token).
-func (c *Cloud) Calls(method string) int { return c.calls.Get(method) }
-
 // LastMicroversion is the microversion the last Nova call was served at.
 func (c *Cloud) LastMicroversion() string {
 	c.mu.Lock()
@@ -309,7 +293,7 @@ func (c *Cloud) LastMicroversion() string {
 }
 
 // count counts a call and returns the fault it is to answer, if any.
-func (c *Cloud) count(method string) *cloudtest.Fault { return c.calls.Call(&c.faults, method, 0) }
+func (c *Cloud) count(method string) *cloudtest.Fault { return c.Counter.Call(&c.Faults, method, 0) }
 
 // newToken issues a token and returns it with its times.
 func (c *Cloud) newToken() (tok string, issued, expires time.Time) {

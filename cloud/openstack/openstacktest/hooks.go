@@ -1,10 +1,8 @@
 package openstacktest
 
-import "github.com/mooring-dev/mooring/cloud/cloudtest"
-
 // ClearFaults drops the faults Fail queued for method that are not used
 // up yet.
-func (c *Cloud) ClearFaults(method string) { c.faults.Set(method, cloudtest.Fault{}) }
+func (c *Cloud) ClearFaults(method string) { c.Faults.Clear(method) }
 
 // Unrevoke restores the application credential Revoke deleted: it
 // authenticates again (the tokens Revoke dropped stay invalid).

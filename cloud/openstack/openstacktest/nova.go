@@ -113,7 +113,7 @@ var serverPath = regexp.MustCompile(`^/servers/([^/]+)$`)
 
 func (c *Cloud) serveCompute(w http.ResponseWriter, r *http.Request, path string) {
 	if !c.validToken(r.Header.Get("X-Auth-Token")) {
-		c.calls.Add("unauthorized")
+		c.Counter.Add("unauthorized")
 		unauthorized(w)
 		return
 	}
