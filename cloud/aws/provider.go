@@ -47,12 +47,7 @@ type Cloud struct {
 	ids *idTracker
 }
 
-var (
-	_ cloudprovider.Interface    = (*Cloud)(nil)
-	_ cloudprovider.InformerUser = (*Cloud)(nil)
-	_ cloud.Attester             = (*Cloud)(nil)
-	_ kit.InstanceFinder         = (*Cloud)(nil)
-)
+var _ cloudprovider.InformerUser = (*Cloud)(nil)
 
 // New builds the provider with the AWS SDK's clients: credentials from its
 // default chain (environment, shared files, instance profile), the EC2 API

@@ -11,7 +11,6 @@ import (
 	azcloud "github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
@@ -39,12 +38,6 @@ type Cloud struct {
 	clients *Clients
 	view    *view.View
 }
-
-var (
-	_ cloudprovider.Interface = (*Cloud)(nil)
-	_ cloud.Attester          = (*Cloud)(nil)
-	_ kit.InstanceFinder      = (*Cloud)(nil)
-)
 
 // New builds the provider with the credential the config names
 // (azidentity: managed identity by default) and ARM clients pointed at its

@@ -10,7 +10,6 @@ import (
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
@@ -38,12 +37,6 @@ type Cloud struct {
 	compute *compute.Service
 	view    *view.View
 }
-
-var (
-	_ cloudprovider.Interface = (*Cloud)(nil)
-	_ cloud.Attester          = (*Cloud)(nil)
-	_ kit.InstanceFinder      = (*Cloud)(nil)
-)
 
 // New builds the provider with the Compute API client of
 // google.golang.org/api: Application Default Credentials (or none, with

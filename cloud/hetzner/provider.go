@@ -11,7 +11,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -45,12 +44,6 @@ type Cloud struct {
 	client *hcloud.Client
 	view   *view.View
 }
-
-var (
-	_ cloudprovider.Interface = (*Cloud)(nil)
-	_ cloud.Attester          = (*Cloud)(nil)
-	_ kit.InstanceFinder      = (*Cloud)(nil)
-)
 
 // New reads the API token and builds the provider with the hcloud-go
 // client: the configured endpoint, the token as bearer, a bounded number

@@ -14,9 +14,19 @@ import (
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
+// Provider is what a backend's Cloud is: a cloudprovider.Interface, the
+// approver's cloud.Attester, and the InstanceFinder its Base asks (Base
+// gives all but ConfirmInstance). Factory takes only a Provider, so a
+// backend's Cloud that lacks a part of it does not compile.
+type Provider interface {
+	cloudprovider.Interface
+	cloud.Attester
+	InstanceFinder
+}
+
 // Factory is a backend's cloud.Backend Provider: it parses the
 // cloud-config with parse and builds the provider with build.
-func Factory[C any, P cloudprovider.Interface](parse func(io.Reader) (C, error), build func(C) (P, error)) func(io.Reader) (cloudprovider.Interface, error) {
+func Factory[C any, P Provider](parse func(io.Reader) (C, error), build func(C) (P, error)) func(io.Reader) (cloudprovider.Interface, error) {
 	return func(r io.Reader) (cloudprovider.Interface, error) {
 		cfg, err := parse(r)
 		if err != nil {

@@ -7,10 +7,8 @@ import (
 	"strings"
 
 	"github.com/linode/linodego"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/linode/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -42,12 +40,6 @@ type Cloud struct {
 	client *linodego.Client
 	view   *view.View
 }
-
-var (
-	_ cloudprovider.Interface = (*Cloud)(nil)
-	_ cloud.Attester          = (*Cloud)(nil)
-	_ kit.InstanceFinder      = (*Cloud)(nil)
-)
 
 // New builds the provider with linodego over an HTTP client that sends the
 // configured token as a bearer token, read again before every request. It

@@ -40,12 +40,6 @@ type Cloud struct {
 	src     Source
 }
 
-var (
-	_ cloudprovider.Interface = (*Cloud)(nil)
-	_ cloud.Attester          = (*Cloud)(nil)
-	_ kit.InstanceFinder      = (*Cloud)(nil)
-)
-
 // New builds the provider with oci-go-sdk's Core Services clients and a
 // client of the auth service (the instance identity roots, unless
 // rootCAFile is set), signed as cfg.Auth says. With APIKey it makes no

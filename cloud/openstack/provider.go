@@ -12,10 +12,8 @@ import (
 	gopenstack "github.com/gophercloud/gophercloud/v2/openstack"
 	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
 	v1 "k8s.io/api/core/v1"
-	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -48,12 +46,6 @@ type Cloud struct {
 	mu      sync.Mutex
 	compute *gophercloud.ServiceClient
 }
-
-var (
-	_ cloudprovider.Interface = (*Cloud)(nil)
-	_ cloud.Attester          = (*Cloud)(nil)
-	_ kit.InstanceFinder      = (*Cloud)(nil)
-)
 
 // New reads the application credential's secret and the CA file, and
 // builds the provider. It makes no call: Keystone is asked for a token on

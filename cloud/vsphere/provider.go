@@ -11,7 +11,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
@@ -38,12 +37,6 @@ type Cloud struct {
 	cfg    Config
 	source *Source
 }
-
-var (
-	_ cloudprovider.Interface = (*Cloud)(nil)
-	_ cloud.Attester          = (*Cloud)(nil)
-	_ kit.InstanceFinder      = (*Cloud)(nil)
-)
 
 // Option changes how New connects.
 type Option func(*conn)

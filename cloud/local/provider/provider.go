@@ -43,12 +43,9 @@ type Cloud struct {
 }
 
 var (
-	_ cloudprovider.Interface     = (*Cloud)(nil)
 	_ cloudprovider.LoadBalancer  = (*Cloud)(nil)
 	_ cloudprovider.Routes        = (*Cloud)(nil)
 	_ cloud.LoadBalancerInventory = (*Cloud)(nil)
-	_ cloud.Attester              = (*Cloud)(nil)
-	_ kit.InstanceFinder          = (*Cloud)(nil)
 )
 
 // New connects to the cloud that cfg names. It makes no call yet.
