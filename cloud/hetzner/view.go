@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
@@ -302,13 +301,5 @@ var errProviderID = errors.New("not a Hetzner Cloud providerID")
 // form. Robot servers' providerIDs (hrobot://N, and the legacy
 // hcloud://bm-N) are not this backend's.
 func ParseProviderID(providerID string) (int64, error) {
-	rest, ok := strings.CutPrefix(providerID, agentid.ProviderIDPrefix)
-	if !ok {
-		return 0, fmt.Errorf("%w: %q: want %s<server id>", errProviderID, providerID, agentid.ProviderIDPrefix)
-	}
-	id, err := strconv.ParseInt(rest, 10, 64)
-	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != rest {
-		return 0, fmt.Errorf("%w: %q: the server id must be a positive decimal number", errProviderID, providerID)
-	}
-	return id, nil
+	return kit.NumericProviderID(providerID, agentid.ProviderIDPrefix, "server id", errProviderID)
 }

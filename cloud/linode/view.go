@@ -251,13 +251,6 @@ var errProviderID = errors.New("not a Linode providerID")
 // ParseProviderID reads linode://<linode id>: a decimal id above 0,
 // without sign or leading zeros.
 func ParseProviderID(providerID string) (int, error) {
-	rest, ok := strings.CutPrefix(providerID, agentid.ProviderIDPrefix)
-	if !ok || rest == "" || rest[0] == '0' || strings.TrimLeft(rest, "0123456789") != "" {
-		return 0, fmt.Errorf("%w: %q: want %s<linode id>", errProviderID, providerID, agentid.ProviderIDPrefix)
-	}
-	id, err := strconv.Atoi(rest)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %q: %v", errProviderID, providerID, err)
-	}
-	return id, nil
+	id, err := kit.NumericProviderID(providerID, agentid.ProviderIDPrefix, "linode id", errProviderID)
+	return int(id), err // int is 64 bits on linux/amd64 and arm64, mooring's platforms
 }
