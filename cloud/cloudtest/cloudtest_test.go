@@ -2,9 +2,11 @@ package cloudtest
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -174,6 +176,8 @@ func TestHTTPHelpers(t *testing.T) {
 	}
 	MustLoopback("x", true, "", "127.0.0.5")
 	MustLoopback("x", false, "::1")
+	MustIPv6Loopback("x", "")
+	MustIPv6Loopback("x", "::1")
 	for _, bad := range []struct {
 		v4 bool
 		a  string
@@ -185,6 +189,16 @@ func TestHTTPHelpers(t *testing.T) {
 				}
 			}()
 			MustLoopback("x", bad.v4, bad.a)
+		}()
+	}
+	for _, bad := range []string{"::2", "127.0.0.1", "::ffff:127.0.0.1"} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "x: IPv6 address") {
+					t.Errorf("IPv6 %q: %v", bad, r)
+				}
+			}()
+			MustIPv6Loopback("x", bad)
 		}()
 	}
 }

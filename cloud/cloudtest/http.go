@@ -59,6 +59,14 @@ func MustLoopback(endpoint string, ipv4Only bool, addrs ...string) {
 	}
 }
 
+// MustIPv6Loopback panics, naming the endpoint, on an IPv6 address other
+// than ::1, the only IPv6 loopback address; "" is skipped.
+func MustIPv6Loopback(endpoint, addr string) {
+	if addr != "" && addr != "::1" {
+		panic(fmt.Sprintf("%s: IPv6 address %q: only ::1 is allowed", endpoint, addr))
+	}
+}
+
 // Page is the arithmetic of page/per_page pagination (pages counted from
 // 1): the items [from, to) of total that page holds, and the last page (1
 // when there is nothing).

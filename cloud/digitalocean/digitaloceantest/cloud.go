@@ -1,9 +1,9 @@
 package digitaloceantest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -146,19 +146,11 @@ func (c *Cloud) Token() string { return c.opts.Token }
 // panics on an address outside 127.0.0.0/8 (or ::1): nodes are reached at
 // their addresses.
 func (c *Cloud) Put(d Droplet) Droplet {
-	if d.Region == "" {
-		d.Region = DefaultRegion
-	}
-	if d.Size == "" {
-		d.Size = DefaultSize
-	}
-	if d.Status == "" {
-		d.Status = StatusActive
-	}
+	d.Region = cmp.Or(d.Region, DefaultRegion)
+	d.Size = cmp.Or(d.Size, DefaultSize)
+	d.Status = cmp.Or(d.Status, StatusActive)
 	cloudtest.MustLoopback("digitaloceantest", true, d.PrivateIP, d.PublicIP)
-	if d.PublicIPv6 != "" && d.PublicIPv6 != "::1" {
-		panic(fmt.Sprintf("digitaloceantest: IPv6 address %q: only ::1 is allowed", d.PublicIPv6))
-	}
+	cloudtest.MustIPv6Loopback("digitaloceantest", d.PublicIPv6)
 	return c.droplets.Put(d, nil)
 }
 

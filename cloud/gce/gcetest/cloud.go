@@ -96,9 +96,7 @@ type signingKey struct {
 
 // New makes a Cloud with one signing key; Start starts it.
 func New(opts Options) (*Cloud, error) {
-	if opts.Issuer == "" {
-		opts.Issuer = DefaultIssuer
-	}
+	opts.Issuer = cmp.Or(opts.Issuer, DefaultIssuer)
 	if opts.MaxPageSize <= 0 || opts.MaxPageSize > maxPageSize {
 		opts.MaxPageSize = maxPageSize
 	}
@@ -281,18 +279,10 @@ func instanceKey(project, zone, name string) string { return project + "/" + zon
 // returns it. It panics on an address outside 127.0.0.0/8: nodes are
 // reached at their addresses.
 func (c *Cloud) Put(in Instance) Instance {
-	if in.Project == "" {
-		in.Project = DefaultProject
-	}
-	if in.Zone == "" {
-		in.Zone = DefaultZone
-	}
-	if in.MachineType == "" {
-		in.MachineType = DefaultMachineType
-	}
-	if in.Status == "" {
-		in.Status = "RUNNING"
-	}
+	in.Project = cmp.Or(in.Project, DefaultProject)
+	in.Zone = cmp.Or(in.Zone, DefaultZone)
+	in.MachineType = cmp.Or(in.MachineType, DefaultMachineType)
+	in.Status = cmp.Or(in.Status, "RUNNING")
 	cloudtest.MustLoopback("gcetest", false, in.InternalIP, in.ExternalIP)
 	if in.InternalIP == "" {
 		panic("gcetest: an instance needs an InternalIP")

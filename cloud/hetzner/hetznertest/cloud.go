@@ -1,6 +1,7 @@
 package hetznertest
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/http"
@@ -93,9 +94,7 @@ type Cloud struct {
 
 // New makes a Cloud; Start starts it.
 func New(opts Options) *Cloud {
-	if opts.Token == "" {
-		opts.Token = DefaultToken
-	}
+	opts.Token = cmp.Or(opts.Token, DefaultToken)
 	if opts.PageLimit <= 0 || opts.PageLimit > MaxPerPage {
 		opts.PageLimit = MaxPerPage
 	}
@@ -141,15 +140,9 @@ func (c *Cloud) Token() string { return c.opts.Token }
 // new one) and returns it. It panics on an
 // address outside loopback: nodes are reached at their addresses.
 func (c *Cloud) Put(s Server) Server {
-	if s.Status == "" {
-		s.Status = "running"
-	}
-	if s.ServerType == "" {
-		s.ServerType = DefaultServerType
-	}
-	if s.Location == "" {
-		s.Location = DefaultLocation
-	}
+	s.Status = cmp.Or(s.Status, "running")
+	s.ServerType = cmp.Or(s.ServerType, DefaultServerType)
+	s.Location = cmp.Or(s.Location, DefaultLocation)
 	cloudtest.MustLoopback("hetznertest", true, append([]string{s.PublicIPv4}, ips(s.PrivateNets)...)...)
 	if s.PublicIPv6 != "" && s.PublicIPv6 != "::/64" {
 		panic(fmt.Sprintf("hetznertest: IPv6 network %q: only ::/64 (host address ::1) is allowed", s.PublicIPv6))

@@ -1,9 +1,9 @@
 package linodetest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net/http"
 	"slices"
 	"sync"
@@ -175,19 +175,11 @@ func (c *Cloud) Token() string { return c.opts.Token }
 // panics on an address outside 127.0.0.0/8 (or ::1): nodes are reached at
 // their addresses.
 func (c *Cloud) Put(in Instance) Instance {
-	if in.Region == "" {
-		in.Region = DefaultRegion
-	}
-	if in.Type == "" {
-		in.Type = DefaultType
-	}
-	if in.Status == "" {
-		in.Status = StatusRunning
-	}
+	in.Region = cmp.Or(in.Region, DefaultRegion)
+	in.Type = cmp.Or(in.Type, DefaultType)
+	in.Status = cmp.Or(in.Status, StatusRunning)
 	cloudtest.MustLoopback("linodetest", true, in.PublicIP, in.PrivateIP)
-	if in.IPv6 != "" && in.IPv6 != "::1" {
-		panic(fmt.Sprintf("linodetest: IPv6 address %q: only ::1 is allowed", in.IPv6))
-	}
+	cloudtest.MustIPv6Loopback("linodetest", in.IPv6)
 	in.Created = in.Created.UTC().Truncate(time.Second)
 	return c.instances.Put(in, nil)
 }

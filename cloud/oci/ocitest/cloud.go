@@ -1,6 +1,7 @@
 package ocitest
 
 import (
+	"cmp"
 	"crypto/md5"
 	"crypto/rand"
 	"crypto/rsa"
@@ -124,9 +125,7 @@ func New(opts Options) (*Cloud, error) {
 	if opts.Region == "" {
 		opts.Region, opts.RegionKey = DefaultRegion, DefaultRegionKey
 	}
-	if opts.RegionKey == "" {
-		opts.RegionKey = opts.Region
-	}
+	opts.RegionKey = cmp.Or(opts.RegionKey, opts.Region)
 	if opts.MaxPageSize <= 0 || opts.MaxPageSize > MaxPageSize {
 		opts.MaxPageSize = MaxPageSize
 	}
@@ -302,29 +301,17 @@ func uniqueID() string {
 func (c *Cloud) Put(in Instance) Instance {
 	cloudtest.MustLoopback("ocitest", true, in.PrivateIP, in.PublicIP)
 	cloudtest.MustLoopback("ocitest", false, in.IPv6)
-	if in.Compartment == "" {
-		in.Compartment = c.opts.Compartment
-	}
-	if in.AvailabilityDomain == "" {
-		in.AvailabilityDomain = DefaultAvailabilityDomain
-	}
-	if in.FaultDomain == "" {
-		in.FaultDomain = DefaultFaultDomain
-	}
-	if in.Shape == "" {
-		in.Shape = DefaultShape
-	}
-	if in.State == "" {
-		in.State = "RUNNING"
-	}
+	in.Compartment = cmp.Or(in.Compartment, c.opts.Compartment)
+	in.AvailabilityDomain = cmp.Or(in.AvailabilityDomain, DefaultAvailabilityDomain)
+	in.FaultDomain = cmp.Or(in.FaultDomain, DefaultFaultDomain)
+	in.Shape = cmp.Or(in.Shape, DefaultShape)
+	in.State = cmp.Or(in.State, "RUNNING")
 	return c.instances.Put(in, func(in, old *Instance) {
 		if old != nil {
 			if in.Created.IsZero() {
 				in.Created = old.Created
 			}
-			if in.VnicID == "" {
-				in.VnicID = old.VnicID
-			}
+			in.VnicID = cmp.Or(in.VnicID, old.VnicID)
 		}
 		if in.VnicID == "" {
 			in.VnicID = "ocid1.vnic.oc1." + c.opts.RegionKey + "." + uniqueID()

@@ -1,6 +1,7 @@
 package openstacktest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"maps"
@@ -132,18 +133,10 @@ type Cloud struct {
 
 // New makes a Cloud; Start starts it.
 func New(opts Options) *Cloud {
-	if opts.CredentialID == "" {
-		opts.CredentialID = DefaultCredentialID
-	}
-	if opts.CredentialName == "" {
-		opts.CredentialName = DefaultCredentialName
-	}
-	if opts.CredentialSecret == "" {
-		opts.CredentialSecret = DefaultCredentialSecret
-	}
-	if opts.Region == "" {
-		opts.Region = DefaultRegion
-	}
+	opts.CredentialID = cmp.Or(opts.CredentialID, DefaultCredentialID)
+	opts.CredentialName = cmp.Or(opts.CredentialName, DefaultCredentialName)
+	opts.CredentialSecret = cmp.Or(opts.CredentialSecret, DefaultCredentialSecret)
+	opts.Region = cmp.Or(opts.Region, DefaultRegion)
 	if opts.TokenTTL <= 0 {
 		opts.TokenTTL = DefaultTokenTTL
 	}
@@ -191,15 +184,9 @@ func (c *Cloud) Region() string { return c.opts.Region }
 // keeps its id) and returns it. It panics on an address outside loopback:
 // nodes are reached at their addresses.
 func (c *Cloud) Put(s Server) Server {
-	if s.Status == "" {
-		s.Status = StatusActive
-	}
-	if s.Flavor == "" {
-		s.Flavor = DefaultFlavor
-	}
-	if s.AvailabilityZone == "" {
-		s.AvailabilityZone = DefaultZone
-	}
+	s.Status = cmp.Or(s.Status, StatusActive)
+	s.Flavor = cmp.Or(s.Flavor, DefaultFlavor)
+	s.AvailabilityZone = cmp.Or(s.AvailabilityZone, DefaultZone)
 	for i, a := range s.Addresses {
 		if a.Network == "" {
 			s.Addresses[i].Network = DefaultNetwork
