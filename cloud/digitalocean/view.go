@@ -168,7 +168,7 @@ func (s Source) toView(d *godo.Droplet) (view.Instance, bool) {
 		Cluster:      s.ClusterID,
 		State:        viewState(id, d.Status),
 		Addresses:    nodeAddresses(d),
-		Labels:       tagLabels(d.Tags),
+		Labels:       kit.TagLabels(d.Tags),
 		Created:      created(id, d.Created),
 	}
 	if vi.InstanceType == "" && d.Size != nil {
@@ -225,19 +225,6 @@ func nodeAddresses(d *godo.Droplet) []v1.NodeAddress {
 	add(v1.NodeInternalIP, d.PrivateIPv4)
 	add(v1.NodeExternalIP, d.PublicIPv4)
 	add(v1.NodeExternalIP, d.PublicIPv6)
-	return out
-}
-
-// tagLabels holds a droplet's tags as labels: each tag a key, with an empty
-// value (a DigitalOcean tag is a name, not a key and a value).
-func tagLabels(tags []string) map[string]string {
-	if len(tags) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(tags))
-	for _, t := range tags {
-		out[t] = ""
-	}
 	return out
 }
 

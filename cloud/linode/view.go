@@ -159,7 +159,7 @@ func (s Source) toView(in *linodego.Instance) (view.Instance, bool) {
 		Cluster:   s.ClusterID,
 		State:     viewState(id, in.Status),
 		Addresses: s.nodeAddresses(in),
-		Labels:    tagLabels(in.Tags),
+		Labels:    kit.TagLabels(in.Tags),
 	}
 	if in.Created != nil {
 		vi.Created = in.Created.UTC()
@@ -228,19 +228,6 @@ func (s Source) nodeAddresses(in *linodego.Instance) []v1.NodeAddress {
 		} else {
 			klog.V(2).InfoS("Leaving out an unparsable Linode IPv6 address", "linode", in.ID, "address", in.IPv6)
 		}
-	}
-	return out
-}
-
-// tagLabels holds a Linode's tags as labels: each tag a key, with an empty
-// value (a Linode tag is a name, not a key and a value).
-func tagLabels(tags []string) map[string]string {
-	if len(tags) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(tags))
-	for _, t := range tags {
-		out[t] = ""
 	}
 	return out
 }
