@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Base is what every test endpoint holds: its servers (the API, one per
@@ -59,6 +60,22 @@ func Started[E Endpoint](t testing.TB, e E, err error) E {
 	}
 	Start(t, e)
 	return e
+}
+
+// Positive is v when it is above zero, else def: an option's default.
+func Positive[T int | int64 | float64 | time.Duration](v, def T) T {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// Clock is now, or time.Now when now is nil: an option's default clock.
+func Clock(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
 }
 
 // Outage is an endpoint's outage switch. Embedded, SetOutage is the

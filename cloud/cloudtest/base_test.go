@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // endpoint is a toy endpoint made of the pieces, as the backends' are.
@@ -163,5 +165,39 @@ func TestTable(t *testing.T) {
 	tb.Set(2, 0)
 	if tb.Get(1) != 503 || tb.Get(2) != 0 || len(tb.m) != 1 {
 		t.Fatalf("table %v", tb.m)
+	}
+}
+
+func TestUnserved(t *testing.T) {
+	for _, c := range []struct {
+		running bool
+		status  int
+		want    int // 0: hung up; -1: not answered
+	}{{false, 0, 0}, {false, 500, 0}, {true, 503, 503}, {true, 0, -1}} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !Unserved(w, c.running, c.status) {
+				w.WriteHeader(299)
+			}
+		}))
+		st, body := get(t, srv.URL)
+		srv.Close()
+		switch {
+		case c.want == -1 && st != 299:
+			t.Errorf("running, no fault: answered %d, want the caller's answer", st)
+		case c.want == 0 && st != 0:
+			t.Errorf("not running (fault %d): answered %d, want nothing", c.status, st)
+		case c.want > 0 && (st != c.want || body != "injected fault\n"):
+			t.Errorf("fault %d: answered %d %q", c.status, st, body)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	if Positive(0, 5) != 5 || Positive(-1, 5) != 5 || Positive(3, 5) != 3 || Positive(time.Duration(0), time.Hour) != time.Hour {
+		t.Fatal("Positive")
+	}
+	fixed := func() time.Time { return time.Unix(42, 0) }
+	if Clock(nil) == nil || !Clock(fixed)().Equal(time.Unix(42, 0)) {
+		t.Fatal("Clock")
 	}
 }

@@ -23,6 +23,22 @@ func HangUp(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusServiceUnavailable)
 }
 
+// Unserved answers a request to a machine's own service (its metadata
+// service) that is not to be served: nothing when the machine is not
+// running (HangUp), else the status of an injected fault (0: none) with
+// the body "injected fault". It reports whether it answered.
+func Unserved(w http.ResponseWriter, running bool, status int) bool {
+	switch {
+	case !running:
+		HangUp(w)
+	case status != 0:
+		http.Error(w, "injected fault", status)
+	default:
+		return false
+	}
+	return true
+}
+
 // WriteJSON answers status with v as JSON, under the Content-Type already
 // set (a cloud's own, with its charset) or application/json.
 func WriteJSON(w http.ResponseWriter, status int, v any) {

@@ -105,12 +105,8 @@ func New(opts Options) (*Cloud, error) {
 	if opts.MaxPerPage <= 0 || opts.MaxPerPage > MaxPerPage {
 		opts.MaxPerPage = MaxPerPage
 	}
-	if opts.HourlyLimit <= 0 {
-		opts.HourlyLimit = DefaultHourlyLimit
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.HourlyLimit = cloudtest.Positive(opts.HourlyLimit, DefaultHourlyLimit)
+	opts.Now = cloudtest.Clock(opts.Now)
 	return &Cloud{opts: opts,
 		droplets: cloudtest.Store[int, Droplet]{
 			Key:     func(d *Droplet) *int { return &d.ID },

@@ -70,12 +70,7 @@ type mdFeatures struct {
 func (c *Cloud) serveMetadata(id int, w http.ResponseWriter, r *http.Request) {
 	st := c.count(MethodMetadata)
 	d, ok := c.Get(id)
-	if !ok || d.Status != StatusActive {
-		cloudtest.HangUp(w)
-		return
-	}
-	if st != 0 {
-		http.Error(w, "injected fault", st)
+	if cloudtest.Unserved(w, ok && d.Status == StatusActive, st) {
 		return
 	}
 	switch {

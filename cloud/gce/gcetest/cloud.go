@@ -100,12 +100,8 @@ func New(opts Options) (*Cloud, error) {
 	if opts.MaxPageSize <= 0 || opts.MaxPageSize > maxPageSize {
 		opts.MaxPageSize = maxPageSize
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.CertsMaxAge <= 0 {
-		opts.CertsMaxAge = DefaultCertsMaxAge
-	}
+	opts.Now = cloudtest.Clock(opts.Now)
+	opts.CertsMaxAge = cloudtest.Positive(opts.CertsMaxAge, DefaultCertsMaxAge)
 	c := &Cloud{opts: opts, nextID: 4242000000000000001, unreach: map[string]bool{},
 		instances: cloudtest.Store[string, Instance]{
 			KeyOf:   func(in *Instance) string { return instanceKey(in.Project, in.Zone, in.Name) },

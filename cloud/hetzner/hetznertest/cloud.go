@@ -98,12 +98,8 @@ func New(opts Options) *Cloud {
 	if opts.PageLimit <= 0 || opts.PageLimit > MaxPerPage {
 		opts.PageLimit = MaxPerPage
 	}
-	if opts.RateLimit <= 0 {
-		opts.RateLimit = DefaultRateLimit
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.RateLimit = cloudtest.Positive(opts.RateLimit, DefaultRateLimit)
+	opts.Now = cloudtest.Clock(opts.Now)
 	return &Cloud{opts: opts,
 		servers: cloudtest.Store[int64, Server]{
 			Key:     func(s *Server) *int64 { return &s.ID },

@@ -129,15 +129,9 @@ func New(opts Options) (*Cloud, error) {
 		}
 		opts.Token = hex.EncodeToString(b[:])
 	}
-	if opts.ListLimit <= 0 {
-		opts.ListLimit = DefaultListLimit
-	}
-	if opts.Limit <= 0 {
-		opts.Limit = DefaultLimit
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.ListLimit = cloudtest.Positive(opts.ListLimit, DefaultListLimit)
+	opts.Limit = cloudtest.Positive(opts.Limit, DefaultLimit)
+	opts.Now = cloudtest.Clock(opts.Now)
 	return &Cloud{opts: opts,
 		instances: cloudtest.Store[int, Instance]{
 			Key:     func(in *Instance) *int { return &in.ID },

@@ -75,12 +75,7 @@ func (c *Cloud) serveMetadata(id int, w http.ResponseWriter, r *http.Request) {
 		st = c.count(method, 0)
 	}
 	in, ok := c.Get(id)
-	if !ok || in.Status != StatusRunning {
-		cloudtest.HangUp(w)
-		return
-	}
-	if st != 0 {
-		http.Error(w, "injected fault", st)
+	if cloudtest.Unserved(w, ok && in.Status == StatusRunning, st) {
 		return
 	}
 	if method == "" {

@@ -113,9 +113,7 @@ type Cloud struct {
 
 // New makes a Cloud with its CA and API key; Start starts it.
 func New(opts Options) (*Cloud, error) {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Now = cloudtest.Clock(opts.Now)
 	if opts.Tenancy == "" {
 		opts.Tenancy = "ocid1.tenancy.oc1.." + uniqueID()
 	}
@@ -129,12 +127,8 @@ func New(opts Options) (*Cloud, error) {
 	if opts.MaxPageSize <= 0 || opts.MaxPageSize > MaxPageSize {
 		opts.MaxPageSize = MaxPageSize
 	}
-	if opts.CertLifetime <= 0 {
-		opts.CertLifetime = DefaultCertLifetime
-	}
-	if opts.RotateEvery <= 0 {
-		opts.RotateEvery = DefaultRotateEvery
-	}
+	opts.CertLifetime = cloudtest.Positive(opts.CertLifetime, DefaultCertLifetime)
+	opts.RotateEvery = cloudtest.Positive(opts.RotateEvery, DefaultRotateEvery)
 	ca, err := NewCA("ocitest", opts.Now())
 	if err != nil {
 		return nil, err

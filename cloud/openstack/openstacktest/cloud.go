@@ -137,15 +137,9 @@ func New(opts Options) *Cloud {
 	opts.CredentialName = cmp.Or(opts.CredentialName, DefaultCredentialName)
 	opts.CredentialSecret = cmp.Or(opts.CredentialSecret, DefaultCredentialSecret)
 	opts.Region = cmp.Or(opts.Region, DefaultRegion)
-	if opts.TokenTTL <= 0 {
-		opts.TokenTTL = DefaultTokenTTL
-	}
-	if opts.MaxLimit <= 0 {
-		opts.MaxLimit = DefaultMaxLimit
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.TokenTTL = cloudtest.Positive(opts.TokenTTL, DefaultTokenTTL)
+	opts.MaxLimit = cloudtest.Positive(opts.MaxLimit, DefaultMaxLimit)
+	opts.Now = cloudtest.Clock(opts.Now)
 	return &Cloud{opts: opts, tokens: map[string]time.Time{},
 		servers: cloudtest.Store[string, Server]{
 			Key:     func(s *Server) *string { return &s.ID },
