@@ -88,7 +88,8 @@ func (c *Config) durations() []kit.Duration {
 
 // secret is where the API token is.
 func (c *Config) secret() kit.Secret {
-	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv"}
+	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv",
+		What: "hetzner: API token"}
 }
 
 func (c *Config) defaults() {
@@ -156,10 +157,4 @@ func (c *Config) LabelSelector() string {
 
 // Token reads the API token from TokenFile or TokenEnv. Its errors name
 // where the token was looked for, never what was found there.
-func (c *Config) Token() (string, error) {
-	tok, err := c.secret().Read()
-	if err != nil {
-		return "", fmt.Errorf("hetzner: API token: %w", err)
-	}
-	return tok, nil
-}
+func (c *Config) Token() (string, error) { return c.secret().Read() }

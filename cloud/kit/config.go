@@ -185,6 +185,9 @@ type Secret struct {
 	// client sends it in a request body or encoded, never raw in a
 	// header); without it, a token of printable ASCII.
 	Password bool
+	// What the secret is, before Read's errors ("hetzner: API token");
+	// "" adds nothing.
+	What string
 }
 
 // Check reports a secret named in both places, or a variable name that is
@@ -211,8 +214,16 @@ func (s Secret) Source() string {
 // Read reads the secret from File, or else from Env: at most MaxSecretSize
 // bytes, white space around it dropped, not empty, and (unless Password)
 // nothing but printable ASCII without spaces (what an HTTP header can
-// carry). Its errors name the place, never the content.
+// carry). Its errors say What and name the place, never the content.
 func (s Secret) Read() (string, error) {
+	secret, err := s.read()
+	if err != nil && s.What != "" {
+		return "", fmt.Errorf("%s: %w", s.What, err)
+	}
+	return secret, err
+}
+
+func (s Secret) read() (string, error) {
 	var raw string
 	if s.File != "" {
 		f, err := os.Open(s.File)

@@ -121,6 +121,13 @@ func TestSecret(t *testing.T) {
 	if errs := (Secret{Env: "GOOD_1"}).Check(); errs != nil {
 		t.Errorf("good name: %v", errs)
 	}
+	// What goes before every error of Read, and the place after it.
+	missing := filepath.Join(dir, "missing")
+	for _, s := range []Secret{{File: missing, What: "test: API token"}, {Env: "KIT_TEST_UNSET", What: "test: API token"}} {
+		if _, err := s.Read(); err == nil || !strings.HasPrefix(err.Error(), "test: API token: ") || !strings.Contains(err.Error(), s.Source()[strings.IndexByte(s.Source(), ' ')+1:]) {
+			t.Errorf("%s with What: %v", s.Source(), err)
+		}
+	}
 }
 
 func TestCertPool(t *testing.T) {

@@ -100,7 +100,8 @@ func (c *Config) durations() []kit.Duration {
 
 // secret is where the API token is.
 func (c *Config) secret() kit.Secret {
-	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv"}
+	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv",
+		What: ProviderName + " API token"}
 }
 
 func (c *Config) defaults() {
@@ -201,10 +202,4 @@ func (c *Config) TokenSource() string { return c.secret().Source() }
 
 // token reads the API token from its file or environment variable. Its
 // errors name the place, never the content.
-func (c *Config) token() (string, error) {
-	tok, err := c.secret().Read()
-	if err != nil {
-		return "", fmt.Errorf("%s API token: %w", ProviderName, err)
-	}
-	return tok, nil
-}
+func (c *Config) token() (string, error) { return c.secret().Read() }

@@ -117,7 +117,8 @@ func (c *Config) durations() []kit.Duration {
 
 // secret is where the application credential's secret is.
 func (c *Config) secret() kit.Secret {
-	return kit.Secret{File: c.SecretFile, FileField: "secretFile", Env: c.SecretEnv, EnvField: "secretEnv"}
+	return kit.Secret{File: c.SecretFile, FileField: "secretFile", Env: c.SecretEnv, EnvField: "secretEnv",
+		What: "openstack: application credential secret"}
 }
 
 func (c *Config) defaults() {
@@ -214,13 +215,7 @@ func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 // Secret reads the application credential's secret from SecretFile or
 // SecretEnv. Its errors name where the secret was looked for, never what
 // was found there.
-func (c *Config) Secret() (string, error) {
-	secret, err := c.secret().Read()
-	if err != nil {
-		return "", fmt.Errorf("openstack: application credential secret: %w", err)
-	}
-	return secret, nil
-}
+func (c *Config) Secret() (string, error) { return c.secret().Read() }
 
 // certPool reads CAFile; nil when it is unset.
 func (c *Config) certPool() (*x509.CertPool, error) {

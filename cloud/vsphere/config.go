@@ -134,7 +134,8 @@ func (c *Config) durations() []kit.Duration {
 // secret is where the password is: any characters are kept (govmomi sends
 // it in the SOAP login's body and base64-encoded to the REST API).
 func (c *Config) secret() kit.Secret {
-	return kit.Secret{File: c.PasswordFile, FileField: "passwordFile", Env: c.PasswordEnv, EnvField: "passwordEnv", Password: true}
+	return kit.Secret{File: c.PasswordFile, FileField: "passwordFile", Env: c.PasswordEnv, EnvField: "passwordEnv", Password: true,
+		What: "vsphere: password"}
 }
 
 func (c *Config) defaults() {
@@ -239,13 +240,7 @@ func parseCIDRs(s string) ([]*net.IPNet, error) {
 
 // Password reads the password from PasswordFile or PasswordEnv. Its errors
 // name where it was looked for, never what was found there.
-func (c *Config) Password() (string, error) {
-	pw, err := c.secret().Read()
-	if err != nil {
-		return "", fmt.Errorf("vsphere: password: %w", err)
-	}
-	return pw, nil
-}
+func (c *Config) Password() (string, error) { return c.secret().Read() }
 
 // roots reads CAFile; nil (the system's roots) when it is unset.
 func (c *Config) roots() (*x509.CertPool, error) {

@@ -109,9 +109,5 @@ func (c *Config) validate() error {
 
 // token reads the API token from TokenFile.
 func (c *Config) token() (string, error) {
-	tok, err := kit.Secret{File: c.TokenFile}.Read()
-	if err != nil {
-		return "", fmt.Errorf("local cloud token: %w", err)
-	}
-	return tok, nil
+	return kit.Secret{File: c.TokenFile, What: "local cloud token"}.Read()
 }
