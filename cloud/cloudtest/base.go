@@ -70,6 +70,15 @@ func Positive[T int | int64 | float64 | time.Duration](v, def T) T {
 	return def
 }
 
+// AtMost is v when it is above zero and at most limit, else limit: an
+// option that lowers a limit (a largest page).
+func AtMost[T int | int64 | float64 | time.Duration](v, limit T) T {
+	if v > 0 && v <= limit {
+		return v
+	}
+	return limit
+}
+
 // Clock is now, or time.Now when now is nil: an option's default clock.
 func Clock(now func() time.Time) func() time.Time {
 	if now == nil {

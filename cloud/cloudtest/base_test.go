@@ -196,6 +196,9 @@ func TestDefaults(t *testing.T) {
 	if Positive(0, 5) != 5 || Positive(-1, 5) != 5 || Positive(3, 5) != 3 || Positive(time.Duration(0), time.Hour) != time.Hour {
 		t.Fatal("Positive")
 	}
+	if AtMost(0, 50) != 50 || AtMost(-3, 50) != 50 || AtMost(20, 50) != 20 || AtMost(50, 50) != 50 || AtMost(51, 50) != 50 {
+		t.Fatal("AtMost")
+	}
 	fixed := func() time.Time { return time.Unix(42, 0) }
 	if Clock(nil) == nil || !Clock(fixed)().Equal(time.Unix(42, 0)) {
 		t.Fatal("Clock")

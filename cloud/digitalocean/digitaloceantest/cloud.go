@@ -102,9 +102,7 @@ func New(opts Options) (*Cloud, error) {
 		}
 		opts.Token = "dop_v1_" + hex.EncodeToString(b[:])
 	}
-	if opts.MaxPerPage <= 0 || opts.MaxPerPage > MaxPerPage {
-		opts.MaxPerPage = MaxPerPage
-	}
+	opts.MaxPerPage = cloudtest.AtMost(opts.MaxPerPage, MaxPerPage)
 	opts.HourlyLimit = cloudtest.Positive(opts.HourlyLimit, DefaultHourlyLimit)
 	opts.Now = cloudtest.Clock(opts.Now)
 	return &Cloud{opts: opts,

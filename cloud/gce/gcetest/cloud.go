@@ -97,9 +97,7 @@ type signingKey struct {
 // New makes a Cloud with one signing key; Start starts it.
 func New(opts Options) (*Cloud, error) {
 	opts.Issuer = cmp.Or(opts.Issuer, DefaultIssuer)
-	if opts.MaxPageSize <= 0 || opts.MaxPageSize > maxPageSize {
-		opts.MaxPageSize = maxPageSize
-	}
+	opts.MaxPageSize = cloudtest.AtMost(opts.MaxPageSize, maxPageSize)
 	opts.Now = cloudtest.Clock(opts.Now)
 	opts.CertsMaxAge = cloudtest.Positive(opts.CertsMaxAge, DefaultCertsMaxAge)
 	c := &Cloud{opts: opts, nextID: 4242000000000000001, unreach: map[string]bool{},

@@ -95,9 +95,7 @@ type Cloud struct {
 // New makes a Cloud; Start starts it.
 func New(opts Options) *Cloud {
 	opts.Token = cmp.Or(opts.Token, DefaultToken)
-	if opts.PageLimit <= 0 || opts.PageLimit > MaxPerPage {
-		opts.PageLimit = MaxPerPage
-	}
+	opts.PageLimit = cloudtest.AtMost(opts.PageLimit, MaxPerPage)
 	opts.RateLimit = cloudtest.Positive(opts.RateLimit, DefaultRateLimit)
 	opts.Now = cloudtest.Clock(opts.Now)
 	return &Cloud{opts: opts,

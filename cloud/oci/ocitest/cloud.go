@@ -124,9 +124,7 @@ func New(opts Options) (*Cloud, error) {
 		opts.Region, opts.RegionKey = DefaultRegion, DefaultRegionKey
 	}
 	opts.RegionKey = cmp.Or(opts.RegionKey, opts.Region)
-	if opts.MaxPageSize <= 0 || opts.MaxPageSize > MaxPageSize {
-		opts.MaxPageSize = MaxPageSize
-	}
+	opts.MaxPageSize = cloudtest.AtMost(opts.MaxPageSize, MaxPageSize)
 	opts.CertLifetime = cloudtest.Positive(opts.CertLifetime, DefaultCertLifetime)
 	opts.RotateEvery = cloudtest.Positive(opts.RotateEvery, DefaultRotateEvery)
 	ca, err := NewCA("ocitest", opts.Now())
