@@ -6,6 +6,10 @@
 //     on loopback listeners, started once each and closed together;
 //   - Counter and Faults: calls counted by method, and the failures a test
 //     injects into the next calls of a method (or of one page of a list);
+//   - Base, Outage and Pages: what an endpoint embeds, its servers,
+//     counter and faults with Close, Calls and Fail, SetOutage and
+//     BeforePage; Started (NewStarted's body); Table, what a test sets by
+//     key (a page's fault, a short page);
 //   - Store: the endpoint's instances by id (defaults, ids and creation
 //     times given by Put, copies in and out, changes, a sorted listing),
 //     and Hook, the function a test runs before each page of a list;
@@ -15,7 +19,9 @@
 //   - Shape, DiffShapes and At: the fields and kinds of a decoded JSON
 //     answer, compared with a genuine one's (the endpoints' tests on
 //     published artefacts);
-//   - HangUp (a machine that is off answers nothing), WriteJSON, Bearer,
-//     MustLoopback (a test's instance addresses stay on loopback), Start;
+//   - HangUp (a machine that is off answers nothing), Unserved, WriteJSON,
+//     Bearer, MustLoopback and MustIPv6Loopback (a test's instance
+//     addresses stay on loopback), Start; Positive, AtMost and Clock (an
+//     option's defaults);
 //     GetJSON, a test's own GET of an endpoint's JSON answer.
 package cloudtest
