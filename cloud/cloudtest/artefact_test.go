@@ -19,15 +19,14 @@ func (f *fatals) Fatalf(string, ...any) { f.failed = true }
 
 func TestArtefact(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+	js, ym, yamlInJSON := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.yml"), filepath.Join(dir, "c.json")
+	for file, content := range map[string]string{
+		js: `{"server": {"id": 42, "name": "web", "tags": ["a"]}}`, ym: "examples:\n  one:\n    value: {id: 7, ok: true}\n", yamlInJSON: "a: 1\n",
+	} {
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return p
 	}
-	js := write("a.json", `{"server": {"id": 42, "name": "web", "tags": ["a"]}}`)
-	ym := write("b.yml", "examples:\n  one:\n    value: {id: 7, ok: true}\n")
 	if got := Artefact(t, js, "server.id"); got != float64(42) {
 		t.Errorf("server.id: %#v", got)
 	}
@@ -47,7 +46,7 @@ func TestArtefact(t *testing.T) {
 	// nothing at the path, and a value that is no object fail the test.
 	for name, read := range map[string]func(testing.TB){
 		"missing":   func(tb testing.TB) { ArtefactBytes(tb, filepath.Join(dir, "none.json")) },
-		"undecoded": func(tb testing.TB) { Artefact(tb, write("c.json", "a: 1\n"), "") },
+		"undecoded": func(tb testing.TB) { Artefact(tb, yamlInJSON, "") },
 		"no value":  func(tb testing.TB) { Artefact(tb, js, "server.zone") },
 		"no object": func(tb testing.TB) { ArtefactObject(tb, js, "server.tags") },
 	} {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -234,7 +233,7 @@ func TestProviderIDs(t *testing.T) {
 // applies kit's checks (endpoint, token, durations, strictness) to them.
 func TestConfig(t *testing.T) {
 	good := "clusterID: c1\ntokenFile: /etc/mooring/do-token\n"
-	kittest.Config(t, func(r io.Reader) error { _, err := ParseConfig(r); return err }, good,
+	kittest.Config(t, ParseConfig, good,
 		kittest.Fields{Endpoint: "apiEndpoint", SecretFile: "tokenFile", SecretEnv: "tokenEnv", Durations: []string{"maxFailureBackoff"}})
 	c, err := ParseConfig(strings.NewReader(good))
 	if err != nil {

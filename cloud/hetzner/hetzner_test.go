@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -255,7 +254,7 @@ func TestTokenSentAndNotLeaked(t *testing.T) {
 // applies kit's checks (endpoint, token, durations, strictness) to them.
 func TestConfig(t *testing.T) {
 	good := "clusterID: c1\n"
-	kittest.Config(t, func(r io.Reader) error { _, err := ParseConfig(r); return err }, good,
+	kittest.Config(t, ParseConfig, good,
 		kittest.Fields{Endpoint: "endpoint", SecretFile: "tokenFile", SecretEnv: "tokenEnv", Durations: []string{"maxFailureBackoff"}})
 	c, err := ParseConfig(strings.NewReader(good))
 	if err != nil || c.Endpoint != DefaultEndpoint || c.TokenEnv != DefaultTokenEnv || c.ClusterLabel != DefaultClusterLabel ||

@@ -333,7 +333,7 @@ func TestProviderIDs(t *testing.T) {
 // applies kit's checks (endpoint, token, durations, strictness) to them.
 func TestConfig(t *testing.T) {
 	good := "clusterID: c1\ntokenFile: /etc/mooring/linode-token\n"
-	kittest.Config(t, func(r io.Reader) error { _, err := ParseConfig(r); return err }, good,
+	kittest.Config(t, ParseConfig, good,
 		kittest.Fields{Endpoint: "apiEndpoint", SecretFile: "tokenFile", SecretEnv: "tokenEnv", Durations: []string{"maxFailureBackoff", "retryWait", "maxRetryWait"}})
 	c, err := ParseConfig(strings.NewReader(good))
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -378,7 +377,7 @@ func TestCAFile(t *testing.T) {
 // applies kit's checks (endpoint, secret, durations, strictness) to them.
 func TestConfig(t *testing.T) {
 	good := "authURL: https://keystone.example:5000/v3\napplicationCredentialID: abc\nregion: RegionOne\nclusterID: c1\n"
-	kittest.Config(t, func(r io.Reader) error { _, err := ParseConfig(r); return err }, good,
+	kittest.Config(t, ParseConfig, good,
 		kittest.Fields{Endpoint: "authURL", SecretFile: "secretFile", SecretEnv: "secretEnv", Durations: []string{"maxFailureBackoff"}})
 	c, err := ParseConfig(strings.NewReader(good))
 	if err != nil || c.SecretEnv != DefaultSecretEnv || c.ClusterTag != "mooring-cluster=c1" || c.Interface != "public" ||

@@ -389,7 +389,7 @@ func TestAddressSelection(t *testing.T) {
 
 func TestParseConfig(t *testing.T) {
 	good := "server: vcenter.example.com\nusername: u@vsphere.local\nclusterID: c1\nfolder: /DC1/vm/k8s\n"
-	kittest.Config(t, func(r io.Reader) error { _, err := ParseConfig(r); return err }, good,
+	kittest.Config(t, ParseConfig, good,
 		kittest.Fields{Endpoint: "server", SecretFile: "passwordFile", SecretEnv: "passwordEnv", Durations: []string{"maxFailureBackoff", "tagCacheTTL"}})
 	c, err := ParseConfig(strings.NewReader(good))
 	if err != nil {

@@ -38,7 +38,7 @@ func TestNewNodeIdentityMakesNoCall(t *testing.T) {
 }
 
 func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) (*NodeIdentity, error) { return NewNodeIdentity(cfg) },
 		nodeidtest.Refusal{What: "unknown setting", Config: nodeid.Config{Settings: map[string]string{"stsendpoint": "https://sts.example"}}},
 		nodeidtest.Refusal{What: "another unknown", Config: nodeid.Config{Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}}},
 		nodeidtest.Refusal{What: "endpoint with a path", Config: nodeid.Config{Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}}},

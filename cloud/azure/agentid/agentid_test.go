@@ -13,7 +13,7 @@ func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
 // TestNewNodeIdentityRefusesBadConfig: the policy, settings and metadata
 // URL are checked when the identity is built.
 func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+	nodeidtest.Refuses(t, NewNodeIdentity,
 		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "ComputerName"}},
 		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"region": "westeurope"}}},
 	)

@@ -37,7 +37,7 @@ func TestMetadataHostAndFlavor(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("without Metadata-Flavor: HTTP %d", resp.StatusCode)
 	}
-	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+	nodeidtest.Refuses(t, NewNodeIdentity,
 		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "InstanceID"}},
 		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
 		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},

@@ -58,9 +58,9 @@ func without(cfg, field string) string {
 // loopback, or with credentials; the secret in both its places, or in a
 // variable whose name is none; a negative duration. It refuses too an
 // unknown field, and no config at all (a nil reader).
-func Config(t *testing.T, parse func(io.Reader) error, good string, f Fields) {
+func Config[C any](t *testing.T, parse func(io.Reader) (C, error), good string, f Fields) {
 	t.Helper()
-	if err := parse(strings.NewReader(good)); err != nil {
+	if _, err := parse(strings.NewReader(good)); err != nil {
 		t.Fatalf("the good config: %v", err)
 	}
 	type refusal struct{ cfg, field string }
@@ -78,12 +78,12 @@ func Config(t *testing.T, parse func(io.Reader) error, good string, f Fields) {
 	}
 	bad = append(bad, refusal{set(good, "unknownField", "1"), "unknownField"})
 	for _, b := range bad {
-		err := parse(strings.NewReader(b.cfg))
+		_, err := parse(strings.NewReader(b.cfg))
 		if err == nil || !strings.Contains(err.Error(), b.field) {
 			t.Errorf("%v, want an error naming %s:\n%s", err, b.field, b.cfg)
 		}
 	}
-	if err := parse(nil); err == nil {
+	if _, err := parse(nil); err == nil {
 		t.Error("no config: accepted")
 	}
 }

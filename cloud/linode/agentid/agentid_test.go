@@ -33,7 +33,7 @@ func TestNames(t *testing.T) {
 // The policy is Label, there are no settings, and the metadata URL is
 // plain http to a host without a path.
 func TestRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+	nodeidtest.Refuses(t, NewNodeIdentity,
 		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "LinodeID"}},
 		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
 		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},

@@ -68,10 +68,10 @@ var SharedRefusals = []Refusal{
 // Refuses checks that build refuses SharedRefusals and the backend's own
 // (own: another policy name of its cloud, a setting it does not know, a URL
 // its service rules out...).
-func Refuses(t *testing.T, build func(nodeid.Config) error, own ...Refusal) {
+func Refuses[I any](t *testing.T, build func(nodeid.Config) (I, error), own ...Refusal) {
 	t.Helper()
 	for _, r := range append(append([]Refusal(nil), SharedRefusals...), own...) {
-		if err := build(r.Config); err == nil {
+		if _, err := build(r.Config); err == nil {
 			t.Errorf("%s (%+v): accepted", r.What, r.Config)
 		}
 	}

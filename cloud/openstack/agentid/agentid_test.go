@@ -35,7 +35,7 @@ func TestNames(t *testing.T) {
 // The policy is ServerName, the one setting a region, and the metadata URL
 // plain http to a host without a path.
 func TestRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+	nodeidtest.Refuses(t, NewNodeIdentity,
 		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "ServerID"}},
 		nodeidtest.Refusal{What: "an unknown setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
 		nodeidtest.Refusal{What: "a region with a slash", Config: nodeid.Config{Settings: map[string]string{SettingRegion: "a/b"}}},

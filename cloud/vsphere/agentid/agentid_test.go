@@ -174,7 +174,7 @@ func TestInstance(t *testing.T) {
 }
 
 func TestBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, func(cfg nodeid.Config) error { _, err := NewNodeIdentity(cfg); return err },
+	nodeidtest.Refuses(t, NewNodeIdentity,
 		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "Hostname"}},
 		nodeidtest.Refusal{What: "any metadata URL", Config: nodeid.Config{MetadataURL: "http://169.254.169.254"}},
 		nodeidtest.Refusal{What: "an unknown setting", Config: nodeid.Config{Settings: map[string]string{"network": "1"}}},
