@@ -3,11 +3,11 @@ package digitalocean
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +19,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/digitalocean/digitaloceantest"
 	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -275,60 +276,46 @@ func TestToken(t *testing.T) {
 	}
 }
 
-// The agent's side: the metadata document gives the droplet's id, name,
-// providerID, Node name and VPC address; Evidence is ErrNoEvidence.
+// The agent's side (nodeidtest.Unsigned): the metadata document gives the
+// droplet's id, name, providerID, Node name and VPC address, and agrees
+// with the view. Its own: the document's region and public interface, read
+// anew at every call.
 func TestNodeIdentity(t *testing.T) {
 	w := newWorld(t, digitaloceantest.Options{}, nil)
-	ctx := context.Background()
-	d := w.do.Put(digitaloceantest.Droplet{Name: "Node-7", PrivateIP: "127.0.83.17", PublicIP: "127.0.84.17",
-		PublicIPv6: "::1", Tags: []string{testTag}, UserData: "#cloud-config\nwrite_files: [secret ticket]\n"})
-	u, err := w.do.MetadataURL(d.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ni, err := id.Instance(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := nodeid.Instance{ID: fmt.Sprint(d.ID), Name: "Node-7", ProviderID: agentid.ProviderID(d.ID), NodeName: "node-7", InternalIP: "127.0.83.17"}
-	if ni != want {
-		t.Fatalf("got %+v\nwant %+v", ni, want)
-	}
-	md, err := id.Metadata(ctx)
-	if err != nil || md.Region != "nyc3" || len(md.Interfaces.Public) != 1 || md.Interfaces.Public[0].IPv4.IPAddress != "127.0.84.17" {
+	ids := map[string]*agentid.NodeIdentity{}
+	n := 16
+	nodeidtest.Unsigned(t, nodeidtest.Bed{
+		Put: func(name string, bare bool) (nodeid.Identity, nodeid.Instance) {
+			n++
+			d := digitaloceantest.Droplet{Name: name, PublicIP: fmt.Sprintf("127.0.84.%d", n), PublicIPv6: "::1", Tags: []string{testTag},
+				UserData: "#cloud-config\nwrite_files: [secret ticket]\n"}
+			if !bare {
+				d.PrivateIP = fmt.Sprintf("127.0.83.%d", n)
+			}
+			d = w.do.Put(d)
+			u, err := w.do.MetadataURL(d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids[name], err = agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u}); err != nil {
+				t.Fatal(err)
+			}
+			return ids[name], nodeid.Instance{ID: fmt.Sprint(d.ID), Name: name, ProviderID: agentid.ProviderID(d.ID),
+				NodeName: strings.ToLower(name), InternalIP: d.PrivateIP}
+		},
+		View:      w.cloud.InstanceView(),
+		FailNext:  func() { w.do.Fail(digitaloceantest.MethodMetadata, 1, http.StatusInternalServerError) },
+		FailError: "500",
+		Stop: func(in nodeid.Instance) error {
+			id, _ := strconv.Atoi(in.ID)
+			return w.do.SetStatus(id, digitaloceantest.StatusOff)
+		},
+	})
+	md, err := ids["bare"].Metadata(context.Background())
+	if err != nil || md.Region != "nyc3" || len(md.Interfaces.Public) != 1 || md.Interfaces.Public[0].IPv4.IPAddress != "127.0.84.18" {
 		t.Fatalf("%+v %v", md, err)
 	}
-	// The agent's node matches the view's.
-	vi, err := w.cloud.InstanceView().ByProviderID(ctx, ni.ProviderID, 0)
-	if err != nil || vi.NodeName != ni.NodeName || vi.ID != ni.ID {
-		t.Fatalf("%+v %v", vi, err)
-	}
-	if _, err := id.Evidence(ctx, "binding"); !errors.Is(err, nodeid.ErrNoEvidence) {
-		t.Fatalf("evidence: %v", err)
-	}
-	// A droplet without a VPC address has no InternalIP.
-	d2 := w.do.Put(digitaloceantest.Droplet{Name: "pub", PublicIP: "127.0.84.18", Tags: []string{testTag}})
-	u2, _ := w.do.MetadataURL(d2.ID)
-	id2, _ := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u2 + "/"})
-	if ni, err := id2.Instance(ctx); err != nil || ni.InternalIP != "" || ni.NodeName != "pub" {
-		t.Fatalf("%+v %v", ni, err)
-	}
-	// A droplet that is off answers nothing; a failing service is an error.
-	if err := w.do.SetStatus(d.ID, digitaloceantest.StatusOff); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := id.Instance(ctx); err == nil {
-		t.Fatal("a droplet that is off answered")
-	}
-	w.do.Fail(digitaloceantest.MethodMetadata, 1, http.StatusInternalServerError)
-	if _, err := id2.Instance(ctx); err == nil || !strings.Contains(err.Error(), "500") {
-		t.Fatalf("failing metadata: %v", err)
-	}
-	if n := w.do.Calls(digitaloceantest.MethodMetadata); n < 4 {
+	if n := w.do.Calls(digitaloceantest.MethodMetadata); n < 6 {
 		t.Fatalf("%d metadata calls", n)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/hetzner/hetznertest"
 	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -306,58 +307,42 @@ func (w *world) identity(t *testing.T, s hetznertest.Server, settings map[string
 	return id
 }
 
-// The node agent's identity from the metadata service agrees with the view.
+// The node agent's identity from the metadata service agrees with the view
+// (nodeidtest.Unsigned). Its own: the address is the one in the network
+// the network setting names, or in the first one; a network the server is
+// not attached to is an error.
 func TestAgentIdentity(t *testing.T) {
 	w := newWorld(t, hetznertest.Options{}, nil)
-	s := w.hz.Put(hetznertest.Server{Name: "Node-1", Labels: map[string]string{DefaultClusterLabel: testCluster}, PublicIPv4: "127.0.86.10",
-		PrivateNets: []hetznertest.PrivateNet{{Network: 99, IP: "127.0.85.110"}, {Network: hetznertest.DefaultNetworkID, IP: "127.0.85.10"}}})
 	ctx := context.Background()
-	ni, err := w.identity(t, s, nil).Instance(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := nodeid.Instance{ID: fmt.Sprint(s.ID), Name: "Node-1", ProviderID: fmt.Sprintf("hcloud://%d", s.ID), NodeName: "node-1", InternalIP: "127.0.85.110"}
-	if ni != want {
-		t.Fatalf("got %+v, want %+v", ni, want)
-	}
-	vi, err := w.cloud.InstanceView().ByNodeName(ctx, ni.NodeName, 0)
-	if err != nil || vi.ProviderID != ni.ProviderID || vi.ID != ni.ID {
-		t.Fatalf("view %+v %v", vi, err)
-	}
-	ni, err = w.identity(t, s, map[string]string{agentid.SettingNetwork: fmt.Sprint(hetznertest.DefaultNetworkID)}).Instance(ctx)
+	servers := map[string]hetznertest.Server{}
+	n := 9
+	nodeidtest.Unsigned(t, nodeidtest.Bed{
+		Put: func(name string, bare bool) (nodeid.Identity, nodeid.Instance) {
+			n++
+			s := hetznertest.Server{Name: name, Labels: map[string]string{DefaultClusterLabel: testCluster}, PublicIPv4: fmt.Sprintf("127.0.86.%d", n)}
+			internal := ""
+			if !bare {
+				internal = fmt.Sprintf("127.0.85.%d", 100+n)
+				s.PrivateNets = []hetznertest.PrivateNet{{Network: 99, IP: internal}, {Network: hetznertest.DefaultNetworkID, IP: fmt.Sprintf("127.0.85.%d", n)}}
+			}
+			s = w.hz.Put(s)
+			servers[name] = s
+			return w.identity(t, s, nil), nodeid.Instance{ID: fmt.Sprint(s.ID), Name: name, ProviderID: fmt.Sprintf("hcloud://%d", s.ID),
+				NodeName: strings.ToLower(name), InternalIP: internal}
+		},
+		View:            w.cloud.InstanceView(),
+		FailNext:        func() { w.hz.Fail("metadata", 1, http.StatusInternalServerError, "") },
+		NamelessIsError: true,
+		Stop:            func(in nodeid.Instance) error { return w.hz.SetStatus(servers["Node-7"].ID, "off") },
+	})
+	s := w.hz.Put(hetznertest.Server{Name: "node-2", Labels: map[string]string{DefaultClusterLabel: testCluster},
+		PrivateNets: []hetznertest.PrivateNet{{Network: 99, IP: "127.0.85.110"}, {Network: hetznertest.DefaultNetworkID, IP: "127.0.85.10"}}})
+	ni, err := w.identity(t, s, map[string]string{agentid.SettingNetwork: fmt.Sprint(hetznertest.DefaultNetworkID)}).Instance(ctx)
 	if err != nil || ni.InternalIP != "127.0.85.10" {
 		t.Fatalf("network setting: %+v %v", ni, err)
 	}
 	if _, err := w.identity(t, s, map[string]string{agentid.SettingNetwork: "5"}).Instance(ctx); err == nil {
 		t.Fatal("a network the server is not attached to gave an address")
-	}
-	// No private network: no internal IP, not an error.
-	bare := w.hz.Put(hetznertest.Server{Name: "bare", Labels: map[string]string{DefaultClusterLabel: testCluster}})
-	if ni, err := w.identity(t, bare, nil).Instance(ctx); err != nil || ni.InternalIP != "" || ni.NodeName != "bare" {
-		t.Fatalf("%+v %v", ni, err)
-	}
-	// A name no Node can have.
-	odd := w.hz.Put(hetznertest.Server{Name: "under_score"})
-	if _, err := w.identity(t, odd, nil).Instance(ctx); err == nil {
-		t.Fatal("a server name that is no Node name was accepted")
-	}
-	// Metadata failures are errors; a stopped server answers nothing.
-	w.hz.Fail("metadata", 1, http.StatusInternalServerError, "")
-	if _, err := w.identity(t, s, nil).Instance(ctx); err == nil {
-		t.Fatal("a failing metadata service answered")
-	}
-	if err := w.hz.SetStatus(s.ID, "off"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.identity(t, s, nil).Instance(ctx); err == nil {
-		t.Fatal("a stopped server's metadata answered")
-	}
-	// No evidence: the node joins with a ticket.
-	if _, err := w.identity(t, s, nil).Evidence(ctx, "binding"); !errors.Is(err, nodeid.ErrNoEvidence) {
-		t.Fatalf("Evidence: %v", err)
-	}
-	if _, err := agentid.NewNodeIdentity(nodeid.Config{}); err != nil {
-		t.Fatal(err)
 	}
 }
 

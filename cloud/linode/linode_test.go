@@ -3,12 +3,12 @@ package linode
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +21,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/linode/agentid"
 	"github.com/mooring-dev/mooring/cloud/linode/linodetest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -392,75 +393,57 @@ func TestEnvironmentIgnored(t *testing.T) {
 	}
 }
 
-// The agent's side: a token first, then the instance and network
-// documents give the Linode's id, label, providerID, Node name and private
-// address; Evidence is ErrNoEvidence.
+// The agent's side (nodeidtest.Unsigned): a token first, then the instance
+// and network documents give the Linode's id, label, providerID, Node name
+// and private address, which agree with the view. Its own: one call each,
+// the documents' region, type, public address and tags, and which call
+// failed.
 func TestNodeIdentity(t *testing.T) {
 	w := newWorld(t, linodetest.Options{}, nil)
 	ctx := context.Background()
-	in := w.ln.Put(linodetest.Instance{Label: "Node-7", PrivateIP: "127.0.97.17", PublicIP: "127.0.98.17",
-		IPv6: "::1", Tags: []string{testTag}, UserData: "#cloud-config\nwrite_files: [secret ticket]\n"})
-	u, err := w.ln.MetadataURL(in.ID)
-	if err != nil {
-		t.Fatal(err)
+	ids := map[string]*agentid.NodeIdentity{}
+	n := 16
+	nodeidtest.Unsigned(t, nodeidtest.Bed{
+		Put: func(name string, bare bool) (nodeid.Identity, nodeid.Instance) {
+			n++
+			in := linodetest.Instance{Label: name, PublicIP: fmt.Sprintf("127.0.98.%d", n), IPv6: "::1", Tags: []string{testTag},
+				UserData: "#cloud-config\nwrite_files: [secret ticket]\n"}
+			if !bare {
+				in.PrivateIP = fmt.Sprintf("127.0.97.%d", n)
+			}
+			in = w.ln.Put(in)
+			u, err := w.ln.MetadataURL(in.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids[name], err = agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u}); err != nil {
+				t.Fatal(err)
+			}
+			return ids[name], nodeid.Instance{ID: fmt.Sprint(in.ID), Name: name, ProviderID: agentid.ProviderID(in.ID),
+				NodeName: strings.ToLower(name), InternalIP: in.PrivateIP}
+		},
+		View:            w.cloud.InstanceView(),
+		FailNext:        func() { w.ln.Fail(linodetest.MethodInstance, 1, http.StatusInternalServerError) },
+		FailError:       "/v1/instance: HTTP 500",
+		NamelessIsError: true,
+		Stop: func(in nodeid.Instance) error {
+			id, _ := strconv.Atoi(in.ID)
+			return w.ln.SetStatus(id, linodetest.StatusOffline)
+		},
+	})
+	before := [3]int{w.ln.Calls(linodetest.MethodToken), w.ln.Calls(linodetest.MethodInstance), w.ln.Calls(linodetest.MethodNetwork)}
+	if _, err := ids["bare"].Instance(ctx); err != nil || w.ln.Calls(linodetest.MethodToken) != before[0]+1 ||
+		w.ln.Calls(linodetest.MethodInstance) != before[1]+1 || w.ln.Calls(linodetest.MethodNetwork) != before[2]+1 {
+		t.Fatalf("not one token, one instance and one network call: %v", err)
 	}
-	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ni, err := id.Instance(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := nodeid.Instance{ID: fmt.Sprint(in.ID), Name: "Node-7", ProviderID: agentid.ProviderID(in.ID), NodeName: "node-7", InternalIP: "127.0.97.17"}
-	if ni != want {
-		t.Fatalf("got %+v\nwant %+v", ni, want)
-	}
-	if w.ln.Calls(linodetest.MethodToken) != 1 || w.ln.Calls(linodetest.MethodInstance) != 1 || w.ln.Calls(linodetest.MethodNetwork) != 1 {
-		t.Fatal("not one token, one instance and one network call")
-	}
-	md, nw, err := id.Metadata(ctx)
+	md, nw, err := ids["bare"].Metadata(ctx)
 	if err != nil || md.Region != linodetest.DefaultRegion || md.Type != linodetest.DefaultType ||
-		fmt.Sprint(nw.IPv4.Public) != "[127.0.98.17/32]" || fmt.Sprint(md.Tags) != "["+testTag+"]" {
+		fmt.Sprint(nw.IPv4.Public) != "[127.0.98.18/32]" || fmt.Sprint(md.Tags) != "["+testTag+"]" {
 		t.Fatalf("%+v %+v %v", md, nw, err)
 	}
-	// The agent's node matches the view's.
-	vi, err := w.cloud.InstanceView().ByProviderID(ctx, ni.ProviderID, 0)
-	if err != nil || vi.NodeName != ni.NodeName || vi.ID != ni.ID {
-		t.Fatalf("%+v %v", vi, err)
-	}
-	if _, err := id.Evidence(ctx, "binding"); !errors.Is(err, nodeid.ErrNoEvidence) {
-		t.Fatalf("evidence: %v", err)
-	}
-	// A Linode without a private address has no InternalIP.
-	l2 := w.ln.Put(linodetest.Instance{Label: "pub", PublicIP: "127.0.98.18", Tags: []string{testTag}})
-	u2, _ := w.ln.MetadataURL(l2.ID)
-	id2, _ := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u2 + "/"})
-	if ni, err := id2.Instance(ctx); err != nil || ni.InternalIP != "" || ni.NodeName != "pub" {
-		t.Fatalf("%+v %v", ni, err)
-	}
-	// A label with an underscore is no Node name.
-	l3 := w.ln.Put(linodetest.Instance{Label: "under_score", Tags: []string{testTag}})
-	u3, _ := w.ln.MetadataURL(l3.ID)
-	id3, _ := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u3})
-	if _, err := id3.Instance(ctx); err == nil || !strings.Contains(err.Error(), "Node name") {
-		t.Fatalf("under_score: %v", err)
-	}
-	// A Linode that is offline answers nothing; a failing service is an
-	// error, the token's as the instance's.
-	if err := w.ln.SetStatus(in.ID, linodetest.StatusOffline); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := id.Instance(ctx); err == nil {
-		t.Fatal("a Linode that is offline answered")
-	}
 	w.ln.Fail(linodetest.MethodToken, 1, http.StatusInternalServerError)
-	if _, err := id2.Instance(ctx); err == nil || !strings.Contains(err.Error(), "/v1/token: HTTP 500") {
+	if _, err := ids["bare"].Instance(ctx); err == nil || !strings.Contains(err.Error(), "/v1/token: HTTP 500") {
 		t.Fatalf("failing token: %v", err)
-	}
-	w.ln.Fail(linodetest.MethodInstance, 1, http.StatusInternalServerError)
-	if _, err := id2.Instance(ctx); err == nil || !strings.Contains(err.Error(), "/v1/instance: HTTP 500") {
-		t.Fatalf("failing instance: %v", err)
 	}
 }
 

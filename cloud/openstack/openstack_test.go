@@ -21,6 +21,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 	"github.com/mooring-dev/mooring/cloud/openstack/openstacktest"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -431,52 +432,36 @@ func (w *world) identity(t *testing.T, s openstacktest.Server, settings map[stri
 	return id
 }
 
-// The node agent's identity from the metadata service agrees with the view.
+// The node agent's identity from the metadata service agrees with the view
+// (nodeidtest.Unsigned). Its own: the region setting makes the providerID
+// regional.
 func TestAgentIdentity(t *testing.T) {
 	w := newWorld(t, openstacktest.Options{}, nil)
-	s := w.os.Put(openstacktest.Server{Name: "Node-1", Tags: []string{testTag}, UserData: "#cloud-config\n",
-		Addresses: []openstacktest.Address{{Addr: "127.0.89.10", Floating: true}, {Addr: "127.0.87.10"}}})
-	ctx := context.Background()
-	ni, err := w.identity(t, s, nil).Instance(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := nodeid.Instance{ID: s.ID, Name: "Node-1", ProviderID: "openstack:///" + s.ID, NodeName: "node-1", InternalIP: "127.0.87.10"}
-	if ni != want {
-		t.Fatalf("got %+v, want %+v", ni, want)
-	}
-	vi, err := w.cloud.InstanceView().ByNodeName(ctx, ni.NodeName, 0)
-	if err != nil || vi.ProviderID != ni.ProviderID || vi.ID != ni.ID {
-		t.Fatalf("view %+v %v", vi, err)
-	}
-	ni, err = w.identity(t, s, map[string]string{agentid.SettingRegion: "RegionOne"}).Instance(ctx)
+	servers := map[string]openstacktest.Server{}
+	n := 9
+	nodeidtest.Unsigned(t, nodeidtest.Bed{
+		Put: func(name string, bare bool) (nodeid.Identity, nodeid.Instance) {
+			n++
+			s := openstacktest.Server{Name: name, Tags: []string{testTag}, UserData: "#cloud-config\n"}
+			internal := ""
+			if !bare {
+				internal = fmt.Sprintf("127.0.87.%d", n)
+				s.Addresses = []openstacktest.Address{{Addr: fmt.Sprintf("127.0.89.%d", n), Floating: true}, {Addr: internal}}
+			}
+			s = w.os.Put(s)
+			servers[name] = s
+			return w.identity(t, s, nil), nodeid.Instance{ID: s.ID, Name: name, ProviderID: "openstack:///" + s.ID,
+				NodeName: strings.ToLower(name), InternalIP: internal}
+		},
+		View:            w.cloud.InstanceView(),
+		FailNext:        func() { w.os.Fail("metadata", 1, http.StatusInternalServerError) },
+		NamelessIsError: true,
+		Stop:            func(in nodeid.Instance) error { return w.os.SetStatus(in.ID, openstacktest.StatusShutoff) },
+	})
+	s := servers["bare"]
+	ni, err := w.identity(t, s, map[string]string{agentid.SettingRegion: "RegionOne"}).Instance(context.Background())
 	if err != nil || ni.ProviderID != "openstack://RegionOne/"+s.ID {
 		t.Fatalf("region setting: %+v %v", ni, err)
-	}
-	// No fixed address: no internal IP, not an error.
-	bare := w.os.Put(openstacktest.Server{Name: "bare", Tags: []string{testTag}})
-	if ni, err := w.identity(t, bare, nil).Instance(ctx); err != nil || ni.InternalIP != "" || ni.NodeName != "bare" {
-		t.Fatalf("%+v %v", ni, err)
-	}
-	// A name no Node can have.
-	odd := w.os.Put(openstacktest.Server{Name: "under_score"})
-	if _, err := w.identity(t, odd, nil).Instance(ctx); err == nil {
-		t.Fatal("a server name that is no Node name was accepted")
-	}
-	// Metadata failures are errors; a stopped server answers nothing.
-	w.os.Fail("metadata", 1, http.StatusInternalServerError)
-	if _, err := w.identity(t, s, nil).Instance(ctx); err == nil {
-		t.Fatal("a failing metadata service answered")
-	}
-	if err := w.os.SetStatus(s.ID, openstacktest.StatusShutoff); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.identity(t, s, nil).Instance(ctx); err == nil {
-		t.Fatal("a stopped server's metadata answered")
-	}
-	// No evidence: the node joins with a ticket.
-	if _, err := w.identity(t, s, nil).Evidence(ctx, "binding"); !errors.Is(err, nodeid.ErrNoEvidence) {
-		t.Fatalf("Evidence: %v", err)
 	}
 }
 
