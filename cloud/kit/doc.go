@@ -15,7 +15,10 @@
 //   - the cloud config's parts: ParseConfig (strict YAML or JSON, defaults,
 //     every problem at once), ViewConfig (instanceMaxAge,
 //     minRefreshInterval, requestTimeout), Duration tables, Secret (an API
-//     token from a file or an environment variable), CheckEndpoint.
+//     token from a file or an environment variable), CheckEndpoint;
+//   - the view's source: ReadWhole (a paged list whole or an error, read
+//     again while it changes between its pages), NumericProviderID,
+//     TagLabels; BearerClient, for an API that takes a bearer token.
 //
 // cloud/cloudtest is its counterpart for the test endpoints.
 package kit
