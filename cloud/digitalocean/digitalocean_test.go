@@ -218,17 +218,9 @@ func TestListChangesAtEveryAttempt(t *testing.T) {
 	}
 }
 
-func TestProviderIDs(t *testing.T) {
-	for _, bad := range []string{"", "digitalocean://", "digitalocean://0", "digitalocean://012", "digitalocean://-5",
-		"digitalocean://+5", "digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999", "do://5", "gce://p/z/n"} {
-		if _, err := ParseProviderID(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if id, err := ParseProviderID("digitalocean://3164444"); err != nil || id != 3164444 || agentid.ProviderID(id) != "digitalocean://3164444" {
-		t.Fatal(id, err)
-	}
-}
+// ParseProviderID is kit.NumericProviderID with this cloud's prefix, the
+// agent's ProviderID's inverse.
+func TestProviderIDs(t *testing.T) { kittest.NumericProviderID(t, ParseProviderID, agentid.ProviderID) }
 
 // The config's own fields and defaults; kittest.Config checks that it
 // applies kit's checks (endpoint, token, durations, strictness) to them.

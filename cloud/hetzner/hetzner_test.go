@@ -282,17 +282,9 @@ func TestConfig(t *testing.T) {
 	}
 }
 
-func TestProviderID(t *testing.T) {
-	for _, bad := range []string{"", "hcloud://", "hcloud://0", "hcloud://-1", "hcloud://007", "hcloud://bm-42", "hrobot://42",
-		"hcloud://42/x", "gce://p/z/n", "hcloud:// 42"} {
-		if _, err := ParseProviderID(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if id, err := ParseProviderID("hcloud://10000001"); err != nil || id != 10000001 || agentid.ProviderID(id) != "hcloud://10000001" {
-		t.Fatal(id, err)
-	}
-}
+// ParseProviderID is kit.NumericProviderID with this cloud's prefix, the
+// agent's ProviderID's inverse.
+func TestProviderID(t *testing.T) { kittest.NumericProviderID(t, ParseProviderID, agentid.ProviderID) }
 
 func (w *world) identity(t *testing.T, s hetznertest.Server, settings map[string]string) *agentid.NodeIdentity {
 	t.Helper()

@@ -318,17 +318,9 @@ func TestListChangesAtEveryAttempt(t *testing.T) {
 	}
 }
 
-func TestProviderIDs(t *testing.T) {
-	for _, bad := range []string{"", "linode://", "linode://0", "linode://012", "linode://-5",
-		"linode://+5", "linode://5x", "linode:///5", "linode://99999999999999999999", "lin://5", "gce://p/z/n"} {
-		if _, err := ParseProviderID(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if id, err := ParseProviderID("linode://31644449"); err != nil || id != 31644449 || agentid.ProviderID(id) != "linode://31644449" {
-		t.Fatal(id, err)
-	}
-}
+// ParseProviderID is kit.NumericProviderID with this cloud's prefix, the
+// agent's ProviderID's inverse.
+func TestProviderIDs(t *testing.T) { kittest.NumericProviderID(t, ParseProviderID, agentid.ProviderID) }
 
 // The config's own fields and defaults; kittest.Config checks that it
 // applies kit's checks (endpoint, token, durations, strictness) to them.
