@@ -2,8 +2,6 @@ package aws
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
@@ -27,6 +25,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
@@ -153,19 +152,6 @@ func mustDecodeLoose(t *testing.T, data []byte) agentid.STSRequest {
 	return r
 }
 
-func newBinding(t *testing.T) string {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := evidence.Binding(k.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func wantReject(t *testing.T, err error, reason string) {
 	t.Helper()
 	r, ok := cloud.IsRejection(err)
@@ -250,14 +236,7 @@ func (w *world) asNode(binding string) signed {
 // approver through STS and names the instance.
 func TestRoundTrip(t *testing.T) {
 	w := newWorld(t, awstest.Options{})
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	binding, err := evidence.Binding(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
+	key, binding := nodeidtest.BoundKey(t)
 	block, err := w.agent.Evidence(context.Background(), binding)
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +308,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("bound to another key, re-signed with the attacker's own role credentials", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		theirs, csrs := newBinding(t), newBinding(t)
+		theirs, csrs := nodeidtest.NewBinding(t), nodeidtest.NewBinding(t)
 		data := w.evidenceOf(w.agent, theirs)
 		_, err := w.v.Verify(ctx, data, csrs, w.clk.Now())
 		wantReject(t, err, cloud.RejectBinding)
@@ -341,7 +320,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("binding header changed after signing", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		signedFor, csrs := newBinding(t), newBinding(t)
+		signedFor, csrs := nodeidtest.NewBinding(t), nodeidtest.NewBinding(t)
 		r, err := agentid.DecodeSTSRequest(w.evidenceOf(w.agent, signedFor))
 		if err != nil {
 			t.Fatal(err)
@@ -356,7 +335,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("signed 16 minutes ago", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		data := w.evidenceOf(w.agent, b)
 		_, err := w.v.Verify(ctx, data, b, t0.Add(16*time.Minute))
 		wantReject(t, err, cloud.RejectExpired)
@@ -365,7 +344,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("signed 10 minutes in the future", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		ahead := w.agentOn(w.in.ID, map[string]string{agentid.SettingSTSEndpoint: w.cloud.Endpoint()}, func() time.Time { return t0.Add(10 * time.Minute) })
 		data := w.evidenceOf(ahead, b)
 		_, err := w.v.Verify(ctx, data, b, t0)
@@ -375,7 +354,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("scope date not x-amz-date's", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		r, err := agentid.DecodeSTSRequest(w.evidenceOf(w.agent, b))
 		if err != nil {
 			t.Fatal(err)
@@ -388,7 +367,7 @@ func TestAttacks(t *testing.T) {
 	t.Run("signed for another region", func(t *testing.T) {
 		// The node's cloud is eu-west-1; the approver trusts us-east-1 only.
 		w := newWorld(t, awstest.Options{Region: "eu-west-1"})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		data := w.evidenceOf(w.agent, b)
 		v := w.verifier(func(o *VerifierOptions) { o.Region = "us-east-1" })
 		_, err := v.Verify(ctx, data, b, w.clk.Now())
@@ -401,7 +380,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("signed for another service", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		s := w.asNode(b)
 		s.service = "ec2"
 		_, err := w.v.Verify(ctx, sign(t, s, b), b, w.clk.Now())
@@ -413,7 +392,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("an instance of another account", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{Account: "999999999999"})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		data := w.evidenceOf(w.agent, b)
 		v := w.verifier(func(o *VerifierOptions) { o.Account = awstest.DefaultAccount })
 		_, err := v.Verify(ctx, data, b, w.clk.Now())
@@ -429,7 +408,7 @@ func TestAttacks(t *testing.T) {
 	t.Run("an instance whose role is not a node role", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
 		other := w.cloud.Put(awstest.Instance{PrivateIP: "127.0.0.11", Role: "web-server"})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		data := w.evidenceOf(w.agentOf(other.ID, map[string]string{agentid.SettingSTSEndpoint: w.cloud.Endpoint()}), b)
 		_, err := w.v.Verify(ctx, data, b, w.clk.Now())
 		wantReject(t, err, cloud.RejectIssuer)
@@ -442,7 +421,7 @@ func TestAttacks(t *testing.T) {
 	t.Run("an IAM user's credentials", func(t *testing.T) {
 		user := awstest.User{Name: "mallory", AccessKeyID: "AKIAMALLORYEXAMPLE1", SecretAccessKey: "mallory-secret"}
 		w := newWorld(t, awstest.Options{Users: []awstest.User{user}})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		s := w.asNode(b)
 		s.creds = aws.Credentials{AccessKeyID: user.AccessKeyID, SecretAccessKey: user.SecretAccessKey}
 		_, err := w.v.Verify(ctx, sign(t, s, b), b, w.clk.Now())
@@ -454,7 +433,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("expired session token", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{CredentialLifetime: 10 * time.Minute})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		data := w.evidenceOf(w.agent, b)
 		w.clk.Set(t0.Add(11 * time.Minute))
 		_, err := w.v.Verify(ctx, data, b, w.clk.Now())
@@ -463,7 +442,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("another action signed", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		for _, body := range []string{
 			"Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A123456789012%3Arole%2Fadmin&RoleSessionName=i-0123456789abcdef0",
 			agentid.STSBody + "&Extra=1",
@@ -484,7 +463,7 @@ func TestAttacks(t *testing.T) {
 		var hits atomic.Int32
 		attacker := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 		defer attacker.Close()
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		good := string(w.evidenceOf(w.agent, b))
 		for _, extra := range []string{
 			`"body":"Action=AssumeRole&Version=2011-06-15"`,
@@ -511,7 +490,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("binding header not signed", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		data := sign(t, w.asNode(""), b)
 		_, err := w.v.Verify(ctx, data, b, w.clk.Now())
 		wantReject(t, err, cloud.RejectMalformed)
@@ -520,7 +499,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("signed headers edited", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		good, err := agentid.DecodeSTSRequest(w.evidenceOf(w.agent, b))
 		if err != nil {
 			t.Fatal(err)
@@ -572,7 +551,7 @@ func TestAttacks(t *testing.T) {
 
 	t.Run("a signed header the approver does not send", func(t *testing.T) {
 		w := newWorld(t, awstest.Options{})
-		b := newBinding(t)
+		b := nodeidtest.NewBinding(t)
 		s := w.asNode(b)
 		s.extra = map[string]string{"X-Forwarded-Host": "attacker.example"}
 		_, err := w.v.Verify(ctx, sign(t, s, b), b, w.clk.Now())
@@ -583,7 +562,7 @@ func TestAttacks(t *testing.T) {
 // TestMalformedEvidence: the decoder refuses anything but the one format.
 func TestMalformedEvidence(t *testing.T) {
 	w := newWorld(t, awstest.Options{})
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	good := w.evidenceOf(w.agent, b)
 	r, err := agentid.DecodeSTSRequest(good)
 	if err != nil {
@@ -640,7 +619,7 @@ func TestMalformedEvidence(t *testing.T) {
 func TestSTSFailuresAreTransient(t *testing.T) {
 	ctx := context.Background()
 	w := newWorld(t, awstest.Options{})
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	data := w.evidenceOf(w.agent, b)
 
 	w.cloud.Fail(awstest.ActionGetCallerIdentity, 1, http.StatusInternalServerError, "InternalFailure")
@@ -784,7 +763,7 @@ func TestSTSAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := newBinding(t)
+			b := nodeidtest.NewBinding(t)
 			att, err := v.Verify(context.Background(), fakeEvidence(t, s.URL, b, t0), b, t0)
 			switch c.want {
 			case "":
@@ -819,7 +798,7 @@ func TestRebuiltRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	data := fakeEvidence(t, s.URL, b, t0)
 	if _, err := v.Verify(context.Background(), data, b, t0); err != nil {
 		t.Fatal(err)
@@ -848,7 +827,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := newBinding(t)
+			b := nodeidtest.NewBinding(t)
 			_, err = v.Verify(context.Background(), fakeEvidence(t, s.URL, b, t0), b, t0)
 			wantTransient(t, err)
 		}
@@ -864,7 +843,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 // TestReplayKey: the same evidence has one key, other evidence another.
 func TestReplayKey(t *testing.T) {
 	w := newWorld(t, awstest.Options{})
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	data := w.evidenceOf(w.agent, b)
 	k1, b1, err := w.v.Peek(data)
 	if err != nil || b1 != b {
@@ -880,7 +859,7 @@ func TestReplayKey(t *testing.T) {
 	}
 	w.clk.Set(t0.Add(time.Second))
 	later, _, _ := w.v.Peek(w.evidenceOf(w.agent, b))
-	other, _, _ := w.v.Peek(w.evidenceOf(w.agent, newBinding(t)))
+	other, _, _ := w.v.Peek(w.evidenceOf(w.agent, nodeidtest.NewBinding(t)))
 	if later == k1 || other == k1 || later == other || later == "" || other == "" {
 		t.Fatalf("keys of different evidence: %q, %q, %q", k1, later, other)
 	}
@@ -990,7 +969,7 @@ func TestCheckInstance(t *testing.T) {
 func TestGlobalSTSEndpointInUSEast1(t *testing.T) {
 	w := newWorld(t, awstest.Options{})
 	global := "https://" + agentid.GlobalSTSHost
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	data := w.evidenceOf(w.agentOf(w.in.ID, map[string]string{agentid.SettingSTSEndpoint: global}), b)
 	v := w.verifier(func(o *VerifierOptions) { o.STSEndpoint, o.HTTPClient = global, w.cloud.AWSNamesClient() })
 	if att, err := v.Verify(context.Background(), data, b, w.clk.Now()); err != nil || att.InstanceID != w.in.ID {

@@ -11,6 +11,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/csrapprover"
 )
@@ -44,7 +45,7 @@ func TestJoinOfInstanceNotYetVisible(t *testing.T) {
 	// than the window (the approver then denies as before).
 	e.aws.SetNewInstanceDelay(time.Hour)
 	never := w.node("127.0.0.63", joinRole, joinRole)
-	binding := newBinding(t)
+	binding := nodeidtest.NewBinding(t)
 	data := w.evidence(never, binding).Data
 	v := w.cloud.EvidenceVerifiers()[0]
 	if _, err := v.Verify(ctx, data, binding, time.Now()); err == nil {

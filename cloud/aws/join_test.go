@@ -7,8 +7,6 @@ package aws
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -24,6 +22,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/csrapprover"
 	"github.com/mooring-dev/mooring/internal/evidence"
@@ -72,17 +71,10 @@ func (w *joinWorld) decider() *csrapprover.Decider {
 // name, with evidence the agent on the instance makes now.
 func (w *joinWorld) joinCSR(in awstest.Instance) *certificatesv1.CertificateSigningRequest {
 	w.t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	key, binding := nodeidtest.BoundKey(w.t)
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject: pkix.Name{CommonName: "system:node:" + in.PrivateDNSName, Organization: []string{"system:nodes"}},
 	}, key)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	binding, err := evidence.Binding(key.Public())
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
 // imdsLog records the requests a metadata service got through a proxy.
@@ -76,7 +77,7 @@ func TestIMDSv2Only(t *testing.T) {
 	if _, err := n.Instance(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	block, err := n.Evidence(context.Background(), b)
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,7 @@ func (rt rewriteTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func TestEvidenceWithNoSettings(t *testing.T) {
 	w := newWorld(t, awstest.Options{})
 	n := w.agentOf(w.in.ID, nil)
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	data := w.evidenceOf(n, b)
 	target, err := url.Parse(w.cloud.Endpoint())
 	if err != nil {
@@ -175,7 +176,7 @@ func TestEvidenceWithNoSettings(t *testing.T) {
 // credentials metadata serves at the time.
 func TestEvidenceUsesCurrentCredentials(t *testing.T) {
 	w := newWorld(t, awstest.Options{CredentialLifetime: 6 * time.Minute})
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	keyOf := func() string {
 		r, err := agentid.DecodeSTSRequest(w.evidenceOf(w.agent, b))
 		if err != nil {

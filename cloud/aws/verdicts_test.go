@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
 // Issue 28: STS answers that blame the evidence are verdicts, else a
@@ -22,7 +23,7 @@ func TestSTSEvidenceFaultsAreVerdicts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := newBinding(t)
+			b := nodeidtest.NewBinding(t)
 			_, err = v.Verify(context.Background(), fakeEvidence(t, s.URL, b, t0), b, t0)
 			wantReject(t, err, want)
 		})

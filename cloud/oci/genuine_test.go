@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/oci"
 	"github.com/mooring-dev/mooring/cloud/oci/agentid"
 	"github.com/mooring-dev/mooring/cloud/oci/ocitest"
@@ -117,7 +118,7 @@ func TestGenuineOldTenancyCertificate(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	b := binding(t)
+	b := nodeidtest.NewBinding(t)
 	data, err := ocitest.SignEvidence(g.leaf, g.inter, g.key, b, genuineAt)
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +209,7 @@ func TestGenuineChainNeedsOraclesRoot(t *testing.T) {
 		t.Fatalf("an ocitest instance of the genuine tenancy: %v", err)
 	}
 	clock.Add(2 * oci.DefaultMinRootsRefresh)
-	b := binding(t)
+	b := nodeidtest.NewBinding(t)
 	data, err := ocitest.SignEvidence(g.leaf, g.inter, g.key, b, genuineAt)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package oci_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -21,11 +19,11 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/oci"
 	"github.com/mooring-dev/mooring/cloud/oci/agentid"
 	"github.com/mooring-dev/mooring/cloud/oci/ocitest"
 	"github.com/mooring-dev/mooring/cloud/view"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 const cluster = "prod"
@@ -280,19 +278,6 @@ func node(t *testing.T, ep *ocitest.Cloud, in ocitest.Instance) nodeid.Identity 
 	return id
 }
 
-func binding(t *testing.T) string {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := evidence.Binding(k.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func verifier(t *testing.T, c *oci.Cloud) cloud.EvidenceVerifier {
 	t.Helper()
 	vs := c.EvidenceVerifiers()
@@ -314,7 +299,7 @@ func TestAgentEvidenceVerifies(t *testing.T) {
 	if got != (nodeid.Instance{ID: in.ID, Name: "Worker-1", NodeName: "worker-1", ProviderID: "oci://" + in.ID, InternalIP: "127.0.91.10"}) {
 		t.Errorf("instance %+v", got)
 	}
-	b := binding(t)
+	b := nodeidtest.NewBinding(t)
 	blk, err := id.Evidence(ctx, b)
 	if err != nil {
 		t.Fatal(err)
@@ -368,7 +353,7 @@ func TestRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := verifier(t, c)
-	b := binding(t)
+	b := nodeidtest.NewBinding(t)
 	// The roots are fetched now, while the endpoint's clock is the
 	// approver's (the endpoint refuses a request dated 5 minutes off its
 	// clock, which moves on below).
@@ -446,7 +431,7 @@ func TestAttacks(t *testing.T) {
 	}
 	otherTenancy := ep.Subject(mine)
 	otherTenancy.Tenancy = "ocid1.tenancy.oc1..aaaaanothertenancy"
-	b := binding(t)
+	b := nodeidtest.NewBinding(t)
 	sign := func(id ocitest.Identity) []byte {
 		data, err := id.Evidence(b, now)
 		if err != nil {
@@ -474,7 +459,7 @@ func TestAttacks(t *testing.T) {
 			return data
 		}(), naiveChain(roots), cloud.RejectSignature},
 		{"evidence for another key", func() []byte {
-			data, err := myID.Evidence(binding(t), now)
+			data, err := myID.Evidence(nodeidtest.NewBinding(t), now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -611,7 +596,7 @@ func TestIPv6OnlyInstance(t *testing.T) {
 	if err != nil || !slices.Equal(confirmed.Addresses, want) {
 		t.Fatalf("confirmed %+v, %v", confirmed, err)
 	}
-	b := binding(t)
+	b := nodeidtest.NewBinding(t)
 	blk, err := id.Evidence(ctx, b)
 	if err != nil {
 		t.Fatal(err)

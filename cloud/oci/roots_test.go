@@ -15,6 +15,7 @@ import (
 	"github.com/oracle/oci-go-sdk/v65/common"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/oci"
 	"github.com/mooring-dev/mooring/cloud/oci/ocitest"
 )
@@ -76,7 +77,7 @@ func verifyNow(t *testing.T, v *oci.Verifier, ep *ocitest.Cloud, id string) erro
 
 func verifyIdentity(t *testing.T, v *oci.Verifier, ident ocitest.Identity) error {
 	t.Helper()
-	b := binding(t)
+	b := nodeidtest.NewBinding(t)
 	data, err := ident.Evidence(b, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +272,7 @@ func TestRootCAFileOverrides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := binding(t)
+	b := nodeidtest.NewBinding(t)
 	data, _ := ident.Evidence(b, time.Now())
 	if _, err := v.Verify(context.Background(), data, b, time.Now()); err != nil {
 		t.Fatal(err)

@@ -108,7 +108,7 @@ func TestInstanceNamePolicies(t *testing.T) {
 func TestEvidenceRegionSetting(t *testing.T) {
 	w := newWorld(t, awstest.Options{})
 	n := w.agentOf(w.in.ID, map[string]string{SettingRegion: "eu-west-1", SettingSTSEndpoint: w.cloud.Endpoint()})
-	r, err := DecodeSTSRequest(w.evidenceOf(n, newBinding(t)))
+	r, err := DecodeSTSRequest(w.evidenceOf(n, nodeidtest.NewBinding(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestEvidenceErrors(t *testing.T) {
 		}
 	}
 	noRole := w.cloud.Put(awstest.Instance{PrivateIP: "127.0.0.30"})
-	if _, err := w.agentOf(noRole.ID, nil).Evidence(ctx, newBinding(t)); err == nil {
+	if _, err := w.agentOf(noRole.ID, nil).Evidence(ctx, nodeidtest.NewBinding(t)); err == nil {
 		t.Error("an instance without an instance profile: no error")
 	}
 	if err := w.cloud.SetState(w.in.ID, "stopped"); err != nil {
@@ -141,7 +141,7 @@ func TestEvidenceErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Evidence(ctx, newBinding(t)); err == nil {
+	if _, err := n.Evidence(ctx, nodeidtest.NewBinding(t)); err == nil {
 		t.Error("a stopped instance's metadata: no error")
 	}
 	if _, err := n.Instance(ctx); err == nil {
@@ -165,7 +165,7 @@ func TestGlobalSTSEndpoint(t *testing.T) {
 	}
 
 	eu := newWorld(t, awstest.Options{Region: "eu-west-1"})
-	if _, err := eu.agentOf(eu.in.ID, global).Evidence(context.Background(), newBinding(t)); err == nil || !strings.Contains(err.Error(), "global endpoint") {
+	if _, err := eu.agentOf(eu.in.ID, global).Evidence(context.Background(), nodeidtest.NewBinding(t)); err == nil || !strings.Contains(err.Error(), "global endpoint") {
 		t.Fatalf("global endpoint in eu-west-1 (region from metadata): %v", err)
 	}
 	// What the check spares: signed for the node's region, the global
@@ -174,7 +174,7 @@ func TestGlobalSTSEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := SignCallerIdentity(context.Background(), v4.NewSigner(), creds, "https://"+GlobalSTSHost, "eu-west-1", newBinding(t), eu.clk.Now())
+	r, err := SignCallerIdentity(context.Background(), v4.NewSigner(), creds, "https://"+GlobalSTSHost, "eu-west-1", nodeidtest.NewBinding(t), eu.clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestGlobalSTSEndpoint(t *testing.T) {
 	}
 
 	us := newWorld(t, awstest.Options{})
-	b := newBinding(t)
+	b := nodeidtest.NewBinding(t)
 	r, err = DecodeSTSRequest(us.evidenceOf(us.agentOf(us.in.ID, global), b))
 	if err != nil {
 		t.Fatal(err)

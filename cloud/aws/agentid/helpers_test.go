@@ -2,16 +2,12 @@ package agentid
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // testRole is the node role of the test worlds' instances.
@@ -73,17 +69,4 @@ func (w *world) evidenceOf(a *NodeIdentity, binding string) []byte {
 		w.t.Fatalf("evidence type %q", b.Type)
 	}
 	return b.Data
-}
-
-func newBinding(t *testing.T) string {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := evidence.Binding(k.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
