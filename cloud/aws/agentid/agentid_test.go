@@ -38,16 +38,16 @@ func TestNewNodeIdentityMakesNoCall(t *testing.T) {
 }
 
 func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, func(cfg nodeid.Config) (*NodeIdentity, error) { return NewNodeIdentity(cfg) },
-		nodeidtest.Refusal{What: "unknown setting", Config: nodeid.Config{Settings: map[string]string{"stsendpoint": "https://sts.example"}}},
-		nodeidtest.Refusal{What: "another unknown", Config: nodeid.Config{Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}}},
-		nodeidtest.Refusal{What: "endpoint with a path", Config: nodeid.Config{Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}}},
-		nodeidtest.Refusal{What: "endpoint not http", Config: nodeid.Config{Settings: map[string]string{SettingSTSEndpoint: "sts.us-east-1.amazonaws.com"}}},
-		nodeidtest.Refusal{What: "bad region", Config: nodeid.Config{Settings: map[string]string{SettingRegion: "us east 1"}}},
-		nodeidtest.Refusal{What: "empty region", Config: nodeid.Config{Settings: map[string]string{SettingRegion: ""}}},
-		nodeidtest.Refusal{What: "bad policy", Config: nodeid.Config{NodeNamePolicy: "Hostname"}},
-		nodeidtest.Refusal{What: "bad tag policy", Config: nodeid.Config{NodeNamePolicy: "Tag:aws:name"}},
-	)
+	nodeidtest.Refuses(t, func(cfg nodeid.Config) (*NodeIdentity, error) { return NewNodeIdentity(cfg) }, map[string]nodeid.Config{
+		"unknown setting":      {Settings: map[string]string{"stsendpoint": "https://sts.example"}},
+		"another unknown":      {Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}},
+		"endpoint with a path": {Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}},
+		"endpoint not http":    {Settings: map[string]string{SettingSTSEndpoint: "sts.us-east-1.amazonaws.com"}},
+		"bad region":           {Settings: map[string]string{SettingRegion: "us east 1"}},
+		"empty region":         {Settings: map[string]string{SettingRegion: ""}},
+		"bad policy":           {NodeNamePolicy: "Hostname"},
+		"bad tag policy":       {NodeNamePolicy: "Tag:aws:name"},
+	})
 }
 
 // TestInstanceNamePolicies: each policy names the Node from metadata.

@@ -13,10 +13,10 @@ func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
 // TestNewNodeIdentityRefusesBadConfig: the policy, settings and metadata
 // URL are checked when the identity is built.
 func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity,
-		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "ComputerName"}},
-		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"region": "westeurope"}}},
-	)
+	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
+		"another policy": {NodeNamePolicy: "ComputerName"},
+		"a setting":      {Settings: map[string]string{"region": "westeurope"}},
+	})
 	for _, cfg := range []nodeid.Config{{}, {NodeNamePolicy: NodeNamePolicyVMName}, {MetadataURL: "http://127.0.0.1:1"}} {
 		if _, err := NewNodeIdentity(cfg); err != nil {
 			t.Errorf("%+v: %v", cfg, err)

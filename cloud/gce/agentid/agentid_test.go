@@ -37,11 +37,11 @@ func TestMetadataHostAndFlavor(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("without Metadata-Flavor: HTTP %d", resp.StatusCode)
 	}
-	nodeidtest.Refuses(t, NewNodeIdentity,
-		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "InstanceID"}},
-		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
-		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},
-	)
+	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
+		"another policy": {NodeNamePolicy: "InstanceID"},
+		"a setting":      {Settings: map[string]string{"x": "y"}},
+		"https":          {MetadataURL: "https://169.254.169.254"},
+	})
 }
 
 func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }

@@ -19,10 +19,10 @@ func TestNames(t *testing.T) {
 // The policy is ServerName, the one setting a network id, and the
 // metadata URL plain http.
 func TestRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity,
-		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "ServerID"}},
-		nodeidtest.Refusal{What: "an unknown setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
-		nodeidtest.Refusal{What: "a network that is no id", Config: nodeid.Config{Settings: map[string]string{SettingNetwork: "net-1"}}},
-		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254/hetzner/v1/metadata"}},
-	)
+	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
+		"another policy":          {NodeNamePolicy: "ServerID"},
+		"an unknown setting":      {Settings: map[string]string{"x": "y"}},
+		"a network that is no id": {Settings: map[string]string{SettingNetwork: "net-1"}},
+		"https":                   {MetadataURL: "https://169.254.169.254/hetzner/v1/metadata"},
+	})
 }

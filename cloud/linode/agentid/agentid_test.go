@@ -33,9 +33,10 @@ func TestNames(t *testing.T) {
 // The policy is Label, there are no settings, and the metadata URL is
 // plain http to a host without a path.
 func TestRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity,
-		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "LinodeID"}},
-		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
-		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},
-		nodeidtest.Refusal{What: "a path", Config: nodeid.Config{MetadataURL: "http://169.254.169.254/v1/instance"}})
+	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
+		"another policy": {NodeNamePolicy: "LinodeID"},
+		"a setting":      {Settings: map[string]string{"x": "y"}},
+		"https":          {MetadataURL: "https://169.254.169.254"},
+		"a path":         {MetadataURL: "http://169.254.169.254/v1/instance"},
+	})
 }

@@ -45,34 +45,31 @@ func NodeNames(t *testing.T, nodeName func(string) string, own map[string]string
 	}
 }
 
-// Refusal is a config a node identity must refuse, with what it is.
-type Refusal struct {
-	What   string
-	Config nodeid.Config
-}
-
-// SharedRefusals are the configs every backend's node identity refuses:
-// a policy no backend has, and metadata URLs with credentials, a query or
-// a fragment, another scheme, or no host (cloud/nodeid/linklocal's rules,
-// which a backend must apply to its metadataURL).
-var SharedRefusals = []Refusal{
-	{"a policy of no backend", nodeid.Config{NodeNamePolicy: "NoSuchPolicy"}},
-	{"a metadata URL with credentials", nodeid.Config{MetadataURL: "http://u:p@169.254.169.254"}},
-	{"a metadata URL with a query", nodeid.Config{MetadataURL: "http://169.254.169.254/?x=1"}},
-	{"a metadata URL with a fragment", nodeid.Config{MetadataURL: "http://169.254.169.254#f"}},
-	{"a metadata URL of another scheme", nodeid.Config{MetadataURL: "ftp://169.254.169.254"}},
-	{"a metadata URL without a scheme", nodeid.Config{MetadataURL: "169.254.169.254"}},
-	{"a metadata URL without a host", nodeid.Config{MetadataURL: "http://"}},
+// SharedRefusals are the configs every backend's node identity refuses,
+// by what they are: a policy no backend has, and metadata URLs with
+// credentials, a query or a fragment, another scheme, or no host
+// (cloud/nodeid/linklocal's rules, which a backend must apply to its
+// metadataURL).
+var SharedRefusals = map[string]nodeid.Config{
+	"a policy of no backend":           {NodeNamePolicy: "NoSuchPolicy"},
+	"a metadata URL with credentials":  {MetadataURL: "http://u:p@169.254.169.254"},
+	"a metadata URL with a query":      {MetadataURL: "http://169.254.169.254/?x=1"},
+	"a metadata URL with a fragment":   {MetadataURL: "http://169.254.169.254#f"},
+	"a metadata URL of another scheme": {MetadataURL: "ftp://169.254.169.254"},
+	"a metadata URL without a scheme":  {MetadataURL: "169.254.169.254"},
+	"a metadata URL without a host":    {MetadataURL: "http://"},
 }
 
 // Refuses checks that build refuses SharedRefusals and the backend's own
-// (own: another policy name of its cloud, a setting it does not know, a URL
-// its service rules out...).
-func Refuses[I any](t *testing.T, build func(nodeid.Config) (I, error), own ...Refusal) {
+// (own, by what they are: another policy name of its cloud, a setting it
+// does not know, a URL its service rules out...).
+func Refuses[I any](t *testing.T, build func(nodeid.Config) (I, error), own map[string]nodeid.Config) {
 	t.Helper()
-	for _, r := range append(append([]Refusal(nil), SharedRefusals...), own...) {
-		if _, err := build(r.Config); err == nil {
-			t.Errorf("%s (%+v): accepted", r.What, r.Config)
+	for _, cases := range []map[string]nodeid.Config{SharedRefusals, own} {
+		for what, cfg := range cases {
+			if _, err := build(cfg); err == nil {
+				t.Errorf("%s (%+v): accepted", what, cfg)
+			}
 		}
 	}
 }

@@ -61,12 +61,12 @@ func TestParseEvidence(t *testing.T) {
 }
 
 func TestNewNodeIdentity(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity,
-		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "InstanceID"}},
-		nodeidtest.Refusal{What: "a setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
-		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},
-		nodeidtest.Refusal{What: "a path", Config: nodeid.Config{MetadataURL: "http://169.254.169.254/opc/v2"}},
-	)
+	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
+		"another policy": {NodeNamePolicy: "InstanceID"},
+		"a setting":      {Settings: map[string]string{"x": "y"}},
+		"https":          {MetadataURL: "https://169.254.169.254"},
+		"a path":         {MetadataURL: "http://169.254.169.254/opc/v2"},
+	})
 	if _, err := NewNodeIdentity(nodeid.Config{MetadataURL: "http://127.0.0.1:8080", NodeNamePolicy: PolicyDisplayName}); err != nil {
 		t.Error(err)
 	}

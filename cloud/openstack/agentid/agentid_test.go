@@ -35,12 +35,12 @@ func TestNames(t *testing.T) {
 // The policy is ServerName, the one setting a region, and the metadata URL
 // plain http to a host without a path.
 func TestRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity,
-		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "ServerID"}},
-		nodeidtest.Refusal{What: "an unknown setting", Config: nodeid.Config{Settings: map[string]string{"x": "y"}}},
-		nodeidtest.Refusal{What: "a region with a slash", Config: nodeid.Config{Settings: map[string]string{SettingRegion: "a/b"}}},
-		nodeidtest.Refusal{What: "an empty region", Config: nodeid.Config{Settings: map[string]string{SettingRegion: ""}}},
-		nodeidtest.Refusal{What: "https", Config: nodeid.Config{MetadataURL: "https://169.254.169.254"}},
-		nodeidtest.Refusal{What: "a path", Config: nodeid.Config{MetadataURL: "http://169.254.169.254/openstack"}},
-	)
+	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
+		"another policy":        {NodeNamePolicy: "ServerID"},
+		"an unknown setting":    {Settings: map[string]string{"x": "y"}},
+		"a region with a slash": {Settings: map[string]string{SettingRegion: "a/b"}},
+		"an empty region":       {Settings: map[string]string{SettingRegion: ""}},
+		"https":                 {MetadataURL: "https://169.254.169.254"},
+		"a path":                {MetadataURL: "http://169.254.169.254/openstack"},
+	})
 }

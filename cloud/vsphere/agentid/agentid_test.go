@@ -174,11 +174,11 @@ func TestInstance(t *testing.T) {
 }
 
 func TestBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity,
-		nodeidtest.Refusal{What: "another policy", Config: nodeid.Config{NodeNamePolicy: "Hostname"}},
-		nodeidtest.Refusal{What: "any metadata URL", Config: nodeid.Config{MetadataURL: "http://169.254.169.254"}},
-		nodeidtest.Refusal{What: "an unknown setting", Config: nodeid.Config{Settings: map[string]string{"network": "1"}}},
-		nodeidtest.Refusal{What: "a VM name that is no Node name", Config: nodeid.Config{Settings: map[string]string{SettingVMName: "no_good"}}},
-		nodeidtest.Refusal{What: "a relative sysfs", Config: nodeid.Config{Settings: map[string]string{SettingSysfs: "sys"}}},
-	)
+	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
+		"another policy":                 {NodeNamePolicy: "Hostname"},
+		"any metadata URL":               {MetadataURL: "http://169.254.169.254"},
+		"an unknown setting":             {Settings: map[string]string{"network": "1"}},
+		"a VM name that is no Node name": {Settings: map[string]string{SettingVMName: "no_good"}},
+		"a relative sysfs":               {Settings: map[string]string{SettingSysfs: "sys"}},
+	})
 }
