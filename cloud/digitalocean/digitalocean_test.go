@@ -79,14 +79,7 @@ func TestMapping(t *testing.T) {
 	created := time.Date(2026, 11, 24, 9, 30, 15, 0, time.UTC)
 	d := w.do.Put(digitaloceantest.Droplet{Name: "Web-1", Region: "fra1", Size: "c-4", PrivateIP: "127.0.83.10",
 		PublicIP: "127.0.84.10", PublicIPv6: "::1", Tags: []string{"env:prod", testTag}, Created: created})
-	all, err := w.source().ListInstances(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != 1 {
-		t.Fatalf("%d instances", len(all))
-	}
-	got := all[0]
+	got := kittest.ListedOne(t, w.source().ListInstances)
 	id := fmt.Sprint(d.ID)
 	want := view.Instance{
 		ProviderID: "digitalocean://" + id, ID: id, Name: "Web-1", NodeName: "web-1",
@@ -98,12 +91,7 @@ func TestMapping(t *testing.T) {
 		Labels:  map[string]string{"env:prod": "", testTag: ""},
 		Created: created,
 	}
-	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
-		t.Fatalf("got  %+v\nwant %+v", got, want)
-	}
-	if !got.Created.Equal(created) {
-		t.Fatalf("created %v, want %v", got.Created, created)
-	}
+	kittest.Same(t, "the mapped instance", got, nil, want)
 }
 
 // Statuses beyond the conformance suite's: an unknown status (migrating)

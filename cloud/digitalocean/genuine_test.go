@@ -17,6 +17,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -132,9 +133,7 @@ func TestDocumentedAnswers(t *testing.T) {
 		t.Fatalf("asked %q", d.asked)
 	}
 	got, err := c.ConfirmInstance(ctx, web.ProviderID)
-	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", web) {
-		t.Fatalf("the documented droplet:\n got %+v %v\nwant %+v", got, err, web)
-	}
+	kittest.Same(t, "the documented droplet", got, err, web)
 	var foreign *kit.ForeignError
 	if _, err := provider("env:stage").ConfirmInstance(ctx, web.ProviderID); !errors.As(err, &foreign) {
 		t.Fatalf("a droplet without the cluster tag: %v", err)

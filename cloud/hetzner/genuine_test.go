@@ -17,6 +17,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -121,19 +122,13 @@ func TestGenuineServer(t *testing.T) {
 		Labels:  map[string]string{DefaultClusterLabel: testCluster},
 		Created: time.Date(2025, 12, 15, 15, 22, 19, 0, time.UTC),
 	}
-	same := func(what string, got view.Instance, err error) {
-		t.Helper()
-		if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) || got.Created.Location() != time.UTC {
-			t.Fatalf("%s:\n got %+v %v\nwant %+v", what, got, err, want)
-		}
-	}
 	all, err := c.InstanceView().Named(ctx, "test1", 0)
 	if len(all) != 1 {
 		t.Fatalf("the recorded server, labelled, listed: %+v %v", all, err)
 	}
-	same("listed", all[0], err)
+	kittest.Same(t, "listed", all[0], err, want)
 	got, err := c.ConfirmInstance(ctx, providerID)
-	same("asked for by id", got, err)
+	kittest.Same(t, "asked for by id", got, err, want)
 	for _, a := range g.asked {
 		if !strings.HasPrefix(a, "GET ") {
 			t.Errorf("the provider asked %s", a)

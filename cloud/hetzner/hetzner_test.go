@@ -117,19 +117,13 @@ func TestServerMapping(t *testing.T) {
 	for _, tc := range cases {
 		w := newWorld(t, hetznertest.Options{}, tc.edit)
 		s := put(w)
-		all, err := w.cloud.source().ListInstances(context.Background())
-		if err != nil || len(all) != 1 {
-			t.Fatalf("%s: %+v %v", tc.name, all, err)
-		}
-		in := all[0]
+		in := kittest.ListedOne(t, w.cloud.source().ListInstances)
 		want := view.Instance{
 			ProviderID: fmt.Sprintf("hcloud://%d", s.ID), ID: fmt.Sprint(s.ID), Name: "Web-1", NodeName: "web-1",
 			Zone: "nbg1-dc3", Region: "nbg1", InstanceType: "cpx31", Cluster: testCluster, State: view.StateRunning,
 			Addresses: tc.want, Labels: map[string]string{DefaultClusterLabel: testCluster, "role": "worker"}, Created: created,
 		}
-		if fmt.Sprint(in) != fmt.Sprint(want) || !in.Created.Equal(created) {
-			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, in, want)
-		}
+		kittest.Same(t, tc.name, in, nil, want)
 	}
 	// A server with no public network and no private one has only its name;
 	// a name no Node can have gives no Node name; a location opened since

@@ -3,7 +3,6 @@ package linode
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -96,9 +96,7 @@ func TestRecordedAnswers(t *testing.T) {
 		Labels:  map[string]string{"go-tag-test": "", "go-tag-test-bar": ""},
 		Created: time.Date(2018, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
-	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) || got.Created.Location() != time.UTC {
-		t.Fatalf("the recorded Linode:\n got %+v %v\nwant %+v", got, err, want)
-	}
+	kittest.Same(t, "the recorded Linode", got, err, want)
 	var foreign *kit.ForeignError
 	if _, err := c.ConfirmInstance(ctx, "linode://82372947"); !errors.As(err, &foreign) {
 		t.Fatalf("a Linode without the tag: %v", err)

@@ -93,14 +93,7 @@ func TestMapping(t *testing.T) {
 	created := time.Date(2026, 11, 24, 9, 30, 15, 0, time.UTC)
 	in := w.ln.Put(linodetest.Instance{Label: "Web-1", Region: "eu-central", Type: "g6-dedicated-4", PublicIP: "127.0.98.10",
 		PrivateIP: "127.0.97.10", IPv6: "::1", Tags: []string{"env:prod", testTag}, Created: created})
-	all, err := w.source().ListInstances(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(all) != 1 {
-		t.Fatalf("%d instances", len(all))
-	}
-	got := all[0]
+	got := kittest.ListedOne(t, w.source().ListInstances)
 	id := fmt.Sprint(in.ID)
 	want := view.Instance{
 		ProviderID: "linode://" + id, ID: id, Name: "Web-1", NodeName: "web-1",
@@ -112,12 +105,7 @@ func TestMapping(t *testing.T) {
 		Labels:  map[string]string{"env:prod": "", testTag: ""},
 		Created: created,
 	}
-	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
-		t.Fatalf("got  %+v\nwant %+v", got, want)
-	}
-	if !got.Created.Equal(created) {
-		t.Fatalf("created %v, want %v", got.Created, created)
-	}
+	kittest.Same(t, "the mapped instance", got, nil, want)
 	// InstancesV2's metadata is the view's: the region, no zone.
 	md, err := w.cloud.InstanceMetadata(context.Background(), node("web-1", ""))
 	if err != nil || md.Region != want.Region || md.Zone != "" || md.InstanceType != want.InstanceType ||

@@ -197,11 +197,7 @@ func TestServerMapping(t *testing.T) {
 	for _, tc := range cases {
 		w := newWorld(t, openstacktest.Options{}, tc.edit)
 		s := put(w)
-		all, err := w.cloud.source().ListInstances(context.Background())
-		if err != nil || len(all) != 1 {
-			t.Fatalf("%s: %+v %v", tc.name, all, err)
-		}
-		in := all[0]
+		in := kittest.ListedOne(t, w.cloud.source().ListInstances)
 		want := view.Instance{
 			ProviderID: tc.pid(s.ID), ID: s.ID, Name: "Web-1", NodeName: "web-1",
 			Zone: "az-1-east", Region: openstacktest.DefaultRegion, InstanceType: "m1.large", Cluster: testCluster, State: view.StateRunning,
@@ -212,9 +208,7 @@ func TestServerMapping(t *testing.T) {
 				"web-1.example": "any member of the server's project (metadata.hostname; not in trustedAddressSources)",
 			},
 		}
-		if fmt.Sprint(in) != fmt.Sprint(want) || !in.Created.Equal(created) {
-			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, in, want)
-		}
+		kittest.Same(t, tc.name, in, nil, want)
 	}
 	// A server with no address has none; a name no Node can have gives no
 	// Node name.
