@@ -3,6 +3,7 @@ package kittest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,5 +30,35 @@ func Same(t *testing.T, what string, got view.Instance, err error, want view.Ins
 	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) || !got.Created.Equal(want.Created) ||
 		got.Created.Location() != time.UTC {
 		t.Fatalf("%s:\n got %+v %v\nwant %+v", what, got, err, want)
+	}
+}
+
+// ListFails checks that list (a backend's Source's ListInstances) fails,
+// returning no instances (never a part of the list), with an error that
+// says want and does not hold secret (the API token).
+func ListFails(t *testing.T, what string, list func(context.Context) ([]view.Instance, error), want, secret string) {
+	t.Helper()
+	all, err := list(context.Background())
+	switch {
+	case err == nil || all != nil:
+		t.Fatalf("%s: %d instances, error %v", what, len(all), err)
+	case !strings.Contains(err.Error(), want):
+		t.Fatalf("%s: %v, want it to say %q", what, err, want)
+	case secret != "" && strings.Contains(err.Error(), secret):
+		t.Fatalf("%s: the error holds the secret: %v", what, err)
+	}
+}
+
+// GivesUp checks that list, a backend's list of a cloud that the test
+// changes at every attempt (attempts counts the changes), gives up after
+// want attempts (kit.ReadWhole's, with the backend's count) with an error
+// that says the list changed.
+func GivesUp(t *testing.T, list func(context.Context) ([]view.Instance, error), attempts *int, want int) {
+	t.Helper()
+	if all, err := list(context.Background()); err == nil || !strings.Contains(err.Error(), "changed") {
+		t.Fatalf("a list changing at every attempt: %d instances, %v", len(all), err)
+	}
+	if *attempts != want {
+		t.Fatalf("%d attempts, want %d", *attempts, want)
 	}
 }
