@@ -262,13 +262,7 @@ func TestNodeIdentity(t *testing.T) {
 				d.PrivateIP = fmt.Sprintf("127.0.83.%d", n)
 			}
 			d = w.do.Put(d)
-			u, err := w.do.MetadataURL(d.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ids[name], err = agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u}); err != nil {
-				t.Fatal(err)
-			}
+			ids[name] = nodeidtest.Agent(t, agentid.NewNodeIdentity, nil)(w.do.MetadataURL(d.ID))
 			return ids[name], nodeid.Instance{ID: fmt.Sprint(d.ID), Name: name, ProviderID: agentid.ProviderID(d.ID),
 				NodeName: strings.ToLower(name), InternalIP: d.PrivateIP}
 		},

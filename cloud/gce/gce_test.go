@@ -24,7 +24,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/gce/agentid"
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
-	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -64,15 +64,7 @@ func (w *world) add(name, ip string, labels map[string]string) gcetest.Instance 
 
 func (w *world) identity(t *testing.T, in gcetest.Instance) *agentid.NodeIdentity {
 	t.Helper()
-	u, err := w.gc.MetadataURL(in.Project, in.Zone, in.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return nodeidtest.Agent(t, agentid.NewNodeIdentity, nil)(w.gc.MetadataURL(in.Project, in.Zone, in.Name))
 }
 
 // The whole path: the agent's instance record and token, verified by the

@@ -282,15 +282,7 @@ func TestProviderID(t *testing.T) { kittest.NumericProviderID(t, ParseProviderID
 
 func (w *world) identity(t *testing.T, s hetznertest.Server, settings map[string]string) *agentid.NodeIdentity {
 	t.Helper()
-	u, err := w.hz.MetadataURL(s.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u, Settings: settings})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return nodeidtest.Agent(t, agentid.NewNodeIdentity, settings)(w.hz.MetadataURL(s.ID))
 }
 
 // The node agent's identity from the metadata service agrees with the view

@@ -378,13 +378,7 @@ func TestNodeIdentity(t *testing.T) {
 				in.PrivateIP = fmt.Sprintf("127.0.97.%d", n)
 			}
 			in = w.ln.Put(in)
-			u, err := w.ln.MetadataURL(in.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ids[name], err = agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u}); err != nil {
-				t.Fatal(err)
-			}
+			ids[name] = nodeidtest.Agent(t, agentid.NewNodeIdentity, nil)(w.ln.MetadataURL(in.ID))
 			return ids[name], nodeid.Instance{ID: fmt.Sprint(in.ID), Name: name, ProviderID: agentid.ProviderID(in.ID),
 				NodeName: strings.ToLower(name), InternalIP: in.PrivateIP}
 		},

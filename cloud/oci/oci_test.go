@@ -267,15 +267,8 @@ func TestConfigErrors(t *testing.T) {
 // node is an instance's node identity, as mooring-agent builds it.
 func node(t *testing.T, ep *ocitest.Cloud, in ocitest.Instance) nodeid.Identity {
 	t.Helper()
-	md, err := ep.MetadataURL(in.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := nodeid.New("oci", nodeid.Config{MetadataURL: md})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	build := func(cfg nodeid.Config) (nodeid.Identity, error) { return nodeid.New("oci", cfg) }
+	return nodeidtest.Agent(t, build, nil)(ep.MetadataURL(in.ID))
 }
 
 func verifier(t *testing.T, c *oci.Cloud) cloud.EvidenceVerifier {

@@ -409,21 +409,13 @@ func TestConfig(t *testing.T) {
 
 func (w *world) identity(t *testing.T, s openstacktest.Server, settings map[string]string) *agentid.NodeIdentity {
 	t.Helper()
-	u, err := w.os.MetadataURL(s.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// This machine's devices are never looked at: without a drive of its
 	// own, a server has none.
 	all := map[string]string{agentid.SettingConfigDrive: filepath.Join(t.TempDir(), "no-config-drive")}
 	for k, v := range settings {
 		all[k] = v
 	}
-	id, err := agentid.NewNodeIdentity(nodeid.Config{MetadataURL: u, Settings: all})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return nodeidtest.Agent(t, agentid.NewNodeIdentity, all)(w.os.MetadataURL(s.ID))
 }
 
 // The node agent's identity from the metadata service agrees with the view

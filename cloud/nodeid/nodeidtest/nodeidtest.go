@@ -73,3 +73,25 @@ func Refuses[I any](t *testing.T, build func(nodeid.Config) (I, error), own map[
 		}
 	}
 }
+
+// Agent returns a function that builds, with build (a backend's
+// NewNodeIdentity), the node identity of an agent whose metadataURL is a
+// test endpoint's (settings its cloudSettings), taking the endpoint's
+// MetadataURL answer as it comes:
+//
+//	id := nodeidtest.Agent(t, agentid.NewNodeIdentity, nil)(endpoint.MetadataURL(instanceID))
+//
+// An error of either fails the test.
+func Agent[I any](t testing.TB, build func(nodeid.Config) (I, error), settings map[string]string) func(string, error) I {
+	return func(metadataURL string, err error) I {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := build(nodeid.Config{MetadataURL: metadataURL, Settings: settings})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+}
