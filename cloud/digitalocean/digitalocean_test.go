@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,10 +39,7 @@ type world struct {
 func newWorld(t *testing.T, opts digitaloceantest.Options, edit func(*Config)) *world {
 	t.Helper()
 	do := digitaloceantest.NewStarted(t, opts)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(do.Token()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := kittest.SecretFile(t, do.Token())
 	cfg := Config{ClusterID: testCluster, APIEndpoint: do.Endpoint(), TokenFile: tokenFile}
 	cfg.MinRefreshInterval.Duration = time.Millisecond
 	cfg.MaxFailureBackoff.Duration = time.Millisecond

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -81,10 +79,7 @@ func TestDocumentedAnswers(t *testing.T) {
 	d := newDocsAPI(t)
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("documented-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := kittest.SecretFile(t, "documented-token")
 	provider := func(tag string) *Cloud {
 		cfg := Config{ClusterID: testCluster, ClusterTag: tag, APIEndpoint: srv.URL, TokenFile: tokenFile}
 		cfg.MinRefreshInterval.Duration = time.Millisecond

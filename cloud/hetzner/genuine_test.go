@@ -94,7 +94,7 @@ func TestGenuineServer(t *testing.T) {
 	g := &genuineAPI{t: t, recorded: cloudtest.ArtefactBytes(t, "testdata/server-get.json")}
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	cfg := Config{Endpoint: srv.URL + "/v1", TokenFile: writeToken(t, "genuine-token"), ClusterID: testCluster}
+	cfg := Config{Endpoint: srv.URL + "/v1", TokenFile: kittest.SecretFile(t, "genuine-token"), ClusterID: testCluster}
 	cfg.MinRefreshInterval.Duration = time.Millisecond
 	cfg.MaxFailureBackoff.Duration = time.Millisecond
 	c, err := New(cfg)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,21 +31,12 @@ type world struct {
 	tokenFile string
 }
 
-func writeToken(t *testing.T, token string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // newWorld starts the endpoint and a provider over it (client options
 // added last).
 func newWorld(t *testing.T, opts hetznertest.Options, edit func(*Config), client ...hcloud.ClientOption) *world {
 	t.Helper()
 	hz := hetznertest.NewStarted(t, opts)
-	cfg := Config{Endpoint: hz.Endpoint(), TokenFile: writeToken(t, hz.Token()), ClusterID: testCluster}
+	cfg := Config{Endpoint: hz.Endpoint(), TokenFile: kittest.SecretFile(t, hz.Token()), ClusterID: testCluster}
 	cfg.MinRefreshInterval.Duration = time.Millisecond
 	cfg.MaxFailureBackoff.Duration = time.Millisecond
 	cfg.RequestTimeout.Duration = 5 * time.Second
@@ -217,7 +206,7 @@ func TestListingFailuresAreErrors(t *testing.T) {
 
 // A wrong token is refused by the API; the error does not carry it.
 func TestTokenSentAndNotLeaked(t *testing.T) {
-	w := newWorld(t, hetznertest.Options{}, func(c *Config) { c.TokenFile = writeToken(t, "wrong-token-value") })
+	w := newWorld(t, hetznertest.Options{}, func(c *Config) { c.TokenFile = kittest.SecretFile(t, "wrong-token-value") })
 	w.add("node-1", 10, nil)
 	_, err := w.cloud.source().ListInstances(context.Background())
 	if !hcloud.IsError(err, hcloud.ErrorCodeUnauthorized) || strings.Contains(err.Error(), "wrong-token-value") {

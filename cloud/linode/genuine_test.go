@@ -66,10 +66,7 @@ func TestRecordedAnswers(t *testing.T) {
 	r := &replay{t: t}
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("recorded-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := kittest.SecretFile(t, "recorded-token")
 	none := 0
 	cfg := Config{ClusterID: testCluster, ClusterTag: "go-tag-test", APIEndpoint: srv.URL, TokenFile: tokenFile, MaxRetries: &none}
 	cfg.MinRefreshInterval.Duration = time.Millisecond

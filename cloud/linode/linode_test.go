@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,10 +44,7 @@ type world struct {
 func newWorld(t *testing.T, opts linodetest.Options, edit func(*Config)) *world {
 	t.Helper()
 	ln := linodetest.NewStarted(t, opts)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte(ln.Token()+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := kittest.SecretFile(t, ln.Token())
 	none := 0
 	cfg := Config{ClusterID: testCluster, APIEndpoint: ln.Endpoint(), TokenFile: tokenFile,
 		PrivateCIDRs: []string{testPrivate}, MaxRetries: &none}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,20 +35,14 @@ type world struct {
 	cloud *Cloud
 }
 
-func writeSecret(t *testing.T, secret string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "secret")
-	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+// writeSecret is the application credential's secretFile.
+func writeSecret(t *testing.T, secret string) string { return kittest.SecretFile(t, secret) }
 
 func newWorld(t *testing.T, opts openstacktest.Options, edit func(*Config)) *world {
 	t.Helper()
 	o := openstacktest.NewStarted(t, opts)
 	id, secret := o.Credential()
-	cfg := Config{AuthURL: o.AuthURL(), ApplicationCredentialID: id, SecretFile: writeSecret(t, secret),
+	cfg := Config{AuthURL: o.AuthURL(), ApplicationCredentialID: id, SecretFile: kittest.SecretFile(t, secret),
 		Region: o.Region(), ClusterID: testCluster}
 	cfg.MinRefreshInterval.Duration = time.Millisecond
 	cfg.MaxFailureBackoff.Duration = time.Millisecond
@@ -300,7 +293,7 @@ func TestListChangesBetweenPages(t *testing.T) {
 // from the environment. (The conformance suite's Unauthorized revokes the
 // credential.)
 func TestAuthentication(t *testing.T) {
-	w := newWorld(t, openstacktest.Options{}, func(c *Config) { c.SecretFile = writeSecret(t, "wrong-secret-value") })
+	w := newWorld(t, openstacktest.Options{}, func(c *Config) { c.SecretFile = kittest.SecretFile(t, "wrong-secret-value") })
 	w.add("node-1", 10)
 	_, err := w.cloud.source().ListInstances(context.Background())
 	if !gophercloud.ResponseCodeIs(err, http.StatusUnauthorized) || strings.Contains(err.Error(), "wrong-secret-value") ||
@@ -360,8 +353,8 @@ func TestAuthentication(t *testing.T) {
 func TestCAFile(t *testing.T) {
 	o := openstacktest.NewStarted(t, openstacktest.Options{})
 	_, secret := o.Credential()
-	bad := writeSecret(t, "not a certificate")
-	_, err := New(Config{AuthURL: o.AuthURL(), ApplicationCredentialID: "x", SecretFile: writeSecret(t, secret),
+	bad := kittest.SecretFile(t, "not a certificate")
+	_, err := New(Config{AuthURL: o.AuthURL(), ApplicationCredentialID: "x", SecretFile: kittest.SecretFile(t, secret),
 		Region: "r", ClusterID: testCluster, CAFile: bad})
 	if err == nil || !strings.Contains(err.Error(), "caFile") {
 		t.Fatalf("%v", err)

@@ -112,3 +112,15 @@ func Secret(t *testing.T, what string, read func(file, env string) (string, erro
 		t.Errorf("an empty variable: %v, want an error naming it and %q", err, what)
 	}
 }
+
+// SecretFile writes secret, and a newline, to a file of the test's own
+// (mode 0600, as a Secret is mounted) and returns its path: a config's
+// tokenFile or secretFile.
+func SecretFile(t testing.TB, secret string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
