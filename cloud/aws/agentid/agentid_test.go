@@ -37,17 +37,21 @@ func TestNewNodeIdentityMakesNoCall(t *testing.T) {
 	}
 }
 
-func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, func(cfg nodeid.Config) (*NodeIdentity, error) { return NewNodeIdentity(cfg) }, map[string]nodeid.Config{
-		"unknown setting":      {Settings: map[string]string{"stsendpoint": "https://sts.example"}},
-		"another unknown":      {Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}},
-		"endpoint with a path": {Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}},
-		"endpoint not http":    {Settings: map[string]string{SettingSTSEndpoint: "sts.us-east-1.amazonaws.com"}},
-		"bad region":           {Settings: map[string]string{SettingRegion: "us east 1"}},
-		"empty region":         {Settings: map[string]string{SettingRegion: ""}},
-		"bad policy":           {NodeNamePolicy: "Hostname"},
-		"bad tag policy":       {NodeNamePolicy: "Tag:aws:name"},
-	})
+// nodeidtest.Check: registered and refusing what every backend refuses;
+// its own refusals: unknown settings, bad STS endpoints and regions,
+// policies it has not.
+func TestShared(t *testing.T) {
+	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, New: func(cfg nodeid.Config) (*NodeIdentity, error) { return NewNodeIdentity(cfg) },
+		Refusals: map[string]nodeid.Config{
+			"unknown setting":      {Settings: map[string]string{"stsendpoint": "https://sts.example"}},
+			"another unknown":      {Settings: map[string]string{"metadataURL": "http://127.0.0.1:1"}},
+			"endpoint with a path": {Settings: map[string]string{SettingSTSEndpoint: "https://sts.example/v1"}},
+			"endpoint not http":    {Settings: map[string]string{SettingSTSEndpoint: "sts.us-east-1.amazonaws.com"}},
+			"bad region":           {Settings: map[string]string{SettingRegion: "us east 1"}},
+			"empty region":         {Settings: map[string]string{SettingRegion: ""}},
+			"bad policy":           {NodeNamePolicy: "Hostname"},
+			"bad tag policy":       {NodeNamePolicy: "Tag:aws:name"},
+		}})
 }
 
 // TestInstanceNamePolicies: each policy names the Node from metadata.

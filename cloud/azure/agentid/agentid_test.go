@@ -8,15 +8,14 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
-
-// TestNewNodeIdentityRefusesBadConfig: the policy, settings and metadata
-// URL are checked when the identity is built.
-func TestNewNodeIdentityRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
-		"another policy": {NodeNamePolicy: "ComputerName"},
-		"a setting":      {Settings: map[string]string{"region": "westeurope"}},
-	})
+// nodeidtest.Check: registered and refusing what every backend refuses;
+// its own refusals: another policy, a setting. The configs it takes.
+func TestShared(t *testing.T) {
+	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, New: NewNodeIdentity,
+		Refusals: map[string]nodeid.Config{
+			"another policy": {NodeNamePolicy: "ComputerName"},
+			"a setting":      {Settings: map[string]string{"region": "westeurope"}},
+		}})
 	for _, cfg := range []nodeid.Config{{}, {NodeNamePolicy: NodeNamePolicyVMName}, {MetadataURL: "http://127.0.0.1:1"}} {
 		if _, err := NewNodeIdentity(cfg); err != nil {
 			t.Errorf("%+v: %v", cfg, err)

@@ -7,8 +7,6 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
-
 // TestDefaultMetadataURL: with no metadataURL the agent reads the droplet
 // metadata service's own address; a configured one keeps only its host.
 func TestDefaultMetadataURL(t *testing.T) {
@@ -27,16 +25,17 @@ func TestNames(t *testing.T) {
 	if got := ProviderID(42); got != "digitalocean://42" {
 		t.Errorf("ProviderID = %s", got)
 	}
-	nodeidtest.NodeNames(t, NodeName, nil)
 }
 
-// The policy is DropletName, there are no settings, and the metadata URL
-// is plain http to a host without a path.
-func TestRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
-		"another policy": {NodeNamePolicy: "DropletID"},
-		"a setting":      {Settings: map[string]string{"x": "y"}},
-		"https":          {MetadataURL: "https://169.254.169.254"},
-		"a path":         {MetadataURL: "http://169.254.169.254/metadata/v1.json"},
-	})
+// nodeidtest.Check: registered, Node names and refusals as every backend.
+// Its own refusals: the policy is DropletName, there are no settings, and
+// the metadata URL is plain http to a host without a path.
+func TestShared(t *testing.T) {
+	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
+		Refusals: map[string]nodeid.Config{
+			"another policy": {NodeNamePolicy: "DropletID"},
+			"a setting":      {Settings: map[string]string{"x": "y"}},
+			"https":          {MetadataURL: "https://169.254.169.254"},
+			"a path":         {MetadataURL: "http://169.254.169.254/metadata/v1.json"},
+		}})
 }

@@ -37,14 +37,18 @@ func TestMetadataHostAndFlavor(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("without Metadata-Flavor: HTTP %d", resp.StatusCode)
 	}
-	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
-		"another policy": {NodeNamePolicy: "InstanceID"},
-		"a setting":      {Settings: map[string]string{"x": "y"}},
-		"https":          {MetadataURL: "https://169.254.169.254"},
-	})
 }
 
-func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
+// nodeidtest.Check: registered, Node names and refusals as every
+// backend; its own refusals: another policy, a setting, https.
+func TestShared(t *testing.T) {
+	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, New: NewNodeIdentity,
+		Refusals: map[string]nodeid.Config{
+			"another policy": {NodeNamePolicy: "InstanceID"},
+			"a setting":      {Settings: map[string]string{"x": "y"}},
+			"https":          {MetadataURL: "https://169.254.169.254"},
+		}})
+}
 
 func TestNames(t *testing.T) {
 	if got := ProviderID("mooring-test", "us-central1-a", "node-1"); got != "gce://mooring-test/us-central1-a/node-1" {

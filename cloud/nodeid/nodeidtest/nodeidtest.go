@@ -95,3 +95,29 @@ func Agent[I any](t testing.TB, build func(nodeid.Config) (I, error), settings m
 		return id
 	}
 }
+
+// Spec is a backend's node identity, for Check.
+type Spec[I any] struct {
+	// Name is the name it is registered under.
+	Name string
+	// NodeName is its NodeName of an instance's name (nil where that takes
+	// more than a name: the backend's own test checks it); Names are its
+	// own cases beyond SharedNodeNames.
+	NodeName func(string) string
+	Names    map[string]string
+	// New is its NewNodeIdentity; Refusals are the configs it refuses
+	// beyond SharedRefusals, by what they are.
+	New      func(nodeid.Config) (I, error)
+	Refusals map[string]nodeid.Config
+}
+
+// Check runs Registered, NodeNames and Refuses on a backend's node
+// identity.
+func Check[I any](t *testing.T, s Spec[I]) {
+	t.Helper()
+	Registered(t, s.Name)
+	if s.NodeName != nil {
+		NodeNames(t, s.NodeName, s.Names)
+	}
+	Refuses(t, s.New, s.Refusals)
+}

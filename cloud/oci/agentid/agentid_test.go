@@ -32,10 +32,6 @@ func TestOCIDs(t *testing.T) {
 	}
 }
 
-func TestNodeName(t *testing.T) {
-	nodeidtest.NodeNames(t, NodeName, map[string]string{"Worker-1": "worker-1", "a_b": "", "a b": "", strings.Repeat("a", 254): ""})
-}
-
 func TestParseEvidence(t *testing.T) {
 	good := Evidence{Version: EvidenceVersion, Binding: "b", SignedAt: 1, Certificate: []byte{1}, Intermediate: []byte{2}, Signature: []byte{3}}
 	data, err := good.Marshal()
@@ -60,13 +56,18 @@ func TestParseEvidence(t *testing.T) {
 	}
 }
 
-func TestNewNodeIdentity(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
-		"another policy": {NodeNamePolicy: "InstanceID"},
-		"a setting":      {Settings: map[string]string{"x": "y"}},
-		"https":          {MetadataURL: "https://169.254.169.254"},
-		"a path":         {MetadataURL: "http://169.254.169.254/opc/v2"},
-	})
+// nodeidtest.Check: registered, Node names and refusals as every backend;
+// its own: names too long or with a space, another policy, a setting,
+// https, a path. A config it takes.
+func TestShared(t *testing.T) {
+	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
+		Names: map[string]string{"Worker-1": "worker-1", "a_b": "", "a b": "", strings.Repeat("a", 254): ""},
+		Refusals: map[string]nodeid.Config{
+			"another policy": {NodeNamePolicy: "InstanceID"},
+			"a setting":      {Settings: map[string]string{"x": "y"}},
+			"https":          {MetadataURL: "https://169.254.169.254"},
+			"a path":         {MetadataURL: "http://169.254.169.254/opc/v2"},
+		}})
 	if _, err := NewNodeIdentity(nodeid.Config{MetadataURL: "http://127.0.0.1:8080", NodeNamePolicy: PolicyDisplayName}); err != nil {
 		t.Error(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
-
 func TestNames(t *testing.T) {
 	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
 	if got := ProviderID("", id); got != "openstack:///"+id {
@@ -29,18 +27,19 @@ func TestNames(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
-	nodeidtest.NodeNames(t, NodeName, nil)
 }
 
-// The policy is ServerName, the one setting a region, and the metadata URL
-// plain http to a host without a path.
-func TestRefusesBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
-		"another policy":        {NodeNamePolicy: "ServerID"},
-		"an unknown setting":    {Settings: map[string]string{"x": "y"}},
-		"a region with a slash": {Settings: map[string]string{SettingRegion: "a/b"}},
-		"an empty region":       {Settings: map[string]string{SettingRegion: ""}},
-		"https":                 {MetadataURL: "https://169.254.169.254"},
-		"a path":                {MetadataURL: "http://169.254.169.254/openstack"},
-	})
+// nodeidtest.Check: registered, Node names and refusals as every backend.
+// Its own refusals: the policy is ServerName, the one setting a region, and
+// the metadata URL plain http to a host without a path.
+func TestShared(t *testing.T) {
+	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
+		Refusals: map[string]nodeid.Config{
+			"another policy":        {NodeNamePolicy: "ServerID"},
+			"an unknown setting":    {Settings: map[string]string{"x": "y"}},
+			"a region with a slash": {Settings: map[string]string{SettingRegion: "a/b"}},
+			"an empty region":       {Settings: map[string]string{SettingRegion: ""}},
+			"https":                 {MetadataURL: "https://169.254.169.254"},
+			"a path":                {MetadataURL: "http://169.254.169.254/openstack"},
+		}})
 }

@@ -12,13 +12,10 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestRegistered(t *testing.T) { nodeidtest.Registered(t, Name) }
-
 func TestNames(t *testing.T) {
 	if got := ProviderID("422E4956-AD22-1139-6D72-59CC8F26BC90"); got != "vsphere://422e4956-ad22-1139-6d72-59cc8f26bc90" {
 		t.Errorf("ProviderID = %s", got)
 	}
-	nodeidtest.NodeNames(t, NodeName, nil)
 	// The upstream CCM's example pair: SMBIOS order and vSphere API order.
 	if got := SwapUUID("56492e42-22ad-3911-6d72-59cc8f26bc90"); got != "422e4956-ad22-1139-6d72-59cc8f26bc90" {
 		t.Errorf("SwapUUID = %s", got)
@@ -173,12 +170,16 @@ func TestInstance(t *testing.T) {
 	}
 }
 
-func TestBadConfig(t *testing.T) {
-	nodeidtest.Refuses(t, NewNodeIdentity, map[string]nodeid.Config{
-		"another policy":                 {NodeNamePolicy: "Hostname"},
-		"any metadata URL":               {MetadataURL: "http://169.254.169.254"},
-		"an unknown setting":             {Settings: map[string]string{"network": "1"}},
-		"a VM name that is no Node name": {Settings: map[string]string{SettingVMName: "no_good"}},
-		"a relative sysfs":               {Settings: map[string]string{SettingSysfs: "sys"}},
-	})
+// nodeidtest.Check: registered, Node names and refusals as every backend;
+// its own refusals: another policy, any metadata URL (it reads SMBIOS),
+// its settings' bad values.
+func TestShared(t *testing.T) {
+	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
+		Refusals: map[string]nodeid.Config{
+			"another policy":                 {NodeNamePolicy: "Hostname"},
+			"any metadata URL":               {MetadataURL: "http://169.254.169.254"},
+			"an unknown setting":             {Settings: map[string]string{"network": "1"}},
+			"a VM name that is no Node name": {Settings: map[string]string{SettingVMName: "no_good"}},
+			"a relative sysfs":               {Settings: map[string]string{SettingSysfs: "sys"}},
+		}})
 }
