@@ -7,31 +7,19 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-// TestDefaultMetadataURL: with no metadataURL the agent reads the droplet
-// metadata service's own address; a configured one keeps only its host.
-func TestDefaultMetadataURL(t *testing.T) {
-	for cfg, want := range map[string]string{
-		"":                       "http://169.254.169.254/metadata/v1.json",
-		"http://127.0.0.1:8080/": "http://127.0.0.1:8080/metadata/v1.json",
-	} {
-		id, err := NewNodeIdentity(nodeid.Config{MetadataURL: cfg})
-		if err != nil || id.md.Base()+metadataPath != want {
-			t.Errorf("%q: %+v %v; want %s", cfg, id, err, want)
-		}
-	}
-}
-
 func TestNames(t *testing.T) {
 	if got := ProviderID(42); got != "digitalocean://42" {
 		t.Errorf("ProviderID = %s", got)
 	}
 }
 
-// nodeidtest.Check: registered, Node names and refusals as every backend.
+// nodeidtest.Check: registered, Node names and refusals as every backend,
+// and the metadata service's own address unless one is configured.
 // Its own refusals: the policy is DropletName, there are no settings, and
 // the metadata URL is plain http to a host without a path.
 func TestShared(t *testing.T) {
 	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
+		Reads: func(id *NodeIdentity) string { return id.md.Base() + metadataPath }, Default: "http://169.254.169.254/metadata/v1.json",
 		Refusals: map[string]nodeid.Config{
 			"another policy": {NodeNamePolicy: "DropletID"},
 			"a setting":      {Settings: map[string]string{"x": "y"}},

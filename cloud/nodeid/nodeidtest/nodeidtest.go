@@ -6,6 +6,7 @@
 package nodeidtest
 
 import (
+	"net/url"
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
@@ -109,6 +110,11 @@ type Spec[I any] struct {
 	// beyond SharedRefusals, by what they are.
 	New      func(nodeid.Config) (I, error)
 	Refusals map[string]nodeid.Config
+	// Reads is where an identity reads its metadata (nil: not checked);
+	// Default is where it does with no metadataURL configured. With one
+	// configured, it reads there with the configured scheme and host.
+	Reads   func(I) string
+	Default string
 }
 
 // Check runs Registered, NodeNames and Refuses on a backend's node
@@ -120,4 +126,21 @@ func Check[I any](t *testing.T, s Spec[I]) {
 		NodeNames(t, s.NodeName, s.Names)
 	}
 	Refuses(t, s.New, s.Refusals)
+	if s.Reads == nil {
+		return
+	}
+	def, err := url.Parse(s.Default)
+	if err != nil || def.Host == "" {
+		t.Fatalf("Default %q: want a URL", s.Default)
+	}
+	configured := *def
+	configured.Scheme, configured.Host = "http", "127.0.0.1:8080"
+	for cfg, want := range map[string]string{"": s.Default, "http://127.0.0.1:8080/": configured.String()} {
+		id, err := s.New(nodeid.Config{MetadataURL: cfg})
+		if err != nil {
+			t.Errorf("metadataURL %q: %v", cfg, err)
+		} else if got := s.Reads(id); got != want {
+			t.Errorf("metadataURL %q: reads %s, want %s", cfg, got, want)
+		}
+	}
 }
