@@ -58,7 +58,7 @@ func without(cfg, field string) string {
 // loopback, or with credentials; the secret in both its places, or in a
 // variable whose name is none; a negative duration. It refuses too an
 // unknown field, and no config at all (a nil reader).
-func Config[C any](t *testing.T, parse func(io.Reader) (C, error), good string, f Fields) {
+func Config[C any](t testing.TB, parse func(io.Reader) (C, error), good string, f Fields) {
 	t.Helper()
 	if _, err := parse(strings.NewReader(good)); err != nil {
 		t.Fatalf("the good config: %v", err)
@@ -93,7 +93,7 @@ func Config[C any](t *testing.T, parse func(io.Reader) (C, error), good string, 
 // secret from either place, and that an empty one is an error that names
 // the variable and what (the backend's name of the secret, such as
 // "digitalocean API token").
-func Secret(t *testing.T, what string, read func(file, env string) (string, error)) {
+func Secret(t testing.TB, what string, read func(file, env string) (string, error)) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(file, []byte("  from-the-file\n"), 0o600); err != nil {

@@ -10,7 +10,7 @@ import (
 // and refuses: kit's TestNumericProviderID), against its agent's
 // ProviderID: the two are inverses, and another cloud's providerID or one
 // of the backend's prefix without a valid id is refused.
-func NumericProviderID[N ~int | ~int64](t *testing.T, parse func(string) (N, error), format func(N) string) {
+func NumericProviderID[N ~int | ~int64](t testing.TB, parse func(string) (N, error), format func(N) string) {
 	t.Helper()
 	const id = 3164444
 	pid := format(id)

@@ -13,7 +13,7 @@ import (
 // ListedOne lists a backend's instances with list (its Source's
 // ListInstances) and returns the one it lists, failing the test on an
 // error or any other count.
-func ListedOne(t *testing.T, list func(context.Context) ([]view.Instance, error)) view.Instance {
+func ListedOne(t testing.TB, list func(context.Context) ([]view.Instance, error)) view.Instance {
 	t.Helper()
 	all, err := list(context.Background())
 	if err != nil || len(all) != 1 {
@@ -25,7 +25,7 @@ func ListedOne(t *testing.T, list func(context.Context) ([]view.Instance, error)
 // Same checks that the instance a backend mapped (got) is want in every
 // field, as %+v prints them, and was created at want's instant, in UTC
 // (the view's times are UTC whatever zone the cloud writes).
-func Same(t *testing.T, what string, got view.Instance, err error, want view.Instance) {
+func Same(t testing.TB, what string, got view.Instance, err error, want view.Instance) {
 	t.Helper()
 	if err != nil || fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) || !got.Created.Equal(want.Created) ||
 		got.Created.Location() != time.UTC {
@@ -36,7 +36,7 @@ func Same(t *testing.T, what string, got view.Instance, err error, want view.Ins
 // ListFails checks that list (a backend's Source's ListInstances) fails,
 // returning no instances (never a part of the list), with an error that
 // says want and does not hold secret (the API token).
-func ListFails(t *testing.T, what string, list func(context.Context) ([]view.Instance, error), want, secret string) {
+func ListFails(t testing.TB, what string, list func(context.Context) ([]view.Instance, error), want, secret string) {
 	t.Helper()
 	all, err := list(context.Background())
 	switch {
@@ -53,7 +53,7 @@ func ListFails(t *testing.T, what string, list func(context.Context) ([]view.Ins
 // changes at every attempt (attempts counts the changes), gives up after
 // want attempts (kit.ReadWhole's, with the backend's count) with an error
 // that says the list changed.
-func GivesUp(t *testing.T, list func(context.Context) ([]view.Instance, error), attempts *int, want int) {
+func GivesUp(t testing.TB, list func(context.Context) ([]view.Instance, error), attempts *int, want int) {
 	t.Helper()
 	if all, err := list(context.Background()); err == nil || !strings.Contains(err.Error(), "changed") {
 		t.Fatalf("a list changing at every attempt: %d instances, %v", len(all), err)

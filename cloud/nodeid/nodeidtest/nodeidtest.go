@@ -15,7 +15,7 @@ import (
 // Registered checks that the node identity registered under name builds
 // from the agent's config with nothing set (the cloud's own metadata
 // address, the default policy), as a machine's agent builds it.
-func Registered(t *testing.T, name string) {
+func Registered(t testing.TB, name string) {
 	t.Helper()
 	if !nodeid.Known(name) {
 		t.Fatalf("%q is not registered: %v", name, nodeid.Backends())
@@ -35,7 +35,7 @@ var SharedNodeNames = map[string]string{
 
 // NodeNames checks nodeName against SharedNodeNames and the backend's own
 // cases (own: the instance's name, the Node name).
-func NodeNames(t *testing.T, nodeName func(string) string, own map[string]string) {
+func NodeNames(t testing.TB, nodeName func(string) string, own map[string]string) {
 	t.Helper()
 	for _, cases := range []map[string]string{SharedNodeNames, own} {
 		for name, want := range cases {
@@ -64,7 +64,7 @@ var SharedRefusals = map[string]nodeid.Config{
 // Refuses checks that build refuses SharedRefusals and the backend's own
 // (own, by what they are: another policy name of its cloud, a setting it
 // does not know, a URL its service rules out...).
-func Refuses[I any](t *testing.T, build func(nodeid.Config) (I, error), own map[string]nodeid.Config) {
+func Refuses[I any](t testing.TB, build func(nodeid.Config) (I, error), own map[string]nodeid.Config) {
 	t.Helper()
 	for _, cases := range []map[string]nodeid.Config{SharedRefusals, own} {
 		for what, cfg := range cases {
@@ -119,7 +119,7 @@ type Spec[I any] struct {
 
 // Check runs Registered, NodeNames and Refuses on a backend's node
 // identity.
-func Check[I any](t *testing.T, s Spec[I]) {
+func Check[I any](t testing.TB, s Spec[I]) {
 	t.Helper()
 	Registered(t, s.Name)
 	if s.NodeName != nil {

@@ -41,7 +41,7 @@ type Bed struct {
 // none (or an error that says so); a failing metadata service is an error, and so is a stopped
 // instance's (a stopped machine runs no agent: its metadata is no proof
 // of anything).
-func Unsigned(t *testing.T, b Bed) {
+func Unsigned(t testing.TB, b Bed) {
 	t.Helper()
 	ctx := context.Background()
 	id, want := b.Put("Node-7", false)
