@@ -2,7 +2,6 @@ package digitalocean
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +13,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/mooring-dev/mooring/cloud/cloudtest"
-	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -129,20 +127,12 @@ func TestDocumentedAnswers(t *testing.T) {
 	}
 	got, err := c.ConfirmInstance(ctx, web.ProviderID)
 	kittest.Same(t, "the documented droplet", got, err, web)
-	var foreign *kit.ForeignError
-	if _, err := provider("env:stage").ConfirmInstance(ctx, web.ProviderID); !errors.As(err, &foreign) {
-		t.Fatalf("a droplet without the cluster tag: %v", err)
-	}
-	var absent *kit.AbsentError
-	if _, err := c.ConfirmInstance(ctx, "digitalocean://3164412"); !errors.As(err, &absent) {
-		t.Fatalf("the documented 404: %v", err)
-	}
+	kittest.Confirms(t, "a droplet without the cluster tag", provider("env:stage").ConfirmInstance, web.ProviderID, kittest.Foreign, "")
+	kittest.Confirms(t, "the documented 404", c.ConfirmInstance, "digitalocean://3164412", kittest.Absent, "")
 	d.tooMany = true
 	c.InstanceView().Invalidate()
 	if _, err := c.InstanceView().List(ctx, 0); err == nil || !strings.Contains(err.Error(), "API rate limit exceeded.") {
 		t.Fatalf("the documented 429 on the list: %v", err)
 	}
-	if _, err := c.ConfirmInstance(ctx, web.ProviderID); err == nil || errors.As(err, &absent) {
-		t.Fatalf("the documented 429 on GET: %v", err)
-	}
+	kittest.Confirms(t, "the documented 429 on GET", c.ConfirmInstance, web.ProviderID, kittest.NoVerdict, "")
 }

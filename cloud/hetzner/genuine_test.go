@@ -16,7 +16,6 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
-	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
@@ -104,10 +103,7 @@ func TestGenuineServer(t *testing.T) {
 	ctx := context.Background()
 	providerID := agentid.ProviderID(genuineID)
 
-	var foreign *kit.ForeignError
-	if _, err := c.ConfirmInstance(ctx, providerID); !errors.As(err, &foreign) {
-		t.Fatalf("the recorded server, without labels: %v", err)
-	}
+	kittest.Confirms(t, "the recorded server, without labels", c.ConfirmInstance, providerID, kittest.Foreign, "")
 	if all, err := c.InstanceView().Named(ctx, "test1", 0); !errors.Is(err, view.ErrNotFound) || len(all) != 0 {
 		t.Fatalf("the recorded server listed without labels: %+v %v", all, err)
 	}
@@ -149,10 +145,7 @@ func TestGenuineServer(t *testing.T) {
 		t.Errorf("location %q: zone %q, the API's datacenter then %q", loc, ZoneOf(loc), dc)
 	}
 
-	var absent *kit.AbsentError
-	if _, err := c.ConfirmInstance(ctx, agentid.ProviderID(4711)); !errors.As(err, &absent) {
-		t.Fatalf("a server the API does not know: %v", err)
-	}
+	kittest.Confirms(t, "a server the API does not know", c.ConfirmInstance, agentid.ProviderID(4711), kittest.Absent, "")
 }
 
 // The agent reads the metadata documents of cloud-init's Hetzner tests

@@ -13,7 +13,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -94,20 +93,12 @@ func TestRecordedAnswers(t *testing.T) {
 		Created: time.Date(2018, 1, 2, 3, 4, 5, 0, time.UTC),
 	}
 	kittest.Same(t, "the recorded Linode", got, err, want)
-	var foreign *kit.ForeignError
-	if _, err := c.ConfirmInstance(ctx, "linode://82372947"); !errors.As(err, &foreign) {
-		t.Fatalf("a Linode without the tag: %v", err)
-	}
-	var absent *kit.AbsentError
-	if _, err := c.ConfirmInstance(ctx, "linode://888888"); !errors.As(err, &absent) {
-		t.Fatalf("a Linode that does not exist: %v", err)
-	}
+	kittest.Confirms(t, "a Linode without the tag", c.ConfirmInstance, "linode://82372947", kittest.Foreign, "")
+	kittest.Confirms(t, "a Linode that does not exist", c.ConfirmInstance, "linode://888888", kittest.Absent, "")
 	r.tooMany = true
 	c.InstanceView().Invalidate()
 	if _, err := c.InstanceView().Named(ctx, "x", 0); err == nil || !strings.Contains(err.Error(), "Too many requests") {
 		t.Fatalf("a spent rate limit: %v", err)
 	}
-	if _, err := c.ConfirmInstance(ctx, "linode://97190737"); err == nil || errors.As(err, &absent) {
-		t.Fatalf("a spent rate limit on GET: %v", err)
-	}
+	kittest.Confirms(t, "a spent rate limit on GET", c.ConfirmInstance, "linode://97190737", kittest.NoVerdict, "")
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -17,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/cloud"
-	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 	"github.com/mooring-dev/mooring/cloud/oci"
@@ -147,23 +146,14 @@ func TestConfirmInstance(t *testing.T) {
 	if err != nil || in.ID != mine.ID || len(in.Addresses) != 1 {
 		t.Fatalf("mine: %+v, %v", in, err)
 	}
-	var foreign *kit.ForeignError
-	for _, id := range []string{other.ID, elsewhere.ID} {
-		if _, err := c.ConfirmInstance(ctx, "oci://"+id); !errors.As(err, &foreign) {
-			t.Errorf("%s: %v, want foreign", id, err)
-		}
-	}
-	var absent *kit.AbsentError
+	kittest.Confirms(t, "another cluster's", c.ConfirmInstance, "oci://"+other.ID, kittest.Foreign, "")
+	kittest.Confirms(t, "another compartment's", c.ConfirmInstance, "oci://"+elsewhere.ID, kittest.Foreign, "")
 	if err := ep.SetState(mine.ID, "TERMINATED"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.ConfirmInstance(ctx, "oci://"+mine.ID); !errors.As(err, &absent) {
-		t.Errorf("terminated: %v, want absent", err)
-	}
+	kittest.Confirms(t, "terminated", c.ConfirmInstance, "oci://"+mine.ID, kittest.Absent, "")
 	ep.Fail("GetInstance", 1, http.StatusServiceUnavailable)
-	if _, err := c.ConfirmInstance(ctx, "oci://"+other.ID); err == nil || errors.As(err, &absent) || errors.As(err, &foreign) {
-		t.Errorf("an outage: %v, want an error that is no verdict", err)
-	}
+	kittest.Confirms(t, "an outage", c.ConfirmInstance, "oci://"+other.ID, kittest.NoVerdict, "")
 }
 
 // A list of one page is one call; one that changes between its pages at

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/cloud/vsphere/agentid"
 	"github.com/mooring-dev/mooring/cloud/vsphere/vspheretest"
@@ -129,14 +129,8 @@ func TestConfirmInstanceInEitherByteOrder(t *testing.T) {
 	if in, err := w.cloud.ConfirmInstance(ctx, swappedPID(uuid(1))); err != nil || in.Name != "in" || in.ID != uuid(1) {
 		t.Errorf("swapped form of in's UUID: %+v, %v", in, err)
 	}
-	var foreign *kit.ForeignError
-	if _, err := w.cloud.ConfirmInstance(ctx, swappedPID(uuid(2))); !errors.As(err, &foreign) || !strings.Contains(err.Error(), "other byte order") {
-		t.Errorf("swapped form of out's UUID: %v; want a ForeignError saying the byte order", err)
-	}
-	var absent *kit.AbsentError
-	if _, err := w.cloud.ConfirmInstance(ctx, swappedPID(uuid(9))); !errors.As(err, &absent) {
-		t.Errorf("neither form in vCenter: %v; want an AbsentError", err)
-	}
+	kittest.Confirms(t, "swapped form of out's UUID", w.cloud.ConfirmInstance, swappedPID(uuid(2)), kittest.Foreign, "other byte order")
+	kittest.Confirms(t, "neither form in vCenter", w.cloud.ConfirmInstance, swappedPID(uuid(9)), kittest.Absent, "")
 	// A Node whose VM is gone is gone in both byte orders.
 	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gone"}, Spec: v1.NodeSpec{ProviderID: swappedPID(uuid(9))}}
 	instances, _ := w.cloud.InstancesV2()

@@ -3,7 +3,6 @@ package vsphere
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,7 +20,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/cloud/vsphere/vspheretest"
@@ -278,17 +276,9 @@ func TestConfirmInstance(t *testing.T) {
 	if err != nil || got.Name != "in" || got.Zone != "zone-b" {
 		t.Errorf("in: %+v %v", got, err)
 	}
-	var foreign *kit.ForeignError
-	var absent *kit.AbsentError
-	if _, err := w.cloud.ConfirmInstance(ctx, "vsphere://"+uuid(2)); !errors.As(err, &foreign) || !strings.Contains(err.Error(), "tag") {
-		t.Errorf("untagged: %v", err)
-	}
-	if _, err := w.cloud.ConfirmInstance(ctx, "vsphere://"+uuid(3)); !errors.As(err, &foreign) || !strings.Contains(err.Error(), "folder") {
-		t.Errorf("out: %v", err)
-	}
-	if _, err := w.cloud.ConfirmInstance(ctx, "vsphere://"+uuid(9)); !errors.As(err, &absent) {
-		t.Errorf("absent: %v", err)
-	}
+	kittest.Confirms(t, "untagged", w.cloud.ConfirmInstance, "vsphere://"+uuid(2), kittest.Foreign, "tag")
+	kittest.Confirms(t, "out of the folder", w.cloud.ConfirmInstance, "vsphere://"+uuid(3), kittest.Foreign, "folder")
+	kittest.Confirms(t, "absent", w.cloud.ConfirmInstance, "vsphere://"+uuid(9), kittest.Absent, "")
 	if _, err := w.cloud.ConfirmInstance(ctx, "aws:///us-east-1a/i-1"); err == nil {
 		t.Error("another cloud's providerID accepted")
 	}

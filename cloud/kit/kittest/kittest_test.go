@@ -134,3 +134,26 @@ func TestListFailsFailsAPartialList(t *testing.T) {
 		t.Error("a good failure failed")
 	}
 }
+
+func TestConfirmsFailsAnotherVerdict(t *testing.T) {
+	outage := func(context.Context, string) (view.Instance, error) { return view.Instance{}, errors.New("HTTP 503") }
+	gone := func(context.Context, string) (view.Instance, error) {
+		return view.Instance{}, &kit.AbsentError{ID: "x"}
+	}
+	for name, c := range map[string]struct {
+		confirm func(context.Context, string) (view.Instance, error)
+		want    Verdict
+		says    string
+		fails   bool
+	}{
+		"an outage taken as gone":   {outage, Absent, "", true},
+		"gone taken as an outage":   {gone, NoVerdict, "", true},
+		"gone, not saying the word": {gone, Absent, "tag", true},
+		"an outage":                 {outage, NoVerdict, "503", false},
+		"gone":                      {gone, Absent, "", false},
+	} {
+		if got := fails(t, func(tb testing.TB) { Confirms(tb, name, c.confirm, "test://1", c.want, c.says) }); got != c.fails {
+			t.Errorf("%s: failed %v, want %v", name, got, c.fails)
+		}
+	}
+}
