@@ -4,18 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 )
-
-// fatals records whether a helper failed the test, without failing this
-// one.
-type fatals struct {
-	testing.TB
-	failed bool
-}
-
-func (f *fatals) Helper()               {}
-func (f *fatals) Fatal(...any)          { f.failed = true }
-func (f *fatals) Fatalf(string, ...any) { f.failed = true }
 
 func TestArtefact(t *testing.T) {
 	dir := t.TempDir()
@@ -50,9 +41,7 @@ func TestArtefact(t *testing.T) {
 		"no value":  func(tb testing.TB) { Artefact(tb, js, "server.zone") },
 		"no object": func(tb testing.TB) { ArtefactObject(tb, js, "server.tags") },
 	} {
-		f := &fatals{TB: t}
-		read(f)
-		if !f.failed {
+		if !kittest.Fails(t, read) {
 			t.Errorf("%s: the test went on", name)
 		}
 	}

@@ -5,35 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
-
-// recorder is a test whose failures are recorded, not reported: a check
-// run against it must fail where the backend is wrong.
-type recorder struct {
-	testing.TB
-	failed bool
-}
-
-func (r *recorder) Helper()               {}
-func (r *recorder) Error(...any)          { r.failed = true }
-func (r *recorder) Errorf(string, ...any) { r.failed = true }
-func (r *recorder) Fatal(...any)          { r.failed = true; runtime.Goexit() }
-func (r *recorder) Fatalf(string, ...any) { r.failed = true; runtime.Goexit() }
-
-// fails runs check against a recorder and reports whether it failed.
-func fails(t *testing.T, check func(testing.TB)) bool {
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() { defer close(done); check(r) }()
-	<-done
-	return r.failed
-}
 
 // testConfig is a backend's config built on kit as the backends build
 // theirs; wired says which of kit's checks its validate applies.
@@ -66,13 +43,13 @@ func parser(endpoint, secret, durations bool) func(io.Reader) (testConfig, error
 func TestConfigFailsABackendThatSkipsAKitCheck(t *testing.T) {
 	fields := Fields{Endpoint: "endpoint", SecretFile: "tokenFile", SecretEnv: "tokenEnv"}
 	good := "clusterID: c1\ntokenFile: /t\n"
-	if fails(t, func(tb testing.TB) { Config(tb, parser(true, true, true), good, fields) }) {
+	if Fails(t, func(tb testing.TB) { Config(tb, parser(true, true, true), good, fields) }) {
 		t.Fatal("a config with every check failed")
 	}
 	for name, parse := range map[string]func(io.Reader) (testConfig, error){
 		"no endpoint check": parser(false, true, true), "no secret check": parser(true, false, true), "no duration check": parser(true, true, false),
 	} {
-		if !fails(t, func(tb testing.TB) { Config(tb, parse, good, fields) }) {
+		if !Fails(t, func(tb testing.TB) { Config(tb, parse, good, fields) }) {
 			t.Errorf("%s: passed", name)
 		}
 	}
@@ -86,14 +63,14 @@ func TestSecretFailsAReaderOfAnotherPlace(t *testing.T) {
 		}
 		return s, nil
 	}
-	if fails(t, func(tb testing.TB) { Secret(tb, "test token", read) }) {
+	if Fails(t, func(tb testing.TB) { Secret(tb, "test token", read) }) {
 		t.Fatal("a reader of both places failed")
 	}
 	for name, read := range map[string]func(string, string) (string, error){
 		"the file only":       func(file, _ string) (string, error) { return kit.Secret{File: file}.Read() },
 		"errors without what": func(file, env string) (string, error) { return kit.Secret{File: file, Env: env}.Read() },
 	} {
-		if !fails(t, func(tb testing.TB) { Secret(tb, "test token", read) }) {
+		if !Fails(t, func(tb testing.TB) { Secret(tb, "test token", read) }) {
 			t.Errorf("%s: passed", name)
 		}
 	}
@@ -109,10 +86,10 @@ func TestNumericProviderIDFailsALaxParser(t *testing.T) {
 		_, err := fmt.Sscanf(strings.TrimPrefix(s, "test://"), "%d", &id)
 		return id, err
 	}
-	if fails(t, func(tb testing.TB) { NumericProviderID(tb, strict, format) }) {
+	if Fails(t, func(tb testing.TB) { NumericProviderID(tb, strict, format) }) {
 		t.Fatal("kit.NumericProviderID failed")
 	}
-	if !fails(t, func(tb testing.TB) { NumericProviderID(tb, lax, format) }) {
+	if !Fails(t, func(tb testing.TB) { NumericProviderID(tb, lax, format) }) {
 		t.Error("a parser of 03164444 and other clouds' IDs passed")
 	}
 }
@@ -124,13 +101,13 @@ func TestListFailsFailsAPartialList(t *testing.T) {
 	whole := func(context.Context) ([]view.Instance, error) {
 		return nil, errors.New("page 2: HTTP 500 (token s3cr3t)")
 	}
-	if !fails(t, func(tb testing.TB) { ListFails(tb, "partial", partial, "page 2", "") }) {
+	if !Fails(t, func(tb testing.TB) { ListFails(tb, "partial", partial, "page 2", "") }) {
 		t.Error("a list with instances and an error passed")
 	}
-	if !fails(t, func(tb testing.TB) { ListFails(tb, "secret", whole, "page 2", "s3cr3t") }) {
+	if !Fails(t, func(tb testing.TB) { ListFails(tb, "secret", whole, "page 2", "s3cr3t") }) {
 		t.Error("an error holding the token passed")
 	}
-	if fails(t, func(tb testing.TB) { ListFails(tb, "good", whole, "page 2", "other") }) {
+	if Fails(t, func(tb testing.TB) { ListFails(tb, "good", whole, "page 2", "other") }) {
 		t.Error("a good failure failed")
 	}
 }
@@ -152,7 +129,7 @@ func TestConfirmsFailsAnotherVerdict(t *testing.T) {
 		"an outage":                 {outage, NoVerdict, "503", false},
 		"gone":                      {gone, Absent, "", false},
 	} {
-		if got := fails(t, func(tb testing.TB) { Confirms(tb, name, c.confirm, "test://1", c.want, c.says) }); got != c.fails {
+		if got := Fails(t, func(tb testing.TB) { Confirms(tb, name, c.confirm, "test://1", c.want, c.says) }); got != c.fails {
 			t.Errorf("%s: failed %v, want %v", name, got, c.fails)
 		}
 	}
