@@ -297,10 +297,9 @@ func TestAgentIdentity(t *testing.T) {
 			return w.identity(t, s, nil), nodeid.Instance{ID: fmt.Sprint(s.ID), Name: name, ProviderID: fmt.Sprintf("hcloud://%d", s.ID),
 				NodeName: strings.ToLower(name), InternalIP: internal}
 		},
-		View:            w.cloud.InstanceView(),
-		FailNext:        func() { w.hz.Fail("metadata", 1, http.StatusInternalServerError, "") },
-		NamelessIsError: true,
-		Stop:            func(in nodeid.Instance) error { return w.hz.SetStatus(servers["Node-7"].ID, "off") },
+		View:     w.cloud.InstanceView(),
+		FailNext: func() { w.hz.Fail("metadata", 1, http.StatusInternalServerError, "") },
+		Stop:     func(in nodeid.Instance) error { return w.hz.SetStatus(servers["Node-7"].ID, "off") },
 	})
 	s := w.hz.Put(hetznertest.Server{Name: "node-2", Labels: map[string]string{DefaultClusterLabel: testCluster},
 		PrivateNets: []hetznertest.PrivateNet{{Network: 99, IP: "127.0.85.110"}, {Network: hetznertest.DefaultNetworkID, IP: "127.0.85.10"}}})

@@ -378,10 +378,9 @@ func TestNodeIdentity(t *testing.T) {
 			return ids[name], nodeid.Instance{ID: fmt.Sprint(in.ID), Name: name, ProviderID: agentid.ProviderID(in.ID),
 				NodeName: strings.ToLower(name), InternalIP: in.PrivateIP}
 		},
-		View:            w.cloud.InstanceView(),
-		FailNext:        func() { w.ln.Fail(linodetest.MethodInstance, 1, http.StatusInternalServerError) },
-		FailError:       "/v1/instance: HTTP 500",
-		NamelessIsError: true,
+		View:      w.cloud.InstanceView(),
+		FailNext:  func() { w.ln.Fail(linodetest.MethodInstance, 1, http.StatusInternalServerError) },
+		FailError: "/v1/instance: HTTP 500",
 		Stop: func(in nodeid.Instance) error {
 			id, _ := strconv.Atoi(in.ID)
 			return w.ln.SetStatus(id, linodetest.StatusOffline)

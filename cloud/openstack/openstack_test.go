@@ -432,10 +432,9 @@ func TestAgentIdentity(t *testing.T) {
 			return w.identity(t, s, nil), nodeid.Instance{ID: s.ID, Name: name, ProviderID: "openstack:///" + s.ID,
 				NodeName: strings.ToLower(name), InternalIP: internal}
 		},
-		View:            w.cloud.InstanceView(),
-		FailNext:        func() { w.os.Fail("metadata", 1, http.StatusInternalServerError) },
-		NamelessIsError: true,
-		Stop:            func(in nodeid.Instance) error { return w.os.SetStatus(in.ID, openstacktest.StatusShutoff) },
+		View:     w.cloud.InstanceView(),
+		FailNext: func() { w.os.Fail("metadata", 1, http.StatusInternalServerError) },
+		Stop:     func(in nodeid.Instance) error { return w.os.SetStatus(in.ID, openstacktest.StatusShutoff) },
 	})
 	s := servers["bare"]
 	ni, err := w.identity(t, s, map[string]string{agentid.SettingRegion: "RegionOne"}).Instance(context.Background())

@@ -147,9 +147,13 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 		ip = nic.IPv4.IPAddress
 		break
 	}
+	nodeName := NodeName(md.Hostname)
+	if nodeName == "" {
+		return nodeid.Instance{}, fmt.Errorf("%s: droplet name %.80q is not a valid Node name (a DNS-1123 subdomain)", Name, md.Hostname)
+	}
 	id := strconv.Itoa(int(md.DropletID))
 	return nodeid.Instance{
-		ID: id, Name: md.Hostname, NodeName: NodeName(md.Hostname),
+		ID: id, Name: md.Hostname, NodeName: nodeName,
 		ProviderID: ProviderIDPrefix + id,
 		InternalIP: ip,
 	}, nil
