@@ -32,7 +32,7 @@ import (
 const Name = "azure"
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
 }
 
 // IMDS facts.
@@ -64,11 +64,8 @@ var _ nodeid.Identity = (*NodeIdentity)(nil)
 // cfg.MetadataURL ("" is IMDS's own address), cfg.NodeNamePolicy ("" or
 // VMName); no cloudSettings. It calls nothing.
 func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
-	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != NodeNamePolicyVMName {
-		return nil, fmt.Errorf("azure: node name policy %q: the only one is %s", cfg.NodeNamePolicy, NodeNamePolicyVMName)
-	}
-	for k := range cfg.Settings {
-		return nil, fmt.Errorf("azure: cloudSettings: unknown key %q (the azure backend has none)", k)
+	if err := cfg.CheckPlain(Name, NodeNamePolicyVMName); err != nil {
+		return nil, err
 	}
 	// A path (the tests' IMDS serves each VM under one) and https, as
 	// Azure's metadataURL always took.

@@ -17,14 +17,13 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // Name is the backend's name, the agent config's cloud: digitalocean.
 const Name = "digitalocean"
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
 }
 
 // DefaultMetadataURL is the droplet metadata service's address.
@@ -93,27 +92,25 @@ type MetadataInterface struct {
 // KiB, fits in). DigitalOcean signs no identity: Evidence always fails
 // with nodeid.ErrNoEvidence, and the droplet joins with a join ticket.
 type NodeIdentity struct {
+	nodeid.Ticketed
 	md *linklocal.Client
 }
 
-var _ nodeid.Identity = (*NodeIdentity)(nil)
+var _ nodeid.Unsigned = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the digitalocean
 // backend: cfg.MetadataURL ("" is http://169.254.169.254; else
 // http://host[:port]), cfg.NodeNamePolicy ("" or DropletName). The backend
 // has no cloudSettings. It calls nothing.
 func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
-	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyDropletName {
-		return nil, fmt.Errorf("%s: node name policy %q: the only policy is %s", Name, cfg.NodeNamePolicy, PolicyDropletName)
-	}
-	for k := range cfg.Settings {
-		return nil, fmt.Errorf("%s: cloudSettings: unknown key %q (the %s backend has none)", Name, k, Name)
+	if err := cfg.CheckPlain(Name, PolicyDropletName); err != nil {
+		return nil, err
 	}
 	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &NodeIdentity{md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata",
+	return &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "a droplet"}, md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata",
 		Header: http.Header{"Accept": {"application/json"}}})}, nil
 }
 
@@ -157,14 +154,4 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 		ProviderID: ProviderIDPrefix + id,
 		InternalIP: ip,
 	}, nil
-}
-
-// SignsNoIdentity marks the backend as a ticket cloud (nodeid.Unsigned):
-// its machines join only with a join ticket.
-func (n *NodeIdentity) SignsNoIdentity() {}
-
-// Evidence is never given: DigitalOcean signs no droplet identity. The
-// agent joins with a join ticket instead (joinTicketFile).
-func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
-	return evidence.Block{}, fmt.Errorf("%s: %w: a droplet joins with a join ticket (docs/tickets.md)", Name, nodeid.ErrNoEvidence)
 }

@@ -2,9 +2,8 @@ package agentid
 
 import (
 	"strconv"
-	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // PolicyDropletName is the one node name policy: the droplet's name.
@@ -19,10 +18,4 @@ func ProviderID(id int) string { return ProviderIDPrefix + strconv.Itoa(id) }
 
 // NodeName is the Node name of a droplet: its name, lower-cased as Node
 // names are, or "" when that is not a DNS-1123 subdomain.
-func NodeName(dropletName string) string {
-	n := strings.ToLower(dropletName)
-	if len(validation.IsDNS1123Subdomain(n)) > 0 {
-		return ""
-	}
-	return n
-}
+func NodeName(dropletName string) string { return nodeid.NodeName(dropletName) }

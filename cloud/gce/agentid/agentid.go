@@ -31,7 +31,7 @@ import (
 const Name = "gce"
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
 }
 
 // identityPath is the metadata path of the default service account's
@@ -58,11 +58,8 @@ var _ nodeid.Identity = (*NodeIdentity)(nil)
 // cfg.NodeNamePolicy ("" or InstanceName). The backend has no
 // cloudSettings. It calls nothing.
 func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
-	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyInstanceName {
-		return nil, fmt.Errorf("gce: node name policy %q: the only policy is %s", cfg.NodeNamePolicy, PolicyInstanceName)
-	}
-	for k := range cfg.Settings {
-		return nil, fmt.Errorf("gce: cloudSettings: unknown key %q (the gce backend has none)", k)
+	if err := cfg.CheckPlain(Name, PolicyInstanceName); err != nil {
+		return nil, err
 	}
 	// linklocal's client (no proxy, no redirect, 10s and 1 MiB an answer)
 	// under the library's retries.

@@ -21,14 +21,13 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // Name is the backend's name, the agent config's cloud: hetzner.
 const Name = "hetzner"
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
 }
 
 // metadataTimeout bounds one metadata call.
@@ -44,11 +43,12 @@ const SettingNetwork = "network"
 // read with hcloud-go's metadata client. Hetzner signs nothing about a
 // server, so it gives no evidence: the node joins with a join ticket.
 type NodeIdentity struct {
+	nodeid.Ticketed
 	md      *hcmetadata.Client
 	network int64
 }
 
-var _ nodeid.Identity = (*NodeIdentity)(nil)
+var _ nodeid.Unsigned = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the hetzner backend:
 // cfg.MetadataURL ("" is the metadata service's own address; else the
@@ -56,10 +56,10 @@ var _ nodeid.Identity = (*NodeIdentity)(nil)
 // or ServerName), and the one cloudSetting network (a private network's
 // ID). It calls nothing.
 func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
-	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyServerName {
-		return nil, fmt.Errorf("hetzner: node name policy %q: the only policy is %s", cfg.NodeNamePolicy, PolicyServerName)
+	if err := cfg.CheckPolicy(Name, PolicyServerName); err != nil {
+		return nil, err
 	}
-	id := &NodeIdentity{}
+	id := &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "a Hetzner Cloud server"}}
 	for k, v := range cfg.Settings {
 		if k != SettingNetwork {
 			return nil, fmt.Errorf("hetzner: cloudSettings: unknown key %q (the only key is %s)", k, SettingNetwork)
@@ -145,14 +145,4 @@ func (n *NodeIdentity) internalIP(doc string) (string, error) {
 		return "", fmt.Errorf("hetzner: the server is not attached to network %d (metadata private-networks)", n.network)
 	}
 	return "", nil
-}
-
-// SignsNoIdentity marks the backend as a ticket cloud (nodeid.Unsigned):
-// its machines join only with a join ticket.
-func (n *NodeIdentity) SignsNoIdentity() {}
-
-// Evidence is an error wrapping nodeid.ErrNoEvidence: Hetzner Cloud signs
-// no instance identity; the node joins with a join ticket.
-func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
-	return evidence.Block{}, fmt.Errorf("hetzner: %w: a Hetzner Cloud server joins with a join ticket", nodeid.ErrNoEvidence)
 }

@@ -19,14 +19,13 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // Name is the backend's name, the agent config's cloud: linode.
 const Name = "linode"
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
 }
 
 // DefaultMetadataURL is the Metadata service's address (IPv4; the service
@@ -78,27 +77,26 @@ type Network struct {
 // no identity: Evidence always fails with nodeid.ErrNoEvidence, and the
 // Linode joins with a join ticket.
 type NodeIdentity struct {
+	nodeid.Ticketed
 	md *linklocal.Client
 }
 
-var _ nodeid.Identity = (*NodeIdentity)(nil)
+var _ nodeid.Unsigned = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the linode backend:
 // cfg.MetadataURL ("" is http://169.254.169.254; else http://host[:port]),
 // cfg.NodeNamePolicy ("" or Label). The backend has no cloudSettings. It
 // calls nothing.
 func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
-	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyLabel {
-		return nil, fmt.Errorf("%s: node name policy %q: the only policy is %s", Name, cfg.NodeNamePolicy, PolicyLabel)
-	}
-	for k := range cfg.Settings {
-		return nil, fmt.Errorf("%s: cloudSettings: unknown key %q (the %s backend has none)", Name, k, Name)
+	if err := cfg.CheckPlain(Name, PolicyLabel); err != nil {
+		return nil, err
 	}
 	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &NodeIdentity{md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata"})}, nil
+	return &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "a Linode"},
+		md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata"})}, nil
 }
 
 // token asks the Metadata service for a token (PUT /v1/token), as every
@@ -171,14 +169,4 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 		ID: strconv.Itoa(in.ID), Name: in.Label, NodeName: nodeName,
 		ProviderID: ProviderID(in.ID), InternalIP: ip,
 	}, nil
-}
-
-// SignsNoIdentity marks the backend as a ticket cloud (nodeid.Unsigned):
-// its machines join only with a join ticket.
-func (n *NodeIdentity) SignsNoIdentity() {}
-
-// Evidence is never given: Linode signs no instance identity. The agent
-// joins with a join ticket instead (joinTicketFile).
-func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
-	return evidence.Block{}, fmt.Errorf("%s: %w: a Linode joins with a join ticket (docs/tickets.md)", Name, nodeid.ErrNoEvidence)
 }

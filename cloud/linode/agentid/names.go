@@ -2,9 +2,8 @@ package agentid
 
 import (
 	"strconv"
-	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // PolicyLabel is the one node name policy: the Linode's label, as
@@ -21,10 +20,4 @@ func ProviderID(id int) string { return ProviderIDPrefix + strconv.Itoa(id) }
 // NodeName is the Node name of a Linode: its label, lower-cased as Node
 // names are, or "" when that is not a DNS-1123 subdomain (a label may
 // hold underscores, which a Node name may not).
-func NodeName(label string) string {
-	n := strings.ToLower(label)
-	if len(validation.IsDNS1123Subdomain(n)) > 0 {
-		return ""
-	}
-	return n
-}
+func NodeName(label string) string { return nodeid.NodeName(label) }

@@ -45,7 +45,7 @@ func InstanceID(providerID string) (string, error) {
 }
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return New(cfg) })
+	nodeid.Register(Name, nodeid.Of(New))
 }
 
 // Identity is the local cloud's instance metadata service.

@@ -37,7 +37,7 @@ import (
 const Name = "oci"
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
 }
 
 // DefaultMetadataURL is the instance metadata service's address.
@@ -75,11 +75,8 @@ var _ nodeid.Identity = (*NodeIdentity)(nil)
 // cfg.NodeNamePolicy ("" or DisplayName). The backend has no
 // cloudSettings. It calls nothing.
 func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
-	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyDisplayName {
-		return nil, fmt.Errorf("oci: node name policy %q: the only policy is %s", cfg.NodeNamePolicy, PolicyDisplayName)
-	}
-	for k := range cfg.Settings {
-		return nil, fmt.Errorf("oci: cloudSettings: unknown key %q (the oci backend has none)", k)
+	if err := cfg.CheckPlain(Name, PolicyDisplayName); err != nil {
+		return nil, err
 	}
 	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
 	if err != nil {

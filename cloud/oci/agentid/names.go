@@ -2,7 +2,8 @@ package agentid
 
 import (
 	"regexp"
-	"strings"
+
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // EvidenceType is the PEM block type of OCI evidence: a signature over the
@@ -62,17 +63,7 @@ func ValidCompartment(s string) bool {
 	return ValidOCID(s, "compartment") || ValidTenancy(s)
 }
 
-// nodeNamePattern: a Node name, an RFC 1123 subdomain of at most 253
-// characters (checked apart).
-var nodeNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-
 // NodeName is the Node name of an instance of that display name under
 // the DisplayName policy: the name lower-cased; "" when that is not a
 // Node name (an RFC 1123 subdomain).
-func NodeName(displayName string) string {
-	n := strings.ToLower(displayName)
-	if len(n) > 253 || !nodeNamePattern.MatchString(n) {
-		return ""
-	}
-	return n
-}
+func NodeName(displayName string) string { return nodeid.NodeName(displayName) }

@@ -21,14 +21,13 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // Name is the backend's name, the agent config's cloud: openstack.
 const Name = "openstack"
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
 }
 
 // DefaultMetadataURL is the Nova metadata service's address.
@@ -85,13 +84,14 @@ const maxMetadataSize = linklocal.DefaultMaxBody
 // the approver could check: Evidence always fails with
 // nodeid.ErrNoEvidence, and the server joins with a join ticket.
 type NodeIdentity struct {
+	nodeid.Ticketed
 	md     *linklocal.Client
 	region string
 	source string
 	drive  driveConfig
 }
 
-var _ nodeid.Identity = (*NodeIdentity)(nil)
+var _ nodeid.Unsigned = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the openstack
 // backend: cfg.MetadataURL ("" is http://169.254.169.254; else
@@ -99,10 +99,11 @@ var _ nodeid.Identity = (*NodeIdentity)(nil)
 // cloudSettings region, metadataSource, configDrive and
 // configDriveMountDir. It calls nothing and touches no disk.
 func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
-	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyServerName {
-		return nil, fmt.Errorf("%s: node name policy %q: the only policy is %s", Name, cfg.NodeNamePolicy, PolicyServerName)
+	if err := cfg.CheckPolicy(Name, PolicyServerName); err != nil {
+		return nil, err
 	}
-	n := &NodeIdentity{source: SourceAuto, drive: defaultDrive()}
+	n := &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "an OpenStack server"},
+		source: SourceAuto, drive: defaultDrive()}
 	for k, v := range cfg.Settings {
 		switch k {
 		case SettingRegion:
@@ -207,14 +208,4 @@ func (n *NodeIdentity) Instance(ctx context.Context) (nodeid.Instance, error) {
 		ID: md.UUID, Name: md.Name, NodeName: nodeName,
 		ProviderID: ProviderID(n.region, md.UUID), InternalIP: ip,
 	}, nil
-}
-
-// SignsNoIdentity marks the backend as a ticket cloud (nodeid.Unsigned):
-// its machines join only with a join ticket.
-func (n *NodeIdentity) SignsNoIdentity() {}
-
-// Evidence is never given: OpenStack signs no server identity mooring can
-// check. The agent joins with a join ticket instead (joinTicketFile).
-func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
-	return evidence.Block{}, fmt.Errorf("%s: %w: an OpenStack server joins with a join ticket (docs/tickets.md)", Name, nodeid.ErrNoEvidence)
 }

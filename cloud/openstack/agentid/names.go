@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // PolicyServerName is the one node name policy: the server's name.
@@ -54,10 +54,4 @@ func IsServerID(id string) bool {
 // NodeName is the Node name of a server under the ServerName policy: its
 // name, lower-cased, when that is a DNS-1123 subdomain; else "" (the
 // server cannot join).
-func NodeName(serverName string) string {
-	n := strings.ToLower(serverName)
-	if len(validation.IsDNS1123Subdomain(n)) > 0 {
-		return ""
-	}
-	return n
-}
+func NodeName(serverName string) string { return nodeid.NodeName(serverName) }

@@ -29,14 +29,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
-	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
 // Name is the backend's name, the agent config's cloud: vsphere.
 const Name = "vsphere"
 
 func init() {
-	nodeid.Register(Name, func(cfg nodeid.Config) (nodeid.Identity, error) { return NewNodeIdentity(cfg) })
+	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
 }
 
 // The agent's cloudSettings keys.
@@ -62,24 +61,26 @@ const (
 // from SMBIOS and the VM's name. vSphere signs no identity: Evidence always
 // fails with nodeid.ErrNoEvidence, and the VM joins with a join ticket.
 type NodeIdentity struct {
+	nodeid.Ticketed
 	vmName   string
 	sysfs    string
 	hostname func() (string, error)
 }
 
-var _ nodeid.Identity = (*NodeIdentity)(nil)
+var _ nodeid.Unsigned = (*NodeIdentity)(nil)
 
 // NewNodeIdentity reads the agent's configuration of the vsphere backend:
 // no metadataURL (a VM has no metadata service), cfg.NodeNamePolicy ("" or
 // VMName), and the cloudSettings vmName and sysfs. It calls nothing.
 func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
-	if cfg.NodeNamePolicy != "" && cfg.NodeNamePolicy != PolicyVMName {
-		return nil, fmt.Errorf("vsphere: node name policy %q: the only policy is %s", cfg.NodeNamePolicy, PolicyVMName)
+	if err := cfg.CheckPolicy(Name, PolicyVMName); err != nil {
+		return nil, err
 	}
 	if cfg.MetadataURL != "" {
 		return nil, fmt.Errorf("vsphere: metadataURL %q: a vSphere VM has no metadata service (its name comes from cloudSettings %s or the hostname)", cfg.MetadataURL, SettingVMName)
 	}
-	id := &NodeIdentity{sysfs: DefaultSysfs, hostname: os.Hostname}
+	id := &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "a vSphere VM"},
+		sysfs: DefaultSysfs, hostname: os.Hostname}
 	for k, v := range cfg.Settings {
 		switch k {
 		case SettingVMName:
@@ -223,14 +224,4 @@ func SerialUUID(serial string) (string, error) {
 		return "", fmt.Errorf("serial number %.60q: %w", s, err)
 	}
 	return uuid, nil
-}
-
-// SignsNoIdentity marks the backend as a ticket cloud (nodeid.Unsigned):
-// its machines join only with a join ticket.
-func (n *NodeIdentity) SignsNoIdentity() {}
-
-// Evidence is an error wrapping nodeid.ErrNoEvidence: vSphere signs no VM
-// identity; the VM joins with a join ticket.
-func (n *NodeIdentity) Evidence(context.Context, string) (evidence.Block, error) {
-	return evidence.Block{}, fmt.Errorf("vsphere: %w: a vSphere VM joins with a join ticket", nodeid.ErrNoEvidence)
 }

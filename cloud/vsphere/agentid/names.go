@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 )
 
 // PolicyVMName is the one node name policy: the VM's name.
@@ -22,13 +22,7 @@ func ProviderID(uuid string) string { return ProviderIDPrefix + strings.ToLower(
 // NodeName is the Node name of a VM under the VMName policy: its name,
 // lower-cased, when that is a DNS-1123 subdomain; else "" (the VM cannot
 // join).
-func NodeName(vmName string) string {
-	n := strings.ToLower(vmName)
-	if len(validation.IsDNS1123Subdomain(n)) > 0 {
-		return ""
-	}
-	return n
-}
+func NodeName(vmName string) string { return nodeid.NodeName(vmName) }
 
 // ParseUUID checks a UUID in its 36-character text form
 // (8-4-4-4-12 hex digits) and returns it lower-cased.
