@@ -6,8 +6,6 @@ import (
 	"io"
 	"regexp"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
 )
@@ -41,12 +39,9 @@ type Config struct {
 	// PageSize is the per_page of droplet lists, 1-200. Default 200 (the
 	// API's largest page: the fewest requests per refresh).
 	PageSize int `json:"pageSize,omitempty"`
-	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
-	// API request).
-	kit.ViewConfig
-	// MaxFailureBackoff caps the pause between lists while the API fails.
-	// Default 16s.
-	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
+	// ListConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one API
+	// request), maxFailureBackoff.
+	kit.ListConfig
 }
 
 // Defaults.
@@ -76,11 +71,6 @@ func ParseConfig(r io.Reader) (Config, error) {
 	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
 }
 
-func (c *Config) durations() []kit.Duration {
-	return append(c.ViewConfig.Durations(),
-		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff})
-}
-
 // secret is where the API token is.
 func (c *Config) secret() kit.Secret {
 	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv",
@@ -103,7 +93,7 @@ func (c *Config) defaults() {
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
 	}
-	kit.DefaultDurations(c.durations())
+	kit.DefaultDurations(c.ListConfig.Durations())
 }
 
 func (c *Config) validate() error {
@@ -127,7 +117,7 @@ func (c *Config) validate() error {
 	if c.PageSize < 1 || c.PageSize > MaxPageSize {
 		errs = append(errs, fmt.Errorf("pageSize %d: want 1-%d", c.PageSize, MaxPageSize))
 	}
-	errs = append(errs, kit.CheckDurations(c.durations())...)
+	errs = append(errs, kit.CheckDurations(c.ListConfig.Durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%s cloud config: %w", ProviderName, err)
 	}

@@ -77,8 +77,7 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 		RequestTimeout: cfg.RequestTimeout.Duration}
 	klog.InfoS("DigitalOcean cloud provider configured", "clusterID", cfg.ClusterID, "clusterTag", cfg.ClusterTag,
 		"apiEndpoint", cfg.APIEndpoint, "token", cfg.TokenSource(), "pageSize", cfg.PageSize)
-	c := &Cloud{cfg: cfg, client: client, view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration,
-		MaxFailureBackoff: cfg.MaxFailureBackoff.Duration})}
+	c := &Cloud{cfg: cfg, client: client, view: view.New(src, cfg.ViewOptions())}
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c,
 		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})

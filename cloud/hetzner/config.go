@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
@@ -45,12 +44,9 @@ type Config struct {
 	// NodeNamePolicy maps servers to Node names: only ServerName (the
 	// default: the Node is named as the server is, lower-cased).
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
-	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
-	// API call, the library's retries included).
-	kit.ViewConfig
-	// MaxFailureBackoff caps the pause between Lists while the API fails.
-	// Default 16s.
-	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
+	// ListConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one API
+	// call, the library's retries included), maxFailureBackoff.
+	kit.ListConfig
 }
 
 // Defaults.
@@ -81,11 +77,6 @@ func ParseConfig(r io.Reader) (Config, error) {
 	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
 }
 
-func (c *Config) durations() []kit.Duration {
-	return append(c.ViewConfig.Durations(),
-		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff})
-}
-
 // secret is where the API token is.
 func (c *Config) secret() kit.Secret {
 	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv",
@@ -108,7 +99,7 @@ func (c *Config) defaults() {
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = agentid.PolicyServerName
 	}
-	kit.DefaultDurations(c.durations())
+	kit.DefaultDurations(c.ListConfig.Durations())
 }
 
 func (c *Config) validate() error {
@@ -142,7 +133,7 @@ func (c *Config) validate() error {
 	if c.NodeNamePolicy != agentid.PolicyServerName {
 		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyServerName))
 	}
-	errs = append(errs, kit.CheckDurations(c.durations())...)
+	errs = append(errs, kit.CheckDurations(c.ListConfig.Durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("hetzner cloud config: %w", err)
 	}

@@ -85,9 +85,7 @@ func NewWithClient(cfg Config, client *hcloud.Client) (*Cloud, error) {
 	klog.InfoS("Hetzner Cloud provider configured", "endpoint", cfg.Endpoint, "clusterLabel", cfg.ClusterLabel,
 		"clusterID", cfg.ClusterID, "network", cfg.Network, "addressFamily", cfg.AddressFamily)
 	c := &Cloud{cfg: cfg, client: client}
-	c.view = view.New(c.source(), view.Options{
-		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
-	})
+	c.view = view.New(c.source(), cfg.ViewOptions())
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Metadata: metadata,
 		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})

@@ -13,6 +13,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // MaxConfigSize bounds a backend's cloud config file.
@@ -136,6 +138,30 @@ func (v *ViewConfig) Durations() []Duration {
 		{"minRefreshInterval", &v.MinRefreshInterval, DefaultMinRefreshInterval},
 		{"requestTimeout", &v.RequestTimeout, DefaultRequestTimeout},
 	}
+}
+
+// ListConfig is ViewConfig and maxFailureBackoff, for a backend whose view
+// lists the cloud and backs off while the lists fail. Embedded without a
+// json tag, as ViewConfig is, its fields are the config's own
+// (instanceMaxAge, minRefreshInterval, requestTimeout, maxFailureBackoff).
+type ListConfig struct {
+	ViewConfig
+	// MaxFailureBackoff caps the pause between lists while the cloud's API
+	// fails (view.Options.MaxFailureBackoff). Default 16s.
+	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
+}
+
+// Durations are ViewConfig's durations and maxFailureBackoff, with their
+// names and defaults.
+func (l *ListConfig) Durations() []Duration {
+	return append(l.ViewConfig.Durations(),
+		Duration{"maxFailureBackoff", &l.MaxFailureBackoff, DefaultMaxFailureBackoff})
+}
+
+// ViewOptions are the view's options the config sets: its minimum refresh
+// interval and its failure backoff's cap.
+func (l *ListConfig) ViewOptions() view.Options {
+	return view.Options{MinRefreshInterval: l.MinRefreshInterval.Duration, MaxFailureBackoff: l.MaxFailureBackoff.Duration}
 }
 
 // Duration is one duration field of a cloud config: its name in the file,

@@ -74,6 +74,43 @@ func TestParseConfigWithViewConfig(t *testing.T) {
 	}
 }
 
+// listConfig embeds ListConfig as a backend's Config does.
+type listConfig struct {
+	Name string `json:"name"`
+	ListConfig
+}
+
+func TestListConfig(t *testing.T) {
+	parse := func(s string) (listConfig, error) {
+		return ParseConfig("test", strings.NewReader(s), func(c *listConfig) { DefaultDurations(c.Durations()) },
+			func(c *listConfig) error { return errors.Join(CheckDurations(c.Durations())...) })
+	}
+	c, err := parse("name: a\nminRefreshInterval: 3s\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxFailureBackoff.Duration != DefaultMaxFailureBackoff || c.RequestTimeout.Duration != DefaultRequestTimeout ||
+		c.InstanceMaxAge.Duration != DefaultInstanceMaxAge || c.MinRefreshInterval.Duration != 3*time.Second {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if o := c.ViewOptions(); o.MinRefreshInterval != 3*time.Second || o.MaxFailureBackoff != DefaultMaxFailureBackoff {
+		t.Fatalf("view options: %+v", o)
+	}
+	// The keys are the config's own: flat, as ViewConfig's.
+	c, err = parse("name: a\nmaxFailureBackoff: 1m\nrequestTimeout: 5s\n")
+	if err != nil || c.MaxFailureBackoff.Duration != time.Minute || c.RequestTimeout.Duration != 5*time.Second {
+		t.Fatalf("flat keys: %+v, %v", c, err)
+	}
+	for _, bad := range []string{"name: a\nlistConfig: {}\n", "name: a\nviewConfig:\n  requestTimeout: 1s\n"} {
+		if _, err := parse(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := parse("name: a\nmaxFailureBackoff: -1s\n"); err == nil || err.Error() != "maxFailureBackoff must not be negative" {
+		t.Fatalf("negative maxFailureBackoff: %v", err)
+	}
+}
+
 func TestSecret(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, content string) string {

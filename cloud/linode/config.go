@@ -53,12 +53,9 @@ type Config struct {
 	// MaxRetryWait the most, a longer Retry-After included (default 10s).
 	RetryWait    metav1.Duration `json:"retryWait,omitempty"`
 	MaxRetryWait metav1.Duration `json:"maxRetryWait,omitempty"`
-	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
-	// API request, its retries included).
-	kit.ViewConfig
-	// MaxFailureBackoff caps the pause between lists while the API fails.
-	// Default 16s.
-	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
+	// ListConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one API
+	// request, its retries included), maxFailureBackoff.
+	kit.ListConfig
 }
 
 // Defaults.
@@ -92,8 +89,7 @@ func ParseConfig(r io.Reader) (Config, error) {
 }
 
 func (c *Config) durations() []kit.Duration {
-	return append(c.ViewConfig.Durations(),
-		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff},
+	return append(c.ListConfig.Durations(),
 		kit.Duration{Name: "retryWait", Value: &c.RetryWait, Default: DefaultRetryWait},
 		kit.Duration{Name: "maxRetryWait", Value: &c.MaxRetryWait, Default: DefaultMaxRetryWait})
 }

@@ -7,8 +7,6 @@ import (
 	"io"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 )
@@ -77,12 +75,9 @@ type Config struct {
 	// still denies a SAN that another server or Node lists too
 	// (AddressClaimedTwice). docs/openstack.md#serving-certificates.
 	TrustedAddressSources []string `json:"trustedAddressSources,omitempty"`
-	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
-	// API call, a re-authentication included).
-	kit.ViewConfig
-	// MaxFailureBackoff caps the pause between listings while the API
-	// fails. Default 16s.
-	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
+	// ListConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one API
+	// call, a re-authentication included), maxFailureBackoff.
+	kit.ListConfig
 }
 
 // Defaults.
@@ -110,11 +105,6 @@ func ParseConfig(r io.Reader) (Config, error) {
 	return kit.ParseConfig(ProviderName, r, (*Config).defaults, (*Config).validate)
 }
 
-func (c *Config) durations() []kit.Duration {
-	return append(c.ViewConfig.Durations(),
-		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff})
-}
-
 // secret is where the application credential's secret is.
 func (c *Config) secret() kit.Secret {
 	return kit.Secret{File: c.SecretFile, FileField: "secretFile", Env: c.SecretEnv, EnvField: "secretEnv",
@@ -134,7 +124,7 @@ func (c *Config) defaults() {
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = agentid.PolicyServerName
 	}
-	kit.DefaultDurations(c.durations())
+	kit.DefaultDurations(c.ListConfig.Durations())
 }
 
 func (c *Config) validate() error {
@@ -203,7 +193,7 @@ func (c *Config) validate() error {
 	if _, err := c.addressSources(); err != nil {
 		bad("%v", err)
 	}
-	errs = append(errs, kit.CheckDurations(c.durations())...)
+	errs = append(errs, kit.CheckDurations(c.ListConfig.Durations())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("openstack cloud config: %w", err)
 	}

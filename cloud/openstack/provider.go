@@ -73,9 +73,7 @@ func New(cfg Config) (*Cloud, error) {
 		"regionalProviderID", cfg.RegionalProviderID, "trustedAddressSources", cfg.TrustedAddressSources)
 	sources, _ := cfg.addressSources() // checked by validate
 	c := &Cloud{cfg: cfg, secret: secret, httpc: httpc, sources: sources}
-	c.view = view.New(c.source(), view.Options{
-		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
-	})
+	c.view = view.New(c.source(), cfg.ViewOptions())
 	// The cluster id names the cluster: view.Instance.Cluster holds it and
 	// join tickets name it as their audience.
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,

@@ -71,12 +71,9 @@ type Config struct {
 	// NodeNamePolicy maps VMs to Node names: only VMName (the default: the
 	// Node is named as the VM is, lower-cased).
 	NodeNamePolicy string `json:"nodeNamePolicy,omitempty"`
-	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
-	// listing, its few calls, or one lookup).
-	kit.ViewConfig
-	// MaxFailureBackoff caps the pause between lists while vCenter fails.
-	// Default 16s.
-	MaxFailureBackoff metav1.Duration `json:"maxFailureBackoff,omitempty"`
+	// ListConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one
+	// listing, its few calls, or one lookup), maxFailureBackoff.
+	kit.ListConfig
 	// TagCacheTTL is how long tag and category names are kept before they
 	// are read again (a tag renamed in vCenter shows after at most this
 	// long). Default 10m.
@@ -126,8 +123,7 @@ func ParseConfig(r io.Reader) (Config, error) {
 }
 
 func (c *Config) durations() []kit.Duration {
-	return append(c.ViewConfig.Durations(),
-		kit.Duration{Name: "maxFailureBackoff", Value: &c.MaxFailureBackoff, Default: DefaultMaxFailureBackoff},
+	return append(c.ListConfig.Durations(),
 		kit.Duration{Name: "tagCacheTTL", Value: &c.TagCacheTTL, Default: DefaultTagCacheTTL})
 }
 

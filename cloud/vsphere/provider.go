@@ -72,9 +72,7 @@ func New(cfg Config, opts ...Option) (*Cloud, error) {
 		"trustedAddressSources", cfg.TrustedAddressSources)
 	c := &Cloud{cfg: cfg, source: &Source{cfg: cfg, conn: cn, tags: newTagCache(cfg.TagCacheTTL.Duration),
 		internalNets: internal, externalNets: external, sources: sources}}
-	v := view.New(c.source, view.Options{
-		MinRefreshInterval: cfg.MinRefreshInterval.Duration, MaxFailureBackoff: cfg.MaxFailureBackoff.Duration,
-	})
+	v := view.New(c.source, cfg.ViewOptions())
 	// The cluster id names the cluster: view.Instance.Cluster holds it and
 	// join tickets name it as their audience. A providerID is found by its
 	// UUID in lower case (viewKey), in either byte order (lookup, which
