@@ -12,11 +12,12 @@ import (
 // its own refusals: another policy, a setting. The configs it takes.
 func TestShared(t *testing.T) {
 	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, New: NewNodeIdentity,
+		Policy: NodeNamePolicyVMName, Plain: true,
 		Refusals: map[string]nodeid.Config{
 			"another policy": {NodeNamePolicy: "ComputerName"},
 			"a setting":      {Settings: map[string]string{"region": "westeurope"}},
 		}})
-	for _, cfg := range []nodeid.Config{{}, {NodeNamePolicy: NodeNamePolicyVMName}, {MetadataURL: "http://127.0.0.1:1"}} {
+	for _, cfg := range []nodeid.Config{{}, {MetadataURL: "http://127.0.0.1:1"}} {
 		if _, err := NewNodeIdentity(cfg); err != nil {
 			t.Errorf("%+v: %v", cfg, err)
 		}

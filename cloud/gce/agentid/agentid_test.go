@@ -43,9 +43,9 @@ func TestMetadataHostAndFlavor(t *testing.T) {
 // backend; its own refusals: another policy, a setting, https.
 func TestShared(t *testing.T) {
 	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, New: NewNodeIdentity,
+		Policy: PolicyInstanceName, Plain: true,
 		Refusals: map[string]nodeid.Config{
 			"another policy": {NodeNamePolicy: "InstanceID"},
-			"a setting":      {Settings: map[string]string{"x": "y"}},
 			"https":          {MetadataURL: "https://169.254.169.254"},
 		}})
 }

@@ -7,17 +7,12 @@ import (
 	"github.com/mooring-dev/mooring/cloud/nodeid/nodeidtest"
 )
 
-func TestNames(t *testing.T) {
-	if got := ProviderID(10000001); got != "hcloud://10000001" {
-		t.Errorf("ProviderID = %s", got)
-	}
-}
-
-// nodeidtest.Check: registered, Node names and refusals as every backend.
-// Its own refusals: the policy is ServerName, the one setting a network id,
-// and the metadata URL plain http.
+// nodeidtest.Check: registered, Node names, providerIDs and refusals as
+// every backend. Its own: the one policy ServerName, the one setting a
+// network id, and the metadata URL plain http.
 func TestShared(t *testing.T) {
 	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
+		ProviderIDs: map[string]string{ProviderID(10000001): "hcloud://10000001"}, Policy: PolicyServerName,
 		Refusals: map[string]nodeid.Config{
 			"another policy":          {NodeNamePolicy: "ServerID"},
 			"an unknown setting":      {Settings: map[string]string{"x": "y"}},

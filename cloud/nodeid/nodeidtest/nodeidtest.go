@@ -6,6 +6,7 @@
 package nodeidtest
 
 import (
+	"maps"
 	"net/url"
 	"testing"
 
@@ -106,10 +107,19 @@ type Spec[I any] struct {
 	// own cases beyond SharedNodeNames.
 	NodeName func(string) string
 	Names    map[string]string
+	// ProviderIDs are providerIDs its ProviderID made (the keys) and what
+	// each must be.
+	ProviderIDs map[string]string
 	// New is its NewNodeIdentity; Refusals are the configs it refuses
 	// beyond SharedRefusals, by what they are.
 	New      func(nodeid.Config) (I, error)
 	Refusals map[string]nodeid.Config
+	// Policy is its one node name policy, which New takes (none: not
+	// checked). Plain says it has no cloudSettings (nodeid.Config's
+	// CheckPlain): it refuses a setting. HostOnly says its metadataURL is
+	// plain http to a host: it refuses https and a path.
+	Policy          string
+	Plain, HostOnly bool
 	// Reads is where an identity reads its metadata (nil: not checked);
 	// Default is where it does with no metadataURL configured. With one
 	// configured, it reads there with the configured scheme and host.
@@ -118,14 +128,36 @@ type Spec[I any] struct {
 }
 
 // Check runs Registered, NodeNames and Refuses on a backend's node
-// identity.
+// identity, and checks its policy, providerIDs and metadata address as s
+// asks.
 func Check[I any](t testing.TB, s Spec[I]) {
 	t.Helper()
 	Registered(t, s.Name)
 	if s.NodeName != nil {
 		NodeNames(t, s.NodeName, s.Names)
 	}
-	Refuses(t, s.New, s.Refusals)
+	own := maps.Clone(s.Refusals)
+	if own == nil {
+		own = map[string]nodeid.Config{}
+	}
+	if s.Plain {
+		own["a setting (it has none)"] = nodeid.Config{Settings: map[string]string{"x": "y"}}
+	}
+	if s.HostOnly {
+		own["an https metadata URL"] = nodeid.Config{MetadataURL: "https://169.254.169.254"}
+		own["a metadata URL with a path"] = nodeid.Config{MetadataURL: "http://169.254.169.254/latest"}
+	}
+	Refuses(t, s.New, own)
+	if s.Policy != "" {
+		if _, err := s.New(nodeid.Config{NodeNamePolicy: s.Policy}); err != nil {
+			t.Errorf("its policy %s: %v", s.Policy, err)
+		}
+	}
+	for got, want := range s.ProviderIDs {
+		if got != want {
+			t.Errorf("ProviderID: %s, want %s", got, want)
+		}
+	}
 	if s.Reads == nil {
 		return
 	}

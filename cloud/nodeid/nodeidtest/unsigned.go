@@ -34,8 +34,8 @@ type Bed struct {
 // Node name (its name lower-cased) and private address, and the view
 // knows it under that providerID with that Node name and id; Evidence
 // wraps nodeid.ErrNoEvidence; without a private address there is no
-// InternalIP, and that is no error; a name that is no Node name gives
-// none (or an error that says so); a failing metadata service is an error, and so is a stopped
+// InternalIP, and that is no error; a name that is no Node name is an
+// error that says so; a failing metadata service is an error, and so is a stopped
 // instance's (a stopped machine runs no agent: its metadata is no proof
 // of anything).
 func Unsigned(t testing.TB, b Bed) {

@@ -61,12 +61,11 @@ func TestParseEvidence(t *testing.T) {
 // https, a path. A config it takes.
 func TestShared(t *testing.T) {
 	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
-		Names: map[string]string{"Worker-1": "worker-1", "a_b": "", "a b": "", strings.Repeat("a", 254): ""},
+		Names:  map[string]string{"Worker-1": "worker-1", "a_b": "", "a b": "", strings.Repeat("a", 254): ""},
+		Policy: PolicyDisplayName, Plain: true, HostOnly: true,
 		Refusals: map[string]nodeid.Config{
-			"another policy": {NodeNamePolicy: "InstanceID"},
-			"a setting":      {Settings: map[string]string{"x": "y"}},
-			"https":          {MetadataURL: "https://169.254.169.254"},
-			"a path":         {MetadataURL: "http://169.254.169.254/opc/v2"},
+			"another policy":  {NodeNamePolicy: "InstanceID"},
+			"the opc/v2 path": {MetadataURL: "http://169.254.169.254/opc/v2"},
 		}})
 	if _, err := NewNodeIdentity(nodeid.Config{MetadataURL: "http://127.0.0.1:8080", NodeNamePolicy: PolicyDisplayName}); err != nil {
 		t.Error(err)

@@ -9,12 +9,6 @@ import (
 
 func TestNames(t *testing.T) {
 	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
-	if got := ProviderID("", id); got != "openstack:///"+id {
-		t.Errorf("ProviderID = %s", got)
-	}
-	if got := ProviderID("RegionOne", id); got != "openstack://RegionOne/"+id {
-		t.Errorf("regional ProviderID = %s", got)
-	}
 	for pid, want := range map[string]string{"openstack:///" + id: "", "openstack://RegionOne/" + id: "RegionOne"} {
 		region, got, err := ParseProviderID(pid)
 		if err != nil || got != id || region != want {
@@ -29,17 +23,20 @@ func TestNames(t *testing.T) {
 	}
 }
 
-// nodeidtest.Check: registered, Node names and refusals as every backend.
-// Its own refusals: the policy is ServerName, the one setting a region, and
-// the metadata URL plain http to a host without a path.
+// nodeidtest.Check: registered, Node names, providerIDs (global and
+// regional) and refusals as every backend. Its own: the one policy
+// ServerName, its settings (a region), and the metadata URL plain http to
+// a host without a path.
 func TestShared(t *testing.T) {
+	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
 	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
+		ProviderIDs: map[string]string{ProviderID("", id): "openstack:///" + id, ProviderID("RegionOne", id): "openstack://RegionOne/" + id},
+		Policy:      PolicyServerName, HostOnly: true,
 		Refusals: map[string]nodeid.Config{
 			"another policy":        {NodeNamePolicy: "ServerID"},
 			"an unknown setting":    {Settings: map[string]string{"x": "y"}},
 			"a region with a slash": {Settings: map[string]string{SettingRegion: "a/b"}},
 			"an empty region":       {Settings: map[string]string{SettingRegion: ""}},
-			"https":                 {MetadataURL: "https://169.254.169.254"},
-			"a path":                {MetadataURL: "http://169.254.169.254/openstack"},
+			"the openstack path":    {MetadataURL: "http://169.254.169.254/openstack"},
 		}})
 }

@@ -174,7 +174,7 @@ func TestInstance(t *testing.T) {
 // its own refusals: another policy, any metadata URL (it reads SMBIOS),
 // its settings' bad values.
 func TestShared(t *testing.T) {
-	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity,
+	nodeidtest.Check(t, nodeidtest.Spec[*NodeIdentity]{Name: Name, NodeName: NodeName, New: NewNodeIdentity, Policy: PolicyVMName,
 		Refusals: map[string]nodeid.Config{
 			"another policy":                 {NodeNamePolicy: "Hostname"},
 			"any metadata URL":               {MetadataURL: "http://169.254.169.254"},
