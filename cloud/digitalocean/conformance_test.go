@@ -2,8 +2,6 @@ package digitalocean
 
 import (
 	"fmt"
-	"net/http"
-	"os"
 	"strconv"
 	"testing"
 
@@ -27,7 +25,14 @@ func backend() conformance.Backend {
 			"digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999"},
 		NameWithoutNode: "under_score",
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
-			return &bed{world: newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = o.PageSize })}
+			w := newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = o.PageSize })
+			return &bed{world: w, Endpoint: conformance.Endpoint{Counter: &w.do.Counter, Faults: &w.do.Faults,
+				List: []string{digitaloceantest.MethodList}, Get: []string{digitaloceantest.MethodGet},
+				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.do.SetOutage),
+					conformance.Unauthorized: conformance.WrongSecret(w.tokenFile, w.do.Token())},
+				Statuses: map[view.State]string{view.StateStopped: digitaloceantest.StatusOff, view.StatePending: digitaloceantest.StatusNew,
+					view.StateTerminated: digitaloceantest.StatusArchive},
+				SetStatus: func(m conformance.Made, status string) error { return w.do.SetStatus(m.IntID(t), status) }}}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			w := b.(*bed).world
@@ -36,84 +41,22 @@ func backend() conformance.Backend {
 	}
 }
 
-// bed is the conformance suite's view of a world.
+// bed is the conformance suite's view of a world: the endpoint fails
+// and counts calls by method, and its outage answers every call.
 type bed struct {
 	*world
-	first int
+	conformance.Endpoint
 }
 
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
-	tags := []string{testTag}
-	if s.Foreign {
-		tags = []string{"k8s:c2"}
-	}
-	id := 0
-	if s.First {
-		b.first++
-		id = b.first // droplet ids the endpoint assigns are far above
-	}
-	d := b.do.Put(digitaloceantest.Droplet{ID: id, Name: s.Name, PrivateIP: fmt.Sprintf("127.0.83.%d", s.N),
-		PublicIP: fmt.Sprintf("127.0.84.%d", s.N), Tags: tags, Created: s.Created})
+	d := b.do.Put(digitaloceantest.Droplet{ID: s.FirstID(), Name: s.Name, PrivateIP: s.Addr("127.0.83"), PublicIP: s.Addr("127.0.84"),
+		Tags: []string{s.Cluster(testTag, "k8s:c2")}, Created: s.Created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(d.ID), ID: strconv.Itoa(d.ID),
 		NodeName: agentid.NodeName(d.Name), InternalIP: d.PrivateIP}
 }
 
-func (b *bed) id(t testing.TB, m conformance.Made) int {
-	id, err := ParseProviderID(m.ProviderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-func (b *bed) Delete(t testing.TB, m conformance.Made) { b.do.Delete(b.id(t, m)) }
-
-func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
-	status := map[view.State]string{view.StateStopped: digitaloceantest.StatusOff, view.StatePending: digitaloceantest.StatusNew,
-		view.StateTerminated: digitaloceantest.StatusArchive}[s]
-	if err := b.do.SetStatus(b.id(t, m), status); err != nil {
-		t.Fatal(err)
-	}
-	return true
-}
-
-func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
-	switch f {
-	case conformance.Outage:
-		b.do.SetOutage(true)
-		return func() { b.do.SetOutage(false) }
-	case conformance.Unauthorized:
-		if err := os.WriteFile(b.tokenFile, []byte("dop_v1_wrong"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return func() {
-			if err := os.WriteFile(b.tokenFile, []byte(b.do.Token()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-	case conformance.GetFails:
-		b.do.Fail(digitaloceantest.MethodGet, 1<<20, http.StatusInternalServerError)
-		return func() { b.do.Fail(digitaloceantest.MethodGet, 0, 0) }
-	case conformance.Throttled:
-		for _, m := range []string{digitaloceantest.MethodList, digitaloceantest.MethodGet} {
-			b.do.Fail(m, 1<<20, http.StatusTooManyRequests)
-		}
-		return func() {
-			for _, m := range []string{digitaloceantest.MethodList, digitaloceantest.MethodGet} {
-				b.do.Fail(m, 0, 0)
-			}
-		}
-	}
-	return nil
-}
-
-func (b *bed) Calls(c conformance.Call) int {
-	if c == conformance.List {
-		return b.do.Calls(digitaloceantest.MethodList)
-	}
-	return b.do.Calls(digitaloceantest.MethodGet)
-}
+func (b *bed) Delete(t testing.TB, m conformance.Made) { b.do.Delete(m.IntID(t)) }
 
 func (b *bed) BeforePage(f func(page int)) { b.do.BeforePage(f) }

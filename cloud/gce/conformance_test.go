@@ -41,6 +41,7 @@ func TestConformance(t *testing.T) {
 // pageToken) before gcetest answers them.
 type bed struct {
 	*world
+	conformance.Endpoint
 	mu         sync.Mutex
 	beforePage func(page int)
 	page       int
@@ -48,6 +49,16 @@ type bed struct {
 
 func newBed(t *testing.T, o conformance.Options) *bed {
 	b := &bed{world: newWorld(t, gcetest.Options{MaxPageSize: o.PageSize}, nil)}
+	// The Compute API's 503, 401 (credentials refused) or 429
+	// (rateLimitExceeded) to every list and get. TERMINATED is GCE's
+	// stopped instance, PROVISIONING pending; a deleted instance is absent,
+	// never in a state.
+	b.Endpoint = conformance.Endpoint{Counter: &b.gc.Counter, Faults: &b.gc.Faults, List: []string{"aggregatedList"}, Get: []string{"get"},
+		Statuses: map[view.State]string{view.StateStopped: "TERMINATED", view.StatePending: "PROVISIONING"},
+		SetStatus: func(m conformance.Made, status string) error {
+			project, zone := where(t, m)
+			return b.gc.SetStatus(project, zone, m.Name, status)
+		}}
 	hook := roundTripper(func(r *http.Request) (*http.Response, error) {
 		list := strings.HasSuffix(r.URL.Path, "/aggregated/instances")
 		b.mu.Lock()
@@ -106,49 +117,6 @@ func where(t testing.TB, m conformance.Made) (project, zone string) {
 func (b *bed) Delete(t testing.TB, m conformance.Made) {
 	project, zone := where(t, m)
 	b.gc.Delete(project, zone, m.Name)
-}
-
-// SetState: TERMINATED is GCE's stopped instance, PROVISIONING pending; a
-// deleted instance is absent, never in a state.
-func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
-	status := map[view.State]string{view.StateStopped: "TERMINATED", view.StatePending: "PROVISIONING"}[s]
-	if status == "" {
-		return false
-	}
-	project, zone := where(t, m)
-	if err := b.gc.SetStatus(project, zone, m.Name, status); err != nil {
-		t.Fatal(err)
-	}
-	return true
-}
-
-// Fail: the Compute API's 503, 401 (credentials refused) or 429
-// (rateLimitExceeded) to every list and get; GetFails: 503 to gets alone.
-func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
-	status := map[conformance.Failure]int{conformance.Outage: http.StatusServiceUnavailable, conformance.GetFails: http.StatusServiceUnavailable,
-		conformance.Unauthorized: http.StatusUnauthorized, conformance.Throttled: http.StatusTooManyRequests}[f]
-	if status == 0 {
-		return nil
-	}
-	methods := []string{"aggregatedList", "get"}
-	if f == conformance.GetFails {
-		methods = methods[1:]
-	}
-	for _, m := range methods {
-		b.gc.Fail(m, 1<<20, status)
-	}
-	return func() {
-		for _, m := range methods {
-			b.gc.Fail(m, 0, 0)
-		}
-	}
-}
-
-func (b *bed) Calls(c conformance.Call) int {
-	if c == conformance.List {
-		return b.gc.Calls("aggregatedList")
-	}
-	return b.gc.Calls("get")
 }
 
 func (b *bed) BeforePage(f func(page int)) {

@@ -2,7 +2,6 @@ package hetzner
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -32,7 +31,18 @@ func backend() conformance.Backend {
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// The library's retries (of a 429) a millisecond apart, not seconds.
 			quick := hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond), MaxRetries: maxRetries})
-			return &bed{newWorld(t, hetznertest.Options{PageLimit: o.PageSize}, nil, quick)}
+			w := newWorld(t, hetznertest.Options{PageLimit: o.PageSize}, nil, quick)
+			// An outage hangs up every call; a refused token and a spent
+			// budget are the API's own answers (401 unauthorized, 429
+			// rate_limit_exceeded) to every list and get (the token is read
+			// once, at New).
+			return &bed{w, conformance.Endpoint{Counter: &w.hz.Counter, Faults: &w.hz.Faults, List: []string{"list"}, Get: []string{"get"},
+				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.hz.SetDown)},
+				Codes: map[conformance.Failure]string{conformance.Unauthorized: string(hcloud.ErrorCodeUnauthorized),
+					conformance.Throttled: string(hcloud.ErrorCodeRateLimitExceeded), conformance.GetFails: string(hcloud.ErrorCodeServiceError)},
+				Statuses: map[view.State]string{view.StateStopped: string(hcloud.ServerStatusOff),
+					view.StatePending: string(hcloud.ServerStatusInitializing), view.StateTerminated: string(hcloud.ServerStatusDeleting)},
+				SetStatus: func(m conformance.Made, status string) error { return w.hz.SetStatus(int64(m.IntID(t)), status) }}}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			w := b.(*bed).world
@@ -42,7 +52,10 @@ func backend() conformance.Backend {
 }
 
 // bed is the conformance suite's view of a world.
-type bed struct{ *world }
+type bed struct {
+	*world
+	conformance.Endpoint
+}
 
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
@@ -58,59 +71,6 @@ func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 		NodeName: agentid.NodeName(srv.Name), InternalIP: srv.PrivateNets[0].IP}
 }
 
-func (b *bed) id(t testing.TB, m conformance.Made) int64 {
-	id, err := ParseProviderID(m.ProviderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-func (b *bed) Delete(t testing.TB, m conformance.Made) { b.hz.Delete(b.id(t, m)) }
-
-func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
-	status := map[view.State]hcloud.ServerStatus{view.StateStopped: hcloud.ServerStatusOff,
-		view.StatePending: hcloud.ServerStatusInitializing, view.StateTerminated: hcloud.ServerStatusDeleting}[s]
-	if err := b.hz.SetStatus(b.id(t, m), string(status)); err != nil {
-		t.Fatal(err)
-	}
-	return true
-}
-
-// Fail: an outage hangs up every call; a refused token and a spent budget
-// are the API's own answers (401 unauthorized, 429 rate_limit_exceeded)
-// to every list and get (the token is read once, at New).
-func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
-	if f == conformance.Outage {
-		b.hz.SetDown(true)
-		return func() { b.hz.SetDown(false) }
-	}
-	methods := []string{"list", "get"}
-	var (
-		status int
-		code   hcloud.ErrorCode
-	)
-	switch f {
-	case conformance.Unauthorized:
-		status, code = http.StatusUnauthorized, hcloud.ErrorCodeUnauthorized
-	case conformance.Throttled:
-		status, code = http.StatusTooManyRequests, hcloud.ErrorCodeRateLimitExceeded
-	case conformance.GetFails:
-		status, code, methods = http.StatusServiceUnavailable, hcloud.ErrorCodeServiceError, []string{"get"}
-	default:
-		return nil
-	}
-	for _, m := range methods {
-		b.hz.Fail(m, 1<<20, status, string(code))
-	}
-	return func() { b.hz.ClearFaults("list"); b.hz.ClearFaults("get") }
-}
-
-func (b *bed) Calls(c conformance.Call) int {
-	if c == conformance.List {
-		return b.hz.Calls("list")
-	}
-	return b.hz.Calls("get")
-}
+func (b *bed) Delete(t testing.TB, m conformance.Made) { b.hz.Delete(int64(m.IntID(t))) }
 
 func (b *bed) BeforePage(f func(page int)) { b.hz.OnList(f) }

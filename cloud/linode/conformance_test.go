@@ -2,8 +2,6 @@ package linode
 
 import (
 	"fmt"
-	"net/http"
-	"os"
 	"strconv"
 	"testing"
 
@@ -33,7 +31,14 @@ func backend() conformance.Backend {
 			if o.PageSize > 0 {
 				size = max(o.PageSize, MinPageSize)
 			}
-			return &bed{world: newWorld(t, linodetest.Options{}, func(c *Config) { c.PageSize = size }), size: size}
+			w := newWorld(t, linodetest.Options{}, func(c *Config) { c.PageSize = size })
+			return &bed{world: w, size: size, Endpoint: conformance.Endpoint{Counter: &w.ln.Counter, Faults: &w.ln.Faults,
+				List: []string{linodetest.MethodList}, Get: []string{linodetest.MethodGet},
+				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.ln.SetOutage),
+					conformance.Unauthorized: conformance.WrongSecret(w.tokenFile, w.ln.Token())},
+				Statuses: map[view.State]string{view.StateStopped: linodetest.StatusOffline, view.StatePending: linodetest.StatusProvisioning,
+					view.StateTerminated: linodetest.StatusDeleting},
+				SetStatus: func(m conformance.Made, status string) error { return w.ln.SetStatus(m.IntID(t), status) }}}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			// The token from the environment, as the tests' worlds read it from a file.
@@ -44,87 +49,25 @@ func backend() conformance.Backend {
 	}
 }
 
-// bed is the conformance suite's view of a world.
+// bed is the conformance suite's view of a world: an outage answers 503
+// to every call; the token file is read at every request.
 type bed struct {
 	*world
-	size, first int
+	conformance.Endpoint
+	size int
 }
-
-func (b *bed) BeforePage(f func(page int)) { b.ln.BeforePage(f) }
-
-func (b *bed) PageSize() int { return b.size }
 
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
-	tags := []string{testTag}
-	if s.Foreign {
-		tags = []string{"k8s:c2"}
-	}
-	id := 0
-	if s.First {
-		b.first++
-		id = b.first // Linode ids the endpoint assigns are far above
-	}
-	in := b.ln.Put(linodetest.Instance{ID: id, Label: s.Name, PublicIP: fmt.Sprintf("127.0.98.%d", s.N),
-		PrivateIP: fmt.Sprintf("127.0.97.%d", s.N), Tags: tags, Created: s.Created})
+	in := b.ln.Put(linodetest.Instance{ID: s.FirstID(), Label: s.Name, PublicIP: s.Addr("127.0.98"), PrivateIP: s.Addr("127.0.97"),
+		Tags: []string{s.Cluster(testTag, "k8s:c2")}, Created: s.Created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.ID), ID: strconv.Itoa(in.ID),
 		NodeName: agentid.NodeName(in.Label), InternalIP: in.PrivateIP}
 }
 
-func (b *bed) id(t testing.TB, m conformance.Made) int {
-	id, err := ParseProviderID(m.ProviderID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
+func (b *bed) Delete(t testing.TB, m conformance.Made) { b.ln.Delete(m.IntID(t)) }
 
-func (b *bed) Delete(t testing.TB, m conformance.Made) { b.ln.Delete(b.id(t, m)) }
+func (b *bed) PageSize() int { return b.size }
 
-func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
-	status := map[view.State]string{view.StateStopped: linodetest.StatusOffline, view.StatePending: linodetest.StatusProvisioning,
-		view.StateTerminated: linodetest.StatusDeleting}[s]
-	if err := b.ln.SetStatus(b.id(t, m), status); err != nil {
-		t.Fatal(err)
-	}
-	return true
-}
-
-// Fail: an outage answers 503 to every call; a wrong token in the file
-// (read at every request) is refused; a 429 answers every list and get.
-func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
-	write := func(token string) {
-		if err := os.WriteFile(b.tokenFile, []byte(token), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	switch f {
-	case conformance.Outage:
-		b.ln.SetOutage(true)
-		return func() { b.ln.SetOutage(false) }
-	case conformance.Unauthorized:
-		write("wrong-token")
-		return func() { write(b.ln.Token()) }
-	case conformance.GetFails:
-		b.ln.Fail(linodetest.MethodGet, 1<<20, http.StatusInternalServerError)
-		return func() { b.ln.Fail(linodetest.MethodGet, 0, 0) }
-	case conformance.Throttled:
-		for _, m := range []string{linodetest.MethodList, linodetest.MethodGet} {
-			b.ln.Fail(m, 1<<20, http.StatusTooManyRequests)
-		}
-		return func() {
-			for _, m := range []string{linodetest.MethodList, linodetest.MethodGet} {
-				b.ln.Fail(m, 0, 0)
-			}
-		}
-	}
-	return nil
-}
-
-func (b *bed) Calls(c conformance.Call) int {
-	if c == conformance.List {
-		return b.ln.Calls(linodetest.MethodList)
-	}
-	return b.ln.Calls(linodetest.MethodGet)
-}
+func (b *bed) BeforePage(f func(page int)) { b.ln.BeforePage(f) }

@@ -2,7 +2,6 @@ package oci_test
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -24,7 +23,13 @@ func TestConformance(t *testing.T) {
 		Zones:           true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			ep, c := setup(t, ocitest.Options{MaxPageSize: o.PageSize}, "")
-			return &ociBed{ep: ep, c: c}
+			// Every API call answers the failure's status: 503, 401
+			// (NotAuthenticated, as for a key OCI does not know) or 429
+			// (TooManyRequests); GetFails GetInstance alone, 503.
+			return &ociBed{ep: ep, c: c, Endpoint: conformance.Endpoint{Counter: &ep.Counter, Faults: &ep.Faults,
+				List: []string{"ListInstances", "ListVnicAttachments", "GetVnic"}, Get: []string{"GetInstance"},
+				Statuses:  map[view.State]string{view.StateStopped: "STOPPED", view.StatePending: "PROVISIONING", view.StateTerminated: "TERMINATED"},
+				SetStatus: func(m conformance.Made, state string) error { return ep.SetState(m.ID, state) }}}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			return configYAML(t, b.(*ociBed).ep, "")
@@ -35,12 +40,10 @@ func TestConformance(t *testing.T) {
 // ociBed is the conformance suite's view of an ocitest endpoint and a
 // provider over it.
 type ociBed struct {
+	conformance.Endpoint
 	ep *ocitest.Cloud
 	c  *oci.Cloud
 }
-
-// apiMethods are the calls the provider makes of the Core Services API.
-var apiMethods = []string{"ListInstances", "GetInstance", "ListVnicAttachments", "GetVnic"}
 
 func (b *ociBed) Provider() conformance.Provider { return b.c }
 
@@ -60,43 +63,5 @@ func (b *ociBed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 }
 
 func (b *ociBed) Delete(t testing.TB, m conformance.Made) { b.ep.Delete(m.ID) }
-
-func (b *ociBed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
-	st := map[view.State]string{view.StateStopped: "STOPPED", view.StatePending: "PROVISIONING", view.StateTerminated: "TERMINATED"}[s]
-	if err := b.ep.SetState(m.ID, st); err != nil {
-		t.Fatal(err)
-	}
-	return true
-}
-
-// Fail answers every API call with the failure's status: 503, 401
-// (NotAuthenticated, as for a key OCI does not know) or 429
-// (TooManyRequests); GetFails GetInstance alone with 503.
-func (b *ociBed) Fail(t testing.TB, f conformance.Failure) func() {
-	status := map[conformance.Failure]int{conformance.Outage: http.StatusServiceUnavailable, conformance.GetFails: http.StatusServiceUnavailable,
-		conformance.Unauthorized: http.StatusUnauthorized, conformance.Throttled: http.StatusTooManyRequests}[f]
-	if status == 0 {
-		return nil
-	}
-	if f == conformance.GetFails {
-		b.ep.Fail("GetInstance", 1<<20, status)
-		return func() { b.ep.Fail("GetInstance", 0, 0) }
-	}
-	for _, m := range apiMethods {
-		b.ep.Fail(m, 1<<20, status)
-	}
-	return func() {
-		for _, m := range apiMethods {
-			b.ep.Fail(m, 0, 0)
-		}
-	}
-}
-
-func (b *ociBed) Calls(c conformance.Call) int {
-	if c == conformance.List {
-		return b.ep.Calls("ListInstances")
-	}
-	return b.ep.Calls("GetInstance")
-}
 
 func (b *ociBed) BeforePage(f func(page int)) { b.ep.BeforePage(f) }

@@ -2,7 +2,6 @@ package openstack
 
 import (
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
@@ -29,7 +28,17 @@ func backend() conformance.Backend {
 		Zones:           true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// Nova's max_limit sets the pages: the provider asks for more.
-			return &bed{world: newWorld(t, openstacktest.Options{MaxLimit: o.PageSize}, nil)}
+			w := newWorld(t, openstacktest.Options{MaxLimit: o.PageSize}, nil)
+			// An outage hangs up on every call; Unauthorized revokes the
+			// application credential (Keystone refuses it, its tokens are
+			// void); the rest are Nova's answers.
+			return &bed{world: w, Endpoint: conformance.Endpoint{Counter: &w.os.Counter, Faults: &w.os.Faults,
+				List: []string{"list"}, Get: []string{"get"},
+				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.os.SetDown),
+					conformance.Unauthorized: func(testing.TB) func() { w.os.Revoke(); return w.os.Unrevoke }},
+				Statuses: map[view.State]string{view.StateStopped: openstacktest.StatusShutoff, view.StatePending: openstacktest.StatusBuild,
+					view.StateTerminated: "DELETED"},
+				SetStatus: func(m conformance.Made, status string) error { return w.os.SetStatus(m.ID, status) }}}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			o := b.(*bed).os
@@ -43,6 +52,7 @@ func backend() conformance.Backend {
 // bed is the conformance suite's view of a world.
 type bed struct {
 	*world
+	conformance.Endpoint
 	page int // the list page being served, counted by its marker
 }
 
@@ -68,50 +78,6 @@ func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 }
 
 func (b *bed) Delete(t testing.TB, m conformance.Made) { b.os.Delete(m.ID) }
-
-func (b *bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
-	status := map[view.State]string{view.StateStopped: openstacktest.StatusShutoff, view.StatePending: openstacktest.StatusBuild,
-		view.StateTerminated: "DELETED"}[s]
-	if err := b.os.SetStatus(m.ID, status); err != nil {
-		t.Fatal(err)
-	}
-	return true
-}
-
-// Fail: an outage hangs up on every call; GetFails is Nova's 503 to
-// gets alone; Unauthorized revokes the application credential (Keystone
-// refuses it, its tokens are void); Throttled is Nova's 429 to every list
-// and get.
-func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
-	switch f {
-	case conformance.Outage:
-		b.os.SetDown(true)
-		return func() { b.os.SetDown(false) }
-	case conformance.GetFails:
-		b.os.Fail("get", 1<<20, http.StatusServiceUnavailable)
-		return func() { b.os.ClearFaults("get") }
-	case conformance.Unauthorized:
-		b.os.Revoke()
-		return b.os.Unrevoke
-	case conformance.Throttled:
-		for _, m := range []string{"list", "get"} {
-			b.os.Fail(m, 1<<20, http.StatusTooManyRequests)
-		}
-		return func() {
-			for _, m := range []string{"list", "get"} {
-				b.os.ClearFaults(m)
-			}
-		}
-	}
-	return nil
-}
-
-func (b *bed) Calls(c conformance.Call) int {
-	if c == conformance.List {
-		return b.os.Calls("list")
-	}
-	return b.os.Calls("get")
-}
 
 // BeforePage numbers Nova's pages: the first has no marker.
 func (b *bed) BeforePage(f func(page int)) {

@@ -5,7 +5,9 @@
 // A backend describes itself in a Backend and gives the suite a Bed: its
 // test endpoint started with a provider over it, able to make an instance
 // (a name, cluster membership, a creation time), delete one, put one in a
-// state, make the API fail, and count the API's calls. Each contract is one
+// state, make the API fail, and count the API's calls (a Bed over an
+// endpoint built on cloudtest.Base takes those three from an embedded
+// Endpoint). Each contract is one
 // Run function with its own subtests; RunInstances is the instances'
 // contract (InstancesV2, the provider's faces, the view's lists);
 // RunTickets the join tickets' (the approver over the cloud's record of
