@@ -31,9 +31,7 @@ import (
 // Name is the backend's name, the agent config's cloud: azure.
 const Name = "azure"
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
-}
+func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // IMDS facts.
 const (

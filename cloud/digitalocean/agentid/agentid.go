@@ -22,9 +22,7 @@ import (
 // Name is the backend's name, the agent config's cloud: digitalocean.
 const Name = "digitalocean"
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
-}
+func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // DefaultMetadataURL is the droplet metadata service's address.
 const DefaultMetadataURL = linklocal.DefaultURL

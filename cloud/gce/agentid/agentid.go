@@ -30,9 +30,7 @@ import (
 // Name is the backend's name, the agent config's cloud: gce.
 const Name = "gce"
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
-}
+func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // identityPath is the metadata path of the default service account's
 // identity token; format=full adds google.compute_engine (instance id,

@@ -26,9 +26,7 @@ import (
 // Name is the backend's name, the agent config's cloud: hetzner.
 const Name = "hetzner"
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
-}
+func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // metadataTimeout bounds one metadata call.
 const metadataTimeout = 5 * time.Second

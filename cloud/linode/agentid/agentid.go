@@ -24,9 +24,7 @@ import (
 // Name is the backend's name, the agent config's cloud: linode.
 const Name = "linode"
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
-}
+func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // DefaultMetadataURL is the Metadata service's address (IPv4; the service
 // also answers at fd00:a9fe:a9fe::1).

@@ -44,9 +44,7 @@ func InstanceID(providerID string) (string, error) {
 	return id, nil
 }
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(New))
-}
+func init() { nodeid.Register(Name, nodeid.Of(New)) }
 
 // Identity is the local cloud's instance metadata service.
 type Identity struct {

@@ -36,9 +36,7 @@ import (
 // Name is the backend's name, the agent config's cloud: oci.
 const Name = "oci"
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
-}
+func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // DefaultMetadataURL is the instance metadata service's address.
 const DefaultMetadataURL = linklocal.DefaultURL

@@ -26,9 +26,7 @@ import (
 // Name is the backend's name, the agent config's cloud: openstack.
 const Name = "openstack"
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
-}
+func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // DefaultMetadataURL is the Nova metadata service's address.
 const DefaultMetadataURL = linklocal.DefaultURL

@@ -34,9 +34,7 @@ import (
 // Name is the backend's name, the agent config's cloud: vsphere.
 const Name = "vsphere"
 
-func init() {
-	nodeid.Register(Name, nodeid.Of(NewNodeIdentity))
-}
+func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // The agent's cloudSettings keys.
 const (
