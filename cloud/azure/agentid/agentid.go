@@ -67,12 +67,12 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	}
 	// A path (the tests' IMDS serves each VM under one) and https, as
 	// Azure's metadataURL always took.
-	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL, linklocal.AllowHTTPS(), linklocal.AllowPath())
+	imds, err := linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{Prefix: "azure: IMDS", MaxBody: maxIMDSAnswer,
+		Header: http.Header{"Metadata": {"true"}}}, linklocal.AllowHTTPS(), linklocal.AllowPath())
 	if err != nil {
-		return nil, fmt.Errorf("azure: %w", err)
+		return nil, err
 	}
-	return &NodeIdentity{imds: linklocal.New(base, linklocal.Options{Prefix: "azure: IMDS", MaxBody: maxIMDSAnswer,
-		Header: http.Header{"Metadata": {"true"}}})}, nil
+	return &NodeIdentity{imds: imds}, nil
 }
 
 // imdsInstance is the part of /metadata/instance the agent reads.

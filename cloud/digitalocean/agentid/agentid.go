@@ -104,12 +104,11 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if err := cfg.CheckPlain(Name, PolicyDropletName); err != nil {
 		return nil, err
 	}
-	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
+	md, err := linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{Header: http.Header{"Accept": {"application/json"}}})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+		return nil, err
 	}
-	return &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "a droplet"}, md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata",
-		Header: http.Header{"Accept": {"application/json"}}})}, nil
+	return &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "a droplet"}, md: md}, nil
 }
 
 // Metadata reads the droplet's metadata document.

@@ -89,12 +89,11 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if err := cfg.CheckPlain(Name, PolicyLabel); err != nil {
 		return nil, err
 	}
-	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
+	md, err := linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+		return nil, err
 	}
-	return &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "a Linode"},
-		md: linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata"})}, nil
+	return &NodeIdentity{Ticketed: nodeid.Ticketed{Backend: Name, Machine: "a Linode"}, md: md}, nil
 }
 
 // token asks the Metadata service for a token (PUT /v1/token), as every

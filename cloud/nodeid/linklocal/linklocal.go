@@ -242,6 +242,22 @@ func New(base string, o Options) *Client {
 	return &Client{base: strings.TrimRight(base, "/"), o: o, hc: NewHTTPClient(o.Timeout, o.MaxBody)}
 }
 
+// Open is the client a backend's node identity reads its metadata with:
+// New on BaseURL(configured, def, rules...), where configured is the
+// agent config's metadataURL and def the cloud's own address. A bad
+// metadataURL is an error that starts with the backend's name; an empty
+// o.Prefix is "<backend>: metadata".
+func Open(backend, configured, def string, o Options, rules ...URLRule) (*Client, error) {
+	base, err := BaseURL(configured, def, rules...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", backend, err)
+	}
+	if o.Prefix == "" {
+		o.Prefix = backend + ": metadata"
+	}
+	return New(base, o), nil
+}
+
 // Base is the service's base URL.
 func (c *Client) Base() string { return c.base }
 

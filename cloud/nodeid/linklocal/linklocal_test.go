@@ -294,3 +294,28 @@ func TestDecodeJSON(t *testing.T) {
 type custom struct{}
 
 func (*custom) UnmarshalJSON([]byte) error { return errors.New("not custom") }
+
+func TestOpen(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	c, err := Open("cloudy", srv.URL, DefaultURL, Options{})
+	if err != nil || c.Base() != srv.URL {
+		t.Fatalf("Open(%s): %v %v", srv.URL, c, err)
+	}
+	// The prefix names the backend when none is given.
+	if _, err := c.Get(context.Background(), "/x"); err == nil || !strings.HasPrefix(err.Error(), "cloudy: metadata /x") {
+		t.Fatalf("an error of the default prefix: %v", err)
+	}
+	if c, err := Open("cloudy", "", DefaultURL, Options{Prefix: "cloudy: IMDS"}); err != nil || c.Base() != DefaultURL || c.o.Prefix != "cloudy: IMDS" {
+		t.Fatalf("the default address: %+v %v", c, err)
+	}
+	// The rules apply; a refusal names the backend.
+	if c, err := Open("cloudy", "https://127.0.0.1:1/vm", DefaultURL, Options{}, AllowHTTPS(), AllowPath()); err != nil || c.Base() != "https://127.0.0.1:1/vm" {
+		t.Fatalf("with rules: %+v %v", c, err)
+	}
+	if _, err := Open("cloudy", "https://127.0.0.1:1", DefaultURL, Options{}); err == nil || !strings.HasPrefix(err.Error(), "cloudy: ") {
+		t.Fatalf("https without the rule: %v", err)
+	}
+}

@@ -76,12 +76,11 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if err := cfg.CheckPlain(Name, PolicyDisplayName); err != nil {
 		return nil, err
 	}
-	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
-	if err != nil {
-		return nil, fmt.Errorf("oci: %w", err)
-	}
-	md := linklocal.New(base, linklocal.Options{Prefix: "oci: metadata", MaxBody: maxMetadataBody,
+	md, err := linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{MaxBody: maxMetadataBody,
 		Header: http.Header{"Authorization": {"Bearer Oracle"}}})
+	if err != nil {
+		return nil, err
+	}
 	return &NodeIdentity{md: md, now: time.Now}, nil
 }
 

@@ -131,11 +131,10 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 				SettingRegion, SettingMetadataSource, SettingConfigDrive, SettingConfigDriveMountDir)
 		}
 	}
-	base, err := linklocal.BaseURL(cfg.MetadataURL, DefaultMetadataURL)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", Name, err)
+	var err error
+	if n.md, err = linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{}); err != nil {
+		return nil, err
 	}
-	n.md = linklocal.New(base, linklocal.Options{Prefix: Name + ": metadata"})
 	return n, nil
 }
 
