@@ -187,10 +187,7 @@ func (c *Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("loadBalancers %q: want %s or %s", c.LoadBalancers, LoadBalancersNone, LoadBalancersUpstream))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("aws cloud config: %w", err)
-	}
-	return nil
+	return kit.ConfigError("aws", errs)
 }
 
 // checkNames reports the names of a list field that are ARNs, or not IAM

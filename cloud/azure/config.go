@@ -3,7 +3,6 @@ package azure
 import (
 	"crypto/x509"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -150,9 +149,7 @@ func (c *Config) validate() error {
 	if !clusterIDRE.MatchString(c.ClusterID) {
 		errs = append(errs, fmt.Errorf("clusterID %q: want 1-100 letters, digits or ._- (it ends the tag name %s<clusterID>)", c.ClusterID, ClusterTagPrefix))
 	}
-	if err := kit.CheckEndpoint(c.ARMEndpoint, true); err != nil {
-		errs = append(errs, fmt.Errorf("armEndpoint: %w", err))
-	}
+	errs = append(errs, kit.CheckEndpointField("armEndpoint", c.ARMEndpoint, true))
 	switch c.Credential {
 	case CredentialManagedIdentity, CredentialDefault:
 	default:
@@ -175,10 +172,7 @@ func (c *Config) validate() error {
 	if c.MaxClockSkew.Duration > MaxMaxClockSkew {
 		errs = append(errs, fmt.Errorf("maxClockSkew %s: at most %s", c.MaxClockSkew.Duration, MaxMaxClockSkew))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("azure cloud config: %w", err)
-	}
-	return nil
+	return kit.ConfigError("azure", errs)
 }
 
 // VerifierOptions builds the evidence verifier's options, reading the

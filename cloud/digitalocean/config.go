@@ -1,7 +1,6 @@
 package digitalocean
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -73,8 +72,7 @@ func ParseConfig(r io.Reader) (Config, error) {
 
 // secret is where the API token is.
 func (c *Config) secret() kit.Secret {
-	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv",
-		What: ProviderName + " API token"}
+	return kit.TokenSecret(c.TokenFile, c.TokenEnv, ProviderName+" API token")
 }
 
 func (c *Config) defaults() {
@@ -84,9 +82,7 @@ func (c *Config) defaults() {
 	if c.APIEndpoint == "" {
 		c.APIEndpoint = DefaultAPIEndpoint
 	}
-	if c.TokenFile == "" && c.TokenEnv == "" {
-		c.TokenEnv = DefaultTokenEnv
-	}
+	kit.DefaultSecretEnv(c.TokenFile, &c.TokenEnv, DefaultTokenEnv)
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = agentid.PolicyDropletName
 	}
@@ -100,28 +96,21 @@ func (c *Config) validate() error {
 	var errs []error
 	switch {
 	case c.ClusterID == "":
-		errs = append(errs, errors.New("clusterID is required: it names the cluster (the --cluster of its join tickets)"))
+		errs = append(errs, kit.ErrClusterIDRequired)
 	case !tagPattern.MatchString(DefaultClusterTagPrefix + c.ClusterID):
 		errs = append(errs, fmt.Errorf("clusterID %q: want letters, digits, ':', '-' or '_' (at most 251), as a droplet tag allows", c.ClusterID))
 	}
 	if c.ClusterTag != "" && !tagPattern.MatchString(c.ClusterTag) {
 		errs = append(errs, fmt.Errorf("clusterTag %q: want a DigitalOcean tag name (1-255 letters, digits, ':', '-' or '_')", c.ClusterTag))
 	}
-	if err := kit.CheckEndpoint(c.APIEndpoint, true); err != nil {
-		errs = append(errs, fmt.Errorf("apiEndpoint: %w", err))
-	}
+	errs = append(errs, kit.CheckEndpointField("apiEndpoint", c.APIEndpoint, true))
 	errs = append(errs, c.secret().Check()...)
-	if c.NodeNamePolicy != agentid.PolicyDropletName {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyDropletName))
-	}
+	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyDropletName))
 	if c.PageSize < 1 || c.PageSize > MaxPageSize {
 		errs = append(errs, fmt.Errorf("pageSize %d: want 1-%d", c.PageSize, MaxPageSize))
 	}
 	errs = append(errs, kit.CheckDurations(c.ListConfig.Durations())...)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%s cloud config: %w", ProviderName, err)
-	}
-	return nil
+	return kit.ConfigError(ProviderName, errs)
 }
 
 // TokenSource says where the API token comes from, for logs (never the

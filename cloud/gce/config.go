@@ -129,17 +129,13 @@ func (c *Config) validate() error {
 	if !labelKeyPattern.MatchString(c.ClusterLabel) {
 		errs = append(errs, fmt.Errorf("clusterLabel %q: want a GCE label key (a lower-case letter, then up to 62 lower-case letters, digits, _ or -)", c.ClusterLabel))
 	}
-	if c.NodeNamePolicy != agentid.PolicyInstanceName {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyInstanceName))
-	}
+	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyInstanceName))
 	if err := kit.CheckEndpoint(c.ComputeEndpoint, true); err != nil {
 		errs = append(errs, fmt.Errorf("computeEndpoint: %w", err))
 	} else if c.WithoutAuthentication && !loopbackURL(c.ComputeEndpoint) {
 		errs = append(errs, errors.New("withoutAuthentication is allowed only with a loopback computeEndpoint"))
 	}
-	if err := kit.CheckEndpoint(c.CertsURL, true); err != nil {
-		errs = append(errs, fmt.Errorf("certsURL: %w", err))
-	}
+	errs = append(errs, kit.CheckEndpointField("certsURL", c.CertsURL, true))
 	if u, err := url.Parse(c.TokenIssuer); err != nil || u.Scheme != "https" && !(u.Scheme == "http" && kit.IsLoopback(u.Hostname())) || u.Host == "" {
 		errs = append(errs, fmt.Errorf("tokenIssuer %q: want an https URL (http only on loopback)", c.TokenIssuer))
 	}
@@ -147,10 +143,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("maxClockSkew %s: want 0-%s", c.MaxClockSkew.Duration, MaxMaxClockSkew))
 	}
 	errs = append(errs, kit.CheckDurations(c.ViewConfig.Durations())...)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("gce cloud config: %w", err)
-	}
-	return nil
+	return kit.ConfigError("gce", errs)
 }
 
 // ClusterFilter is the Compute API filter that selects the cluster's

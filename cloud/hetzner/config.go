@@ -1,7 +1,6 @@
 package hetzner
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -79,17 +78,14 @@ func ParseConfig(r io.Reader) (Config, error) {
 
 // secret is where the API token is.
 func (c *Config) secret() kit.Secret {
-	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv",
-		What: "hetzner: API token"}
+	return kit.TokenSecret(c.TokenFile, c.TokenEnv, "hetzner: API token")
 }
 
 func (c *Config) defaults() {
 	if c.Endpoint == "" {
 		c.Endpoint = DefaultEndpoint
 	}
-	if c.TokenFile == "" && c.TokenEnv == "" {
-		c.TokenEnv = DefaultTokenEnv
-	}
+	kit.DefaultSecretEnv(c.TokenFile, &c.TokenEnv, DefaultTokenEnv)
 	if c.ClusterLabel == "" {
 		c.ClusterLabel = DefaultClusterLabel
 	}
@@ -104,9 +100,7 @@ func (c *Config) defaults() {
 
 func (c *Config) validate() error {
 	var errs []error
-	if err := kit.CheckEndpoint(c.Endpoint, true); err != nil {
-		errs = append(errs, fmt.Errorf("endpoint: %w", err))
-	}
+	errs = append(errs, kit.CheckEndpointField("endpoint", c.Endpoint, true))
 	errs = append(errs, c.secret().Check()...)
 	for _, msg := range validation.IsQualifiedName(c.ClusterLabel) {
 		errs = append(errs, fmt.Errorf("clusterLabel %q: %s", c.ClusterLabel, msg))
@@ -130,14 +124,9 @@ func (c *Config) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("addressFamily %q: want %s, %s or %s", c.AddressFamily, AddressFamilyIPv4, AddressFamilyIPv6, AddressFamilyDualStack))
 	}
-	if c.NodeNamePolicy != agentid.PolicyServerName {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyServerName))
-	}
+	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyServerName))
 	errs = append(errs, kit.CheckDurations(c.ListConfig.Durations())...)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("hetzner cloud config: %w", err)
-	}
-	return nil
+	return kit.ConfigError("hetzner", errs)
 }
 
 // LabelSelector is the Cloud API label selector that selects the cluster's

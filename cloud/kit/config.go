@@ -2,6 +2,7 @@ package kit
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -62,6 +63,39 @@ func CheckEndpoint(s string, withPath bool) error {
 		return nil
 	}
 	return fmt.Errorf("%q: want an https URL (plain http only to a loopback address)", s)
+}
+
+// CheckEndpointField is CheckEndpoint for the config field named field,
+// its error under the field's name ("apiEndpoint: ..."); nil is no error,
+// which ConfigError drops.
+func CheckEndpointField(field, s string, withPath bool) error {
+	if err := CheckEndpoint(s, withPath); err != nil {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	return nil
+}
+
+// ConfigError is what a backend's validate answers: nil when errs holds
+// no error (nil entries are none), else every one of them after
+// "<backend> cloud config: ".
+func ConfigError(backend string, errs []error) error {
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%s cloud config: %w", backend, err)
+	}
+	return nil
+}
+
+// ErrClusterIDRequired is the error of a config without its clusterID,
+// where the clusterID names the cluster and nothing more.
+var ErrClusterIDRequired = errors.New("clusterID is required: it names the cluster (the --cluster of its join tickets)")
+
+// CheckOnlyPolicy checks a config's nodeNamePolicy where the backend has
+// one policy only.
+func CheckOnlyPolicy(policy, only string) error {
+	if policy != only {
+		return fmt.Errorf("nodeNamePolicy %q: the only policy is %s", policy, only)
+	}
+	return nil
 }
 
 // CertPool reads a PEM bundle of the CAs a cloud API's certificate is
@@ -214,6 +248,20 @@ type Secret struct {
 	// What the secret is, before Read's errors ("hetzner: API token");
 	// "" adds nothing.
 	What string
+}
+
+// TokenSecret is an API token in the config fields tokenFile and
+// tokenEnv; what as Secret.What.
+func TokenSecret(file, env, what string) Secret {
+	return Secret{File: file, FileField: "tokenFile", Env: env, EnvField: "tokenEnv", What: what}
+}
+
+// DefaultSecretEnv sets *env, a secret's variable, to def when neither it
+// nor the secret's file is set.
+func DefaultSecretEnv(file string, env *string, def string) {
+	if file == "" && *env == "" {
+		*env = def
+	}
 }
 
 // Check reports a secret named in both places, or a variable name that is

@@ -198,3 +198,44 @@ func TestCertPool(t *testing.T) {
 		}
 	}
 }
+
+func TestConfigError(t *testing.T) {
+	if err := ConfigError("test", []error{nil, nil}); err != nil {
+		t.Fatalf("no errors: %v", err)
+	}
+	err := ConfigError("test", []error{CheckEndpointField("apiEndpoint", "ftp://h", true), nil,
+		CheckOnlyPolicy("Other", "Label"), CheckEndpointField("endpoint", "https://h", false), ErrClusterIDRequired})
+	want := "test cloud config: apiEndpoint: \"ftp://h\": want an https URL (plain http only to a loopback address)\n" +
+		"nodeNamePolicy \"Other\": the only policy is Label\n" + ErrClusterIDRequired.Error()
+	if err == nil || err.Error() != want || !errors.Is(err, ErrClusterIDRequired) {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	if CheckOnlyPolicy("Label", "Label") != nil {
+		t.Fatal("the only policy refused")
+	}
+}
+
+func TestTokenSecret(t *testing.T) {
+	var env string
+	DefaultSecretEnv("", &env, "MY_TOKEN")
+	if env != "MY_TOKEN" {
+		t.Fatalf("default variable: %q", env)
+	}
+	env = ""
+	DefaultSecretEnv("/f", &env, "MY_TOKEN")
+	if env != "" {
+		t.Fatalf("a file and the default variable: %q", env)
+	}
+	env = "MINE"
+	DefaultSecretEnv("", &env, "MY_TOKEN")
+	if env != "MINE" {
+		t.Fatalf("the variable set: %q", env)
+	}
+	s := TokenSecret("/f", "E", "test: API token")
+	if s != (Secret{File: "/f", FileField: "tokenFile", Env: "E", EnvField: "tokenEnv", What: "test: API token"}) {
+		t.Fatalf("%+v", s)
+	}
+	if errs := s.Check(); len(errs) != 1 || errs[0].Error() != "tokenFile and tokenEnv: set one, not both" {
+		t.Fatalf("both set: %v", errs)
+	}
+}

@@ -96,8 +96,7 @@ func (c *Config) durations() []kit.Duration {
 
 // secret is where the API token is.
 func (c *Config) secret() kit.Secret {
-	return kit.Secret{File: c.TokenFile, FileField: "tokenFile", Env: c.TokenEnv, EnvField: "tokenEnv",
-		What: ProviderName + " API token"}
+	return kit.TokenSecret(c.TokenFile, c.TokenEnv, ProviderName+" API token")
 }
 
 func (c *Config) defaults() {
@@ -107,9 +106,7 @@ func (c *Config) defaults() {
 	if c.APIEndpoint == "" {
 		c.APIEndpoint = DefaultAPIEndpoint
 	}
-	if c.TokenFile == "" && c.TokenEnv == "" {
-		c.TokenEnv = DefaultTokenEnv
-	}
+	kit.DefaultSecretEnv(c.TokenFile, &c.TokenEnv, DefaultTokenEnv)
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = agentid.PolicyLabel
 	}
@@ -139,7 +136,7 @@ func (c *Config) validate() error {
 	var errs []error
 	switch {
 	case c.ClusterID == "":
-		errs = append(errs, errors.New("clusterID is required: it names the cluster (the --cluster of its join tickets)"))
+		errs = append(errs, kit.ErrClusterIDRequired)
 	case c.ClusterTag == DefaultClusterTagPrefix+c.ClusterID && checkTag(c.ClusterTag) != nil:
 		errs = append(errs, fmt.Errorf("clusterID %q: the tag %s%s: %v", c.ClusterID, DefaultClusterTagPrefix, c.ClusterID, checkTag(c.ClusterTag)))
 	}
@@ -154,9 +151,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("apiEndpoint %q: leave out the version (%s is added)", c.APIEndpoint, apiVersion))
 	}
 	errs = append(errs, c.secret().Check()...)
-	if c.NodeNamePolicy != agentid.PolicyLabel {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyLabel))
-	}
+	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyLabel))
 	if c.PageSize < MinPageSize || c.PageSize > MaxPageSize {
 		errs = append(errs, fmt.Errorf("pageSize %d: want %d-%d", c.PageSize, MinPageSize, MaxPageSize))
 	}
@@ -175,10 +170,7 @@ func (c *Config) validate() error {
 	if c.RetryWait.Duration > c.MaxRetryWait.Duration {
 		errs = append(errs, fmt.Errorf("retryWait %v is longer than maxRetryWait %v", c.RetryWait.Duration, c.MaxRetryWait.Duration))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("%s cloud config: %w", ProviderName, err)
-	}
-	return nil
+	return kit.ConfigError(ProviderName, errs)
 }
 
 // privateRanges are PrivateCIDRs parsed (validate checked them).

@@ -178,9 +178,7 @@ func (c *Config) validate() error {
 	if c.ClusterTagNamespace != "" && !tagKeyPattern.MatchString(c.ClusterTagNamespace) {
 		errs = append(errs, fmt.Errorf("clusterTagNamespace %q: want a tag namespace (1-100 letters, digits, _, - or .)", c.ClusterTagNamespace))
 	}
-	if c.NodeNamePolicy != agentid.PolicyDisplayName {
-		errs = append(errs, fmt.Errorf("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyDisplayName))
-	}
+	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyDisplayName))
 	switch c.Auth {
 	case AuthAPIKey:
 		if c.ConfigFile == "" {
@@ -212,10 +210,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("maxCertificateAge %s: at most %s", c.MaxCertificateAge.Duration, MaxMaxCertificateAge))
 	}
 	errs = append(errs, kit.CheckDurations(c.durations())...)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("oci cloud config: %w", err)
-	}
-	return nil
+	return kit.ConfigError("oci", errs)
 }
 
 // ReadRoots reads the certificates of a roots file (PEM): at least one,

@@ -2,7 +2,6 @@ package openstack
 
 import (
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -112,9 +111,7 @@ func (c *Config) secret() kit.Secret {
 }
 
 func (c *Config) defaults() {
-	if c.SecretFile == "" && c.SecretEnv == "" {
-		c.SecretEnv = DefaultSecretEnv
-	}
+	kit.DefaultSecretEnv(c.SecretFile, &c.SecretEnv, DefaultSecretEnv)
 	if c.Interface == "" {
 		c.Interface = DefaultInterface
 	}
@@ -187,17 +184,12 @@ func (c *Config) validate() error {
 			}
 		}
 	}
-	if c.NodeNamePolicy != agentid.PolicyServerName {
-		bad("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyServerName)
-	}
+	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyServerName))
 	if _, err := c.addressSources(); err != nil {
 		bad("%v", err)
 	}
 	errs = append(errs, kit.CheckDurations(c.ListConfig.Durations())...)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("openstack cloud config: %w", err)
-	}
-	return nil
+	return kit.ConfigError("openstack", errs)
 }
 
 func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }

@@ -138,9 +138,7 @@ func (c *Config) defaults() {
 	if c.Server != "" && !strings.Contains(c.Server, "://") {
 		c.Server = "https://" + c.Server + "/sdk"
 	}
-	if c.PasswordFile == "" && c.PasswordEnv == "" {
-		c.PasswordEnv = DefaultPasswordEnv
-	}
+	kit.DefaultSecretEnv(c.PasswordFile, &c.PasswordEnv, DefaultPasswordEnv)
 	if c.NodeNamePolicy == "" {
 		c.NodeNamePolicy = agentid.PolicyVMName
 	}
@@ -189,17 +187,12 @@ func (c *Config) validate() error {
 	if c.Nodes.IPFamily != IPv4Family && c.Nodes.IPFamily != IPv6Family {
 		bad("nodes.ipFamily %q: want %s or %s", c.Nodes.IPFamily, IPv4Family, IPv6Family)
 	}
-	if c.NodeNamePolicy != agentid.PolicyVMName {
-		bad("nodeNamePolicy %q: the only policy is %s", c.NodeNamePolicy, agentid.PolicyVMName)
-	}
+	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyVMName))
 	if _, err := c.addressSources(); err != nil {
 		bad("%v", err)
 	}
 	errs = append(errs, kit.CheckDurations(c.durations())...)
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("vsphere cloud config: %w", err)
-	}
-	return nil
+	return kit.ConfigError("vsphere", errs)
 }
 
 // checkFolder accepts an absolute inventory path of a folder inside a

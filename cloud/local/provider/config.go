@@ -101,10 +101,7 @@ func (c *Config) validate() error {
 	if c.APIRateBurst < 0 {
 		errs = append(errs, fmt.Errorf("apiRateBurst %d must not be negative", c.APIRateBurst))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("local cloud config: %w", err)
-	}
-	return nil
+	return kit.ConfigError("local", errs)
 }
 
 // token reads the API token from TokenFile.
