@@ -35,8 +35,6 @@ func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
 // IMDS facts.
 const (
-	// DefaultMetadataURL is IMDS's address on every Azure VM.
-	DefaultMetadataURL = linklocal.DefaultURL
 	// IMDSAPIVersion is the api-version the agent pins for both the
 	// instance record and the attested document.
 	IMDSAPIVersion = "2021-02-01"
@@ -67,7 +65,7 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	}
 	// A path (the tests' IMDS serves each VM under one) and https, as
 	// Azure's metadataURL always took.
-	imds, err := linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{Prefix: "azure: IMDS", MaxBody: maxIMDSAnswer,
+	imds, err := linklocal.Open(Name, cfg.MetadataURL, linklocal.DefaultURL, linklocal.Options{Prefix: "azure: IMDS", MaxBody: maxIMDSAnswer,
 		Header: http.Header{"Metadata": {"true"}}}, linklocal.AllowHTTPS(), linklocal.AllowPath())
 	if err != nil {
 		return nil, err

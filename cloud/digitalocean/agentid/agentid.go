@@ -24,9 +24,6 @@ const Name = "digitalocean"
 
 func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
-// DefaultMetadataURL is the droplet metadata service's address.
-const DefaultMetadataURL = linklocal.DefaultURL
-
 // metadataPath is the document with all of a droplet's metadata at once.
 const metadataPath = "/metadata/v1.json"
 
@@ -104,7 +101,7 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if err := cfg.CheckPlain(Name, PolicyDropletName); err != nil {
 		return nil, err
 	}
-	md, err := linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{Header: http.Header{"Accept": {"application/json"}}})
+	md, err := linklocal.Open(Name, cfg.MetadataURL, linklocal.DefaultURL, linklocal.Options{Header: http.Header{"Accept": {"application/json"}}})
 	if err != nil {
 		return nil, err
 	}

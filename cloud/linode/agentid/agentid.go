@@ -26,10 +26,6 @@ const Name = "linode"
 
 func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
-// DefaultMetadataURL is the Metadata service's address (IPv4; the service
-// also answers at fd00:a9fe:a9fe::1).
-const DefaultMetadataURL = linklocal.DefaultURL
-
 // The Metadata service's paths and headers (API v1).
 const (
 	TokenPath    = "/v1/token"
@@ -89,7 +85,7 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if err := cfg.CheckPlain(Name, PolicyLabel); err != nil {
 		return nil, err
 	}
-	md, err := linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{})
+	md, err := linklocal.Open(Name, cfg.MetadataURL, linklocal.DefaultURL, linklocal.Options{})
 	if err != nil {
 		return nil, err
 	}

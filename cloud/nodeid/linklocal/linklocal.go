@@ -34,7 +34,9 @@ import (
 
 // DefaultURL is the metadata service's address on most clouds (AWS, Azure,
 // DigitalOcean, Linode, OCI, OpenStack; Hetzner and GCE serve it there
-// too, under a path of their own).
+// too, under a path of their own), the one their node identities read
+// unless the agent config names another. (Linode's also answers at
+// fd00:a9fe:a9fe::1.)
 const DefaultURL = "http://169.254.169.254"
 
 // Defaults of Options.

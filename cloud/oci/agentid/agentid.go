@@ -38,9 +38,6 @@ const Name = "oci"
 
 func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
-// DefaultMetadataURL is the instance metadata service's address.
-const DefaultMetadataURL = linklocal.DefaultURL
-
 // Metadata paths (IMDS v2: every request carries Authorization: Bearer
 // Oracle).
 const (
@@ -76,7 +73,7 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 	if err := cfg.CheckPlain(Name, PolicyDisplayName); err != nil {
 		return nil, err
 	}
-	md, err := linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{MaxBody: maxMetadataBody,
+	md, err := linklocal.Open(Name, cfg.MetadataURL, linklocal.DefaultURL, linklocal.Options{MaxBody: maxMetadataBody,
 		Header: http.Header{"Authorization": {"Bearer Oracle"}}})
 	if err != nil {
 		return nil, err

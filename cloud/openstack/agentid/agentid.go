@@ -28,9 +28,6 @@ const Name = "openstack"
 
 func init() { nodeid.Register(Name, nodeid.Of(NewNodeIdentity)) }
 
-// DefaultMetadataURL is the Nova metadata service's address.
-const DefaultMetadataURL = linklocal.DefaultURL
-
 // The paths read from the metadata service: the OpenStack metadata and
 // network documents, and the EC2-compatible fixed address (Nova's first
 // fixed IPv4 address; network_data.json leaves the address out for
@@ -132,7 +129,7 @@ func NewNodeIdentity(cfg nodeid.Config) (*NodeIdentity, error) {
 		}
 	}
 	var err error
-	if n.md, err = linklocal.Open(Name, cfg.MetadataURL, DefaultMetadataURL, linklocal.Options{}); err != nil {
+	if n.md, err = linklocal.Open(Name, cfg.MetadataURL, linklocal.DefaultURL, linklocal.Options{}); err != nil {
 		return nil, err
 	}
 	return n, nil
