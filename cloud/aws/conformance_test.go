@@ -32,12 +32,13 @@ import (
 // promises (cloud/cloudtest/conformance). Its pages are of 1,000
 // (TestSourcePagination); the bed's are of 5, EC2's smallest.
 func TestConformance(t *testing.T) {
-	conformance.RunInstances(t, conformance.Backend{
+	conformance.Run(t, conformance.Backend{
 		Name: ProviderName,
 		BadProviderIDs: []string{"aws:///", "aws:///us-east-1a/", "aws:///us-east-1a/x-123", "aws:///us-east-1a/i-1/extra",
 			"aws://us-east-1a/i-0123456789abcdef0", "aws:///us east/i-0123"},
-		Evidence: []string{agentid.EvidenceType},
-		New:      newEC2Bed,
+		EveryNameANode: true,
+		Evidence:       []string{agentid.EvidenceType},
+		New:            newEC2Bed,
 		Config: func(t *testing.T, b conformance.Bed) string {
 			eb := b.(*ec2Bed)
 			isolateSDK(t)

@@ -28,16 +28,15 @@ import (
 // over azuretest behind a proxy of the bed's (armBed) that fails ARM's
 // calls and runs the page hook.
 func TestConformance(t *testing.T) {
-	conformance.RunInstances(t, conformance.Backend{
+	conformance.Run(t, conformance.Backend{
 		Name: "azure",
 		BadProviderIDs: []string{"azure://", "azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Network/networkInterfaces/n",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines",
 			"azure://subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/n"},
-		NameWithoutNode: "under_score",
-		Evidence:        []string{agentid.EvidenceType},
-		Zones:           true,
-		New:             newARMBed,
+		Evidence: []string{agentid.EvidenceType},
+		Zones:    true,
+		New:      newARMBed,
 		Config: func(t *testing.T, b conformance.Bed) string {
 			ab := b.(*armBed)
 			for _, kv := range ab.c.IdentityEnv() {

@@ -12,18 +12,13 @@ import (
 )
 
 // DigitalOcean's provider keeps the kit's promises (cloud/cloudtest/conformance).
-func TestConformance(t *testing.T) { conformance.RunInstances(t, backend()) }
-
-// Its machines join with join tickets: the approver over its record of
-// the instance a ticket names.
-func TestTickets(t *testing.T) { conformance.RunTickets(t, backend()) }
-
-func backend() conformance.Backend {
-	return conformance.Backend{
+// Its machines join with join tickets (Run's Tickets): the approver
+// over its record of the instance a ticket names.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Backend{
 		Name: ProviderName,
 		BadProviderIDs: []string{"digitalocean://", "digitalocean://0", "digitalocean://012", "digitalocean://-5",
 			"digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999"},
-		NameWithoutNode: "under_score",
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			w := newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = o.PageSize })
 			return &bed{world: w, Endpoint: conformance.Endpoint{Counter: &w.do.Counter, Faults: &w.do.Faults,
@@ -38,7 +33,7 @@ func backend() conformance.Backend {
 			w := b.(*bed).world
 			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\napiEndpoint: %s\n", testCluster, w.tokenFile, w.do.Endpoint())
 		},
-	}
+	})
 }
 
 // bed is the conformance suite's view of a world: the endpoint fails

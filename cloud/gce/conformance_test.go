@@ -20,14 +20,15 @@ import (
 // pages of gcetest's MaxPageSize. A deleted instance is gone (TERMINATED
 // is GCE's stopped), and every name GCE allows is a Node name.
 func TestConformance(t *testing.T) {
-	conformance.RunInstances(t, conformance.Backend{
+	conformance.Run(t, conformance.Backend{
 		Name: ProviderName,
 		BadProviderIDs: []string{"gce://", "gce://p/europe-west1-b/n1", "gce://mooring-test/us-central1-a",
 			"gce://mooring-test/us-central1-a/", "gce://mooring-test/us-central1-a/n/x", "gce://mooring-test/us-central1-a/Node",
 			"gce://mooring-test/central/n1", "gce:///us-central1-a/n1"},
-		Evidence: []string{agentid.EvidenceType},
-		Zones:    true,
-		New:      func(t *testing.T, o conformance.Options) conformance.Bed { return newBed(t, o) },
+		EveryNameANode: true,
+		Evidence:       []string{agentid.EvidenceType},
+		Zones:          true,
+		New:            func(t *testing.T, o conformance.Options) conformance.Bed { return newBed(t, o) },
 		Config: func(t *testing.T, b conformance.Bed) string {
 			w := b.(*bed).world
 			return fmt.Sprintf("projects: [%s]\nclusterID: %s\ncomputeEndpoint: %s\nwithoutAuthentication: true\ncertsURL: %s\n",

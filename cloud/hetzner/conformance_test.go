@@ -14,20 +14,15 @@ import (
 )
 
 // Hetzner Cloud's provider keeps the kit's promises (cloud/cloudtest/conformance).
-func TestConformance(t *testing.T) { conformance.RunInstances(t, backend()) }
-
-// Its machines join with join tickets: the approver over its record of
-// the instance a ticket names.
-func TestTickets(t *testing.T) { conformance.RunTickets(t, backend()) }
-
-func backend() conformance.Backend {
-	return conformance.Backend{
+// Its machines join with join tickets (Run's Tickets): the approver
+// over its record of the instance a ticket names.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Backend{
 		Name:        ProviderName,
 		UniqueNames: true, // a project's server names are unique
 		BadProviderIDs: []string{"hcloud://", "hcloud://0", "hcloud://-1", "hcloud://007", "hcloud://bm-42", "hrobot://42",
 			"hcloud://42/x", "hcloud:// 42", "hcloud://99999999999999999999"},
-		NameWithoutNode: "under_score",
-		Zones:           true,
+		Zones: true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// The library's retries (of a 429) a millisecond apart, not seconds.
 			quick := hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond), MaxRetries: maxRetries})
@@ -48,7 +43,7 @@ func backend() conformance.Backend {
 			w := b.(*bed).world
 			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\nendpoint: %s\n", testCluster, w.tokenFile, w.hz.Endpoint())
 		},
-	}
+	})
 }
 
 // bed is the conformance suite's view of a world.

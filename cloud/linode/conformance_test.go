@@ -14,18 +14,13 @@ import (
 // Linode's provider keeps the kit's promises (cloud/cloudtest/conformance).
 // Its pages hold 25 Linodes at least (MinPageSize): the suite's page
 // subtests make enough for several.
-func TestConformance(t *testing.T) { conformance.RunInstances(t, backend()) }
-
-// Its machines join with join tickets: the approver over its record of
-// the instance a ticket names.
-func TestTickets(t *testing.T) { conformance.RunTickets(t, backend()) }
-
-func backend() conformance.Backend {
-	return conformance.Backend{
+// Its machines join with join tickets (Run's Tickets): the approver
+// over its record of the instance a ticket names.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Backend{
 		Name: ProviderName,
 		BadProviderIDs: []string{"linode://", "linode://0", "linode://012", "linode://-5", "linode://+5", "linode://5x",
 			"linode:///5", "linode://99999999999999999999"},
-		NameWithoutNode: "under_score",
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			size := 0
 			if o.PageSize > 0 {
@@ -46,7 +41,7 @@ func backend() conformance.Backend {
 			t.Setenv("MOORING_TEST_LINODE_TOKEN", w.ln.Token())
 			return fmt.Sprintf("clusterID: %s\ntokenEnv: MOORING_TEST_LINODE_TOKEN\napiEndpoint: %s\n", testCluster, w.ln.Endpoint())
 		},
-	}
+	})
 }
 
 // bed is the conformance suite's view of a world: an outage answers 503

@@ -14,13 +14,12 @@ import (
 
 // OCI's provider keeps the kit's promises (cloud/cloudtest/conformance).
 func TestConformance(t *testing.T) {
-	conformance.RunInstances(t, conformance.Backend{
+	conformance.Run(t, conformance.Backend{
 		Name: "oci",
 		BadProviderIDs: []string{"oci://", "oci://ocid1.instance.oc1.iad.", "oci://ocid1.vnic.oc1.iad.aaaaexample",
 			"oci://ocid1.compartment.oc1..aaaaexample", "oci:///ocid1.instance.oc1.iad.aaaaexample", "oci://has space"},
-		NameWithoutNode: "under_score",
-		Evidence:        []string{agentid.EvidenceType},
-		Zones:           true,
+		Evidence: []string{agentid.EvidenceType},
+		Zones:    true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			ep, c := setup(t, ocitest.Options{MaxPageSize: o.PageSize}, "")
 			// Every API call answers the failure's status: 503, 401

@@ -12,20 +12,15 @@ import (
 )
 
 // OpenStack's provider keeps the kit's promises (cloud/cloudtest/conformance).
-func TestConformance(t *testing.T) { conformance.RunInstances(t, backend()) }
-
-// Its machines join with join tickets: the approver over its record of
-// the instance a ticket names.
-func TestTickets(t *testing.T) { conformance.RunTickets(t, backend()) }
-
-func backend() conformance.Backend {
+// Its machines join with join tickets (Run's Tickets): the approver
+// over its record of the instance a ticket names.
+func TestConformance(t *testing.T) {
 	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
-	return conformance.Backend{
+	conformance.Run(t, conformance.Backend{
 		Name: ProviderName,
 		BadProviderIDs: []string{"openstack://", "openstack:///", "openstack:///42", "openstack:///" + "9E5476BD-A4EC-4653-93D6-72C93AA682BA",
 			"openstack://" + id, "openstack://RegionTwo/" + id, "openstack://Region One/" + id},
-		NameWithoutNode: "under_score",
-		Zones:           true,
+		Zones: true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// Nova's max_limit sets the pages: the provider asks for more.
 			w := newWorld(t, openstacktest.Options{MaxLimit: o.PageSize}, nil)
@@ -46,7 +41,7 @@ func backend() conformance.Backend {
 			return fmt.Sprintf("authURL: %s\napplicationCredentialID: %s\nsecretFile: %s\nregion: %s\nclusterID: %s\n",
 				o.AuthURL(), id, writeSecret(t, secret), o.Region(), testCluster)
 		},
-	}
+	})
 }
 
 // bed is the conformance suite's view of a world.

@@ -26,26 +26,21 @@ import (
 // one is gone), and no answer that says a caller is over a rate limit.
 // The listing is one property collector retrieval, with no pages of
 // mooring's asking.
-func TestConformance(t *testing.T) { conformance.RunInstances(t, backend()) }
-
-// Its machines join with join tickets: the approver over its record of
-// the instance a ticket names.
-func TestTickets(t *testing.T) { conformance.RunTickets(t, backend()) }
-
-func backend() conformance.Backend {
-	return conformance.Backend{
+// Its machines join with join tickets (Run's Tickets): the approver
+// over its record of the instance a ticket names.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Backend{
 		Name: ProviderName,
 		BadProviderIDs: []string{"vsphere://", "vsphere://x", "vsphere:///" + uuid(1), "vsphere://" + uuid(1) + "0",
 			"vsphere://" + strings.ReplaceAll(uuid(1), "-", ""), "vsphere://" + strings.Replace(uuid(1), "4", "g", 1)},
-		NameWithoutNode: "under_score",
-		Zones:           true,
-		New:             func(t *testing.T, _ conformance.Options) conformance.Bed { return newBed(t) },
+		Zones: true,
+		New:   func(t *testing.T, _ conformance.Options) conformance.Bed { return newBed(t) },
 		Config: func(t *testing.T, b conformance.Bed) string {
 			s := b.(*bed).sim
 			return fmt.Sprintf("server: %s\ncaFile: %s\nusername: %s\npasswordFile: %s\nclusterID: %s\nfolder: %s\n",
 				s.URL, s.CAFile, vspheretest.Username, writeFile(t, "password", vspheretest.Password), testCluster, s.Folder)
 		},
-	}
+	})
 }
 
 // bed is the conformance suite's view of a world whose provider's calls

@@ -30,8 +30,12 @@ type Backend struct {
 	// malformed: every lookup of one is an error.
 	BadProviderIDs []string
 	// NameWithoutNode is an instance name the backend's node name policy
-	// gives no Node name ("" when every name the cloud allows gets one).
+	// gives no Node name; "" is "under_score", which no policy of DNS-1123
+	// Node names gives one.
 	NameWithoutNode string
+	// EveryNameANode: every name the cloud allows gives a Node name (the
+	// suite makes no instance without one).
+	EveryNameANode bool
 	// UniqueNames: the cloud refuses a second instance of a name (in the
 	// scope the bed makes them in).
 	UniqueNames bool
@@ -111,6 +115,17 @@ const (
 	// (kit.InstanceFinder's ConfirmInstance).
 	Confirm Call = "confirm"
 )
+
+// Run runs every contract a backend's provider keeps, each its own
+// subtest: the instances' (RunInstances), and the join tickets'
+// (RunTickets) for a cloud without evidence of its own, whose machines
+// join with tickets.
+func Run(t *testing.T, b Backend) {
+	t.Run("Instances", func(t *testing.T) { RunInstances(t, b) })
+	if len(b.Evidence) == 0 {
+		t.Run("Tickets", func(t *testing.T) { RunTickets(t, b) })
+	}
+}
 
 // Bed is a backend's test endpoint with a provider over it.
 type Bed interface {

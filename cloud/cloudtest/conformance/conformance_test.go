@@ -22,14 +22,11 @@ import (
 )
 
 // The suite passes on a backend that keeps the kit's promises: the toy
-// cloud below, a map behind the kit, with offset pages.
+// cloud below, a map behind the kit, with offset pages. It verifies no
+// evidence: its machines join with tickets, and Run runs that contract
+// too.
 func TestToyBackendConforms(t *testing.T) {
-	conformance.RunInstances(t, toyBackend(""))
-}
-
-// The toy verifies no evidence: its machines join with tickets.
-func TestToyBackendTickets(t *testing.T) {
-	conformance.RunTickets(t, toyBackend(""))
+	conformance.Run(t, toyBackend(""))
 }
 
 // The suite fails a flawed backend: the toy with one flaw, run as a child
@@ -71,9 +68,8 @@ func TestSuiteFailsFlawedBackends(t *testing.T) {
 
 func toyBackend(flaw string) conformance.Backend {
 	return conformance.Backend{
-		Name:            "toy",
-		BadProviderIDs:  []string{"toy://", "toy://x", "toy://-1", "toy:///1"},
-		NameWithoutNode: "under_score",
+		Name:           "toy",
+		BadProviderIDs: []string{"toy://", "toy://x", "toy://-1", "toy:///1"},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			c := &toyCloud{pageSize: o.PageSize, flaw: flaw, ins: map[int]*toyInstance{}, next: 100, first: 100}
 			if c.pageSize == 0 {

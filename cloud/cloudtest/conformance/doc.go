@@ -7,13 +7,12 @@
 // (a name, cluster membership, a creation time), delete one, put one in a
 // state, make the API fail, and count the API's calls (a Bed over an
 // endpoint built on cloudtest.Base takes those three from an embedded
-// Endpoint). Each contract is one
-// Run function with its own subtests; RunInstances is the instances'
-// contract (InstancesV2, the provider's faces, the view's lists);
-// RunTickets the join tickets' (the approver over the cloud's record of
-// the instance a ticket names), for the clouds whose machines join with
-// tickets. The load
-// balancers' and the routes' contracts join as RunLoadBalancers and
+// Endpoint). Each contract is one Run function with its own subtests:
+// RunInstances the instances' (InstancesV2, the provider's faces, the
+// view's lists), RunTickets the join tickets' (the approver over the
+// cloud's record of the instance a ticket names), for the clouds whose
+// machines join with tickets. Run runs those that apply to a backend. The
+// load balancers' and the routes' contracts join as RunLoadBalancers and
 // RunRoutes, over the same Bed.
 //
 // A backend's own tests keep only what is its own: its config, auth, how
