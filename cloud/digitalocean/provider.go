@@ -80,7 +80,7 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 	c := &Cloud{cfg: cfg, client: client, view: view.New(src, cfg.ViewOptions())}
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c,
-		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})
+		ProviderID: kit.CheckedBy(ParseProviderID)})
 	return c, nil
 }
 
@@ -92,26 +92,14 @@ func (c *Cloud) Config() Config { return c.cfg }
 // a *kit.AbsentError when the API answers 404, a *kit.ForeignError
 // when the droplet lacks the cluster tag.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
-	id, err := ParseProviderID(providerID)
-	if err != nil {
-		return view.Instance{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
-	defer cancel()
-	d, _, err := c.client.Droplets.Get(ctx, id)
-	var derr *godo.ErrorResponse
-	if errors.As(err, &derr) && derr.Response != nil && derr.Response.StatusCode == http.StatusNotFound {
-		return view.Instance{}, &kit.AbsentError{ID: providerID}
-	}
-	if err != nil {
-		return view.Instance{}, fmt.Errorf("get droplet %d: %w", id, err)
-	}
-	if d == nil || d.ID != id {
-		return view.Instance{}, fmt.Errorf("get droplet %d: the answer is not that droplet", id)
-	}
-	src := Source{ClusterTag: c.cfg.ClusterTag, ClusterID: c.cfg.ClusterID}
-	if vi, ok := src.toView(d); ok {
-		return vi, nil
-	}
-	return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry the tag %s", c.cfg.ClusterTag)}
+	return kit.ByID[int, *godo.Droplet]{Parse: ParseProviderID, Timeout: c.cfg.RequestTimeout.Duration,
+		Get: func(ctx context.Context, id int) (*godo.Droplet, bool, error) {
+			d, _, err := c.client.Droplets.Get(ctx, id)
+			var derr *godo.ErrorResponse
+			return d, errors.As(err, &derr) && derr.Response != nil && derr.Response.StatusCode == http.StatusNotFound, err
+		},
+		Is:   func(d *godo.Droplet, id int) bool { return d != nil && d.ID == id },
+		View: Source{ClusterTag: c.cfg.ClusterTag, ClusterID: c.cfg.ClusterID}.toView,
+		Kind: "droplet", Foreign: "does not carry the tag " + c.cfg.ClusterTag,
+	}.Confirm(ctx, providerID)
 }

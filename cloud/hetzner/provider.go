@@ -88,7 +88,7 @@ func NewWithClient(cfg Config, client *hcloud.Client) (*Cloud, error) {
 	c.view = view.New(c.source(), cfg.ViewOptions())
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Metadata: metadata,
-		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})
+		ProviderID: kit.CheckedBy(ParseProviderID)})
 	return c, nil
 }
 
@@ -105,28 +105,17 @@ func (c *Cloud) Config() Config { return c.cfg }
 // a *kit.AbsentError when the project has no such server (not_found), a
 // *kit.ForeignError when the server lacks the cluster label.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
-	id, err := ParseProviderID(providerID)
-	if err != nil {
-		return view.Instance{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
-	defer cancel()
-	srv, resp, err := c.client.Server.GetByID(ctx, id)
-	noteRateLimit(resp)
-	if err != nil {
-		return view.Instance{}, fmt.Errorf("hetzner servers get %d: %w", id, err)
-	}
-	if srv == nil {
-		// The library turns the API's not_found into a nil server.
-		return view.Instance{}, &kit.AbsentError{ID: providerID}
-	}
-	if srv.ID != id {
-		return view.Instance{}, fmt.Errorf("hetzner servers get %d: the API answered with server %d", id, srv.ID)
-	}
-	if vi, ok := c.source().toView(srv); ok {
-		return vi, nil
-	}
-	return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID)}
+	return kit.ByID[int64, *hcloud.Server]{Parse: ParseProviderID, Timeout: c.cfg.RequestTimeout.Duration,
+		Get: func(ctx context.Context, id int64) (*hcloud.Server, bool, error) {
+			srv, resp, err := c.client.Server.GetByID(ctx, id)
+			noteRateLimit(resp)
+			// The library turns the API's not_found into a nil server.
+			return srv, err == nil && srv == nil, err
+		},
+		Is:   func(srv *hcloud.Server, id int64) bool { return srv.ID == id },
+		View: c.source().toView,
+		Kind: "Hetzner server", Foreign: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID),
+	}.Confirm(ctx, providerID)
 }
 
 // ProvidedByLabel is the Node label hcloud-cloud-controller-manager sets to

@@ -2,7 +2,6 @@ package linode
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -82,7 +81,7 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 	c := &Cloud{cfg: cfg, client: &client, view: view.New(src, cfg.ViewOptions())}
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c,
-		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})
+		ProviderID: kit.CheckedBy(ParseProviderID)})
 	return c, nil
 }
 
@@ -94,25 +93,13 @@ func (c *Cloud) Config() Config { return c.cfg }
 // cluster's list: a *kit.AbsentError when the API answers 404, a
 // *kit.ForeignError when the Linode lacks the cluster tag.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
-	id, err := ParseProviderID(providerID)
-	if err != nil {
-		return view.Instance{}, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
-	defer cancel()
-	in, err := c.client.GetInstance(ctx, id)
-	if linodego.IsNotFound(err) {
-		return view.Instance{}, &kit.AbsentError{ID: providerID}
-	}
-	if err != nil {
-		return view.Instance{}, fmt.Errorf("get Linode %d: %w", id, err)
-	}
-	if in == nil || in.ID != id {
-		return view.Instance{}, fmt.Errorf("get Linode %d: the answer is not that Linode", id)
-	}
-	src := Source{ClusterTag: c.cfg.ClusterTag, ClusterID: c.cfg.ClusterID, Private: c.cfg.privateRanges()}
-	if vi, ok := src.toView(in); ok {
-		return vi, nil
-	}
-	return view.Instance{}, &kit.ForeignError{ID: providerID, Why: fmt.Sprintf("does not carry the tag %s", c.cfg.ClusterTag)}
+	return kit.ByID[int, *linodego.Instance]{Parse: ParseProviderID, Timeout: c.cfg.RequestTimeout.Duration,
+		Get: func(ctx context.Context, id int) (*linodego.Instance, bool, error) {
+			in, err := c.client.GetInstance(ctx, id)
+			return in, linodego.IsNotFound(err), err
+		},
+		Is:   func(in *linodego.Instance, id int) bool { return in != nil && in.ID == id },
+		View: Source{ClusterTag: c.cfg.ClusterTag, ClusterID: c.cfg.ClusterID, Private: c.cfg.privateRanges()}.toView,
+		Kind: "Linode", Foreign: "does not carry the tag " + c.cfg.ClusterTag,
+	}.Confirm(ctx, providerID)
 }

@@ -152,7 +152,7 @@ func NewWithClients(cfg Config, compute *core.ComputeClient, network *core.Virtu
 	v := view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: v, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Verifiers: []cloud.EvidenceVerifier{ver}, Metadata: metadata,
-		ProviderID: func(id string) (string, error) { _, err := ParseProviderID(id); return id, err }})
+		ProviderID: kit.CheckedBy(ParseProviderID)})
 	return c, nil
 }
 
