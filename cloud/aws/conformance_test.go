@@ -32,13 +32,10 @@ import (
 // promises (cloud/cloudtest/conformance). Its pages are of 1,000
 // (TestSourcePagination); the bed's are of 5, EC2's smallest.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{
-		Name: ProviderName,
+	conformance.Run(t, conformance.Backend{Name: ProviderName, EveryNameANode: true, Evidence: []string{agentid.EvidenceType},
 		BadProviderIDs: []string{"aws:///", "aws:///us-east-1a/", "aws:///us-east-1a/x-123", "aws:///us-east-1a/i-1/extra",
 			"aws://us-east-1a/i-0123456789abcdef0", "aws:///us east/i-0123"},
-		EveryNameANode: true,
-		Evidence:       []string{agentid.EvidenceType},
-		New:            newEC2Bed,
+		New: newEC2Bed,
 		Config: func(t *testing.T, b conformance.Bed) string {
 			eb := b.(*ec2Bed)
 			isolateSDK(t)
@@ -166,7 +163,7 @@ func (b *ec2Bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	if s.First {
 		id = fmt.Sprintf("i-%017x", s.N) // the list is in id order; awstest's own ids are hashes
 	}
-	in := b.aws.Put(awstest.Instance{ID: id, PrivateIP: fmt.Sprintf("127.0.87.%d", s.N), PublicIP: fmt.Sprintf("127.0.88.%d", s.N),
+	in := b.aws.Put(awstest.Instance{ID: id, PrivateIP: s.Addr("127.0.87"), PublicIP: s.Addr("127.0.88"),
 		Tags: tags, Created: s.Created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.Zone, in.ID), ID: in.ID,
 		NodeName: b.p.policy.NodeName(in.ID, in.PrivateDNSName, tags), InternalIP: in.PrivateIP}

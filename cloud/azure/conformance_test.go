@@ -28,15 +28,12 @@ import (
 // over azuretest behind a proxy of the bed's (armBed) that fails ARM's
 // calls and runs the page hook.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{
-		Name: "azure",
+	conformance.Run(t, conformance.Backend{Name: "azure", Zones: true, Evidence: []string{agentid.EvidenceType},
 		BadProviderIDs: []string{"azure://", "azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Network/networkInterfaces/n",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines",
 			"azure://subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines/n"},
-		Evidence: []string{agentid.EvidenceType},
-		Zones:    true,
-		New:      newARMBed,
+		New: newARMBed,
 		Config: func(t *testing.T, b conformance.Bed) string {
 			ab := b.(*armBed)
 			for _, kv := range ab.c.IdentityEnv() {
@@ -128,7 +125,7 @@ func (b *armBed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	if s.Foreign {
 		tg = map[string]string{azure.ClusterTagPrefix + "other": "owned"}
 	}
-	vm := b.c.Put(azuretest.VM{Name: s.Name, PrivateIP: fmt.Sprintf("127.0.85.%d", s.N), PublicIP: fmt.Sprintf("127.0.86.%d", s.N),
+	vm := b.c.Put(azuretest.VM{Name: s.Name, PrivateIP: s.Addr("127.0.85"), PublicIP: s.Addr("127.0.86"),
 		Tags: tg, Created: s.Created})
 	r := agentid.Resource{Subscription: b.c.Subscription(), ResourceGroup: b.c.ResourceGroup(), Name: vm.Name}
 	return conformance.Made{Spec: s, ProviderID: r.ProviderID(), ID: strings.ToLower(vm.VMID), NodeName: agentid.NodeName(r, ""),

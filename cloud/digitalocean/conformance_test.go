@@ -15,8 +15,7 @@ import (
 // Its machines join with join tickets (Run's Tickets): the approver
 // over its record of the instance a ticket names.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{
-		Name: ProviderName,
+	conformance.Run(t, conformance.Backend{Name: ProviderName,
 		BadProviderIDs: []string{"digitalocean://", "digitalocean://0", "digitalocean://012", "digitalocean://-5",
 			"digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999"},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {

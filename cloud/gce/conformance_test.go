@@ -20,15 +20,11 @@ import (
 // pages of gcetest's MaxPageSize. A deleted instance is gone (TERMINATED
 // is GCE's stopped), and every name GCE allows is a Node name.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{
-		Name: ProviderName,
+	conformance.Run(t, conformance.Backend{Name: ProviderName, EveryNameANode: true, Zones: true, Evidence: []string{agentid.EvidenceType},
 		BadProviderIDs: []string{"gce://", "gce://p/europe-west1-b/n1", "gce://mooring-test/us-central1-a",
 			"gce://mooring-test/us-central1-a/", "gce://mooring-test/us-central1-a/n/x", "gce://mooring-test/us-central1-a/Node",
 			"gce://mooring-test/central/n1", "gce:///us-central1-a/n1"},
-		EveryNameANode: true,
-		Evidence:       []string{agentid.EvidenceType},
-		Zones:          true,
-		New:            func(t *testing.T, o conformance.Options) conformance.Bed { return newBed(t, o) },
+		New: func(t *testing.T, o conformance.Options) conformance.Bed { return newBed(t, o) },
 		Config: func(t *testing.T, b conformance.Bed) string {
 			w := b.(*bed).world
 			return fmt.Sprintf("projects: [%s]\nclusterID: %s\ncomputeEndpoint: %s\nwithoutAuthentication: true\ncertsURL: %s\n",
@@ -92,16 +88,12 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
-	cluster := testCluster
-	if s.Foreign {
-		cluster = "c2"
-	}
 	zone := gcetest.DefaultZone
 	if s.First {
 		zone = "asia-east1-a" // the list is in zone then name order
 	}
-	in := b.gc.Put(gcetest.Instance{Name: s.Name, Zone: zone, InternalIP: fmt.Sprintf("127.0.79.%d", s.N),
-		ExternalIP: fmt.Sprintf("127.0.80.%d", s.N), Labels: map[string]string{DefaultClusterLabel: cluster}, Created: s.Created})
+	in := b.gc.Put(gcetest.Instance{Name: s.Name, Zone: zone, InternalIP: s.Addr("127.0.79"),
+		ExternalIP: s.Addr("127.0.80"), Labels: map[string]string{DefaultClusterLabel: s.Cluster(testCluster, "c2")}, Created: s.Created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.Project, in.Zone, in.Name), ID: fmt.Sprint(in.ID),
 		NodeName: in.Name, InternalIP: in.InternalIP}
 }

@@ -15,14 +15,12 @@ import (
 
 // Hetzner Cloud's provider keeps the kit's promises (cloud/cloudtest/conformance).
 // Its machines join with join tickets (Run's Tickets): the approver
-// over its record of the instance a ticket names.
+// over its record of the instance a ticket names. A project's server
+// names are unique.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{
-		Name:        ProviderName,
-		UniqueNames: true, // a project's server names are unique
+	conformance.Run(t, conformance.Backend{Name: ProviderName, UniqueNames: true, Zones: true,
 		BadProviderIDs: []string{"hcloud://", "hcloud://0", "hcloud://-1", "hcloud://007", "hcloud://bm-42", "hrobot://42",
 			"hcloud://42/x", "hcloud:// 42", "hcloud://99999999999999999999"},
-		Zones: true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// The library's retries (of a 429) a millisecond apart, not seconds.
 			quick := hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond), MaxRetries: maxRetries})
@@ -55,13 +53,9 @@ type bed struct {
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
-	labels := map[string]string{DefaultClusterLabel: testCluster}
-	if s.Foreign {
-		labels = map[string]string{DefaultClusterLabel: "c2"}
-	}
-	srv := b.hz.Put(hetznertest.Server{Name: s.Name, Labels: labels, Created: s.Created,
-		PublicIPv4:  fmt.Sprintf("127.0.86.%d", s.N),
-		PrivateNets: []hetznertest.PrivateNet{{Network: hetznertest.DefaultNetworkID, IP: fmt.Sprintf("127.0.85.%d", s.N)}}})
+	srv := b.hz.Put(hetznertest.Server{Name: s.Name, Labels: map[string]string{DefaultClusterLabel: s.Cluster(testCluster, "c2")}, Created: s.Created,
+		PublicIPv4:  s.Addr("127.0.86"),
+		PrivateNets: []hetznertest.PrivateNet{{Network: hetznertest.DefaultNetworkID, IP: s.Addr("127.0.85")}}})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(srv.ID), ID: fmt.Sprint(srv.ID),
 		NodeName: agentid.NodeName(srv.Name), InternalIP: srv.PrivateNets[0].IP}
 }

@@ -17,8 +17,7 @@ import (
 // Its machines join with join tickets (Run's Tickets): the approver
 // over its record of the instance a ticket names.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{
-		Name: ProviderName,
+	conformance.Run(t, conformance.Backend{Name: ProviderName,
 		BadProviderIDs: []string{"linode://", "linode://0", "linode://012", "linode://-5", "linode://+5", "linode://5x",
 			"linode:///5", "linode://99999999999999999999"},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {

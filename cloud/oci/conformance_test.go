@@ -1,7 +1,6 @@
 package oci_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -14,12 +13,9 @@ import (
 
 // OCI's provider keeps the kit's promises (cloud/cloudtest/conformance).
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{
-		Name: "oci",
+	conformance.Run(t, conformance.Backend{Name: "oci", Zones: true, Evidence: []string{agentid.EvidenceType},
 		BadProviderIDs: []string{"oci://", "oci://ocid1.instance.oc1.iad.", "oci://ocid1.vnic.oc1.iad.aaaaexample",
 			"oci://ocid1.compartment.oc1..aaaaexample", "oci:///ocid1.instance.oc1.iad.aaaaexample", "oci://has space"},
-		Evidence: []string{agentid.EvidenceType},
-		Zones:    true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			ep, c := setup(t, ocitest.Options{MaxPageSize: o.PageSize}, "")
 			// Every API call answers the failure's status: 503, 401
@@ -47,16 +43,12 @@ type ociBed struct {
 func (b *ociBed) Provider() conformance.Provider { return b.c }
 
 func (b *ociBed) Make(t testing.TB, s conformance.Spec) conformance.Made {
-	c := cluster
-	if s.Foreign {
-		c = "another"
-	}
 	created := s.Created
 	if s.First && created.IsZero() {
 		created = time.Now().Add(-24 * time.Hour).UTC().Truncate(time.Second) // the list is in creation order
 	}
-	in := b.ep.Put(ocitest.Instance{DisplayName: s.Name, PrivateIP: fmt.Sprintf("127.0.91.%d", s.N),
-		PublicIP: fmt.Sprintf("127.0.92.%d", s.N), FreeformTags: tagged(c), Created: created})
+	in := b.ep.Put(ocitest.Instance{DisplayName: s.Name, PrivateIP: s.Addr("127.0.91"),
+		PublicIP: s.Addr("127.0.92"), FreeformTags: tagged(s.Cluster(cluster, "another")), Created: created})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.ID), ID: in.ID,
 		NodeName: agentid.NodeName(in.DisplayName), InternalIP: in.PrivateIP}
 }

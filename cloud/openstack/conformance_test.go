@@ -16,11 +16,9 @@ import (
 // over its record of the instance a ticket names.
 func TestConformance(t *testing.T) {
 	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
-	conformance.Run(t, conformance.Backend{
-		Name: ProviderName,
+	conformance.Run(t, conformance.Backend{Name: ProviderName, Zones: true,
 		BadProviderIDs: []string{"openstack://", "openstack:///", "openstack:///42", "openstack:///" + "9E5476BD-A4EC-4653-93D6-72C93AA682BA",
 			"openstack://" + id, "openstack://RegionTwo/" + id, "openstack://Region One/" + id},
-		Zones: true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// Nova's max_limit sets the pages: the provider asks for more.
 			w := newWorld(t, openstacktest.Options{MaxLimit: o.PageSize}, nil)
@@ -54,11 +52,7 @@ type bed struct {
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
-	tags := []string{testTag}
-	if s.Foreign {
-		tags = []string{DefaultClusterTagPrefix + "c2"}
-	}
-	addr := fmt.Sprintf("127.0.87.%d", s.N)
+	addr := s.Addr("127.0.87")
 	created := s.Created
 	if s.First && created.IsZero() {
 		created = time.Now().Add(-24 * time.Hour).UTC().Truncate(time.Second) // Nova lists oldest first
@@ -66,7 +60,7 @@ func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	// An id of the bed's own: the endpoint's Put of a name without one
 	// would replace the server of that name, and Nova allows two.
 	id := fmt.Sprintf("00000000-0000-4000-8000-%012d", s.N)
-	srv := b.os.Put(openstacktest.Server{ID: id, Name: s.Name, Tags: tags, Created: created,
+	srv := b.os.Put(openstacktest.Server{ID: id, Name: s.Name, Tags: []string{s.Cluster(testTag, DefaultClusterTagPrefix+"c2")}, Created: created,
 		Addresses: []openstacktest.Address{{Addr: addr}}})
 	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID("", srv.ID), ID: srv.ID,
 		NodeName: agentid.NodeName(srv.Name), InternalIP: addr}

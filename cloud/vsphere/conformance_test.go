@@ -29,12 +29,10 @@ import (
 // Its machines join with join tickets (Run's Tickets): the approver
 // over its record of the instance a ticket names.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{
-		Name: ProviderName,
+	conformance.Run(t, conformance.Backend{Name: ProviderName, Zones: true,
 		BadProviderIDs: []string{"vsphere://", "vsphere://x", "vsphere:///" + uuid(1), "vsphere://" + uuid(1) + "0",
 			"vsphere://" + strings.ReplaceAll(uuid(1), "-", ""), "vsphere://" + strings.Replace(uuid(1), "4", "g", 1)},
-		Zones: true,
-		New:   func(t *testing.T, _ conformance.Options) conformance.Bed { return newBed(t) },
+		New: func(t *testing.T, _ conformance.Options) conformance.Bed { return newBed(t) },
 		Config: func(t *testing.T, b conformance.Bed) string {
 			s := b.(*bed).sim
 			return fmt.Sprintf("server: %s\ncaFile: %s\nusername: %s\npasswordFile: %s\nclusterID: %s\nfolder: %s\n",
@@ -85,7 +83,7 @@ func newBed(t *testing.T) *bed {
 func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
-	vm := vspheretest.VM{Name: s.Name, UUID: uuid(s.N), IP: fmt.Sprintf("127.0.90.%d", s.N)}
+	vm := vspheretest.VM{Name: s.Name, UUID: uuid(s.N), IP: s.Addr("127.0.90")}
 	if s.Foreign {
 		if b.other == "" {
 			f, err := b.sim.CreateFolder("/DC0/vm", "other-cluster")
