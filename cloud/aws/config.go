@@ -70,13 +70,6 @@ type Config struct {
 	UpstreamConfig string `json:"upstreamConfig,omitempty"`
 }
 
-// Defaults.
-const (
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
-)
-
 // Load balancer modes (Config.LoadBalancers).
 const (
 	// LoadBalancersNone: the backend has no load balancers and no routes;

@@ -78,10 +78,7 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultARMEndpoint        = "https://management.azure.com"
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
+	DefaultARMEndpoint = "https://management.azure.com"
 )
 
 // Credential kinds.

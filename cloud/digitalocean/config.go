@@ -45,14 +45,12 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultAPIEndpoint        = "https://api.digitalocean.com/"
-	DefaultTokenEnv           = "DO_ACCESS_TOKEN"
-	DefaultClusterTagPrefix   = "k8s:"
-	DefaultPageSize           = MaxPageSize
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
+	DefaultAPIEndpoint      = "https://api.digitalocean.com/"
+	DefaultTokenEnv         = "DO_ACCESS_TOKEN"
+	DefaultClusterTagPrefix = "k8s:"
+	DefaultPageSize         = MaxPageSize
+	DefaultRequestTimeout   = kit.DefaultRequestTimeout
+	DefaultInstanceMaxAge   = kit.DefaultInstanceMaxAge
 	// MaxPageSize is the API's largest per_page.
 	MaxPageSize = 200
 )

@@ -57,15 +57,13 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultClusterLabel       = "mooring-cluster"
-	DefaultComputeEndpoint    = "https://compute.googleapis.com/compute/v1/"
-	DefaultTokenIssuer        = "https://accounts.google.com"
-	DefaultCertsURL           = "https://www.googleapis.com/oauth2/v3/certs"
-	DefaultMaxClockSkew       = time.Minute
-	MaxMaxClockSkew           = 5 * time.Minute
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
+	DefaultClusterLabel    = "mooring-cluster"
+	DefaultComputeEndpoint = "https://compute.googleapis.com/compute/v1/"
+	DefaultTokenIssuer     = "https://accounts.google.com"
+	DefaultCertsURL        = "https://www.googleapis.com/oauth2/v3/certs"
+	DefaultMaxClockSkew    = time.Minute
+	MaxMaxClockSkew        = 5 * time.Minute
+	DefaultRequestTimeout  = kit.DefaultRequestTimeout
 )
 
 var (

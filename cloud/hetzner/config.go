@@ -50,13 +50,10 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultEndpoint           = "https://api.hetzner.cloud/v1"
-	DefaultTokenEnv           = "HCLOUD_TOKEN"
-	DefaultClusterLabel       = "mooring.dev/cluster"
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
+	DefaultEndpoint       = "https://api.hetzner.cloud/v1"
+	DefaultTokenEnv       = "HCLOUD_TOKEN"
+	DefaultClusterLabel   = "mooring.dev/cluster"
+	DefaultRequestTimeout = kit.DefaultRequestTimeout
 )
 
 // Address families.

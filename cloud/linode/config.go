@@ -60,18 +60,16 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultAPIEndpoint        = "https://api.linode.com"
-	DefaultTokenEnv           = "LINODE_API_TOKEN"
-	DefaultClusterTagPrefix   = "k8s:"
-	DefaultPageSize           = MaxPageSize
-	DefaultPrivateCIDR        = "192.168.128.0/17"
-	DefaultMaxRetries         = 2
-	DefaultRetryWait          = time.Second
-	DefaultMaxRetryWait       = 10 * time.Second
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
+	DefaultAPIEndpoint      = "https://api.linode.com"
+	DefaultTokenEnv         = "LINODE_API_TOKEN"
+	DefaultClusterTagPrefix = "k8s:"
+	DefaultPageSize         = MaxPageSize
+	DefaultPrivateCIDR      = "192.168.128.0/17"
+	DefaultMaxRetries       = 2
+	DefaultRetryWait        = time.Second
+	DefaultMaxRetryWait     = 10 * time.Second
+	DefaultRequestTimeout   = kit.DefaultRequestTimeout
+	DefaultInstanceMaxAge   = kit.DefaultInstanceMaxAge
 	// MinPageSize and MaxPageSize bound the API's page_size.
 	MinPageSize = 25
 	MaxPageSize = 500

@@ -95,16 +95,15 @@ const (
 
 // Defaults and limits.
 const (
-	DefaultClusterTag     = "mooring-cluster"
-	DefaultProfile        = "DEFAULT"
-	DefaultMaxClockSkew   = time.Minute
-	MaxMaxClockSkew       = 5 * time.Minute
-	MaxMaxEvidenceAge     = 15 * time.Minute
-	MaxMaxCertificateAge  = 7 * 24 * time.Hour
-	DefaultRequestTimeout = kit.DefaultRequestTimeout
-	maxRootCAFileSize     = 1 << 20
-	maxTagLen             = 100
-	maxTagValueLen        = 256
+	DefaultClusterTag    = "mooring-cluster"
+	DefaultProfile       = "DEFAULT"
+	DefaultMaxClockSkew  = time.Minute
+	MaxMaxClockSkew      = 5 * time.Minute
+	MaxMaxEvidenceAge    = 15 * time.Minute
+	MaxMaxCertificateAge = 7 * 24 * time.Hour
+	maxRootCAFileSize    = 1 << 20
+	maxTagLen            = 100
+	maxTagValueLen       = 256
 )
 
 var (

@@ -81,13 +81,10 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultSecretEnv          = "OS_APPLICATION_CREDENTIAL_SECRET"
-	DefaultClusterTagPrefix   = "mooring-cluster="
-	DefaultInterface          = "public"
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
+	DefaultSecretEnv        = "OS_APPLICATION_CREDENTIAL_SECRET"
+	DefaultClusterTagPrefix = "mooring-cluster="
+	DefaultInterface        = "public"
+	DefaultRequestTimeout   = kit.DefaultRequestTimeout
 )
 
 // maxTagLength is Nova's limit on a tag, maxMetadataLength on a metadata

@@ -105,14 +105,10 @@ type Nodes struct {
 
 // Defaults.
 const (
-	DefaultPasswordEnv        = "VSPHERE_PASSWORD"
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultMaxFailureBackoff  = kit.DefaultMaxFailureBackoff
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
-	DefaultTagCacheTTL        = 10 * time.Minute
-	IPv4Family                = "ipv4"
-	IPv6Family                = "ipv6"
+	DefaultPasswordEnv = "VSPHERE_PASSWORD"
+	DefaultTagCacheTTL = 10 * time.Minute
+	IPv4Family         = "ipv4"
+	IPv6Family         = "ipv6"
 )
 
 // ParseConfig reads a cloud config strictly: unknown fields are errors, and

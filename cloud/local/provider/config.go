@@ -42,10 +42,8 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultInstanceMaxAge     = kit.DefaultInstanceMaxAge
-	DefaultMinRefreshInterval = kit.DefaultMinRefreshInterval
-	DefaultRequestTimeout     = kit.DefaultRequestTimeout
-	DefaultIdentityIssuer     = "mooring-localcloud"
+	DefaultInstanceMaxAge = kit.DefaultInstanceMaxAge
+	DefaultIdentityIssuer = "mooring-localcloud"
 )
 
 // Instance lookup modes (Config.InstanceLookup).
