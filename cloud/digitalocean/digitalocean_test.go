@@ -106,34 +106,25 @@ func TestStatuses(t *testing.T) {
 // The list asks for pages of pageSize (per_page, 200 by default: one
 // request for 7 droplets, 4 in pages of 2), and the tag filter is sent.
 func TestPagination(t *testing.T) {
-	for size, calls := range map[int]int{0: 1, 2: 4} {
+	kittest.PageCalls(t, 7, map[int]int{0: 1, 2: 4}, func(size int) (int, int, error) {
 		w := newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = size })
 		for i := range 7 {
 			w.add(fmt.Sprintf("node-%d", i), 10+i)
 		}
 		w.add("prefix", 32, "k8s:c1x")
-		if all, err := w.source().ListInstances(context.Background()); err != nil || len(all) != 7 {
-			t.Fatalf("page size %d: %d instances, %v", size, len(all), err)
-		}
-		if n := w.do.Calls(digitaloceantest.MethodList); n != calls {
-			t.Errorf("page size %d: %d list calls, want %d", size, n, calls)
-		}
-	}
+		all, err := w.source().ListInstances(context.Background())
+		return len(all), w.do.Calls(digitaloceantest.MethodList), err
+	})
 }
 
 // The client-side check: a droplet the server returns without the tag is
 // not the cluster's.
 func TestTagCheckedClientSide(t *testing.T) {
 	src := Source{ClusterTag: testTag, ClusterID: testCluster}
-	for _, tags := range [][]string{nil, {"k8s:C1"}, {"k8s:c1 "}, {"k8s:c2"}} {
-		d := digitaloceantest.Droplet{ID: 5, Name: "x", Tags: tags}
-		if _, ok := src.toView(godoDroplet(t, d)); ok {
-			t.Errorf("tags %q: taken as the cluster's", tags)
-		}
-	}
-	if _, ok := src.toView(godoDroplet(t, digitaloceantest.Droplet{ID: 5, Name: "x", Tags: []string{"a", testTag}})); !ok {
-		t.Error("a tagged droplet was left out")
-	}
+	kittest.ClusterTag(t, testTag, func(tags []string) bool {
+		_, ok := src.toView(godoDroplet(t, digitaloceantest.Droplet{ID: 5, Name: "x", Tags: tags}))
+		return ok
+	})
 }
 
 // Failures beyond the conformance suite's: an incomplete page, a token
@@ -201,29 +192,16 @@ func TestConfig(t *testing.T) {
 	good := "clusterID: c1\ntokenFile: /etc/mooring/do-token\n"
 	kittest.Config(t, ParseConfig, good,
 		kittest.Fields{Endpoint: "apiEndpoint", SecretFile: "tokenFile", SecretEnv: "tokenEnv", Durations: []string{"maxFailureBackoff"}})
-	c, err := ParseConfig(strings.NewReader(good))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.ClusterTag != "k8s:c1" || c.APIEndpoint != DefaultAPIEndpoint || c.PageSize != 200 || c.TokenEnv != "" ||
-		c.RequestTimeout.Duration != DefaultRequestTimeout || c.InstanceMaxAge.Duration != DefaultInstanceMaxAge ||
-		c.NodeNamePolicy != agentid.PolicyDropletName {
-		t.Fatalf("%+v", c)
-	}
-	if c, err := ParseConfig(strings.NewReader("clusterID: c1\n")); err != nil || c.TokenEnv != DefaultTokenEnv {
-		t.Fatalf("%+v %v", c, err)
-	}
-	if c, err := ParseConfig(strings.NewReader("clusterID: c1\nclusterTag: k8s:0b1c-uuid\n")); err != nil || c.ClusterTag != "k8s:0b1c-uuid" {
-		t.Fatalf("%+v %v", c, err)
-	}
-	for _, bad := range []string{
-		"", "tokenFile: /t\n", "clusterID: 'a b'\n", "clusterID: c1\nclusterTag: 'k8s c1'\n", "clusterID: c1\nclusterTag: a&b\n",
-		good + "pageSize: 201\n", good + "pageSize: -1\n", good + "nodeNamePolicy: DropletID\n", good + "token: dop_v1_x\n",
-	} {
-		if _, err := ParseConfig(strings.NewReader(bad)); err == nil {
-			t.Errorf("accepted:\n%s", bad)
-		}
-	}
+	kittest.Parses(t, ParseConfig, func(c Config) bool {
+		return c.ClusterTag == "k8s:c1" && c.APIEndpoint == DefaultAPIEndpoint && c.PageSize == 200 && c.TokenEnv == "" &&
+			c.RequestTimeout.Duration == DefaultRequestTimeout && c.InstanceMaxAge.Duration == DefaultInstanceMaxAge &&
+			c.NodeNamePolicy == agentid.PolicyDropletName
+	}, good)
+	kittest.Parses(t, ParseConfig, func(c Config) bool { return c.TokenEnv == DefaultTokenEnv }, "clusterID: c1\n")
+	kittest.Parses(t, ParseConfig, func(c Config) bool { return c.ClusterTag == "k8s:0b1c-uuid" }, "clusterID: c1\nclusterTag: k8s:0b1c-uuid\n")
+	kittest.Refuses(t, ParseConfig, "", "tokenFile: /t\n", "clusterID: 'a b'\n", "clusterID: c1\nclusterTag: 'k8s c1'\n",
+		"clusterID: c1\nclusterTag: a&b\n", good+"pageSize: 201\n", good+"pageSize: -1\n", good+"nodeNamePolicy: DropletID\n",
+		good+"token: dop_v1_x\n")
 }
 
 // The token is read from tokenFile or tokenEnv (how, kit's TestSecret
@@ -234,11 +212,10 @@ func TestToken(t *testing.T) {
 		c.defaults()
 		return c.token()
 	})
-	t.Setenv("MOORING_TEST_EMPTY", "")
-	e := Config{ClusterID: "c1", TokenEnv: "MOORING_TEST_EMPTY"}
-	if _, err := New(e); err == nil || !strings.Contains(err.Error(), "MOORING_TEST_EMPTY") {
-		t.Fatalf("no token: %v", err)
-	}
+	kittest.NeedsSecret(t, func(env string) error {
+		_, err := New(Config{ClusterID: "c1", TokenEnv: env})
+		return err
+	})
 }
 
 // The agent's side (nodeidtest.Unsigned): the metadata document gives the

@@ -155,7 +155,7 @@ func TestStatuses(t *testing.T) {
 // 60 Linodes, 3 in pages of 25; none at all is one request too), and the
 // X-Filter keeps a prefix of the tag out.
 func TestPagination(t *testing.T) {
-	for size, calls := range map[int]int{0: 1, 25: 3} {
+	kittest.PageCalls(t, 60, map[int]int{0: 1, 25: 3}, func(size int) (int, int, error) {
 		w := newWorld(t, linodetest.Options{}, func(c *Config) { c.PageSize = size })
 		if all, err := w.source().ListInstances(context.Background()); err != nil || len(all) != 0 {
 			t.Fatalf("no Linodes: %d instances, %v", len(all), err)
@@ -164,27 +164,19 @@ func TestPagination(t *testing.T) {
 			w.add(fmt.Sprintf("node-%d", i), 10+i)
 		}
 		w.add("prefix", 102, "k8s:c1x")
-		if all, err := w.source().ListInstances(context.Background()); err != nil || len(all) != 60 {
-			t.Fatalf("page size %d: %d instances, %v", size, len(all), err)
-		}
-		if n := w.ln.Calls(linodetest.MethodList); n != calls+1 {
-			t.Errorf("page size %d: %d list calls, want %d", size, n, calls+1)
-		}
-	}
+		all, err := w.source().ListInstances(context.Background())
+		return len(all), w.ln.Calls(linodetest.MethodList) - 1, err // the empty list's call
+	})
 }
 
 // The client-side check: a Linode the server returns without the tag is
 // not the cluster's; the filter is JSON with the tag escaped as JSON.
 func TestTagCheckedClientSide(t *testing.T) {
 	src := Source{ClusterTag: testTag, ClusterID: testCluster}
-	for _, tags := range [][]string{nil, {"k8s:C1"}, {"k8s:c1 "}, {"k8s:c2"}} {
-		if _, ok := src.toView(&linodego.Instance{ID: 5, Label: "x", Tags: tags}); ok {
-			t.Errorf("tags %q: taken as the cluster's", tags)
-		}
-	}
-	if _, ok := src.toView(&linodego.Instance{ID: 5, Label: "x", Tags: []string{"a", testTag}}); !ok {
-		t.Error("a tagged Linode was left out")
-	}
+	kittest.ClusterTag(t, testTag, func(tags []string) bool {
+		_, ok := src.toView(&linodego.Instance{ID: 5, Label: "x", Tags: tags})
+		return ok
+	})
 	if _, ok := src.toView(&linodego.Instance{ID: 0, Label: "x", Tags: []string{testTag}}); ok {
 		t.Error("a Linode without an id was taken")
 	}
@@ -298,34 +290,20 @@ func TestConfig(t *testing.T) {
 	good := "clusterID: c1\ntokenFile: /etc/mooring/linode-token\n"
 	kittest.Config(t, ParseConfig, good,
 		kittest.Fields{Endpoint: "apiEndpoint", SecretFile: "tokenFile", SecretEnv: "tokenEnv", Durations: []string{"maxFailureBackoff", "retryWait", "maxRetryWait"}})
-	c, err := ParseConfig(strings.NewReader(good))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.ClusterTag != "k8s:c1" || c.APIEndpoint != DefaultAPIEndpoint || c.PageSize != 500 || c.TokenEnv != "" ||
-		c.RequestTimeout.Duration != DefaultRequestTimeout || c.InstanceMaxAge.Duration != DefaultInstanceMaxAge ||
-		c.NodeNamePolicy != agentid.PolicyLabel || fmt.Sprint(c.PrivateCIDRs) != "[192.168.128.0/17]" ||
-		*c.MaxRetries != DefaultMaxRetries || c.RetryWait.Duration != time.Second || c.MaxRetryWait.Duration != 10*time.Second {
-		t.Fatalf("%+v", c)
-	}
-	if c, err := ParseConfig(strings.NewReader("clusterID: c1\n")); err != nil || c.TokenEnv != DefaultTokenEnv {
-		t.Fatalf("%+v %v", c, err)
-	}
-	if c, err := ParseConfig(strings.NewReader("clusterID: c1\nclusterTag: lke12345\nmaxRetries: 0\npageSize: 25\n")); err != nil ||
-		c.ClusterTag != "lke12345" || *c.MaxRetries != 0 || c.PageSize != 25 {
-		t.Fatalf("%+v %v", c, err)
-	}
-	for _, bad := range []string{
-		"", "tokenFile: /t\n", "clusterID: 'a b'\n", "clusterID: c1\nclusterTag: 'k8s c1'\n", "clusterID: c1\nclusterTag: ab\n",
-		"clusterID: " + strings.Repeat("x", 47) + "\n", good + "apiEndpoint: https://api.linode.com/v4\n",
-		good + "pageSize: 501\n", good + "pageSize: 24\n", good + "nodeNamePolicy: LinodeID\n", good + "token: x\n",
-		good + "privateCIDRs: []\n", good + "privateCIDRs: [192.168.128.0]\n", good + "privateCIDRs: ['fd00::/8']\n",
-		good + "maxRetries: -1\n", good + "maxRetries: 11\n", good + "retryWait: 20s\n",
-	} {
-		if _, err := ParseConfig(strings.NewReader(bad)); err == nil {
-			t.Errorf("accepted:\n%s", bad)
-		}
-	}
+	kittest.Parses(t, ParseConfig, func(c Config) bool {
+		return c.ClusterTag == "k8s:c1" && c.APIEndpoint == DefaultAPIEndpoint && c.PageSize == 500 && c.TokenEnv == "" &&
+			c.RequestTimeout.Duration == DefaultRequestTimeout && c.InstanceMaxAge.Duration == DefaultInstanceMaxAge &&
+			c.NodeNamePolicy == agentid.PolicyLabel && fmt.Sprint(c.PrivateCIDRs) == "[192.168.128.0/17]" &&
+			*c.MaxRetries == DefaultMaxRetries && c.RetryWait.Duration == time.Second && c.MaxRetryWait.Duration == 10*time.Second
+	}, good)
+	kittest.Parses(t, ParseConfig, func(c Config) bool { return c.TokenEnv == DefaultTokenEnv }, "clusterID: c1\n")
+	kittest.Parses(t, ParseConfig, func(c Config) bool { return c.ClusterTag == "lke12345" && *c.MaxRetries == 0 && c.PageSize == 25 },
+		"clusterID: c1\nclusterTag: lke12345\nmaxRetries: 0\npageSize: 25\n")
+	kittest.Refuses(t, ParseConfig, "", "tokenFile: /t\n", "clusterID: 'a b'\n", "clusterID: c1\nclusterTag: 'k8s c1'\n",
+		"clusterID: c1\nclusterTag: ab\n", "clusterID: "+strings.Repeat("x", 47)+"\n", good+"apiEndpoint: https://api.linode.com/v4\n",
+		good+"pageSize: 501\n", good+"pageSize: 24\n", good+"nodeNamePolicy: LinodeID\n", good+"token: x\n",
+		good+"privateCIDRs: []\n", good+"privateCIDRs: [192.168.128.0]\n", good+"privateCIDRs: ['fd00::/8']\n",
+		good+"maxRetries: -1\n", good+"maxRetries: 11\n", good+"retryWait: 20s\n")
 }
 
 // The token is read from tokenFile or tokenEnv (how, kit's TestSecret
@@ -336,11 +314,10 @@ func TestToken(t *testing.T) {
 		c.defaults()
 		return c.token()
 	})
-	t.Setenv("MOORING_TEST_EMPTY", "")
-	e := Config{ClusterID: "c1", TokenEnv: "MOORING_TEST_EMPTY"}
-	if _, err := New(e); err == nil || !strings.Contains(err.Error(), "MOORING_TEST_EMPTY") {
-		t.Fatalf("no token: %v", err)
-	}
+	kittest.NeedsSecret(t, func(env string) error {
+		_, err := New(Config{ClusterID: "c1", TokenEnv: env})
+		return err
+	})
 }
 
 // The environment linodego reads (LINODE_URL, LINODE_API_VERSION) does not
