@@ -40,9 +40,7 @@ func newWorld(t *testing.T, opts digitaloceantest.Options, edit func(*Config)) *
 	t.Helper()
 	do := digitaloceantest.NewStarted(t, opts)
 	tokenFile := kittest.SecretFile(t, do.Token())
-	cfg := Config{ClusterID: testCluster, APIEndpoint: do.Endpoint(), TokenFile: tokenFile}
-	cfg.MinRefreshInterval.Duration = time.Millisecond
-	cfg.MaxFailureBackoff.Duration = time.Millisecond
+	cfg := Config{ClusterID: testCluster, APIEndpoint: do.Endpoint(), TokenFile: tokenFile, ListConfig: kittest.Quick(0)}
 	if edit != nil {
 		edit(&cfg)
 	}

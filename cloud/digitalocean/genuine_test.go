@@ -79,9 +79,7 @@ func TestDocumentedAnswers(t *testing.T) {
 	t.Cleanup(srv.Close)
 	tokenFile := kittest.SecretFile(t, "documented-token")
 	provider := func(tag string) *Cloud {
-		cfg := Config{ClusterID: testCluster, ClusterTag: tag, APIEndpoint: srv.URL, TokenFile: tokenFile}
-		cfg.MinRefreshInterval.Duration = time.Millisecond
-		cfg.MaxFailureBackoff.Duration = time.Millisecond
+		cfg := Config{ClusterID: testCluster, ClusterTag: tag, APIEndpoint: srv.URL, TokenFile: tokenFile, ListConfig: kittest.Quick(0)}
 		c, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -93,9 +93,8 @@ func TestGenuineServer(t *testing.T) {
 	g := &genuineAPI{t: t, recorded: cloudtest.ArtefactBytes(t, "testdata/server-get.json")}
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	cfg := Config{Endpoint: srv.URL + "/v1", TokenFile: kittest.SecretFile(t, "genuine-token"), ClusterID: testCluster}
-	cfg.MinRefreshInterval.Duration = time.Millisecond
-	cfg.MaxFailureBackoff.Duration = time.Millisecond
+	cfg := Config{Endpoint: srv.URL + "/v1", TokenFile: kittest.SecretFile(t, "genuine-token"), ClusterID: testCluster,
+		ListConfig: kittest.Quick(0)}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -36,10 +36,8 @@ type world struct {
 func newWorld(t *testing.T, opts hetznertest.Options, edit func(*Config), client ...hcloud.ClientOption) *world {
 	t.Helper()
 	hz := hetznertest.NewStarted(t, opts)
-	cfg := Config{Endpoint: hz.Endpoint(), TokenFile: kittest.SecretFile(t, hz.Token()), ClusterID: testCluster}
-	cfg.MinRefreshInterval.Duration = time.Millisecond
-	cfg.MaxFailureBackoff.Duration = time.Millisecond
-	cfg.RequestTimeout.Duration = 5 * time.Second
+	cfg := Config{Endpoint: hz.Endpoint(), TokenFile: kittest.SecretFile(t, hz.Token()), ClusterID: testCluster,
+		ListConfig: kittest.Quick(5 * time.Second)}
 	if edit != nil {
 		edit(&cfg)
 	}

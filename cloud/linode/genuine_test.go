@@ -67,9 +67,8 @@ func TestRecordedAnswers(t *testing.T) {
 	t.Cleanup(srv.Close)
 	tokenFile := kittest.SecretFile(t, "recorded-token")
 	none := 0
-	cfg := Config{ClusterID: testCluster, ClusterTag: "go-tag-test", APIEndpoint: srv.URL, TokenFile: tokenFile, MaxRetries: &none}
-	cfg.MinRefreshInterval.Duration = time.Millisecond
-	cfg.MaxFailureBackoff.Duration = time.Millisecond
+	cfg := Config{ClusterID: testCluster, ClusterTag: "go-tag-test", APIEndpoint: srv.URL, TokenFile: tokenFile, MaxRetries: &none,
+		ListConfig: kittest.Quick(0)}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

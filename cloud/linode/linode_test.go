@@ -47,9 +47,7 @@ func newWorld(t *testing.T, opts linodetest.Options, edit func(*Config)) *world 
 	tokenFile := kittest.SecretFile(t, ln.Token())
 	none := 0
 	cfg := Config{ClusterID: testCluster, APIEndpoint: ln.Endpoint(), TokenFile: tokenFile,
-		PrivateCIDRs: []string{testPrivate}, MaxRetries: &none}
-	cfg.MinRefreshInterval.Duration = time.Millisecond
-	cfg.MaxFailureBackoff.Duration = time.Millisecond
+		PrivateCIDRs: []string{testPrivate}, MaxRetries: &none, ListConfig: kittest.Quick(0)}
 	cfg.RetryWait.Duration = time.Millisecond
 	cfg.MaxRetryWait.Duration = 50 * time.Millisecond
 	if edit != nil {

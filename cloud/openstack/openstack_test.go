@@ -43,10 +43,7 @@ func newWorld(t *testing.T, opts openstacktest.Options, edit func(*Config)) *wor
 	o := openstacktest.NewStarted(t, opts)
 	id, secret := o.Credential()
 	cfg := Config{AuthURL: o.AuthURL(), ApplicationCredentialID: id, SecretFile: kittest.SecretFile(t, secret),
-		Region: o.Region(), ClusterID: testCluster}
-	cfg.MinRefreshInterval.Duration = time.Millisecond
-	cfg.MaxFailureBackoff.Duration = time.Millisecond
-	cfg.RequestTimeout.Duration = 5 * time.Second
+		Region: o.Region(), ClusterID: testCluster, ListConfig: kittest.Quick(5 * time.Second)}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -132,10 +132,8 @@ func newWorld(t *testing.T, edit func(*Config)) *world {
 	}
 	cfg := Config{Server: sim.URL, CAFile: sim.CAFile, Username: vspheretest.Username,
 		PasswordFile: writeFile(t, "password", vspheretest.Password+"\n"),
-		ClusterID:    testCluster, Folder: sim.Folder, Labels: Labels{Zone: "k8s-zone", Region: "k8s-region"}}
-	cfg.MinRefreshInterval.Duration = time.Millisecond
-	cfg.MaxFailureBackoff.Duration = time.Millisecond
-	cfg.RequestTimeout.Duration = 10 * time.Second
+		ClusterID:    testCluster, Folder: sim.Folder, Labels: Labels{Zone: "k8s-zone", Region: "k8s-region"},
+		ListConfig: kittest.Quick(10 * time.Second)}
 	if edit != nil {
 		edit(&cfg)
 	}

@@ -4,6 +4,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mooring-dev/mooring/cloud/kit"
 )
 
 // Parses checks that parse (a backend's ParseConfig) takes each config
@@ -73,4 +76,15 @@ func PageCalls(t testing.TB, n int, calls map[int]int, list func(size int) (list
 			t.Errorf("pages of %d: %d list calls, want %d", size, got, want)
 		}
 	}
+}
+
+// Quick is the ListConfig of a backend's tests: its view lists again for
+// a miss at once, and a millisecond after a failed list; requestTimeout,
+// when not 0, bounds each call of the API.
+func Quick(requestTimeout time.Duration) kit.ListConfig {
+	var l kit.ListConfig
+	l.MinRefreshInterval.Duration = time.Millisecond
+	l.MaxFailureBackoff.Duration = time.Millisecond
+	l.RequestTimeout.Duration = requestTimeout
+	return l
 }
