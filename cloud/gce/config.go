@@ -105,19 +105,8 @@ func (c *Config) defaults() {
 
 func (c *Config) validate() error {
 	var errs []error
-	if len(c.Projects) == 0 {
-		errs = append(errs, errors.New("projects is required: name the projects whose instances may join"))
-	}
-	seen := map[string]bool{}
-	for _, p := range c.Projects {
-		switch {
-		case !agentid.ValidProjectID(p):
-			errs = append(errs, fmt.Errorf("projects: %q is not a project ID (6-30 lower-case letters, digits and hyphens)", p))
-		case seen[p]:
-			errs = append(errs, fmt.Errorf("projects: %q is named twice", p))
-		}
-		seen[p] = true
-	}
+	errs = append(errs, kit.CheckScopes("projects", c.Projects, agentid.ValidProjectID,
+		"a project ID (6-30 lower-case letters, digits and hyphens)")...)
 	switch {
 	case c.ClusterID == "":
 		errs = append(errs, fmt.Errorf("clusterID is required: only instances labelled %s=<clusterID> are the cluster's", c.ClusterLabel))

@@ -115,6 +115,37 @@ func CertPool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// CAFilePool is CertPool for a config's caFile, its error after
+// "<backend>: caFile: ".
+func CAFilePool(backend, path string) (*x509.CertPool, error) {
+	pool, err := CertPool(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: caFile: %w", backend, err)
+	}
+	return pool, nil
+}
+
+// CheckScopes checks a config's required list of the scopes whose
+// instances may join (GCE's projects, OCI's compartments), named by field:
+// at least one, each valid (else "is not " + want), none twice.
+func CheckScopes(field string, scopes []string, valid func(string) bool, want string) []error {
+	var errs []error
+	if len(scopes) == 0 {
+		errs = append(errs, fmt.Errorf("%s is required: name the %s whose instances may join", field, field))
+	}
+	seen := map[string]bool{}
+	for _, s := range scopes {
+		switch {
+		case !valid(s):
+			errs = append(errs, fmt.Errorf("%s: %q is not %s", field, s, want))
+		case seen[s]:
+			errs = append(errs, fmt.Errorf("%s: %q is named twice", field, s))
+		}
+		seen[s] = true
+	}
+	return errs
+}
+
 // IsLoopback reports whether host is localhost or a loopback address.
 func IsLoopback(host string) bool {
 	if host == "localhost" {

@@ -239,3 +239,30 @@ func TestTokenSecret(t *testing.T) {
 		t.Fatalf("both set: %v", errs)
 	}
 }
+
+func TestCheckScopes(t *testing.T) {
+	valid := func(s string) bool { return strings.HasPrefix(s, "p-") }
+	if errs := CheckScopes("projects", []string{"p-a", "p-b"}, valid, "a project ID"); errs != nil {
+		t.Fatalf("good scopes: %v", errs)
+	}
+	if errs := CheckScopes("projects", nil, valid, "a project ID"); len(errs) != 1 ||
+		errs[0].Error() != "projects is required: name the projects whose instances may join" {
+		t.Fatalf("none: %v", errs)
+	}
+	errs := CheckScopes("compartments", []string{"p-a", "x", "p-a", "x"}, valid, "a compartment's OCID")
+	want := `compartments: "x" is not a compartment's OCID` + "\n" + `compartments: "p-a" is named twice` + "\n" +
+		`compartments: "x" is not a compartment's OCID`
+	if got := errors.Join(errs...); got == nil || got.Error() != want {
+		t.Fatalf("got %v, want %s", got, want)
+	}
+}
+
+func TestCAFilePool(t *testing.T) {
+	if pool, err := CAFilePool("test", ""); pool != nil || err != nil {
+		t.Fatalf("no caFile: %v, %v", pool, err)
+	}
+	missing := filepath.Join(t.TempDir(), "none.pem")
+	if _, err := CAFilePool("test", missing); err == nil || !strings.HasPrefix(err.Error(), "test: caFile: ") || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("a missing caFile: %v", err)
+	}
+}

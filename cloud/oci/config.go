@@ -149,19 +149,7 @@ func (c *Config) validate() error {
 	if !agentid.ValidTenancy(c.Tenancy) {
 		errs = append(errs, fmt.Errorf("tenancy %q: want the tenancy's OCID (ocid1.tenancy.oc1.. or, for a tenancy of the old form, ocidv1:tenancy:...)", c.Tenancy))
 	}
-	if len(c.Compartments) == 0 {
-		errs = append(errs, errors.New("compartments is required: name the compartments whose instances may join"))
-	}
-	seen := map[string]bool{}
-	for _, p := range c.Compartments {
-		switch {
-		case !agentid.ValidCompartment(p):
-			errs = append(errs, fmt.Errorf("compartments: %q is not a compartment's OCID", p))
-		case seen[p]:
-			errs = append(errs, fmt.Errorf("compartments: %q is named twice", p))
-		}
-		seen[p] = true
-	}
+	errs = append(errs, kit.CheckScopes("compartments", c.Compartments, agentid.ValidCompartment, "a compartment's OCID")...)
 	if !regionPattern.MatchString(c.Region) {
 		errs = append(errs, fmt.Errorf("region %q: want a region identifier such as us-ashburn-1", c.Region))
 	}

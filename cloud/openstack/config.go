@@ -197,13 +197,7 @@ func isSpaceOrControl(r rune) bool { return r <= ' ' || r == 0x7f }
 func (c *Config) Secret() (string, error) { return c.secret().Read() }
 
 // certPool reads CAFile; nil when it is unset.
-func (c *Config) certPool() (*x509.CertPool, error) {
-	pool, err := kit.CertPool(c.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("openstack: caFile: %w", err)
-	}
-	return pool, nil
-}
+func (c *Config) certPool() (*x509.CertPool, error) { return kit.CAFilePool("openstack", c.CAFile) }
 
 // Asserted address sources: what a member of the server's project sets.
 const (

@@ -228,13 +228,7 @@ func parseCIDRs(s string) ([]*net.IPNet, error) {
 func (c *Config) Password() (string, error) { return c.secret().Read() }
 
 // roots reads CAFile; nil (the system's roots) when it is unset.
-func (c *Config) roots() (*x509.CertPool, error) {
-	pool, err := kit.CertPool(c.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("vsphere: caFile: %w", err)
-	}
-	return pool, nil
-}
+func (c *Config) roots() (*x509.CertPool, error) { return kit.CAFilePool("vsphere", c.CAFile) }
 
 // serverURL is Server parsed.
 func (c *Config) serverURL() *url.URL {
