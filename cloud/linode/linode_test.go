@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/kit/kittest"
 	"github.com/mooring-dev/mooring/cloud/linode/agentid"
 	"github.com/mooring-dev/mooring/cloud/linode/linodetest"
@@ -389,19 +389,7 @@ func TestMetadataToken(t *testing.T) {
 	ub, _ := ln.MetadataURL(b.ID)
 	do := func(method, url string, hdr map[string]string) (int, string) {
 		t.Helper()
-		req, _ := http.NewRequest(method, url, nil)
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
+		resp, body := cloudtest.Send(t, method, url, hdr)
 		return resp.StatusCode, string(body)
 	}
 	if st, _ := do("PUT", ua+agentid.TokenPath, nil); st != http.StatusBadRequest {

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // metadata reads a metadata path with the SDK's IMDS client.
@@ -116,19 +118,7 @@ func TestIMDSServesTheInstance(t *testing.T) {
 // rawIMDS sends one request to a metadata service.
 func rawIMDS(t *testing.T, method, url string, header map[string]string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := cloudtest.Send(t, method, url, header)
 	return resp, strings.TrimSpace(string(b))
 }
 

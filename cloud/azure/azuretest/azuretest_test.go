@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/smallstep/pkcs7"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // TestDocumentsLookGenuine: what IMDS serves has the form of the genuine
@@ -22,16 +24,10 @@ func TestDocumentsLookGenuine(t *testing.T) {
 	c := Started(t, Options{})
 	vm := c.Put(VM{Name: "n", PrivateIP: "127.0.81.250"})
 	before := time.Now().Truncate(time.Second)
-	req, _ := http.NewRequest(http.MethodGet, c.IMDS(vm.VMID)+"/metadata/attested/document?api-version=2021-02-01", nil)
-	req.Header.Set("Metadata", "true")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, raw := cloudtest.Send(t, http.MethodGet, c.IMDS(vm.VMID)+"/metadata/attested/document?api-version=2021-02-01",
+		map[string]string{"Metadata": "true"})
 	var answer struct{ Encoding, Signature string }
-	err = json.NewDecoder(resp.Body).Decode(&answer)
-	_ = resp.Body.Close()
-	if err != nil || answer.Encoding != "pkcs7" {
+	if err := json.Unmarshal(raw, &answer); err != nil || answer.Encoding != "pkcs7" {
 		t.Fatalf("%+v %v", answer, err)
 	}
 	der, err := base64.StdEncoding.DecodeString(answer.Signature)

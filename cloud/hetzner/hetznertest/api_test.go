@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // TestLabelSelector: label_selector has the grammar of Kubernetes' label
@@ -20,21 +22,13 @@ func TestLabelSelector(t *testing.T) {
 	c.Put(Server{Name: "d", Labels: map[string]string{"mooring.dev/cluster": "c1", "n": "3"}})
 	list := func(selector string) (int, []string, string) {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodGet, c.Endpoint()+"/servers?"+url.Values{"label_selector": {selector}}.Encode(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+c.Token())
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		resp, raw := cloudtest.Send(t, http.MethodGet, c.Endpoint()+"/servers?"+url.Values{"label_selector": {selector}}.Encode(),
+			map[string]string{"Authorization": "Bearer " + c.Token()})
 		var body struct {
 			Servers []struct{ Name string } `json:"servers"`
 			Error   struct{ Code string }   `json:"error"`
 		}
-		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		if err := json.Unmarshal(raw, &body); err != nil {
 			t.Fatal(err)
 		}
 		var names []string
