@@ -18,6 +18,13 @@ func Send(t testing.TB, method, url string, header map[string]string) (*http.Res
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
+	return Do(t, req)
+}
+
+// Do sends a test's request and returns the answer and its body (read
+// and closed), failing the test when the answer cannot be read.
+func Do(t testing.TB, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

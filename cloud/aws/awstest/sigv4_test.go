@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // afterSigning changes (or replaces) the request the SDK has just signed.
@@ -191,15 +193,7 @@ func rawRequest(t *testing.T, c *Cloud, body string, signAt time.Time) *http.Req
 // send sends a raw request and returns its status and body.
 func send(t *testing.T, req *http.Request) (int, string) {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, b := cloudtest.Do(t, req)
 	return resp.StatusCode, string(b)
 }
 
