@@ -42,3 +42,13 @@ func BearerClient(timeout time.Duration, token func() (string, error)) (*http.Cl
 	}
 	return &http.Client{Timeout: timeout, Transport: &Bearer{Token: token}}, nil
 }
+
+// OrBearer is hc when a caller gave one (a client that authenticates the
+// requests itself, as a backend's NewWithHTTPClient takes), else
+// BearerClient(timeout, token).
+func OrBearer(hc *http.Client, timeout time.Duration, token func() (string, error)) (*http.Client, error) {
+	if hc != nil {
+		return hc, nil
+	}
+	return BearerClient(timeout, token)
+}

@@ -67,3 +67,22 @@ func TestBearerClientNeedsToken(t *testing.T) {
 		t.Fatal("a client without a token")
 	}
 }
+
+func TestOrBearer(t *testing.T) {
+	mine := &http.Client{}
+	asked := 0
+	token := func() (string, error) { asked++; return "t", nil }
+	if hc, err := OrBearer(mine, time.Second, token); hc != mine || err != nil || asked != 0 {
+		t.Fatalf("a caller's client: %v, %v, the token read %d times", hc, err, asked)
+	}
+	hc, err := OrBearer(nil, time.Second, token)
+	if err != nil || hc.Timeout != time.Second || asked != 1 {
+		t.Fatalf("no client: %+v, %v, the token read %d times", hc, err, asked)
+	}
+	if _, ok := hc.Transport.(*Bearer); !ok {
+		t.Fatalf("transport %T", hc.Transport)
+	}
+	if _, err := OrBearer(nil, time.Second, func() (string, error) { return "", errors.New("no token") }); err == nil {
+		t.Fatal("no token, no error")
+	}
+}

@@ -44,23 +44,17 @@ type Cloud struct {
 // configured token as a bearer token, read again before every request. It
 // reads the token once to fail at start when there is none, and makes no
 // call.
-func New(cfg Config) (*Cloud, error) {
-	cfg.defaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	hc, err := kit.BearerClient(cfg.RequestTimeout.Duration, cfg.token)
-	if err != nil {
-		return nil, err
-	}
-	return NewWithHTTPClient(cfg, hc)
-}
+func New(cfg Config) (*Cloud, error) { return NewWithHTTPClient(cfg, nil) }
 
 // NewWithHTTPClient builds the provider over an HTTP client that
-// authenticates the requests itself. It makes no call.
+// authenticates the requests itself (nil: New's). It makes no call.
 func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	hc, err := kit.OrBearer(hc, cfg.RequestTimeout.Duration, cfg.token)
+	if err != nil {
 		return nil, err
 	}
 	client := linodego.NewClient(hc)
