@@ -12,13 +12,20 @@
 //     *AbsentError or *ForeignError) and, when its view is not indexed by
 //     providerID, FindInstance;
 //   - Factory, the backend's registered provider factory;
+//   - ByID, the ConfirmInstance of a cloud that gets one instance by the ID
+//     in its providerID, and CheckedBy for Options.ProviderID;
 //   - the cloud config's parts: ParseConfig (strict YAML or JSON, defaults,
 //     every problem at once), ViewConfig (instanceMaxAge,
-//     minRefreshInterval, requestTimeout), Duration tables, Secret (an API
-//     token from a file or an environment variable), CheckEndpoint;
+//     minRefreshInterval, requestTimeout) or ListConfig (and
+//     maxFailureBackoff, with the view's options), Duration tables, Secret
+//     (an API token from a file or an environment variable; TokenSecret,
+//     DefaultSecretEnv), CheckEndpoint and CheckEndpointField,
+//     CheckOnlyPolicy, CheckScopes, ErrClusterIDRequired, CAFilePool, and
+//     ConfigError, validate's answer;
 //   - the view's source: ReadWhole (a paged list whole or an error, read
 //     again while it changes between its pages), NumericProviderID,
-//     TagLabels; BearerClient, for an API that takes a bearer token.
+//     TagLabels; BearerClient (OrBearer), for an API that takes a bearer
+//     token.
 //
 // cloud/cloudtest is its counterpart for the test endpoints.
 package kit
