@@ -20,7 +20,7 @@ func TestConformance(t *testing.T) {
 			"digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999"},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			w := newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = o.PageSize })
-			return &bed{world: w, Endpoint: conformance.Endpoint{Counter: &w.do.Counter, Faults: &w.do.Faults,
+			return &bed{world: w, Endpoint: conformance.Endpoint{Cloud: w.cloud, Counter: &w.do.Counter, Faults: &w.do.Faults,
 				List: []string{digitaloceantest.MethodList}, Get: []string{digitaloceantest.MethodGet},
 				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.do.SetOutage),
 					conformance.Unauthorized: conformance.WrongSecret(w.tokenFile, w.do.Token())},
@@ -29,8 +29,7 @@ func TestConformance(t *testing.T) {
 				SetStatus: func(m conformance.Made, status string) error { return w.do.SetStatus(m.IntID(t), status) }}}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
-			w := b.(*bed).world
-			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\napiEndpoint: %s\n", testCluster, w.tokenFile, w.do.Endpoint())
+			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\napiEndpoint: %s\n", testCluster, b.(*bed).tokenFile, b.(*bed).do.Endpoint())
 		},
 	})
 }
@@ -41,8 +40,6 @@ type bed struct {
 	*world
 	conformance.Endpoint
 }
-
-func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	d := b.do.Put(digitaloceantest.Droplet{ID: s.FirstID(), Name: s.Name, PrivateIP: s.Addr("127.0.83"), PublicIP: s.Addr("127.0.84"),

@@ -77,15 +77,13 @@ func newBed(t *testing.T, o conformance.Options) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.cloud = c
+	b.cloud, b.Cloud = c, c
 	return b
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	zone := gcetest.DefaultZone

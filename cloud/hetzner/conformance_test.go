@@ -21,6 +21,9 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend{Name: ProviderName, UniqueNames: true, Zones: true,
 		BadProviderIDs: []string{"hcloud://", "hcloud://0", "hcloud://-1", "hcloud://007", "hcloud://bm-42", "hrobot://42",
 			"hcloud://42/x", "hcloud:// 42", "hcloud://99999999999999999999"},
+		Config: func(t *testing.T, b conformance.Bed) string {
+			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\nendpoint: %s\n", testCluster, b.(*bed).tokenFile, b.(*bed).hz.Endpoint())
+		},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// The library's retries (of a 429) a millisecond apart, not seconds.
 			quick := hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond), MaxRetries: maxRetries})
@@ -29,17 +32,13 @@ func TestConformance(t *testing.T) {
 			// budget are the API's own answers (401 unauthorized, 429
 			// rate_limit_exceeded) to every list and get (the token is read
 			// once, at New).
-			return &bed{w, conformance.Endpoint{Counter: &w.hz.Counter, Faults: &w.hz.Faults, List: []string{"list"}, Get: []string{"get"},
+			return &bed{w, conformance.Endpoint{Cloud: w.cloud, Counter: &w.hz.Counter, Faults: &w.hz.Faults, List: []string{"list"}, Get: []string{"get"},
 				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.hz.SetDown)},
 				Codes: map[conformance.Failure]string{conformance.Unauthorized: string(hcloud.ErrorCodeUnauthorized),
 					conformance.Throttled: string(hcloud.ErrorCodeRateLimitExceeded), conformance.GetFails: string(hcloud.ErrorCodeServiceError)},
 				Statuses: map[view.State]string{view.StateStopped: string(hcloud.ServerStatusOff),
 					view.StatePending: string(hcloud.ServerStatusInitializing), view.StateTerminated: string(hcloud.ServerStatusDeleting)},
 				SetStatus: func(m conformance.Made, status string) error { return w.hz.SetStatus(int64(m.IntID(t)), status) }}}
-		},
-		Config: func(t *testing.T, b conformance.Bed) string {
-			w := b.(*bed).world
-			return fmt.Sprintf("clusterID: %s\ntokenFile: %s\nendpoint: %s\n", testCluster, w.tokenFile, w.hz.Endpoint())
 		},
 	})
 }
@@ -49,8 +48,6 @@ type bed struct {
 	*world
 	conformance.Endpoint
 }
-
-func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	srv := b.hz.Put(hetznertest.Server{Name: s.Name, Labels: map[string]string{DefaultClusterLabel: s.Cluster(testCluster, "c2")}, Created: s.Created,

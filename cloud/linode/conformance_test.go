@@ -26,7 +26,7 @@ func TestConformance(t *testing.T) {
 				size = max(o.PageSize, MinPageSize)
 			}
 			w := newWorld(t, linodetest.Options{}, func(c *Config) { c.PageSize = size })
-			return &bed{world: w, size: size, Endpoint: conformance.Endpoint{Counter: &w.ln.Counter, Faults: &w.ln.Faults,
+			return &bed{world: w, size: size, Endpoint: conformance.Endpoint{Cloud: w.cloud, Counter: &w.ln.Counter, Faults: &w.ln.Faults,
 				List: []string{linodetest.MethodList}, Get: []string{linodetest.MethodGet},
 				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.ln.SetOutage),
 					conformance.Unauthorized: conformance.WrongSecret(w.tokenFile, w.ln.Token())},
@@ -50,8 +50,6 @@ type bed struct {
 	conformance.Endpoint
 	size int
 }
-
-func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	in := b.ln.Put(linodetest.Instance{ID: s.FirstID(), Label: s.Name, PublicIP: s.Addr("127.0.98"), PrivateIP: s.Addr("127.0.97"),

@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 			// Every API call answers the failure's status: 503, 401
 			// (NotAuthenticated, as for a key OCI does not know) or 429
 			// (TooManyRequests); GetFails GetInstance alone, 503.
-			return &ociBed{ep: ep, c: c, Endpoint: conformance.Endpoint{Counter: &ep.Counter, Faults: &ep.Faults,
+			return &ociBed{ep: ep, c: c, Endpoint: conformance.Endpoint{Cloud: c, Counter: &ep.Counter, Faults: &ep.Faults,
 				List: []string{"ListInstances", "ListVnicAttachments", "GetVnic"}, Get: []string{"GetInstance"},
 				Statuses:  map[view.State]string{view.StateStopped: "STOPPED", view.StatePending: "PROVISIONING", view.StateTerminated: "TERMINATED"},
 				SetStatus: func(m conformance.Made, state string) error { return ep.SetState(m.ID, state) }}}
@@ -39,8 +39,6 @@ type ociBed struct {
 	ep *ocitest.Cloud
 	c  *oci.Cloud
 }
-
-func (b *ociBed) Provider() conformance.Provider { return b.c }
 
 func (b *ociBed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	created := s.Created

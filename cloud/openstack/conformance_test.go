@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 			// An outage hangs up on every call; Unauthorized revokes the
 			// application credential (Keystone refuses it, its tokens are
 			// void); the rest are Nova's answers.
-			return &bed{world: w, Endpoint: conformance.Endpoint{Counter: &w.os.Counter, Faults: &w.os.Faults,
+			return &bed{world: w, Endpoint: conformance.Endpoint{Cloud: w.cloud, Counter: &w.os.Counter, Faults: &w.os.Faults,
 				List: []string{"list"}, Get: []string{"get"},
 				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.os.SetDown),
 					conformance.Unauthorized: func(testing.TB) func() { w.os.Revoke(); return w.os.Unrevoke }},
@@ -48,8 +48,6 @@ type bed struct {
 	conformance.Endpoint
 	page int // the list page being served, counted by its marker
 }
-
-func (b *bed) Provider() conformance.Provider { return b.cloud }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	addr := s.Addr("127.0.87")

@@ -10,11 +10,13 @@ import (
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
-// Endpoint is a Bed's Fail, Calls and SetState over a test endpoint built
+// Endpoint is a Bed's Provider, Fail, Calls and SetState over a test endpoint built
 // on cloudtest.Base, which counts its calls and fails them by method, and
 // which sets an instance's status by the cloud's own name of it. Embedded
 // in a Bed, its methods are the Bed's.
 type Endpoint struct {
+	// Cloud is the provider over the endpoint: the Bed's Provider.
+	Cloud Provider
 	// Counter and Faults are the endpoint's (its cloudtest.Base's).
 	Counter *cloudtest.Counter
 	Faults  *cloudtest.Faults
@@ -35,6 +37,9 @@ type Endpoint struct {
 	Statuses  map[view.State]string
 	SetStatus func(m Made, status string) error
 }
+
+// Provider is Bed's Provider: Cloud.
+func (e *Endpoint) Provider() Provider { return e.Cloud }
 
 // answers are the HTTP statuses of the failures Endpoint makes.
 var answers = map[Failure]int{Outage: http.StatusServiceUnavailable, Unauthorized: http.StatusUnauthorized,
