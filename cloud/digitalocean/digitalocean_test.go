@@ -170,14 +170,9 @@ func TestListChangesAtEveryAttempt(t *testing.T) {
 	for i := range 5 {
 		w.add(fmt.Sprintf("node-%d", i), 10+i)
 	}
-	n := 0
-	w.do.BeforePage(func(page int) {
-		if page == 2 {
-			n++
-			w.do.Put(digitaloceantest.Droplet{Name: fmt.Sprintf("churn-%d", n), PrivateIP: "127.0.83.41", Tags: []string{testTag}})
-		}
-	})
-	kittest.GivesUp(t, w.source().ListInstances, &n, listAttempts)
+	kittest.GivesUpOnChurn(t, w.source().ListInstances, w.do.BeforePage, func(n int) {
+		w.do.Put(digitaloceantest.Droplet{Name: fmt.Sprintf("churn-%d", n), PrivateIP: "127.0.83.41", Tags: []string{testTag}})
+	}, listAttempts)
 }
 
 // ParseProviderID is kit.NumericProviderID with this cloud's prefix, the

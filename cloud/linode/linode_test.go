@@ -268,14 +268,9 @@ func TestListChangesAtEveryAttempt(t *testing.T) {
 	for i := range 30 {
 		w.add(fmt.Sprintf("node-%02d", i), 10+i)
 	}
-	n := 0
-	w.ln.BeforePage(func(page int) {
-		if page == 2 {
-			n++
-			w.ln.Put(linodetest.Instance{Label: fmt.Sprintf("churn-%d", n), PrivateIP: "127.0.97.201", Tags: []string{testTag}})
-		}
-	})
-	kittest.GivesUp(t, w.source().ListInstances, &n, listAttempts)
+	kittest.GivesUpOnChurn(t, w.source().ListInstances, w.ln.BeforePage, func(n int) {
+		w.ln.Put(linodetest.Instance{Label: fmt.Sprintf("churn-%d", n), PrivateIP: "127.0.97.201", Tags: []string{testTag}})
+	}, listAttempts)
 }
 
 // ParseProviderID is kit.NumericProviderID with this cloud's prefix, the

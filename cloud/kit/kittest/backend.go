@@ -1,12 +1,14 @@
 package kittest
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // Parses checks that parse (a backend's ParseConfig) takes each config
@@ -87,4 +89,22 @@ func Quick(requestTimeout time.Duration) kit.ListConfig {
 	l.MaxFailureBackoff.Duration = time.Millisecond
 	l.RequestTimeout.Duration = requestTimeout
 	return l
+}
+
+// GivesUpOnChurn checks that list, a backend's list in pages, gives up
+// after want attempts (kit.ReadWhole's, with the backend's count) with an
+// error that says the list changed, on a cloud where add makes the n-th
+// new instance of the cluster (n from 1) between the first and the second
+// page of every attempt: before is the endpoint's hook before each page.
+func GivesUpOnChurn(t testing.TB, list func(context.Context) ([]view.Instance, error), before func(func(page int)), add func(n int), want int) {
+	t.Helper()
+	n := 0
+	before(func(page int) {
+		if page == 2 {
+			n++
+			add(n)
+		}
+	})
+	defer before(nil)
+	GivesUp(t, list, &n, want)
 }

@@ -1,10 +1,13 @@
 package kittest
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // The backends' shared checks pass a backend that does right and fail
@@ -84,5 +87,45 @@ func TestBackendChecks(t *testing.T) {
 		PageCalls(t, 7, map[int]int{0: 1}, func(int) (int, int, error) { return 7, 1, errors.New("down") })
 	}) {
 		t.Error("PageCalls passed a list that failed")
+	}
+}
+
+// GivesUpOnChurn passes a list that lists again while its pages change,
+// up to its attempts, and fails one that gives up sooner or not at all.
+func TestGivesUpOnChurn(t *testing.T) {
+	var hook func(int)
+	before := func(f func(int)) { hook = f }
+	added := 0
+	lister := func(attempts int, failing bool) func(context.Context) ([]view.Instance, error) {
+		return func(context.Context) ([]view.Instance, error) {
+			for range attempts {
+				was := added
+				for page := 1; page <= 3; page++ {
+					if hook != nil {
+						hook(page)
+					}
+				}
+				if added == was {
+					return []view.Instance{}, nil
+				}
+			}
+			if !failing {
+				return []view.Instance{}, nil
+			}
+			return nil, errors.New("the list changed at every attempt")
+		}
+	}
+	add := func(int) { added++ }
+	if Fails(t, func(t testing.TB) { GivesUpOnChurn(t, lister(3, true), before, add, 3) }) {
+		t.Error("failed a list that gives up after its three attempts")
+	}
+	if hook != nil {
+		t.Error("the hook is left set")
+	}
+	if !Fails(t, func(t testing.TB) { GivesUpOnChurn(t, lister(2, true), before, add, 3) }) {
+		t.Error("passed a list that gives up after two attempts of three")
+	}
+	if !Fails(t, func(t testing.TB) { GivesUpOnChurn(t, lister(3, false), before, add, 3) }) {
+		t.Error("passed a list that answers a changed list")
 	}
 }
