@@ -75,6 +75,15 @@ func CheckEndpointField(field, s string, withPath bool) error {
 	return nil
 }
 
+// RequiredEndpointField is CheckEndpointField for a field without a
+// default: its absence is "<field> is required (<hint>)".
+func RequiredEndpointField(field, s string, withPath bool, hint string) error {
+	if s == "" {
+		return fmt.Errorf("%s is required (%s)", field, hint)
+	}
+	return CheckEndpointField(field, s, withPath)
+}
+
 // ConfigError is what a backend's validate answers: nil when errs holds
 // no error (nil entries are none), else every one of them after
 // "<backend> cloud config: ".

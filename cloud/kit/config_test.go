@@ -266,3 +266,15 @@ func TestCAFilePool(t *testing.T) {
 		t.Fatalf("a missing caFile: %v", err)
 	}
 }
+
+func TestRequiredEndpointField(t *testing.T) {
+	if err := RequiredEndpointField("server", "", true, "https://<host>/sdk"); err == nil || err.Error() != "server is required (https://<host>/sdk)" {
+		t.Fatalf("none: %v", err)
+	}
+	if err := RequiredEndpointField("server", "http://h/sdk", true, "x"); err == nil || !strings.HasPrefix(err.Error(), "server: ") {
+		t.Fatalf("plain http: %v", err)
+	}
+	if err := RequiredEndpointField("server", "https://h/sdk", true, "x"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -124,10 +124,8 @@ func (c *Config) defaults() {
 func (c *Config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.AuthURL == "" {
-		bad("authURL is required (Keystone's v3 endpoint, https://.../v3)")
-	} else if err := kit.CheckEndpoint(c.AuthURL, true); err != nil {
-		bad("authURL: %w", err)
+	if err := kit.RequiredEndpointField("authURL", c.AuthURL, true, "Keystone's v3 endpoint, https://.../v3"); err != nil {
+		errs = append(errs, err)
 	} else if !strings.HasSuffix(strings.TrimSuffix(c.AuthURL, "/"), "/v3") {
 		bad("authURL %q: want Keystone's v3 endpoint, ending in /v3", c.AuthURL)
 	}

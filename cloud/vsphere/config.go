@@ -147,11 +147,7 @@ func (c *Config) defaults() {
 func (c *Config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Server == "" {
-		bad("server is required (vCenter's https://<host>/sdk)")
-	} else if err := kit.CheckEndpoint(c.Server, true); err != nil {
-		bad("server: %v", err)
-	}
+	errs = append(errs, kit.RequiredEndpointField("server", c.Server, true, "vCenter's https://<host>/sdk"))
 	if c.Username == "" {
 		bad("username is required")
 	}
