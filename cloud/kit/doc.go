@@ -19,9 +19,9 @@
 //     minRefreshInterval, requestTimeout) or ListConfig (and
 //     maxFailureBackoff, with the view's options), Duration tables, Secret
 //     (an API token from a file or an environment variable; TokenSecret,
-//     DefaultSecretEnv), CheckEndpoint and CheckEndpointField,
-//     CheckOnlyPolicy, CheckScopes, ErrClusterIDRequired, CAFilePool, and
-//     ConfigError, validate's answer;
+//     DefaultSecretEnv), CheckEndpoint, CheckEndpointField and
+//     RequiredEndpointField, CheckOnlyPolicy, CheckScopes,
+//     ErrClusterIDRequired, CAFilePool, and ConfigError, validate's answer;
 //   - the view's source: ReadWhole (a paged list whole or an error, read
 //     again while it changes between its pages), NumericProviderID,
 //     TagLabels; BearerClient (OrBearer), for an API that takes a bearer
