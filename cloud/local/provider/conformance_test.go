@@ -22,8 +22,9 @@ import (
 func TestConformance(t *testing.T) {
 	for _, lookup := range []string{InstanceLookupView, InstanceLookupDirect} {
 		t.Run(lookup, func(t *testing.T) {
-			conformance.RunInstances(t, conformance.Backend{
+			conformance.Run(t, conformance.Backend{
 				Name:           agentid.Name,
+				EveryNameANode: true, // the cloud takes only lower-case DNS-1123 labels
 				BadProviderIDs: []string{"local://", "local:///i-1", "local://i-1/x"},
 				Evidence:       []string{attest.Type},
 				LoadBalancer:   true, Routes: true,
