@@ -2,6 +2,8 @@ package azure_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/view"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -394,5 +397,33 @@ func TestViewCreationTime(t *testing.T) {
 	got, err := p.ConfirmInstance(ctx, "azure:///subscriptions/"+c.Subscription()+"/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/ticketed")
 	if err != nil || !got.Created.Equal(made) {
 		t.Fatalf("ConfirmInstance: created %v (%v), want %v", got.Created, err, made)
+	}
+}
+
+// TestConfirmedInstanceCarriesAddresses: a VM confirmed by itself (newer
+// than the view's last list, its Node registered first) carries its
+// network interfaces' addresses as a listed one does; without them its
+// Node was initialized with its Hostname alone.
+func TestConfirmedInstanceCarriesAddresses(t *testing.T) {
+	c := start(t)
+	p := provider(t, c)
+	ctx := context.Background()
+	c.PutScaleSet("pool", tags())
+	for _, vm := range []azuretest.VM{
+		c.Put(azuretest.VM{Name: "late", PrivateIP: "127.0.81.230", Tags: tags()}),
+		c.Put(azuretest.VM{ScaleSet: "pool", InstanceID: "7", PrivateIP: "127.0.81.231"}),
+	} {
+		listed, err := p.InstanceView().ByID(ctx, vm.VMID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := p.ConfirmInstance(ctx, listed.ProviderID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got.Addresses) != fmt.Sprint(listed.Addresses) ||
+			!slices.Contains(got.Addresses, v1.NodeAddress{Type: v1.NodeInternalIP, Address: vm.PrivateIP}) {
+			t.Errorf("%s: confirmed with addresses %v, listed with %v", vm.VMID, got.Addresses, listed.Addresses)
+		}
 	}
 }

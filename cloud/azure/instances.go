@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
@@ -31,7 +32,16 @@ func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.In
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout.Duration)
 	defer cancel()
 	src := c.source()
-	nw := &network{}
+	// The VM's addresses are its network interfaces' (and their public
+	// IPs'): read them as the list does, so a confirmed instance carries
+	// them too. Without them, a Node initialized from this answer (its VM
+	// newer than the view's last list) would get its Hostname alone.
+	nw := newNetwork()
+	g, gctx := errgroup.WithContext(ctx)
+	src.listNetwork(gctx, g, r.ScaleSet, nw)
+	if err := g.Wait(); err != nil {
+		return view.Instance{}, err
+	}
 	if r.ScaleSet == "" {
 		resp, err := c.clients.VMs.Get(ctx, c.cfg.ResourceGroup, r.Name, &armcompute.VirtualMachinesClientGetOptions{Expand: to.Ptr(armcompute.InstanceViewTypesInstanceView)})
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -30,6 +31,7 @@ func RunInstances(t *testing.T, b Backend) {
 	t.Run("Metadata", func(t *testing.T) { metadata(t, b) })
 	t.Run("States", func(t *testing.T) { states(t, b) })
 	t.Run("Deleted", func(t *testing.T) { deleted(t, b) })
+	t.Run("Confirmed", func(t *testing.T) { confirmed(t, b) })
 	t.Run("OtherCluster", func(t *testing.T) { otherCluster(t, b) })
 	t.Run("NotThisCloudsProviderID", func(t *testing.T) { notThisClouds(t, b) })
 	t.Run("RegisteredFirst", func(t *testing.T) { registeredFirst(t, b) })
@@ -213,6 +215,31 @@ func deleted(t *testing.T, b Backend) {
 	// to an instance: never "gone".
 	if ok, err := instancesV2(t, p).InstanceExists(context.Background(), node("stranger", "")); err == nil {
 		t.Errorf("a Node with no providerID and no instance of its name: exists %v, no error", ok)
+	}
+}
+
+// An instance asked of the cloud by itself (kit.InstanceFinder's
+// ConfirmInstance, when the view's list may be older than it) is the one
+// the list gives: a Node initialized from it gets the same addresses.
+func confirmed(t *testing.T, b Backend) {
+	bed := b.New(t, Options{})
+	p := bed.Provider()
+	f, ok := p.(kit.InstanceFinder)
+	if !ok {
+		t.Fatal("the provider asks the cloud for no instance by itself (kit.InstanceFinder)")
+	}
+	m := bed.Make(t, Spec{Name: "node-1", N: 1})
+	listed, err := p.InstanceView().ByProviderID(context.Background(), m.ProviderID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.ConfirmInstance(context.Background(), m.ProviderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got.Addresses) != fmt.Sprint(listed.Addresses) || got.NodeName != listed.NodeName || got.ID != listed.ID ||
+		got.State != listed.State {
+		t.Errorf("confirmed %+v\nlisted    %+v", got, listed)
 	}
 }
 
