@@ -2,6 +2,9 @@ package cloud
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -27,4 +30,21 @@ type LoadBalancerInventory interface {
 	// DesiredFingerprint is the fingerprint of the load balancer that the
 	// Service and nodes call for.
 	DesiredFingerprint(svc *v1.Service, nodes []*v1.Node) (string, error)
+}
+
+// PendingError is a load balancer the cloud is still building (or has
+// given no address yet): not a failure; the controller asks again After.
+type PendingError struct {
+	LoadBalancer, State string
+	After               time.Duration
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("load balancer %s is %s; asking again in %s", e.LoadBalancer, e.State, e.After)
+}
+
+// IsPending reports whether err is (or wraps) a *PendingError.
+func IsPending(err error) bool {
+	var p *PendingError
+	return errors.As(err, &p)
 }

@@ -8,6 +8,7 @@ package servicelb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -319,6 +320,15 @@ func (c *Controller) next(ctx context.Context) bool {
 		c.queue.Forget(key)
 		return true
 	}
+	var pending *cloud.PendingError
+	if errors.As(err, &pending) {
+		// Not a failure: the cloud is building it; no backoff.
+		syncs.WithLabelValues("pending").Inc()
+		klog.FromContext(ctx).V(2).Info("The load balancer is not ready yet", "service", key, "reason", err.Error())
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, pending.After)
+		return true
+	}
 	syncs.WithLabelValues("error").Inc()
 	klog.FromContext(ctx).Error(err, "Syncing the Service's load balancer failed; retrying", "service", key, "retries", c.queue.NumRequeues(key))
 	c.queue.AddRateLimited(key)
@@ -366,6 +376,10 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service) error {
 	}
 	c.recorder.Eventf(svc, v1.EventTypeNormal, "EnsuringLoadBalancer", "Ensuring load balancer with %d nodes", len(nodes))
 	status, err := c.cloud.EnsureLoadBalancer(ctx, c.opts.ClusterName, svc, nodes)
+	if cloud.IsPending(err) {
+		c.recorder.Eventf(svc, v1.EventTypeNormal, "LoadBalancerPending", "%v", err)
+		return err
+	}
 	if err != nil {
 		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
 		return err

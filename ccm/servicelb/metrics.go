@@ -10,7 +10,7 @@ import (
 var (
 	syncs = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "mooring", Subsystem: "service_lb", Name: "syncs_total",
-		Help: "Service load balancer syncs by result (ok, error).",
+		Help: "Service load balancer syncs by result (ok, error, pending: the cloud is still building it).",
 	}, []string{"result"})
 	syncDuration = metrics.NewHistogram(&metrics.HistogramOpts{
 		Namespace: "mooring", Subsystem: "service_lb", Name: "sync_duration_seconds",

@@ -45,6 +45,10 @@ type Backend struct {
 	// Zones, LoadBalancer and Routes say which of these faces the provider
 	// implements.
 	Zones, LoadBalancer, Routes bool
+	// LBAnnotationPrefixes are the prefixes of the cloud's CCM's Service
+	// annotations (RunLoadBalancers: one under them that the backend does
+	// not know is refused, nothing written).
+	LBAnnotationPrefixes []string
 	// Config is the text of a cloud config file for the provider over b,
 	// for the registry check (cloud.NewProvider builds it from the file);
 	// nil skips it.

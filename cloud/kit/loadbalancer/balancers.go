@@ -1,0 +1,299 @@
+package loadbalancer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud"
+)
+
+// Held is a load balancer as the cloud holds it.
+type Held[S any] struct {
+	// ID is the cloud's id; Name its name.
+	ID, Name string
+	// Owner is read from its tags; zero when it has none of ours.
+	Owner Owner
+	// Spec is what it does, in the normal form Cloud.Desired gives, so
+	// that the fingerprints of the two compare.
+	Spec S
+	// Ingress is its address as the Service's status shows it; empty
+	// while the cloud has not given it one.
+	Ingress []v1.LoadBalancerIngress
+	// Pending is the cloud's word for its state while it is still being
+	// built ("new"); "" when it is ready.
+	Pending string
+}
+
+// Cloud is a backend's load balancer API. Errors are the API's; Get
+// answers false (and no error) when the cloud says there is no such id;
+// Delete answers nil for a load balancer already gone.
+type Cloud[S any] interface {
+	// Name is the name the cloud's own CCM gives svc's load balancer (its
+	// name annotation, or its default), so that one it made is found.
+	Name(svc *v1.Service) string
+	// ID is the load balancer id svc names (an annotation the cloud's CCM
+	// writes or a user sets), or "".
+	ID(svc *v1.Service) string
+	// Desired is the spec svc and nodes call for, in normal form; an error
+	// names the annotation or field at fault, and nothing is called.
+	Desired(svc *v1.Service, nodes []*v1.Node) (S, error)
+	// List lists every load balancer that may be the cluster's: all of
+	// the account's, or those the API can filter by the cluster's tag
+	// plus the untagged.
+	List(ctx context.Context) ([]Held[S], error)
+	Get(ctx context.Context, id string) (Held[S], bool, error)
+	Create(ctx context.Context, name string, o Owner, spec S) (Held[S], error)
+	// Update makes h do spec and carry o's tags (adopting it when it had
+	// none), keeping its address.
+	Update(ctx context.Context, h Held[S], o Owner, spec S) (Held[S], error)
+	Delete(ctx context.Context, h Held[S]) error
+}
+
+// Options configure Balancers.
+type Options struct {
+	// Cluster is the value of the cluster's tag on its load balancers
+	// (the backend's cluster id); required.
+	Cluster string
+	// PendingRetry is how long the controller waits before it asks again
+	// about a load balancer the cloud is still building; default 10s.
+	PendingRetry time.Duration
+}
+
+// Balancers is cloudprovider.LoadBalancer and cloud.LoadBalancerInventory
+// over a Cloud.
+type Balancers[S any] struct {
+	cloud Cloud[S]
+	opts  Options
+
+	mu  sync.Mutex
+	ids map[string]string // Service UID -> load balancer id, last seen
+}
+
+var _ cloud.LoadBalancerInventory = (*Balancers[int])(nil)
+
+// New makes Balancers over c.
+func New[S any](c Cloud[S], o Options) (*Balancers[S], error) {
+	if o.Cluster == "" {
+		return nil, fmt.Errorf("load balancers: the cluster's id is empty")
+	}
+	if o.PendingRetry <= 0 {
+		o.PendingRetry = 10 * time.Second
+	}
+	return &Balancers[S]{cloud: c, opts: o, ids: map[string]string{}}, nil
+}
+
+// GetLoadBalancerName is the name the cloud's own CCM gives it.
+func (b *Balancers[S]) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Service) string {
+	return b.cloud.Name(svc)
+}
+
+// GetLoadBalancer reports svc's load balancer, if the cloud holds one.
+func (b *Balancers[S]) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	h, ok, err := b.find(ctx, svc)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return status(h), true, nil
+}
+
+// EnsureLoadBalancer makes the cloud hold the load balancer svc and nodes
+// call for: it creates one when there is none, adopts an untagged one of
+// its name, and updates one only when it differs. While the cloud is
+// still building it, it answers a *cloud.PendingError.
+func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	spec, err := b.cloud.Desired(svc, nodes)
+	if err != nil {
+		return nil, err
+	}
+	h, ok, err := b.find(ctx, svc)
+	if err != nil {
+		return nil, err
+	}
+	owner := OwnerOf(b.opts.Cluster, svc)
+	logger := klog.FromContext(ctx).WithValues("service", klog.KObj(svc))
+	switch {
+	case !ok:
+		name := b.cloud.Name(svc)
+		if h, err = b.cloud.Create(ctx, name, owner, spec); err != nil {
+			return nil, fmt.Errorf("create load balancer %s: %w", name, err)
+		}
+		logger.Info("Created a load balancer", "loadBalancer", h.Name, "id", h.ID)
+	case h.Owner.Zero():
+		if h, err = b.cloud.Update(ctx, h, owner, spec); err != nil {
+			return nil, fmt.Errorf("adopt load balancer %s (%s): %w", h.Name, h.ID, err)
+		}
+		logger.Info("Adopted a load balancer the cluster did not make", "loadBalancer", h.Name, "id", h.ID)
+	case Fingerprint(h.Spec) != Fingerprint(spec):
+		if h, err = b.cloud.Update(ctx, h, owner, spec); err != nil {
+			return nil, fmt.Errorf("update load balancer %s (%s): %w", h.Name, h.ID, err)
+		}
+		logger.V(2).Info("Updated a load balancer", "loadBalancer", h.Name, "id", h.ID)
+	}
+	b.remember(string(svc.UID), h.ID)
+	if h.Pending != "" || len(h.Ingress) == 0 {
+		state := h.Pending
+		if state == "" {
+			state = "without an address"
+		}
+		return nil, &cloud.PendingError{LoadBalancer: h.Name, State: state, After: b.opts.PendingRetry}
+	}
+	return status(h), nil
+}
+
+// UpdateLoadBalancer is EnsureLoadBalancer: the fingerprint keeps it from
+// writing what the cloud already holds. A load balancer still being built
+// is no error here.
+func (b *Balancers[S]) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) error {
+	_, err := b.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	if cloud.IsPending(err) {
+		return nil
+	}
+	return err
+}
+
+// EnsureLoadBalancerDeleted deletes svc's load balancer: the one tagged
+// with its UID, or an untagged one it names or of its name. One of
+// another cluster or Service stays.
+func (b *Balancers[S]) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1.Service) error {
+	h, ok, err := b.find(ctx, svc)
+	if apiErr, foreign := err.(*ForeignError); foreign {
+		klog.FromContext(ctx).Info("Not deleting a load balancer that is not this Service's", "service", klog.KObj(svc), "reason", apiErr.Error())
+		return nil
+	}
+	if err != nil || !ok {
+		return err
+	}
+	if err := b.cloud.Delete(ctx, h); err != nil {
+		return fmt.Errorf("delete load balancer %s (%s): %w", h.Name, h.ID, err)
+	}
+	b.forget(string(svc.UID))
+	klog.FromContext(ctx).Info("Deleted a load balancer", "service", klog.KObj(svc), "loadBalancer", h.Name, "id", h.ID)
+	return nil
+}
+
+// ListOwnedLoadBalancers lists the load balancers tagged for the cluster.
+func (b *Balancers[S]) ListOwnedLoadBalancers(ctx context.Context) ([]cloud.OwnedLoadBalancer, error) {
+	all, err := b.cloud.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []cloud.OwnedLoadBalancer
+	for _, h := range all {
+		if h.Owner.Cluster != b.opts.Cluster || h.Owner.UID == "" {
+			continue
+		}
+		b.remember(h.Owner.UID, h.ID)
+		out = append(out, cloud.OwnedLoadBalancer{Name: h.Name, Namespace: h.Owner.Namespace, Service: h.Owner.Service,
+			UID: h.Owner.UID, Fingerprint: Fingerprint(h.Spec)})
+	}
+	return out, nil
+}
+
+// DesiredFingerprint is the fingerprint of what svc and nodes call for.
+func (b *Balancers[S]) DesiredFingerprint(svc *v1.Service, nodes []*v1.Node) (string, error) {
+	spec, err := b.cloud.Desired(svc, nodes)
+	if err != nil {
+		return "", err
+	}
+	return Fingerprint(spec), nil
+}
+
+// ForeignError: the load balancer found for a Service by its id or name
+// belongs to another cluster or Service; it is neither changed nor
+// deleted.
+type ForeignError struct {
+	ID, Name string
+	Owner    Owner
+}
+
+func (e *ForeignError) Error() string {
+	return fmt.Sprintf("load balancer %s (%s) belongs to Service UID %s of cluster %s, not this one", e.Name, e.ID, e.Owner.UID, e.Owner.Cluster)
+}
+
+// find finds svc's load balancer: by the id svc names or the id last seen
+// for its UID (one Get), else in one List by its UID in the tags, then by
+// its name.
+func (b *Balancers[S]) find(ctx context.Context, svc *v1.Service) (Held[S], bool, error) {
+	uid := string(svc.UID)
+	for _, id := range []string{b.cloud.ID(svc), b.known(uid)} {
+		if id == "" {
+			continue
+		}
+		h, ok, err := b.cloud.Get(ctx, id)
+		if err != nil {
+			return h, false, fmt.Errorf("get load balancer %s: %w", id, err)
+		}
+		if ok {
+			return h, true, b.check(h, uid)
+		}
+		b.forget(uid)
+		break
+	}
+	all, err := b.cloud.List(ctx)
+	if err != nil {
+		return Held[S]{}, false, fmt.Errorf("list load balancers: %w", err)
+	}
+	for _, h := range all {
+		if h.Owner.Cluster == b.opts.Cluster && h.Owner.UID == uid {
+			return h, true, nil
+		}
+	}
+	name := b.cloud.Name(svc)
+	for _, h := range all {
+		if h.Name == name {
+			return h, true, b.check(h, uid)
+		}
+	}
+	return Held[S]{}, false, nil
+}
+
+// check refuses a load balancer tagged for another cluster or Service.
+func (b *Balancers[S]) check(h Held[S], uid string) error {
+	if h.Owner.Zero() || h.Owner.Cluster == b.opts.Cluster && h.Owner.UID == uid {
+		return nil
+	}
+	return &ForeignError{ID: h.ID, Name: h.Name, Owner: h.Owner}
+}
+
+func (b *Balancers[S]) known(uid string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ids[uid]
+}
+
+func (b *Balancers[S]) remember(uid, id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ids[uid] = id
+}
+
+func (b *Balancers[S]) forget(uid string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.ids, uid)
+}
+
+func status[S any](h Held[S]) *v1.LoadBalancerStatus {
+	return &v1.LoadBalancerStatus{Ingress: h.Ingress}
+}
+
+// Fingerprint hashes a spec in normal form.
+func Fingerprint(spec any) string {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		panic(fmt.Sprintf("load balancer spec %T: %v", spec, err))
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+var _ cloudprovider.LoadBalancer = (*Balancers[int])(nil)
