@@ -129,6 +129,9 @@ func Run(t *testing.T, b Backend) {
 	if len(b.Evidence) == 0 {
 		t.Run("Tickets", func(t *testing.T) { RunTickets(t, b) })
 	}
+	if b.LoadBalancer {
+		t.Run("LoadBalancers", func(t *testing.T) { RunLoadBalancers(t, b) })
+	}
 }
 
 // Bed is a backend's test endpoint with a provider over it.

@@ -32,6 +32,11 @@ type Endpoint struct {
 	// hangs up, a token the provider reads again refused), in place of an
 	// answer to List and Get: see Switch and WrongSecret.
 	Own map[Failure]func(t testing.TB) (undo func())
+	// LB are the endpoint's methods of its load balancer API by Call
+	// (LBList, LBGet, LBCreate, LBUpdate, LBDelete; a call the cloud makes
+	// of several methods lists them all): Calls sums them, and Outage,
+	// Unauthorized and Throttled fail them too.
+	LB map[Call][]string
 	// Statuses are the cloud's statuses of the view's states, those it
 	// has; SetStatus puts the instance in one.
 	Statuses  map[view.State]string
@@ -56,6 +61,9 @@ func (e *Endpoint) Fail(t testing.TB, f Failure) (undo func()) {
 		return nil
 	}
 	methods := append(append([]string(nil), e.List...), e.Get...)
+	for _, ms := range e.LB {
+		methods = append(methods, ms...)
+	}
 	if f == GetFails {
 		methods = e.Get
 	}
@@ -69,8 +77,16 @@ func (e *Endpoint) Fail(t testing.TB, f Failure) (undo func()) {
 	}
 }
 
-// Calls is Bed's Calls: the calls of List's first method, or Get's.
+// Calls is Bed's Calls: the calls of List's first method, Get's, or an
+// LB call's methods.
 func (e *Endpoint) Calls(c Call) int {
+	if ms, ok := e.LB[c]; ok {
+		n := 0
+		for _, m := range ms {
+			n += e.Counter.Get(m)
+		}
+		return n
+	}
 	if c == List {
 		return e.Counter.Get(e.List[0])
 	}

@@ -147,7 +147,7 @@ func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
 		return clear
 	case conformance.Throttled:
 		ops := map[string]api.OperationFault{}
-		for _, op := range []string{"ListInstances", "GetInstance"} {
+		for _, op := range []string{"ListInstances", "GetInstance", "ListLoadBalancers", "GetLoadBalancer", "EnsureLoadBalancer", "DeleteLoadBalancer"} {
 			ops[op] = api.OperationFault{ErrorRate: 1, Status: 429}
 		}
 		if err := b.cloud.Client.SetFaults(ctx, api.Faults{Operations: ops}); err != nil {
@@ -164,6 +164,12 @@ func (b *bed) Calls(c conformance.Call) int {
 	st, err := b.cloud.Client.Stats(context.Background())
 	if err != nil {
 		return -1
+	}
+	if c == conformance.LBCreate {
+		return -1 // not told from updates: lbCalls
+	}
+	if op, ok := lbCalls[c]; ok {
+		return int(st.Calls[op])
 	}
 	if c == conformance.List {
 		return int(st.Calls["ListInstances"])

@@ -2,27 +2,26 @@ package provider
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
-	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 
-	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/client"
 )
 
-// Service annotations the local cloud's load balancers understand.
-// docs/ccm.md documents them.
+// Service annotations the local cloud's load balancers understand, all
+// under annotationPrefix (another under it is refused). docs/ccm.md
+// documents them.
 const (
+	annotationPrefix = "lb.mooring.dev/"
+
 	// AnnotationHealthCheckProtocol is TCP (default) or HTTP, for Services
 	// with externalTrafficPolicy Cluster; Local always checks the
 	// HealthCheckNodePort over HTTP.
@@ -43,66 +42,87 @@ const (
 	TagServiceUID       = "kubernetes.io/service-uid"
 )
 
-// GetLoadBalancerName is one name per Service UID, stable over renames.
-func (c *Cloud) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Service) string {
-	return cloudprovider.DefaultLoadBalancerName(svc)
+// lbCloud is the local cloud's load balancer API as the kit's
+// loadbalancer.Cloud: a load balancer's id is its name, and one PUT makes
+// or changes it.
+type lbCloud struct{ c *Cloud }
+
+// Name is one name per Service UID, stable over renames.
+func (l lbCloud) Name(svc *v1.Service) string { return cloudprovider.DefaultLoadBalancerName(svc) }
+
+// ID: no annotation names a load balancer here.
+func (lbCloud) ID(*v1.Service) string { return "" }
+
+func (l lbCloud) Desired(svc *v1.Service, nodes []*v1.Node) (api.LoadBalancerSpec, error) {
+	return l.c.DesiredSpec(svc, nodes)
 }
 
-// GetLoadBalancer reports the Service's load balancer, if it exists.
-func (c *Cloud) GetLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	lb, err := c.client.GetLoadBalancer(ctx, c.GetLoadBalancerName(ctx, clusterName, svc))
+func (l lbCloud) List(ctx context.Context) ([]loadbalancer.Held[api.LoadBalancerSpec], error) {
+	all, err := l.c.client.ListAllLoadBalancers(ctx, client.ListOptions{PageSize: 1000})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]loadbalancer.Held[api.LoadBalancerSpec], len(all))
+	for i := range all {
+		out[i] = held(&all[i])
+	}
+	return out, nil
+}
+
+func (l lbCloud) Get(ctx context.Context, name string) (loadbalancer.Held[api.LoadBalancerSpec], bool, error) {
+	lb, err := l.c.client.GetLoadBalancer(ctx, name)
 	if client.IsNotFound(err) {
-		return nil, false, nil
+		return loadbalancer.Held[api.LoadBalancerSpec]{}, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return loadbalancer.Held[api.LoadBalancerSpec]{}, false, err
 	}
-	return status(lb), true, nil
+	return held(lb), true, nil
 }
 
-// EnsureLoadBalancer creates or updates the Service's load balancer so that
-// it forwards each port to the node port on every given node.
-func (c *Cloud) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	spec, err := c.DesiredSpec(svc, nodes)
+func (l lbCloud) Create(ctx context.Context, name string, o loadbalancer.Owner, spec api.LoadBalancerSpec) (loadbalancer.Held[api.LoadBalancerSpec], error) {
+	return l.put(ctx, name, o, spec)
+}
+
+func (l lbCloud) Update(ctx context.Context, h loadbalancer.Held[api.LoadBalancerSpec], o loadbalancer.Owner, spec api.LoadBalancerSpec) (loadbalancer.Held[api.LoadBalancerSpec], error) {
+	return l.put(ctx, h.Name, o, spec)
+}
+
+func (l lbCloud) put(ctx context.Context, name string, o loadbalancer.Owner, spec api.LoadBalancerSpec) (loadbalancer.Held[api.LoadBalancerSpec], error) {
+	spec.Cluster = o.Cluster
+	spec.Tags = map[string]string{TagServiceNamespace: o.Namespace, TagServiceName: o.Service, TagServiceUID: o.UID}
+	lb, err := l.c.client.EnsureLoadBalancer(ctx, name, spec)
 	if err != nil {
-		return nil, err
+		return loadbalancer.Held[api.LoadBalancerSpec]{}, err
 	}
-	lb, err := c.client.EnsureLoadBalancer(ctx, c.GetLoadBalancerName(ctx, clusterName, svc), spec)
-	if err != nil {
-		return nil, err
-	}
-	return status(lb), nil
+	return held(lb), nil
 }
 
-// UpdateLoadBalancer sets the backends; the API replaces the whole spec.
-func (c *Cloud) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) error {
-	_, err := c.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
-	return err
-}
-
-// EnsureLoadBalancerDeleted deletes the load balancer; gone already is fine.
-func (c *Cloud) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *v1.Service) error {
-	err := c.client.DeleteLoadBalancer(ctx, c.GetLoadBalancerName(ctx, clusterName, svc))
+func (l lbCloud) Delete(ctx context.Context, h loadbalancer.Held[api.LoadBalancerSpec]) error {
+	err := l.c.client.DeleteLoadBalancer(ctx, h.Name)
 	if client.IsNotFound(err) {
 		return nil
 	}
 	return err
 }
 
-func status(lb *api.LoadBalancer) *v1.LoadBalancerStatus {
-	mode := v1.LoadBalancerIPModeVIP
-	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: lb.VIP, IPMode: &mode}}}
+// held is a load balancer as the kit sees it: its spec without the
+// owner's cluster and tags, normalized.
+func held(lb *api.LoadBalancer) loadbalancer.Held[api.LoadBalancerSpec] {
+	spec := lb.LoadBalancerSpec
+	spec.Cluster, spec.Tags = "", nil
+	return loadbalancer.Held[api.LoadBalancerSpec]{ID: lb.Name, Name: lb.Name, Spec: Normalize(spec),
+		Owner: loadbalancer.Owner{Cluster: lb.Cluster, UID: lb.Tags[TagServiceUID],
+			Namespace: lb.Tags[TagServiceNamespace], Service: lb.Tags[TagServiceName]},
+		Ingress: loadbalancer.Ingress(lb.VIP, "", false, false)}
 }
 
 // DesiredSpec is the load balancer a Service and its nodes call for, in the
-// normal form the cloud stores (so fingerprints compare).
+// normal form the cloud stores (so fingerprints compare), without its
+// owner (the cluster and the Service's tags: the kit adds them).
 func (c *Cloud) DesiredSpec(svc *v1.Service, nodes []*v1.Node) (api.LoadBalancerSpec, error) {
-	spec := api.LoadBalancerSpec{
-		Cluster: c.cfg.Cluster,
-		Tags: map[string]string{
-			TagServiceNamespace: svc.Namespace, TagServiceName: svc.Name, TagServiceUID: string(svc.UID),
-		},
-	}
+	var spec api.LoadBalancerSpec
+	a := loadbalancer.Read(svc, annotationPrefix)
 	ranges, err := servicehelpers.GetLoadBalancerSourceRanges(svc)
 	if err != nil {
 		return spec, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
@@ -128,61 +148,42 @@ func (c *Cloud) DesiredSpec(svc *v1.Service, nodes []*v1.Node) (api.LoadBalancer
 		for _, a := range addrs {
 			l.Backends = append(l.Backends, api.Backend{Address: a, Port: int(p.NodePort)})
 		}
-		hc, err := healthCheck(svc, p)
-		if err != nil {
-			return spec, err
-		}
-		l.HealthCheck = hc
+		l.HealthCheck = healthCheck(svc, a, p)
 		spec.Listeners = append(spec.Listeners, l)
 	}
 	if len(spec.Listeners) == 0 {
 		return spec, fmt.Errorf("service %s/%s has no ports", svc.Namespace, svc.Name)
 	}
+	if err := a.Err(); err != nil {
+		return spec, err
+	}
 	return Normalize(spec), nil
 }
 
-func healthCheck(svc *v1.Service, p v1.ServicePort) (*api.HealthCheck, error) {
-	hc := &api.HealthCheck{Protocol: api.TCP, IntervalSeconds: 2}
-	if path, port := servicehelpers.GetServiceHealthCheckPathPort(svc); path != "" {
+func healthCheck(svc *v1.Service, a *loadbalancer.Annotations, p v1.ServicePort) *api.HealthCheck {
+	hc := &api.HealthCheck{Protocol: api.TCP}
+	if path, port, ok := loadbalancer.HealthCheckNodePort(svc); ok {
 		// externalTrafficPolicy Local: kube-proxy answers 200 only on nodes
 		// with a ready endpoint.
 		hc.Protocol, hc.Path, hc.Port = api.HTTP, path, int(port)
+		a.Known(AnnotationHealthCheckProtocol, AnnotationHealthCheckPath, AnnotationHealthCheckPort)
 	} else {
-		a := svc.Annotations
-		switch proto := a[AnnotationHealthCheckProtocol]; proto {
-		case "", "TCP", "tcp":
-		case "HTTP", "http":
-			hc.Protocol, hc.Path = api.HTTP, "/healthz"
-			if path := a[AnnotationHealthCheckPath]; path != "" {
-				hc.Path = path
-			}
-		default:
-			return nil, fmt.Errorf("service %s/%s: annotation %s=%q: want TCP or HTTP", svc.Namespace, svc.Name, AnnotationHealthCheckProtocol, proto)
+		if a.OneOf(AnnotationHealthCheckProtocol, "TCP", "TCP", "HTTP") == "HTTP" {
+			hc.Protocol, hc.Path = api.HTTP, a.String(AnnotationHealthCheckPath, "/healthz")
 		}
-		if v := a[AnnotationHealthCheckPort]; v != "" {
-			port, err := strconv.Atoi(v)
-			if err != nil || port < 1 || port > 65535 {
-				return nil, fmt.Errorf("service %s/%s: annotation %s=%q: want a port", svc.Namespace, svc.Name, AnnotationHealthCheckPort, v)
-			}
-			hc.Port = port
-		}
+		a.Known(AnnotationHealthCheckPath)
+		hc.Port = a.Int(AnnotationHealthCheckPort, 0, 1, 65535)
 	}
-	if v := svc.Annotations[AnnotationHealthCheckInterval]; v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 300 {
-			return nil, fmt.Errorf("service %s/%s: annotation %s=%q: want 1-300 seconds", svc.Namespace, svc.Name, AnnotationHealthCheckInterval, v)
-		}
-		hc.IntervalSeconds = n
-	}
+	hc.IntervalSeconds = a.Int(AnnotationHealthCheckInterval, 2, 1, 300)
 	if hc.Port == int(p.NodePort) {
 		hc.Port = 0
 	}
 	if p.Protocol == v1.ProtocolUDP && hc.Protocol == api.TCP && hc.Port == 0 {
 		// A TCP probe of a UDP node port proves nothing; without a check
 		// port, UDP backends count as healthy.
-		return nil, nil
+		return nil
 	}
-	return hc, nil
+	return hc
 }
 
 // nodeAddress is the address a load balancer reaches a node on.
@@ -243,14 +244,6 @@ func Normalize(spec api.LoadBalancerSpec) api.LoadBalancerSpec {
 	return out
 }
 
-// Fingerprint hashes a normalized spec, to spot drift between what a
-// Service wants and what the cloud holds.
-func Fingerprint(spec api.LoadBalancerSpec) string {
-	data, _ := json.Marshal(Normalize(spec))
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
-}
-
 func compareAddr(a, b string) int {
 	pa, errA := netip.ParseAddr(a)
 	pb, errB := netip.ParseAddr(b)
@@ -258,34 +251,4 @@ func compareAddr(a, b string) int {
 		return strings.Compare(a, b)
 	}
 	return pa.Compare(pb)
-}
-
-// ListOwnedLoadBalancers lists the cluster's Service load balancers in one
-// paginated sweep, for drift repair and garbage collection.
-func (c *Cloud) ListOwnedLoadBalancers(ctx context.Context) ([]cloud.OwnedLoadBalancer, error) {
-	lbs, err := c.client.ListAllLoadBalancers(ctx, client.ListOptions{Cluster: c.cfg.Cluster, PageSize: 1000})
-	if err != nil {
-		return nil, err
-	}
-	var out []cloud.OwnedLoadBalancer
-	for _, lb := range lbs {
-		uid := lb.Tags[TagServiceUID]
-		if lb.Cluster != c.cfg.Cluster || uid == "" {
-			continue
-		}
-		out = append(out, cloud.OwnedLoadBalancer{
-			Name: lb.Name, Namespace: lb.Tags[TagServiceNamespace], Service: lb.Tags[TagServiceName], UID: uid,
-			Fingerprint: Fingerprint(lb.LoadBalancerSpec),
-		})
-	}
-	return out, nil
-}
-
-// DesiredFingerprint is the fingerprint of the spec a Service calls for.
-func (c *Cloud) DesiredFingerprint(svc *v1.Service, nodes []*v1.Node) (string, error) {
-	spec, err := c.DesiredSpec(svc, nodes)
-	if err != nil {
-		return "", err
-	}
-	return Fingerprint(spec), nil
 }

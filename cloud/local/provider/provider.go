@@ -15,6 +15,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/local/agentid"
 	"github.com/mooring-dev/mooring/cloud/local/api"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
@@ -35,6 +36,9 @@ var Factory = kit.Factory(ParseConfig, New)
 // Cloud is the local cloud as Kubernetes sees it.
 type Cloud struct {
 	kit.Base // InstancesV2 over the view (no Zones), the Attester
+	// The load balancers (cloudprovider.LoadBalancer and
+	// cloud.LoadBalancerInventory) over lbCloud.
+	*loadbalancer.Balancers[api.LoadBalancerSpec]
 
 	cfg    Config
 	client *client.Client
@@ -86,6 +90,9 @@ func NewWithClient(cfg Config, c *client.Client) (*Cloud, error) {
 	// FindInstance is the provider's own (through the view or direct).
 	cl.Base = kit.NewBase(kit.Options{Name: Name, View: cl.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.Cluster, Finder: cl, Metadata: Metadata, Verifiers: []cloud.EvidenceVerifier{v}})
+	if cl.Balancers, err = loadbalancer.New(loadbalancer.Cloud[api.LoadBalancerSpec](lbCloud{cl}), loadbalancer.Options{Cluster: cfg.Cluster}); err != nil {
+		return nil, err
+	}
 	switch cfg.InstanceLookup {
 	case InstanceLookupView:
 		cl.lookup = viewLookup{view: cl.view, cfg: &cl.cfg}
@@ -107,7 +114,7 @@ func (c *Cloud) Client() *client.Client { return c.client }
 func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
 
 // LoadBalancer is implemented.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.Balancers, true }
 
 // Routes is implemented.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c, true }

@@ -1,13 +1,10 @@
 package provider
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -186,87 +183,6 @@ func lbService(nodePort int32) *v1.Service {
 			Type:  v1.ServiceTypeLoadBalancer,
 			Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP, NodePort: nodePort}},
 		},
-	}
-}
-
-func TestLoadBalancer(t *testing.T) {
-	e := setup(t)
-	ctx := context.Background()
-	in := e.create(t, "node-a", cluster)
-	addr := in.Addresses[0].Address
-	// A backend listening on the node's address, as kube-proxy would.
-	ln, err := net.Listen("tcp", net.JoinHostPort(addr, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintf(c, "hello from %s\n", addr)
-			c.Close()
-		}
-	}()
-	nodePort := int32(ln.Addr().(*net.TCPAddr).Port)
-	svc := lbService(nodePort)
-	nodes := []*v1.Node{{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
-		Status:     v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: addr}}},
-	}}
-	st, err := e.provider.EnsureLoadBalancer(ctx, cluster, svc, nodes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vip := st.Ingress[0].IP
-	var line string
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", net.JoinHostPort(vip, "80"), time.Second); err == nil {
-			line, _ = bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if line != "" {
-				break
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if strings.TrimSpace(line) != "hello from "+addr {
-		t.Fatalf("through the VIP: %q", line)
-	}
-	if got, ok, err := e.provider.GetLoadBalancer(ctx, cluster, svc); !ok || err != nil || got.Ingress[0].IP != vip {
-		t.Fatalf("GetLoadBalancer: %+v %v %v", got, ok, err)
-	}
-
-	owned, err := e.provider.ListOwnedLoadBalancers(ctx)
-	if err != nil || len(owned) != 1 || owned[0].UID != string(svc.UID) || owned[0].Service != "web" {
-		t.Fatalf("owned: %+v, %v", owned, err)
-	}
-	want, _ := e.provider.DesiredFingerprint(svc, nodes)
-	if owned[0].Fingerprint != want {
-		t.Fatal("the stored load balancer's fingerprint differs from the desired one")
-	}
-	// Changed out of band: the fingerprint shows it.
-	spec, _ := e.provider.DesiredSpec(svc, nodes)
-	spec.Listeners[0].Backends = nil
-	if _, err := e.cloud.Client.EnsureLoadBalancer(ctx, owned[0].Name, spec); err != nil {
-		t.Fatal(err)
-	}
-	owned, _ = e.provider.ListOwnedLoadBalancers(ctx)
-	if owned[0].Fingerprint == want {
-		t.Fatal("drift not visible in the fingerprint")
-	}
-
-	if err := e.provider.EnsureLoadBalancerDeleted(ctx, cluster, svc); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.provider.EnsureLoadBalancerDeleted(ctx, cluster, svc); err != nil {
-		t.Fatalf("deleting twice: %v", err)
-	}
-	if _, ok, err := e.provider.GetLoadBalancer(ctx, cluster, svc); ok || err != nil {
-		t.Fatalf("after delete: exists %v, %v", ok, err)
 	}
 }
 
