@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -165,8 +166,9 @@ func (b *Balancers[S]) UpdateLoadBalancer(ctx context.Context, cluster string, s
 // another cluster or Service stays.
 func (b *Balancers[S]) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *v1.Service) error {
 	h, ok, err := b.find(ctx, svc)
-	if apiErr, foreign := err.(*ForeignError); foreign {
-		klog.FromContext(ctx).Info("Not deleting a load balancer that is not this Service's", "service", klog.KObj(svc), "reason", apiErr.Error())
+	var foreign *ForeignError
+	if errors.As(err, &foreign) {
+		klog.FromContext(ctx).Info("Not deleting a load balancer that is not this Service's", "service", klog.KObj(svc), "reason", foreign.Error())
 		return nil
 	}
 	if err != nil || !ok {

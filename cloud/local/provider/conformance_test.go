@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 				EveryNameANode: true, // the cloud takes only lower-case DNS-1123 labels
 				BadProviderIDs: []string{"local://", "local:///i-1", "local://i-1/x"},
 				Evidence:       []string{attest.Type},
-				LoadBalancer:   true, Routes: true,
+				LoadBalancer:   true, Routes: true, LBAnnotationPrefixes: []string{annotationPrefix},
 				New: func(t *testing.T, o conformance.Options) conformance.Bed { return newBed(t, lookup) },
 				// No registry check: cloud/local registers this package's
 				// provider, and cloud/all's tests build every backend by name.
