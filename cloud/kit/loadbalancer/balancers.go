@@ -103,7 +103,21 @@ func (b *Balancers[S]) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Se
 	if err != nil || !ok {
 		return nil, false, err
 	}
+	if w, worded := b.cloud.(IngressWorder[S]); worded {
+		if spec, err := b.cloud.Desired(svc, nil); err == nil {
+			h.Ingress = w.Ingress(h, spec)
+		}
+	}
 	return status(h), true, nil
+}
+
+// IngressWorder is a Cloud whose Services choose how their load
+// balancer's address is shown (a hostname in place of its IPs, an address
+// family left out: Hetzner's hostname and ipv6-disabled annotations):
+// Ingress words h's status for spec, what its Service calls for. Balancers
+// use it, where a Cloud has it, in place of Held.Ingress.
+type IngressWorder[S any] interface {
+	Ingress(h Held[S], spec S) []v1.LoadBalancerIngress
 }
 
 // EnsureLoadBalancer makes the cloud hold the load balancer svc and nodes
@@ -140,6 +154,9 @@ func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1
 		logger.V(2).Info("Updated a load balancer", "loadBalancer", h.Name, "id", h.ID)
 	}
 	b.remember(string(svc.UID), h.ID)
+	if w, worded := b.cloud.(IngressWorder[S]); worded && h.Pending == "" {
+		h.Ingress = w.Ingress(h, spec)
+	}
 	if h.Pending != "" || len(h.Ingress) == 0 {
 		state := h.Pending
 		if state == "" {
