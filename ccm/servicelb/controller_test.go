@@ -336,6 +336,43 @@ func TestEnsureErrorsRetry(t *testing.T) {
 	eventually(t, "success after retries", func() bool { return len(h.service(t, "web").Status.LoadBalancer.Ingress) == 1 })
 }
 
+// A load balancer the cloud is still building is asked about again after
+// the delay the cloud gives, not at the error backoff's pace, and is no
+// failure.
+func TestPendingAsksAgainAfterItsDelay(t *testing.T) {
+	// No sweep: this fake lists no load balancer until it is built.
+	h := start(t, Options{ServeUnclassed: true, DriftPeriod: -1}, readyNode("n1"))
+	var calls int
+	h.cloud.mu.Lock()
+	h.cloud.ensureFn = func(*v1.Service) error {
+		calls++
+		if calls < 3 {
+			return &cloud.PendingError{LoadBalancer: "lb-web", State: "new", After: 300 * time.Millisecond}
+		}
+		return nil
+	}
+	h.cloud.mu.Unlock()
+	if _, err := h.client.CoreV1().Services("default").Create(context.Background(), lbService("web", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first ensure", func() bool {
+		h.cloud.mu.Lock()
+		defer h.cloud.mu.Unlock()
+		return calls >= 1
+	})
+	time.Sleep(150 * time.Millisecond)
+	h.cloud.mu.Lock()
+	early := calls
+	h.cloud.mu.Unlock()
+	if early != 1 {
+		t.Errorf("asked %d times within 150ms of a pending answer, want once", early)
+	}
+	eventually(t, "the status once it is built", func() bool { return len(h.service(t, "web").Status.LoadBalancer.Ingress) == 1 })
+	if n := h.ctrl.queue.NumRequeues("default/web"); n != 0 {
+		t.Errorf("requeues counted for backoff: %d, want 0", n)
+	}
+}
+
 func TestNewRefusesServingNothing(t *testing.T) {
 	client := fake.NewClientset()
 	f := informers.NewSharedInformerFactory(client, 0)
