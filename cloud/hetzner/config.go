@@ -31,11 +31,13 @@ type Config struct {
 	// ClusterLabel is the label key that names a server's cluster.
 	// Default mooring.dev/cluster.
 	ClusterLabel string `json:"clusterLabel,omitempty"`
-	// Network is the ID of the private network whose address is a
-	// server's InternalIP, as the upstream CCM's HCLOUD_NETWORK. 0 (the
-	// default): the addresses of every private network the server is
-	// attached to.
-	Network int64 `json:"network,omitempty"`
+	// Network is the private network (its ID, or its name) whose address
+	// is a server's InternalIP and in which mooring-ccm's route
+	// controller routes pod CIDRs to their Nodes, as the upstream CCM's
+	// HCLOUD_NETWORK. Unset (the default): the addresses of every private
+	// network the server is attached to, and no routes (Routes() answers
+	// false).
+	Network NetworkRef `json:"network,omitzero"`
 	// AddressFamily selects the public addresses listed as ExternalIP:
 	// ipv4, ipv6 or dualstack (the default), as the upstream CCM's
 	// HCLOUD_INSTANCES_ADDRESS_FAMILY (whose default is ipv4).
@@ -113,9 +115,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("clusterID %q: %s", c.ClusterID, msg))
 		}
 	}
-	if c.Network < 0 {
-		errs = append(errs, fmt.Errorf("network %d: want a network ID (or 0 for every private network)", c.Network))
-	}
+	errs = append(errs, c.Network.check())
 	switch c.AddressFamily {
 	case AddressFamilyIPv4, AddressFamilyIPv6, AddressFamilyDualStack:
 	default:

@@ -96,9 +96,9 @@ func TestServerMapping(t *testing.T) {
 		{"dualstack, every private network", nil, []v1.NodeAddress{
 			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "127.0.86.20"}, {Type: v1.NodeExternalIP, Address: "::1"},
 			{Type: v1.NodeInternalIP, Address: "127.0.85.20"}, {Type: v1.NodeInternalIP, Address: "127.0.85.120"}}},
-		{"ipv4, one network", func(c *Config) { c.AddressFamily, c.Network = AddressFamilyIPv4, hetznertest.DefaultNetworkID }, []v1.NodeAddress{
+		{"ipv4, one network", func(c *Config) { c.AddressFamily, c.Network = AddressFamilyIPv4, NetworkRef{ID: hetznertest.DefaultNetworkID} }, []v1.NodeAddress{
 			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "127.0.86.20"}, {Type: v1.NodeInternalIP, Address: "127.0.85.20"}}},
-		{"ipv6, the other network", func(c *Config) { c.AddressFamily, c.Network = AddressFamilyIPv6, 99 }, []v1.NodeAddress{
+		{"ipv6, the other network", func(c *Config) { c.AddressFamily, c.Network = AddressFamilyIPv6, NetworkRef{ID: 99} }, []v1.NodeAddress{
 			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "::1"}, {Type: v1.NodeInternalIP, Address: "127.0.85.120"}}},
 	}
 	for _, tc := range cases {
@@ -244,7 +244,7 @@ func TestConfig(t *testing.T) {
 		t.Fatalf("%+v %v", c, err)
 	}
 	c, err = ParseConfig(strings.NewReader("clusterID: prod\nclusterLabel: cluster\ntokenFile: /etc/hcloud/token\nnetwork: 4711\naddressFamily: ipv4\n"))
-	if err != nil || c.TokenEnv != "" || c.LabelSelector() != "cluster==prod" || c.Network != 4711 {
+	if err != nil || c.TokenEnv != "" || c.LabelSelector() != "cluster==prod" || c.Network != (NetworkRef{ID: 4711}) {
 		t.Fatalf("%+v %v", c, err)
 	}
 	for _, bad := range []string{

@@ -43,6 +43,9 @@ type Cloud struct {
 	cfg    Config
 	client *hcloud.Client
 	view   *view.View
+
+	network *networkResolver // the configured network's ID (routes_network.go)
+	routes  *routes          // Routes(), when a network is configured (routes.go)
 }
 
 // New reads the API token and builds the provider with the hcloud-go
@@ -83,8 +86,10 @@ func NewWithClient(cfg Config, client *hcloud.Client) (*Cloud, error) {
 		return nil, errors.New("hetzner: an hcloud client is required")
 	}
 	klog.InfoS("Hetzner Cloud provider configured", "endpoint", cfg.Endpoint, "clusterLabel", cfg.ClusterLabel,
-		"clusterID", cfg.ClusterID, "network", cfg.Network, "addressFamily", cfg.AddressFamily)
+		"clusterID", cfg.ClusterID, "network", cfg.Network.String(), "addressFamily", cfg.AddressFamily)
 	c := &Cloud{cfg: cfg, client: client}
+	c.network = &networkResolver{ref: cfg.Network, client: &client.Network, timeout: cfg.RequestTimeout.Duration}
+	c.routes = &routes{c: c, known: map[string]string{}}
 	c.view = view.New(c.source(), cfg.ViewOptions())
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Metadata: metadata,
@@ -94,7 +99,8 @@ func NewWithClient(cfg Config, client *hcloud.Client) (*Cloud, error) {
 
 func (c *Cloud) source() Source {
 	return Source{Servers: &c.client.Server, ClusterLabel: c.cfg.ClusterLabel, ClusterID: c.cfg.ClusterID,
-		Network: c.cfg.Network, AddressFamily: c.cfg.AddressFamily, RequestTimeout: c.cfg.RequestTimeout.Duration}
+		Network: c.cfg.Network.ID, ResolveNetwork: c.network.ID, AddressFamily: c.cfg.AddressFamily,
+		RequestTimeout: c.cfg.RequestTimeout.Duration}
 }
 
 // Config is the provider's effective configuration.
@@ -105,15 +111,19 @@ func (c *Cloud) Config() Config { return c.cfg }
 // a *kit.AbsentError when the project has no such server (not_found), a
 // *kit.ForeignError when the server lacks the cluster label.
 func (c *Cloud) ConfirmInstance(ctx context.Context, providerID string) (view.Instance, error) {
+	src := c.source()
 	return kit.ByID[int64, *hcloud.Server]{Parse: ParseProviderID, Timeout: c.cfg.RequestTimeout.Duration,
 		Get: func(ctx context.Context, id int64) (*hcloud.Server, bool, error) {
+			if err := src.resolveNetwork(ctx); err != nil {
+				return nil, false, err
+			}
 			srv, resp, err := c.client.Server.GetByID(ctx, id)
 			noteRateLimit(resp)
 			// The library turns the API's not_found into a nil server.
 			return srv, err == nil && srv == nil, err
 		},
 		Is:   func(srv *hcloud.Server, id int64) bool { return srv.ID == id },
-		View: c.source().toView,
+		View: func(srv *hcloud.Server) (view.Instance, bool) { return src.toView(srv) },
 		Kind: "Hetzner server", Foreign: fmt.Sprintf("does not carry label %s=%s", c.cfg.ClusterLabel, c.cfg.ClusterID),
 	}.Confirm(ctx, providerID)
 }

@@ -52,9 +52,13 @@ type Source struct {
 	// ClusterLabel and ClusterID: a server is the cluster's when its
 	// label ClusterLabel has the value ClusterID.
 	ClusterLabel, ClusterID string
-	// Network and AddressFamily select the addresses (Config's fields).
+	// Network and AddressFamily select the addresses (Config's fields):
+	// Network is the network's ID, 0 for every private network.
 	Network       int64
 	AddressFamily string
+	// ResolveNetwork, when set, gives Network before a listing (a network
+	// configured by name is looked up once); its error fails the listing.
+	ResolveNetwork func(context.Context) (int64, error)
 	// RequestTimeout bounds each page's call; 0 leaves it to the context.
 	RequestTimeout time.Duration
 }
@@ -74,10 +78,26 @@ var errListing = errors.New("inconsistent server listing")
 // listing starts over, at most listAttempts times in all, then is an
 // error.
 func (s Source) ListInstances(ctx context.Context) ([]view.Instance, error) {
+	if err := s.resolveNetwork(ctx); err != nil {
+		return nil, err
+	}
 	return kit.ReadWhole("hetzner servers list", listAttempts, func() ([]view.Instance, int, error) {
 		out, err := s.listOnce(ctx)
 		return out, 0, err
 	}, nil)
+}
+
+// resolveNetwork sets Network from ResolveNetwork, if set.
+func (s *Source) resolveNetwork(ctx context.Context) error {
+	if s.ResolveNetwork == nil {
+		return nil
+	}
+	id, err := s.ResolveNetwork(ctx)
+	if err != nil {
+		return err
+	}
+	s.Network = id
+	return nil
 }
 
 func (s Source) listOnce(ctx context.Context) ([]view.Instance, error) {
