@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
 	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
@@ -18,10 +19,11 @@ func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend{Name: ProviderName,
 		BadProviderIDs: []string{"digitalocean://", "digitalocean://0", "digitalocean://012", "digitalocean://-5",
 			"digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999"},
+		LoadBalancer: true, LBAnnotationPrefixes: []string{AnnotationPrefix, AnnotationPrefixGA},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
-			w := newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = o.PageSize })
-			return &bed{world: w, Endpoint: conformance.Endpoint{Cloud: w.cloud, Counter: &w.do.Counter, Faults: &w.do.Faults,
-				List: []string{digitaloceantest.MethodList}, Get: []string{digitaloceantest.MethodGet},
+			w := newWorld(t, digitaloceantest.Options{HealthCheckSecond: 100 * time.Millisecond}, func(c *Config) { c.PageSize = o.PageSize })
+			return &bed{world: w, cleanup: t.Cleanup, Endpoint: conformance.Endpoint{Cloud: w.cloud, Counter: &w.do.Counter, Faults: &w.do.Faults,
+				List: []string{digitaloceantest.MethodList}, Get: []string{digitaloceantest.MethodGet}, LB: lbCalls,
 				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.do.SetOutage),
 					conformance.Unauthorized: conformance.WrongSecret(w.tokenFile, w.do.Token())},
 				Statuses: map[view.State]string{view.StateStopped: digitaloceantest.StatusOff, view.StatePending: digitaloceantest.StatusNew,
@@ -39,6 +41,8 @@ func TestConformance(t *testing.T) {
 type bed struct {
 	*world
 	conformance.Endpoint
+	hz      healthz
+	cleanup func(func())
 }
 
 func (b *bed) Make(t testing.TB, s conformance.Spec) conformance.Made {

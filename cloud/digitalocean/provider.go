@@ -8,10 +8,12 @@ import (
 	"strings"
 
 	"github.com/digitalocean/godo"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/digitalocean/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -30,17 +32,24 @@ var Factory = kit.Factory(ParseConfig, New)
 // the shared view of the cluster's droplets, and the approver's Attester,
 // which verifies no evidence of its own (DigitalOcean signs no droplet
 // identity: droplets join with join tickets, which the approver verifies
-// itself). It has no zones (as in DigitalOcean's CCM: a region has none,
-// and InstanceMetadata carries the region), load balancers, routes or
-// clusters.
+// itself); and Service load balancers (loadbalancers.go), as DigitalOcean's
+// CCM makes them. It has no zones (as in DigitalOcean's CCM: a region has
+// none, and InstanceMetadata carries the region), routes or clusters.
 type Cloud struct {
-	kit.Base          // InstancesV2 over the view, the Attester
-	kit.InstancesOnly // no load balancers or routes (docs/digitalocean.md)
+	kit.Base // InstancesV2 over the view, the Attester
 
 	cfg    Config
 	client *godo.Client
 	view   *view.View
+	lbs    *loadbalancer.Balancers[LBSpec]
 }
+
+// Initialize has nothing to start.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// Routes are not provided: DigitalOcean's VPCs route droplets' addresses,
+// not pod CIDRs (docs/digitalocean.md).
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
 
 // New builds the provider with godo over an HTTP client that sends the
 // configured token as a bearer token, read again before every request. It
@@ -75,6 +84,9 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c,
 		ProviderID: kit.CheckedBy(ParseProviderID)})
+	if c.lbs, err = loadbalancer.New[LBSpec](lbCloud{c}, loadbalancer.Options{Cluster: cfg.ClusterID}); err != nil {
+		return nil, fmt.Errorf("%s: %w", ProviderName, err)
+	}
 	return c, nil
 }
 

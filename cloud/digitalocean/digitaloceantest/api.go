@@ -22,6 +22,7 @@ var errorIDs = map[int]string{
 	http.StatusNotFound:            "not_found",
 	http.StatusMethodNotAllowed:    "method_not_allowed",
 	http.StatusTooManyRequests:     "too_many_requests",
+	http.StatusUnprocessableEntity: "unprocessable_entity",
 	http.StatusInternalServerError: "server_error",
 	http.StatusServiceUnavailable:  "service_unavailable",
 }
@@ -65,6 +66,10 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if !cloudtest.Bearer(r, c.opts.Token) {
 		writeError(w, http.StatusUnauthorized, "Unable to authenticate you.")
+		return
+	}
+	if p := r.URL.Path; p == "/v2/load_balancers" || strings.HasPrefix(p, "/v2/load_balancers/") && !strings.Contains(p[len("/v2/load_balancers/"):], "/") {
+		c.serveLBAPI(w, r, strings.TrimPrefix(strings.TrimPrefix(p, "/v2/load_balancers"), "/"))
 		return
 	}
 	if r.Method != http.MethodGet {

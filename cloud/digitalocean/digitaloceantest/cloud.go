@@ -24,6 +24,8 @@ const (
 	MaxPerPage = 200
 	// DefaultPerPage is per_page when the request names none.
 	DefaultPerPage = 20
+	// DefaultLBLimit is the load balancers an account may hold.
+	DefaultLBLimit = 10
 )
 
 // Statuses of a droplet.
@@ -54,6 +56,17 @@ type Options struct {
 	// Now is the clock of creation times and the rate limit (default
 	// time.Now).
 	Now func() time.Time
+	// LBBuildTime is how long a new load balancer stays "new" (without
+	// an IP) before it is active; 0 keeps it new until
+	// SettleLoadBalancers.
+	LBBuildTime time.Duration
+	// HealthCheckSecond is how long one second of a load balancer's health
+	// check intervals and timeouts lasts in the data plane (default 1s;
+	// tests make checks quicker with less).
+	HealthCheckSecond time.Duration
+	// LBLimit is the account's load balancer limit (default 10); a create
+	// beyond it answers 403.
+	LBLimit int
 }
 
 // Droplet is one droplet.
@@ -91,6 +104,8 @@ type Cloud struct {
 
 	mu     sync.Mutex
 	window cloudtest.Window // the hourly rate limit
+
+	lb lbState
 }
 
 // New makes a Cloud; Start starts it.
@@ -105,6 +120,8 @@ func New(opts Options) (*Cloud, error) {
 	opts.MaxPerPage = cloudtest.AtMost(opts.MaxPerPage, MaxPerPage)
 	opts.HourlyLimit = cloudtest.Positive(opts.HourlyLimit, DefaultHourlyLimit)
 	opts.Now = cloudtest.Clock(opts.Now)
+	opts.HealthCheckSecond = cloudtest.Positive(opts.HealthCheckSecond, time.Second)
+	opts.LBLimit = cloudtest.Positive(opts.LBLimit, DefaultLBLimit)
 	return &Cloud{opts: opts,
 		droplets: cloudtest.Store[int, Droplet]{
 			Key:     func(d *Droplet) *int { return &d.ID },
@@ -122,6 +139,15 @@ func NewStarted(t testing.TB, opts Options) *Cloud {
 	t.Helper()
 	c, err := New(opts)
 	return cloudtest.Started(t, c, err)
+}
+
+// Close stops every server and every load balancer's data plane.
+func (c *Cloud) Close() error {
+	err := c.Base.Close()
+	if perr := c.lb.plane.Close(); err == nil {
+		err = perr
+	}
+	return err
 }
 
 // Start listens on 127.0.0.1 for the API.
@@ -156,8 +182,11 @@ func (c *Cloud) SetStatus(id int, status string) error {
 	return c.droplets.Update(id, func(d *Droplet) { d.Status = status })
 }
 
-// Delete destroys a droplet.
-func (c *Cloud) Delete(id int) { c.droplets.Delete(id) }
+// Delete destroys a droplet; load balancers drop it from their targets.
+func (c *Cloud) Delete(id int) {
+	c.droplets.Delete(id)
+	c.dropletGone(id)
+}
 
 // MetadataURL starts (once) the droplet's metadata service and returns its
 // base URL (the agent's metadataURL).
