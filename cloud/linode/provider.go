@@ -6,9 +6,11 @@ import (
 	"strings"
 
 	"github.com/linode/linodego"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/linode/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -25,19 +27,19 @@ const userAgent = "mooring"
 var Factory = kit.Factory(ParseConfig, New)
 
 // Cloud is Linode as Kubernetes and mooring see it: InstancesV2 over the
-// shared view of the cluster's Linodes, and the approver's Attester, which
+// shared view of the cluster's Linodes, Service load balancers as
+// NodeBalancers (loadbalancers.go), and the approver's Attester, which
 // verifies no evidence of its own (Linode signs no instance identity:
 // Linodes join with join tickets, which the approver verifies itself). It
 // has no zones (as in Linode's CCM: a region has none, and
-// InstanceMetadata carries the region), load balancers, routes or
-// clusters.
+// InstanceMetadata carries the region), routes or clusters.
 type Cloud struct {
-	kit.Base          // InstancesV2 over the view, the Attester
-	kit.InstancesOnly // no load balancers or routes (docs/linode.md)
+	kit.Base // InstancesV2 over the view, the Attester
 
-	cfg    Config
-	client *linodego.Client
-	view   *view.View
+	cfg       Config
+	client    *linodego.Client
+	view      *view.View
+	balancers *loadbalancer.Balancers[lbSpec]
 }
 
 // New builds the provider with linodego over an HTTP client that sends the
@@ -76,8 +78,23 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c,
 		ProviderID: kit.CheckedBy(ParseProviderID)})
+	b, err := loadbalancer.New[lbSpec](&nodeBalancers{c: c}, loadbalancer.Options{Cluster: cfg.ClusterID})
+	if err != nil {
+		return nil, err
+	}
+	c.balancers = b
 	return c, nil
 }
+
+// Initialize needs nothing of the cluster.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+
+// LoadBalancer is Service load balancers as NodeBalancers; it is also a
+// cloud.LoadBalancerInventory.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.balancers, true }
+
+// Routes are not provided (docs/linode.md).
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
 
 // Config is the provider's effective configuration.
 func (c *Cloud) Config() Config { return c.cfg }

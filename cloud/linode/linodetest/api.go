@@ -56,14 +56,19 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "", "Invalid Token")
 		return
 	}
-	list := r.URL.Path == listPath
+	nb := r.URL.Path == nbPath || strings.HasPrefix(r.URL.Path, nbPath+"/")
+	list := r.URL.Path == listPath || nb && r.Method == http.MethodGet && nbCollection(r.URL.Path)
 	if !c.rateLimit(w, list) {
 		c.Counter.Add(MethodThrottled)
 		writeError(w, http.StatusTooManyRequests, "", "Too many requests")
 		return
 	}
+	if nb {
+		c.serveNodeBalancers(w, r)
+		return
+	}
 	if r.Method != http.MethodGet {
-		writeError(w, http.StatusMethodNotAllowed, "", "linodetest serves only GET")
+		writeError(w, http.StatusMethodNotAllowed, "", "linodetest serves only GET on instances")
 		return
 	}
 	switch p := r.URL.Path; {

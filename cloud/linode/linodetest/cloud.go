@@ -111,6 +111,7 @@ type Cloud struct {
 	listRate cloudtest.Window
 	rate     cloudtest.Window
 	tokens   map[string]mdToken // metadata tokens
+	nb       nbState            // NodeBalancers, under mu
 }
 
 // mdToken is a Metadata service token: the Linode it was given to and when
@@ -144,7 +145,17 @@ func New(opts Options) (*Cloud, error) {
 		},
 		listRate: cloudtest.Window{Limit: opts.ListLimit, Period: time.Minute},
 		rate:     cloudtest.Window{Limit: opts.Limit, Period: time.Minute},
-		tokens:   map[string]mdToken{}}, nil
+		tokens:   map[string]mdToken{},
+		nb:       nbState{byID: map[int]*NodeBalancer{}, plane: cloudtest.DataPlane{Prefix: DataPlanePrefix}}}, nil
+}
+
+// Close stops the servers and the NodeBalancers' data plane.
+func (c *Cloud) Close() error {
+	err := c.Base.Close()
+	if perr := c.nb.plane.Close(); err == nil {
+		err = perr
+	}
+	return err
 }
 
 // NewStarted makes and starts a Cloud that the test's cleanup closes.
