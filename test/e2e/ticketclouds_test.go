@@ -96,6 +96,9 @@ type cloudRecord struct {
 	// calls are the endpoint's call counts, for the log (nil: it counts
 	// none).
 	calls func() string
+	// lb is the cloud's load balancers, where mooring makes them: the
+	// driver runs testCloudLB once the machines joined.
+	lb *lbFace
 	// joined runs once the machines joined, beforeAttacks once the
 	// attacks' instances are made, attacked after the attacks (checks of
 	// the endpoint, or a change of it); each may be nil.
@@ -140,7 +143,7 @@ var ticketClouds = []ticketCloud{
 func runTicketCloud(t *testing.T, c *testbed.Cluster, bins ticketBins, tc ticketCloud) {
 	tickets := harness.NewTicketIssuer(t)
 	cloud := tc.start(t, tickets)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	names := []string{tc.machines + "-1", tc.machines + "-2", tc.machines + "-3"}
 	// The bed outlives the cloud: once the fleet stopped (cleanups run
@@ -176,7 +179,7 @@ func runTicketCloud(t *testing.T, c *testbed.Cluster, bins ticketBins, tc ticket
 			Args: append([]string{"--controllers=*,csr-approver", "--v=2"}, tickets.CCMArgs()...)}))
 	} else {
 		procs = append(procs, harness.StartCCM(t, c, bins.ccm, cloud, harness.CCMOptions{Cluster: e2eCluster,
-			Args: append([]string{"--v=2"}, tickets.CCMArgs()...)}))
+			Args: append([]string{"--v=2", "--load-balancer-node-batch=" + lbNodeBatch.String()}, tickets.CCMArgs()...)}))
 		procs = append(procs, harness.StartApprover(t, c, bins.approver, cloud, e2eCluster, tickets.ApproverArgs()...).Process)
 	}
 
@@ -204,6 +207,9 @@ func runTicketCloud(t *testing.T, c *testbed.Cluster, bins ticketBins, tc ticket
 	}
 	if cloud.joined != nil {
 		cloud.joined(t)
+	}
+	if cloud.lb != nil && !tc.ccmApproves {
+		testCloudLB(ctx, t, c, names, cloud.lb)
 	}
 
 	runAttacks(ctx, t, c, recordAttacks(t, tc, cloud, tickets))
