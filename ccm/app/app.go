@@ -272,6 +272,13 @@ func initCloud(c *cloudcontrollerconfig.CompletedConfig, cp cloudprovider.Interf
 	if err := trim.Informer(c.SharedInformers.Core().V1().Nodes().Informer()); err != nil {
 		klog.Fatalf("Could not trim the Node informer: %v", err)
 	}
+	// A provider that can keep its routes to the cluster's pod ranges
+	// (Hetzner's) is told them, so that it touches no other route.
+	if s, ok := cp.(interface{ SetClusterCIDRs(string) error }); ok && c.ComponentConfig.KubeCloudShared.ConfigureCloudRoutes {
+		if err := s.SetClusterCIDRs(c.ComponentConfig.KubeCloudShared.ClusterCIDR); err != nil {
+			klog.Fatalf("--cluster-cidr: %v", err)
+		}
+	}
 	return cp
 }
 
