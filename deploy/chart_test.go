@@ -306,6 +306,7 @@ func TestChartValues(t *testing.T) {
 		"--set", "ccm.controllers={cloud-node,cloud-node-lifecycle}", "--set", "extraArgs={--v=4}",
 		"--set", "podAnnotations.example\\.com/a=b", "--set", "image.ccm.tag=v9.9.9", "--set", "replicas=3",
 		"--set", "metrics.serviceMonitor.enabled=true", "--set", "cloud.existingSecret=mine",
+		"--set", "ccm.clusterCIDR=10.244.0.0/16", "--set", "ccm.loadBalancerClass=example.com/lb",
 		"--namespace", "mooring")
 	var deployment map[string]any
 	kinds := map[string]bool{}
@@ -323,7 +324,8 @@ func TestChartValues(t *testing.T) {
 	}
 	data, _ := json.Marshal(deployment)
 	for _, want := range []string{`"--controllers=cloud-node,cloud-node-lifecycle"`, `"--v=4"`, `"example.com/a":"b"`,
-		`"ghcr.io/mooring-dev/mooring-ccm:v9.9.9"`, `"replicas":3`, `"secretName":"mine"`, `"--leader-elect-resource-namespace=mooring"`} {
+		`"ghcr.io/mooring-dev/mooring-ccm:v9.9.9"`, `"replicas":3`, `"secretName":"mine"`, `"--leader-elect-resource-namespace=mooring"`,
+		`"--cluster-cidr=10.244.0.0/16"`, `"--load-balancer-class=example.com/lb"`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the Deployment lacks %s:\n%s", want, data)
 		}
