@@ -156,22 +156,22 @@ func desired(svc *v1.Service, nodes []*v1.Node) (LBSpec, error) {
 		tlsPorts = []int32{443}
 	}
 	for _, p := range ports {
-		proto := def
+		proto, from := def, AnnotationProtocol
 		switch {
 		case p.Protocol == v1.ProtocolUDP:
 			proto = "udp"
 		case slices.Contains(httpPorts, p.Port):
 			proto = "http"
 		case slices.Contains(tlsPorts, p.Port):
-			proto = "https"
+			proto, from = "https", AnnotationTLSPorts
 		case slices.Contains(http2Ports, p.Port):
-			proto = "http2"
+			proto, from = "http2", AnnotationHTTP2Ports
 		}
 		r := LBRule{EntryProtocol: proto, EntryPort: int(p.Port), TargetProtocol: proto, TargetPort: int(p.NodePort)}
 		if proto == "https" || proto == "http2" {
 			switch {
 			case cert == "" && !passthrough:
-				failf("port %d is %s: set %s or %s", p.Port, proto, AnnotationCertificateID, AnnotationTLSPassthrough)
+				failf("port %d is %s (%s): set %s or %s", p.Port, proto, from, AnnotationCertificateID, AnnotationTLSPassthrough)
 			case cert != "" && passthrough:
 				failf("set %s or %s, not both", AnnotationCertificateID, AnnotationTLSPassthrough)
 			case passthrough:
