@@ -19,6 +19,7 @@ import (
 // names are unique.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend{Name: ProviderName, UniqueNames: true, Zones: true,
+		LoadBalancer: true, LBAnnotationPrefixes: []string{AnnotationPrefix},
 		BadProviderIDs: []string{"hcloud://", "hcloud://0", "hcloud://-1", "hcloud://007", "hcloud://bm-42", "hrobot://42",
 			"hcloud://42/x", "hcloud:// 42", "hcloud://99999999999999999999"},
 		Config: func(t *testing.T, b conformance.Bed) string {
@@ -27,7 +28,9 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// The library's retries (of a 429) a millisecond apart, not seconds.
 			quick := hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond), MaxRetries: maxRetries})
-			w := newWorld(t, hetznertest.Options{PageLimit: o.PageSize}, nil, quick)
+			// Actions polled a millisecond apart, not half a second.
+			poll := hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond)})
+			w := newWorld(t, hetznertest.Options{PageLimit: o.PageSize}, nil, quick, poll)
 			// An outage hangs up every call; a refused token and a spent
 			// budget are the API's own answers (401 unauthorized, 429
 			// rate_limit_exceeded) to every list and get (the token is read
@@ -38,7 +41,8 @@ func TestConformance(t *testing.T) {
 					conformance.Throttled: string(hcloud.ErrorCodeRateLimitExceeded), conformance.GetFails: string(hcloud.ErrorCodeServiceError)},
 				Statuses: map[view.State]string{view.StateStopped: string(hcloud.ServerStatusOff),
 					view.StatePending: string(hcloud.ServerStatusInitializing), view.StateTerminated: string(hcloud.ServerStatusDeleting)},
-				SetStatus: func(m conformance.Made, status string) error { return w.hz.SetStatus(int64(m.IntID(t)), status) }}}
+				SetStatus: func(m conformance.Made, status string) error { return w.hz.SetStatus(int64(m.IntID(t)), status) },
+				LB:        lbCalls}}
 		},
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/hetzner/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/version"
 )
@@ -44,8 +45,9 @@ type Cloud struct {
 	client *hcloud.Client
 	view   *view.View
 
-	network *networkResolver // the configured network's ID (routes_network.go)
-	routes  *routes          // Routes(), when a network is configured (routes.go)
+	network *networkResolver                // the configured network's ID (routes_network.go)
+	routes  *routes                         // Routes(), when a network is configured (routes.go)
+	lbs     *loadbalancer.Balancers[lbSpec] // LoadBalancer() (loadbalancers.go)
 }
 
 // New reads the API token and builds the provider with the hcloud-go
@@ -90,6 +92,11 @@ func NewWithClient(cfg Config, client *hcloud.Client) (*Cloud, error) {
 	c := &Cloud{cfg: cfg, client: client}
 	c.network = &networkResolver{ref: cfg.Network, client: &client.Network, timeout: cfg.RequestTimeout.Duration}
 	c.routes = &routes{c: c, known: map[string]string{}}
+	lbs, err := loadbalancer.New[lbSpec](newLBCloud(c), loadbalancer.Options{Cluster: cfg.ClusterID})
+	if err != nil {
+		return nil, err
+	}
+	c.lbs = lbs
 	c.view = view.New(c.source(), cfg.ViewOptions())
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Metadata: metadata,

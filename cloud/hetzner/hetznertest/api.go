@@ -30,6 +30,10 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthorized", "unable to authenticate", nil)
 		return
 	}
+	if serve := resources[resource(r.URL.Path)]; serve != nil {
+		serve(c, w, r)
+		return
+	}
 	if r.Method != http.MethodGet {
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed", nil)
 		return
@@ -47,6 +51,22 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeError(w, http.StatusNotFound, "not_found", "the requested resource was not found", nil)
 	}
+}
+
+// resources serve the API's resources beyond servers, by the path's first
+// segment after /v1/ ("load_balancers", "actions", "networks"), every
+// method: each resource's file registers itself here in an init func, so
+// that resources are added without touching serveAPI.
+var resources = map[string]func(c *Cloud, w http.ResponseWriter, r *http.Request){}
+
+// resource is the first segment of an API path after /v1/.
+func resource(path string) string {
+	rest, ok := strings.CutPrefix(path, "/v1/")
+	if !ok {
+		return ""
+	}
+	first, _, _ := strings.Cut(rest, "/")
+	return first
 }
 
 // spend takes one request from the budget, refilled evenly over the hour,

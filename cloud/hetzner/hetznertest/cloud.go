@@ -44,6 +44,12 @@ type Options struct {
 	RateLimit int
 	// Now is the endpoint's clock (default time.Now).
 	Now func() time.Time
+	// ActionTime is how long an action runs before it is "success" (0:
+	// it has finished by the first read after the answer that started it).
+	ActionTime time.Duration
+	// IPv6 gives load balancers the public IPv6 ::1 (not served by the
+	// data plane); without it they have none.
+	IPv6 bool
 }
 
 // PrivateNet is a server's attachment to a private network.
@@ -90,6 +96,10 @@ type Cloud struct {
 
 	mu     sync.Mutex
 	budget cloudtest.Bucket // the hourly rate limit
+
+	acts actions       // actions.go
+	nets networks      // networks.go
+	lbs  loadBalancers // loadbalancers.go
 }
 
 // New makes a Cloud; Start starts it.
