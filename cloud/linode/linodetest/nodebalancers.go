@@ -472,8 +472,6 @@ func (c *Cloud) config(prefix string, b configBody, withNodes bool) (NBConfig, *
 		return cf, bad(prefix+"ssl_cert", "Required for protocol https")
 	case cf.Protocol != "https" && (cf.SSLCert != "" || cf.SSLKey != ""):
 		return cf, bad(prefix+"ssl_cert", "Only allowed for protocol https")
-	case b.UDPCheckPort != nil && cf.Protocol != "udp":
-		return cf, bad(prefix+"udp_check_port", "Only allowed for protocol udp")
 	case cf.UDPCheckPort < 1 || cf.UDPCheckPort > 65535:
 		return cf, bad(prefix+"udp_check_port", "Must be between 1 and 65535")
 	case b.CipherSuite != "" && b.CipherSuite != "recommended" && b.CipherSuite != "legacy":
