@@ -48,6 +48,37 @@
 //     to the next (ShortPage), every API request fails with 503
 //     (SetOutage), and a hook runs before each page (BeforePage) for a
 //     test to create or delete droplets between pages.
+//   - Load balancers (loadbalancers.go): GET /v2/load_balancers (page,
+//     per_page as for droplets, oldest first, meta.total and links),
+//     GET/PUT/DELETE /v2/load_balancers/{id} (404 not_found for an
+//     unknown id; DELETE answers 204) and POST /v2/load_balancers (202).
+//     A request is checked as the API documents its fields, every problem
+//     a 422 unprocessable_entity naming the field: name, region (required;
+//     fixed after creation), forwarding rules (at least one; entry
+//     protocols http, https, http2, http3, tcp, udp; ports 1-65535, an
+//     entry port once; https, http2 and http3 need a known certificate id
+//     (AddCertificate) or TLS passthrough, not both), the health check
+//     (http, https, tcp; interval and timeout 3-300 s, thresholds 2-10),
+//     size or size_unit (1-100) but not both, http_idle_timeout_seconds
+//     30-600, sticky sessions, firewall rules ip:/cidr:, tags as droplet
+//     tags, droplet_ids that exist in the region (or a tag, refused: not
+//     modelled); over the account's limit (Options.LBLimit, 10) a create
+//     is 403. A new load balancer is "new" without an IP until
+//     SettleLoadBalancers, or Options.LBBuildTime after its creation; then
+//     "active" with a VIP in 127.81.0.0/16 (DataPlanePrefix) where a
+//     cloudtest.DataPlane forwards each rule's entry port (tcp, http,
+//     https, http2 as TCP, udp as UDP; http3 carries nothing) to every
+//     droplet's private address at the target port, with the health
+//     check (an https check is made over TCP; Options.HealthCheckSecond
+//     shortens its seconds) and the firewall's allow rules as source
+//     ranges. Updates keep the id and IP; a destroyed droplet leaves every
+//     load balancer; Calls and Fail count lb-list, lb-get, lb-create,
+//     lb-update and lb-delete. Not modelled: deny rules, PROXY protocol
+//     and TLS in the data plane (bytes pass as they come), redirects,
+//     sticky sessions and idle timeouts in the data plane, the
+//     droplets and forwarding_rules sub-resources, REGIONAL_NETWORK and
+//     GLOBAL load balancers, BYOIP, the "errored" status (only a data
+//     plane failure makes it), and the resize limit of once an hour.
 //
 // Not modelled: other endpoints and methods, token scopes (any request
 // with the token is allowed), the name and type filters, page tokens,
