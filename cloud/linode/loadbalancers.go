@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/linode/linodego"
 	v1 "k8s.io/api/core/v1"
@@ -73,7 +74,13 @@ type portSpec struct {
 }
 
 // nodeBalancers is loadbalancer.Cloud over Linode's NodeBalancers.
-type nodeBalancers struct{ c *Cloud }
+type nodeBalancers struct {
+	c *Cloud
+	// ids are the NodeBalancer ids last seen by address ("ip:<address>",
+	// "hostname:<name>"), so that finding one by its Service's status
+	// is a GET of the id rather than a list.
+	ids sync.Map
+}
 
 var _ loadbalancer.Cloud[lbSpec] = (*nodeBalancers)(nil)
 
@@ -216,6 +223,13 @@ func (l *nodeBalancers) List(ctx context.Context) ([]loadbalancer.Held[lbSpec], 
 // address as a Service's status shows it.
 func (l *nodeBalancers) Get(ctx context.Context, id string) (loadbalancer.Held[lbSpec], bool, error) {
 	var nb *linodego.NodeBalancer
+	if known, ok := l.ids.Load(id); ok {
+		h, found, err := l.Get(ctx, known.(string))
+		if err != nil || found && (h.Spec.ip == strings.TrimPrefix(id, "ip:") || h.Spec.hostname == strings.TrimPrefix(id, "hostname:")) {
+			return h, found, err
+		}
+		l.ids.Delete(id)
+	}
 	switch {
 	case strings.HasPrefix(id, "ip:") || strings.HasPrefix(id, "hostname:"):
 		opts := &linodego.ListOptions{PageSize: l.c.cfg.PageSize}
@@ -253,7 +267,20 @@ func (l *nodeBalancers) Get(ctx context.Context, id string) (loadbalancer.Held[l
 	if linodego.IsNotFound(err) {
 		return loadbalancer.Held[lbSpec]{}, false, nil
 	}
+	if err == nil {
+		l.seen(h)
+	}
 	return h, err == nil, err
+}
+
+// seen remembers a NodeBalancer's id by its addresses.
+func (l *nodeBalancers) seen(h loadbalancer.Held[lbSpec]) {
+	if h.Spec.ip != "" {
+		l.ids.Store("ip:"+h.Spec.ip, h.ID)
+	}
+	if h.Spec.hostname != "" {
+		l.ids.Store("hostname:"+h.Spec.hostname, h.ID)
+	}
 }
 
 // tags are a NodeBalancer's tags: o's, the annotation's, and the
@@ -322,6 +349,7 @@ func (l *nodeBalancers) Create(ctx context.Context, name string, o loadbalancer.
 		return loadbalancer.Held[lbSpec]{}, err
 	}
 	h := held(nb, nil)
+	l.seen(h)
 	// What the create sent is what it holds (its answer has no configs).
 	h.Spec.Ports = spec.Ports
 	h.Ingress = loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxied(spec), spec.HostnameOnly)

@@ -243,6 +243,14 @@ func TestLBAdopt(t *testing.T) {
 				len(all[0].Configs[0].Nodes) != 2 {
 				t.Fatalf("status %+v, NodeBalancer %+v", st, all[0])
 			}
+			// Found again by the status's address: a GET of the id seen, no list.
+			lists := w.ln.Calls(linodetest.MethodLBList)
+			if _, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.ln.Calls(linodetest.MethodLBList) - lists; got != 0 {
+				t.Errorf("lists to find it again: %d, want 0", got)
+			}
 			if owned, err := lbs.ListOwnedLoadBalancers(context.Background()); err != nil || len(owned) != 1 {
 				t.Fatalf("owned %+v, %v", owned, err)
 			}
