@@ -23,6 +23,12 @@
 //     client) for the Linode's id, label and private address; Evidence
 //     fails with nodeid.ErrNoEvidence. Its names.go holds the providerID,
 //     the Node name and the node name policy, which the view uses too;
+//   - loadbalancers.go and annotations.go are Service load balancers as
+//     NodeBalancers: a loadbalancer.Cloud (cloud/kit/loadbalancer) over
+//     linodego's NodeBalancer calls, reading the Service annotations of
+//     Linode's CCM (service.beta.kubernetes.io/linode-loadbalancer-*) and
+//     refusing, by name, those it does not support; docs/linode.md has
+//     the table;
 //   - config.go is the cloud-config of the CCM and the approver.
 //
 // What Linode's own CCM (github.com/linode/linode-cloud-controller-manager,
@@ -38,7 +44,11 @@
 //     otherwise;
 //   - Nodes are the Linodes' labels; InstanceShutdown is status offline or
 //     shutting_down; the API token comes from LINODE_API_TOKEN, the
-//     default of tokenEnv here.
+//     default of tokenEnv here;
+//   - a Service's NodeBalancer is labelled ccm-<12 hex digits> and found by
+//     the nodebalancer-id annotation or by the address in the Service's
+//     status; a config per port, each node's private address at the node
+//     port, with the same annotations' defaults.
 //
 // Where mooring differs: one paginated List per view refresh instead of a
 // GET per node and call; a Node is named as its Linode's label lower-cased

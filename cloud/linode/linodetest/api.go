@@ -24,6 +24,10 @@ const (
 const (
 	AcceptedScopesHeader = "X-Accepted-Oauth-Scopes"
 	ScopeLinodesReadOnly = "linodes:read_only"
+	// The NodeBalancer calls accept these: reads the first, changes the
+	// second.
+	ScopeNodeBalancersReadOnly  = "nodebalancers:read_only"
+	ScopeNodeBalancersReadWrite = "nodebalancers:read_write"
 )
 
 // timeLayout is how the API shows times: UTC, to the second, without a
@@ -64,6 +68,11 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if nb {
+		scope := ScopeNodeBalancersReadWrite
+		if r.Method == http.MethodGet {
+			scope = ScopeNodeBalancersReadOnly
+		}
+		w.Header().Set(AcceptedScopesHeader, scope)
 		c.serveNodeBalancers(w, r)
 		return
 	}

@@ -53,8 +53,51 @@
 //     API request fails with 503 (SetOutage), and a hook runs before each
 //     page (BeforePage) for a test to create or delete Linodes between
 //     pages.
+//   - NodeBalancers (nodebalancers.go): GET and POST /v4/nodebalancers
+//     (pages as above; X-Filter {"ipv4"}, {"label"} or {"tags"}), GET, PUT
+//     (label, client_conn_throttle, tags) and DELETE /v4/nodebalancers/{id},
+//     GET and POST .../configs, GET, PUT and DELETE .../configs/{id},
+//     POST .../configs/{id}/rebuild (the nodes given replace the
+//     config's; one with the id of one it has keeps it) and GET
+//     .../configs/{id}/nodes. A NodeBalancer gets its ipv4 and hostname
+//     (the address dashed, then .ip.linodeusercontent.com) at creation and
+//     keeps them; it is ready at once (the API has no build state). The
+//     documented validation answers 400 naming the field (configs[0].port,
+//     configs[0].nodes[1].address, ...): a label of 3-32 letters, digits,
+//     dashes, underscores and periods (beginning and ending with a letter
+//     or digit, unique among the account's), client_conn_throttle 0-20, tags of 3-50
+//     characters, region required at creation, type common, premium or
+//     premium_40gb; per config a port 1-65535 used once, protocol http
+//     (default), https, tcp or udp, proxy_protocol none, v1 or v2 (v1 and
+//     v2 only on tcp), the algorithms and stickiness of the protocol,
+//     check none, connection, http or http_body, check_interval 2-3600,
+//     check_timeout 1-30 and below the interval, check_attempts 1-30,
+//     check_path beginning with / for the http checks, check_body for
+//     http_body, ssl_cert and ssl_key for https only (shown as <REDACTED>);
+//     per node an address ip:port, label 3-32, weight 1-255, mode accept,
+//     reject, drain or backup. A field the endpoint does not model (such
+//     as vpcs, or firewall_id: there are no Cloud Firewalls here) is a 400
+//     naming it. Methods lb-list, lb-get (a NodeBalancer, its configs, a
+//     config's nodes), lb-create, lb-update (the NodeBalancer's PUT and
+//     every change of a config) and lb-delete count and fail as the others;
+//     reads answer X-Accepted-Oauth-Scopes nodebalancers:read_only,
+//     changes nodebalancers:read_write.
+//   - The NodeBalancers' data plane (cloudtest.DataPlane): every
+//     NodeBalancer listens on its ipv4, an address of 127.83.0.0/16, and
+//     forwards each config's port (TCP for tcp, http and https; UDP for
+//     udp) to the config's nodes in mode accept or backup, checking them as
+//     the config says (connection: TCP; http and http_body: an HTTP GET of
+//     check_path, the body not read; udp's checks on udp_check_port), every
+//     check_interval, a node down after check_attempts failures. It does
+//     not speak HTTP or TLS itself, nor send PROXY protocol headers, nor
+//     throttle clients. Close stops it.
+//   - Where the endpoint differs from Linode: a node's address must be a
+//     Linode's private address (PrivateIP, on loopback here) where Linode
+//     wants one in 192.168.128.0/17 of the NodeBalancer's region; the
+//     region is not checked against the Linodes'.
 //
-// Not modelled: other endpoints and methods, token scopes (any request
+// Not modelled: other endpoints and methods (a NodeBalancer node's own
+// calls, stats, firewalls, VPC configs), token scopes (any request
 // with the token is allowed), +order_by, +and, +or and other filters,
 // the Metadata service's text/plain documents and its other paths, VPC and
 // VLAN interfaces, shared and additional addresses, IPv6 ranges, and LKE.
