@@ -2,6 +2,7 @@ package digitalocean
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -292,9 +293,11 @@ func desired(svc *v1.Service, nodes []*v1.Node) (LBSpec, error) {
 	}
 	if err := a.Err(); err != nil {
 		errs = append([]string{err.Error()}, errs...)
+	} else if len(errs) > 0 && !strings.HasPrefix(errs[0], "service ") {
+		errs[0] = fmt.Sprintf("service %s/%s: %s", svc.Namespace, svc.Name, errs[0])
 	}
 	if len(errs) > 0 {
-		return LBSpec{}, fmt.Errorf("%s", strings.Join(errs, "; "))
+		return LBSpec{}, errors.New(strings.Join(errs, "; "))
 	}
 	return spec.normal(), nil
 }
