@@ -26,6 +26,26 @@
 //     page past the last is empty. Unknown parameters, per_page out of
 //     range and unsupported selectors are 400 invalid_input;
 //   - GET /v1/servers/{id}, 404 not_found for an unknown id;
+//   - private networks (networks.go; PutNetwork, Network): GET /v1/networks
+//     (name, label_selector, page, per_page) and GET /v1/networks/{id}, the
+//     network object with id, name, ip_range (loopback here, where
+//     Hetzner's is of RFC 1918), one cloud subnet of that range, routes,
+//     the servers attached to it (by their private_net entries), and
+//     fixed protection, labels and created; POST
+//     /v1/networks/{id}/actions/add_route and delete_route
+//     ({destination, gateway}), answered 201 with a running action (see
+//     actions.go), with the API's checks: the destination an IPv4 network
+//     within RFC 1918 space or 0.0.0.0/0, not holding 172.31.1.1, not
+//     overlapping the network's range or another route's destination
+//     ("network route destination overlaps with another subnetwork or
+//     network route"); the gateway inside the network's range ("network
+//     route gateway not part of the network IP range"), neither its first
+//     address nor 172.31.1.1 ("invalid gateway"); all invalid_input. A
+//     change while the network's previous action runs is 409 conflict; an
+//     unknown network, or deleting a route it lacks, is not_found (the
+//     reference names no code for the latter). Calls are counted as
+//     network-list (GET /networks), route-list (GET /networks/{id}),
+//     route-create and route-delete, which Fail can fail;
 //   - the server object with the fields of the answer the API gave in
 //     hcloud-go's recording (../testdata, compared by genuine_test.go): id,
 //     name, status, created (2025-12-15T15:22:19Z form, UTC), public_net
