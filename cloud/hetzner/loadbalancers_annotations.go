@@ -119,17 +119,6 @@ type lbTarget struct {
 	Private bool
 }
 
-// proxy reports whether the load balancer speaks PROXY protocol (or ends
-// TLS) to its targets.
-func (s lbSpec) proxy() bool {
-	for _, svc := range s.Services {
-		if svc.Proxy || svc.Protocol == "https" {
-			return true
-		}
-	}
-	return false
-}
-
 // Name is the load balancer's name: its name annotation, or the name the
 // cloud provider library gives (hcloud-cloud-controller-manager's default:
 // "a" and the Service's UID without dashes, 32 characters at most).

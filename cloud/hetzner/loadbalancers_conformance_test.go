@@ -3,6 +3,7 @@ package hetzner
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -57,20 +58,19 @@ func (b *bed) MadeByCloudCCM(t testing.TB, svc *v1.Service, nodes []*v1.Node) co
 }
 
 func ccmLoadBalancer(t testing.TB, svc *v1.Service, nodes []*v1.Node) hetznertest.LoadBalancer {
-	l := hetznertest.LoadBalancer{Name: cloudprovider.DefaultLoadBalancerName(svc), Public: true,
-		Labels: map[string]string{LabelServiceUID: string(svc.UID)}}
+	var ports []hetznertest.CCMPort
 	for _, p := range svc.Spec.Ports {
-		l.Services = append(l.Services, hetznertest.LBService{Protocol: "tcp", ListenPort: int(p.Port), DestinationPort: int(p.NodePort),
-			HealthCheck: hetznertest.LBHealthCheck{Protocol: "tcp", Port: int(p.NodePort), Interval: 15, Timeout: 10, Retries: 3}})
+		ports = append(ports, hetznertest.CCMPort{Port: int(p.Port), NodePort: int(p.NodePort)})
 	}
+	var servers []int64
 	for _, n := range nodes {
 		id, err := ParseProviderID(n.Spec.ProviderID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.Targets = append(l.Targets, hetznertest.LBTarget{Server: id})
+		servers = append(servers, id)
 	}
-	return l
+	return hetznertest.CCMLoadBalancer(cloudprovider.DefaultLoadBalancerName(svc), string(svc.UID), ports, servers)
 }
 
 func (b *bed) MadeForOtherCluster(t testing.TB, svc *v1.Service) conformance.LB {
@@ -100,6 +100,7 @@ func (b *bed) Settle(testing.TB) {}
 // TargetAddress: without use-private-ip, targets are reached at their
 // public IPv4.
 func (b *bed) TargetAddress(m conformance.Made) string {
-	s, _ := b.hz.Get(int64(m.IntID(nil)))
+	id, _ := strconv.ParseInt(m.ID, 10, 64)
+	s, _ := b.hz.Get(id)
 	return s.PublicIPv4
 }

@@ -470,6 +470,11 @@ func decodeBody(r *http.Request, v any) *apiFail {
 	if _, err := buf.ReadFrom(r.Body); err != nil {
 		return &apiFail{status: http.StatusBadRequest, code: "json_error", msg: err.Error()}
 	}
+	if len(bytes.TrimSpace(buf.Bytes())) == 0 {
+		// An action without options may come without a body
+		// (enable_public_interface, as hcloud-go sends it).
+		buf.WriteString("{}")
+	}
 	if !json.Valid(buf.Bytes()) {
 		return &apiFail{status: http.StatusBadRequest, code: "json_error", msg: "request body is not valid JSON"}
 	}
@@ -1144,4 +1149,26 @@ func (c *Cloud) serveLBAction(w http.ResponseWriter, r *http.Request, id int64, 
 		}
 	}
 	cloudtest.WriteJSON(w, http.StatusCreated, map[string]any{"action": act})
+}
+
+// CCMPort is a Service port as hcloud-cloud-controller-manager forwards
+// it: Port on the load balancer to NodePort on the servers.
+type CCMPort struct{ Port, NodePort int }
+
+// CCMLoadBalancer is the load balancer hcloud-cloud-controller-manager
+// makes for a Service without annotations (to add with PutLoadBalancer):
+// its name (the Service's name annotation, or "a" and the UID without
+// dashes), in fsn1, of type lb11, a tcp service per port to its node port
+// with the API's default tcp health check, the servers as targets at
+// their public IPv4, and its one label, hcloud-ccm/service-uid.
+func CCMLoadBalancer(name, serviceUID string, ports []CCMPort, servers []int64) LoadBalancer {
+	l := LoadBalancer{Name: name, Public: true, Labels: map[string]string{"hcloud-ccm/service-uid": serviceUID}}
+	for _, p := range ports {
+		l.Services = append(l.Services, LBService{Protocol: "tcp", ListenPort: p.Port, DestinationPort: p.NodePort,
+			HealthCheck: LBHealthCheck{Protocol: "tcp", Port: p.NodePort, Interval: 15, Timeout: 10, Retries: 3}})
+	}
+	for _, id := range servers {
+		l.Targets = append(l.Targets, LBTarget{Server: id})
+	}
+	return l
 }
