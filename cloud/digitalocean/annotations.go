@@ -2,6 +2,7 @@ package digitalocean
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -9,9 +10,11 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 )
 
@@ -51,6 +54,11 @@ const (
 	AnnotationAlgorithm              = AnnotationPrefix + "algorithm"
 	AnnotationType                   = AnnotationPrefix + "type"
 	AnnotationNetwork                = AnnotationPrefix + "network"
+	// AnnotationHostname makes the Service's status the hostname alone (no
+	// IP), as DigitalOcean's CCM does: traffic from inside the cluster then
+	// goes through the load balancer (the workaround for PROXY protocol
+	// before ipMode).
+	AnnotationHostname = AnnotationPrefix + "hostname"
 
 	AnnotationOverrideHealthCheck  = AnnotationPrefix + "override-health-check"
 	AnnotationHealthCheckPath      = AnnotationPrefix + "healthcheck-path"
@@ -90,6 +98,9 @@ func desired(svc *v1.Service, nodes []*v1.Node) (LBSpec, error) {
 
 	if n := a.String(AnnotationName, ""); n != "" && !lbNamePattern.MatchString(n) {
 		a.Fail(AnnotationName, "1-255 letters, digits, dots and dashes, starting with a letter or digit")
+	}
+	if h := a.String(AnnotationHostname, ""); h != "" && len(validation.IsDNS1123Subdomain(strings.ToLower(h))) > 0 {
+		a.Fail(AnnotationHostname, "a DNS name")
 	}
 	if t := a.String(AnnotationType, "REGIONAL"); t != "REGIONAL" {
 		a.Fail(AnnotationType, "REGIONAL (mooring does not make REGIONAL_NETWORK or GLOBAL load balancers)")
@@ -313,4 +324,30 @@ func validFirewallRule(r string) bool {
 		return err == nil
 	}
 	return false
+}
+
+// balancers are the kit's Balancers, with the status DigitalOcean's CCM
+// gives a Service of AnnotationHostname: that hostname alone.
+type balancers struct {
+	*loadbalancer.Balancers[LBSpec]
+}
+
+var _ cloud.LoadBalancerInventory = balancers{}
+
+func (b balancers) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	st, err := b.Balancers.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	return withHostname(svc, st), err
+}
+
+func (b balancers) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	st, ok, err := b.Balancers.GetLoadBalancer(ctx, cluster, svc)
+	return withHostname(svc, st), ok, err
+}
+
+func withHostname(svc *v1.Service, st *v1.LoadBalancerStatus) *v1.LoadBalancerStatus {
+	h := strings.ToLower(strings.TrimSpace(svc.Annotations[AnnotationHostname]))
+	if st == nil || h == "" || len(st.Ingress) == 0 {
+		return st
+	}
+	return &v1.LoadBalancerStatus{Ingress: loadbalancer.Ingress(st.Ingress[0].IP, h, false, true)}
 }

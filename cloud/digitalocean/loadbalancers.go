@@ -311,4 +311,4 @@ func held(lb *godo.LoadBalancer) loadbalancer.Held[LBSpec] {
 
 // LoadBalancer is DigitalOcean's load balancers (cloudprovider.LoadBalancer
 // and cloud.LoadBalancerInventory).
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lbs, true }
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return balancers{c.lbs}, true }

@@ -164,7 +164,7 @@ func TestLBBadAnnotations(t *testing.T) {
 		AnnotationType:                       "REGIONAL_NETWORK",
 		AnnotationRedirectHTTPToHTTPS:        "yes",
 		AnnotationHTTP3Port:                  "80", // no certificate
-		AnnotationPrefix + "hostname":        "web.example.com",
+		AnnotationHostname:                   "web_1.example.com",
 		AnnotationPrefix + "size-slug":       "lb-small",
 		AnnotationPrefixGA + "disown":        "true",
 		AnnotationPrefix + "helthcheck-path": "/",
@@ -207,5 +207,20 @@ func TestLBAdoptByName(t *testing.T) {
 	if w.do.Calls(digitaloceantest.MethodLBCreate) != 0 || !slices.Contains(all[0].Tags, "k8s:doks-1") ||
 		!slices.Contains(all[0].Tags, "mooring:uid:"+string(svc.UID)) || len(all[0].DropletIDs) != 2 {
 		t.Errorf("adopted: %+v", all[0])
+	}
+}
+
+// The hostname annotation makes the status that hostname alone, as
+// DigitalOcean's CCM does; the load balancer is the same.
+func TestLBHostname(t *testing.T) {
+	w, nodes := lbWorld(t)
+	svc := lbSvc(map[string]string{AnnotationHostname: "Web.Example.com"})
+	st := w.ensure(t, svc, nodes)
+	if len(st.Ingress) != 1 || st.Ingress[0].Hostname != "web.example.com" || st.Ingress[0].IP != "" {
+		t.Errorf("status %+v, want the hostname alone", st.Ingress)
+	}
+	lbs, _ := w.cloud.LoadBalancer()
+	if got, ok, err := lbs.GetLoadBalancer(context.Background(), "kubernetes", svc); err != nil || !ok || !reflect.DeepEqual(got, st) {
+		t.Errorf("GetLoadBalancer: %+v, %v, %v", got, ok, err)
 	}
 }
