@@ -26,8 +26,10 @@
 //     addresses as InternalIP;
 //   - provider.go is the CCM's k8s.io/cloud-provider provider (InstancesV2
 //     and Zones over that view) and cloud.Attester with no evidence
-//     verifier, configured by config.go's cloud-config. No load balancers,
-//     no routes, no clusters;
+//     verifier, configured by config.go's cloud-config; routes.go its
+//     Routes() through the configured private network (pod CIDRs to
+//     their servers' addresses there, only via the cluster's servers);
+//     no clusters;
 //   - agentid (cloud/hetzner/agentid, registered from its own package,
 //     all mooring-agent links of the backend) is the node side: hcloud-go's
 //     metadata client (instance-id, hostname, private-networks); Evidence

@@ -35,11 +35,11 @@ var Factory = kit.Factory(ParseConfig, func(cfg Config) (*Cloud, error) { return
 // Zones over the shared view of the cluster's servers, and the approver's
 // Attester. Hetzner signs no instance identity, so it has no evidence
 // verifier: its servers join with join tickets, whose verifier the
-// approver adds itself (--ticket-keys-file). It has no load balancers, no
-// routes and no clusters.
+// approver adds itself (--ticket-keys-file). Its routes go through the
+// configured private network (routes.go); it has no clusters.
 type Cloud struct {
 	kit.Base          // InstancesV2 and Zones over the view, the Attester
-	kit.InstancesOnly // no load balancers, routes or clusters (docs/hetzner.md)
+	kit.InstancesOnly // Initialize, and no clusters; Routes() and LoadBalancer() are overridden
 
 	cfg    Config
 	client *hcloud.Client
