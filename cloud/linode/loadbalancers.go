@@ -50,6 +50,9 @@ type lbSpec struct {
 	region      string
 	providerIDs []string
 	nbType      string
+	// named is the nodebalancer-id annotation's id: such a Service's
+	// NodeBalancer is never made.
+	named string
 	// labels are the nodes' labels by address.
 	labels map[string]string
 	// Read from the API: full when the configs were read; configs by port;
@@ -120,7 +123,11 @@ func (l *nodeBalancers) Desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 	if t := ownerTags.Tags(loadbalancer.OwnerOf(l.c.cfg.ClusterID, svc))[0]; len(t) > maxTag {
 		return lbSpec{}, fmt.Errorf("clusterID %q: the NodeBalancer tag %s is longer than Linode's %d characters", l.c.cfg.ClusterID, t, maxTag)
 	}
-	return l.desired(svc, nodes)
+	spec, err := l.desired(svc, nodes)
+	if s := strings.TrimSpace(svc.Annotations[AnnNodeBalancerID]); s != "" {
+		spec.named = s
+	}
+	return spec, err
 }
 
 // held is a NodeBalancer as the API shows it; configs (nil: not read) are
@@ -333,6 +340,11 @@ func (l *nodeBalancers) region(ctx context.Context, spec lbSpec) (string, error)
 }
 
 func (l *nodeBalancers) Create(ctx context.Context, name string, o loadbalancer.Owner, spec lbSpec) (loadbalancer.Held[lbSpec], error) {
+	if spec.named != "" {
+		// As Linode's CCM: the Service names a NodeBalancer to use, and
+		// another is not made in its place.
+		return loadbalancer.Held[lbSpec]{}, fmt.Errorf("the NodeBalancer %s that %s names does not exist", spec.named, AnnNodeBalancerID)
+	}
 	region, err := l.region(ctx, spec)
 	if err != nil {
 		return loadbalancer.Held[lbSpec]{}, err

@@ -260,3 +260,16 @@ func TestLBAdopt(t *testing.T) {
 		})
 	}
 }
+
+// A Service whose nodebalancer-id names no NodeBalancer gets none made
+// (as with Linode's CCM): an error naming the annotation.
+func TestLBNamedIDMissing(t *testing.T) {
+	w, lbs, nodes := lbWorld(t)
+	svc := lbSvc(map[string]string{AnnNodeBalancerID: "4242"})
+	if _, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes); err == nil || !strings.Contains(err.Error(), AnnNodeBalancerID) {
+		t.Fatalf("EnsureLoadBalancer: %v, want an error naming %s", err, AnnNodeBalancerID)
+	}
+	if n := len(w.ln.NodeBalancers()); n != 0 || w.ln.Calls(linodetest.MethodLBCreate) != 0 {
+		t.Fatalf("NodeBalancers: %d, want none made", n)
+	}
+}
