@@ -287,3 +287,57 @@ func ask(t *testing.T, addr string) string {
 	t.Fatalf("no answer through %s: %v", addr, last)
 	return ""
 }
+
+// The data plane does what the load balancer holds: only droplets that
+// pass the health check get traffic, and the firewall's allow rules
+// admit only their sources.
+func TestLBDataPlane(t *testing.T) {
+	c := NewStarted(t, Options{HealthCheckSecond: 20 * time.Millisecond})
+	g := client(t, c)
+	ctx := context.Background()
+	up := c.Put(Droplet{Name: "up", PrivateIP: "127.0.83.44"})
+	down := c.Put(Droplet{Name: "down", PrivateIP: "127.0.83.45"})
+	serveName(t, up.PrivateIP+":30080", up.Name)
+	serveName(t, down.PrivateIP+":30080", down.Name)
+	healthz := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+		}
+	})}
+	ln, err := net.Listen("tcp", up.PrivateIP+":10256")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = healthz.Serve(ln) }()
+	t.Cleanup(func() { healthz.Close() })
+
+	req := goodRequest(up.ID, down.ID)
+	req.HealthCheck = &godo.HealthCheck{Protocol: "http", Port: 10256, Path: "/healthz", CheckIntervalSeconds: 3,
+		ResponseTimeoutSeconds: 3, HealthyThreshold: 2, UnhealthyThreshold: 2}
+	req.Firewall = &godo.LBFirewall{Allow: []string{"ip:127.0.0.1"}}
+	lb, _, err := g.LoadBalancers.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SettleLoadBalancers(); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := c.LoadBalancer(lb.ID)
+	for range 6 {
+		if got := ask(t, l.IP+":80"); got != "up" {
+			t.Fatalf("through the load balancer: %q, want only the droplet that passes its health check", got)
+		}
+	}
+	if h := c.Healthy(lb.ID); h[80] != 1 {
+		t.Errorf("healthy droplets: %v, want 1 on port 80", h)
+	}
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}, Timeout: time.Second}
+	if conn, err := d.Dial("tcp", l.IP+":80"); err == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		line, _ := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if line != "" {
+			t.Errorf("a source outside the allow rules got %q", line)
+		}
+	}
+}
