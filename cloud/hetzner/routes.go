@@ -74,6 +74,11 @@ type routes struct {
 	// Node names of those servers.
 	known        map[string]string
 	clusterCIDRs []netip.Prefix
+
+	// changing serializes this process's changes of the network: the API
+	// refuses a change while the network's previous action runs
+	// (conflict), and the controller creates routes many at a time.
+	changing sync.Mutex
 }
 
 var _ cloudprovider.Routes = (*routes)(nil)
@@ -332,8 +337,11 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 	return nil
 }
 
-// change adds or deletes one route and waits for its action.
+// change adds or deletes one route and waits for its action, one change
+// at a time.
 func (r *routes) change(ctx context.Context, n *hcloud.Network, op string, dest netip.Prefix, gw string) error {
+	r.changing.Lock()
+	defer r.changing.Unlock()
 	nr := hcloud.NetworkRoute{Destination: &net.IPNet{IP: dest.Addr().AsSlice(), Mask: net.CIDRMask(dest.Bits(), 32)}, Gateway: net.ParseIP(gw)}
 	cctx, cancel := r.c.callContext(ctx)
 	var (

@@ -3,6 +3,7 @@ package hetzner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -365,5 +366,38 @@ func TestNetworkConfig(t *testing.T) {
 			t.Fatalf("%+v: %s %+v %v", ref, b, back, err)
 		}
 	}
-	_ = types.NodeName("")
+}
+
+// The controller creates many routes at once; the API refuses a change
+// while the network's previous action runs. The provider makes its
+// changes one at a time: each route is asked for once, none refused.
+func TestConcurrentCreatesSerialized(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, hetznertest.Options{ActionTime: 30 * time.Millisecond}, func(c *Config) {
+		c.Network = NetworkRef{ID: hetznertest.DefaultNetworkID}
+	}, fastPoll)
+	w.hz.PutNetwork(hetznertest.Network{ID: hetznertest.DefaultNetworkID})
+	const n = 6
+	for i := 1; i <= n; i++ {
+		w.add(fmt.Sprintf("web-%d", i), i, nil)
+	}
+	r, _ := w.cloud.Routes()
+	errs := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		go func() {
+			errs <- r.CreateRoute(ctx, "c1", "u", &cloudprovider.Route{TargetNode: types.NodeName(fmt.Sprintf("web-%d", i)),
+				DestinationCIDR: fmt.Sprintf("10.244.%d.0/24", i)})
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if got := len(networkRoutes(t, w)); got != n {
+		t.Fatalf("%d routes, want %d", got, n)
+	}
+	if c := w.hz.Calls("route-create"); c != n {
+		t.Fatalf("%d add_route calls for %d routes (refused ones retried)", c, n)
+	}
 }
