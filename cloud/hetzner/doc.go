@@ -29,7 +29,10 @@
 //     verifier, configured by config.go's cloud-config; routes.go its
 //     Routes() through the configured private network (pod CIDRs to
 //     their servers' addresses there, only via the cluster's servers);
-//     no clusters;
+//     loadbalancers.go its LoadBalancer(): Services' load balancers over
+//     cloud/kit/loadbalancer with hcloud-cloud-controller-manager's
+//     annotations, name and service-uid label
+//     (loadbalancers_annotations.go); no clusters;
 //   - agentid (cloud/hetzner/agentid, registered from its own package,
 //     all mooring-agent links of the backend) is the node side: hcloud-go's
 //     metadata client (instance-id, hostname, private-networks); Evidence

@@ -165,6 +165,9 @@ func (l *lbCloud) Desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, error) {
 			a.Fail(AnnDisablePublicNetwork, "false: the cloud config names no network (network:) for the load balancer to be reached in")
 		}
 	}
+	if !spec.Public && spec.NoPrivate && spec.Hostname == "" {
+		a.Fail(AnnDisablePrivateIngress, "false while "+AnnDisablePublicNetwork+" is true and no "+AnnHostname+" is set (the load balancer would have no address to show)")
+	}
 	protocol := a.OneOf(AnnProtocol, "tcp", "tcp", "http", "https")
 	proxy := a.Bool(AnnProxyProtocol, false)
 	var certs []int64

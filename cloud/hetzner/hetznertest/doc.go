@@ -46,6 +46,39 @@
 //     reference names no code for the latter). Calls are counted as
 //     network-list (GET /networks), route-list (GET /networks/{id}),
 //     route-create and route-delete, which Fail can fail;
+//   - actions (actions.go): a change answers an action, "running"; GET
+//     /v1/actions?id=... (ids required) and GET /v1/actions/{id} show it
+//     "success" once Options.ActionTime has passed (0: at the first read),
+//     or "error" with the code FailAction gave (its change then not made);
+//     polls are counted as action-get;
+//   - load balancers (loadbalancers.go; PutLoadBalancer, LoadBalancers,
+//     CCMLoadBalancer, AddCertificate): GET /v1/load_balancers
+//     (label_selector, name, sort, pages) and /v1/load_balancers/{id},
+//     POST (create: name, load_balancer_type, location or network_zone,
+//     algorithm, labels, services, server targets, public_interface,
+//     network), PUT (name, labels), DELETE (answered with its action), and
+//     the actions add_target, remove_target, add_service, update_service,
+//     delete_service, change_algorithm, change_type, attach_to_network,
+//     detach_from_network, enable_public_interface and
+//     disable_public_interface, each answering an action; the API's
+//     refusals: invalid_input naming the field (unknown type, location,
+//     network zone or field, both of the last two, labels against the
+//     label rules or under hetzner.cloud/, ports out of range, https
+//     without certificates, unknown certificates), uniqueness_error (a
+//     taken name), 422 source_port_already_used, target_already_defined,
+//     load_balancer_not_attached_to_network,
+//     server_not_attached_to_network, missing_ipv4,
+//     load_balancer_already_attached, load_balancer_public_interface_disabled,
+//     invalid_load_balancer_type, 403 resource_limit_exceeded (the type's
+//     services and targets: lb11 5 and 25, lb21 15 and 75, lb31 30 and
+//     150) and protected, 404 not_found; counted as lb-list, lb-get,
+//     lb-create, lb-update (PUT and every action) and lb-delete. A data
+//     plane (cloudtest.DataPlane, 127.82.0.0/16) serves every load
+//     balancer's services on its public IPv4 and, while attached to a
+//     network, on its private IP (a second VIP), forwarding TCP to each
+//     target's public IPv4 or, with use_private_ip, its address in the
+//     load balancer's network, at the destination port, with the
+//     service's health check (TCP, or HTTP on its path); Close stops it;
 //   - the server object with the fields of the answer the API gave in
 //     hcloud-go's recording (../testdata, compared by genuine_test.go): id,
 //     name, status, created (2025-12-15T15:22:19Z form, UTC), public_net
@@ -73,7 +106,10 @@
 //     and error code), SetDown (an outage: connections close unanswered),
 //     OmitPagination (answers without meta.pagination).
 //
-// Not modelled: every other resource and action, the Link header,
+// Not modelled: every other resource and action, load balancers' IP and
+// label selector targets, managed certificates, primary IPs, reverse DNS,
+// metrics and HTTP features of the data plane (it forwards TCP, speaks no
+// PROXY protocol and ends no TLS), the Link header,
 // set-based label selectors (k in (...), k notin (...)), the rate limit's
 // burst rules beyond the even refill, floating and primary IPs, firewalls,
 // placement groups, Robot servers, several IPv6 addresses, and metadata
