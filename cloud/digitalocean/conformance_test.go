@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 			"digitalocean://5x", "digitalocean:///5", "digitalocean://99999999999999999999"},
 		LoadBalancer: true, LBAnnotationPrefixes: []string{AnnotationPrefix, AnnotationPrefixGA},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
-			w := newWorld(t, digitaloceantest.Options{HealthCheckSecond: 100 * time.Millisecond}, func(c *Config) { c.PageSize = o.PageSize })
+			w := newWorld(t, digitaloceantest.Options{HealthCheckSecond: 20 * time.Millisecond}, func(c *Config) { c.PageSize = o.PageSize })
 			return &bed{world: w, cleanup: t.Cleanup, Endpoint: conformance.Endpoint{Cloud: w.cloud, Counter: &w.do.Counter, Faults: &w.do.Faults,
 				List: []string{digitaloceantest.MethodList}, Get: []string{digitaloceantest.MethodGet}, LB: lbCalls,
 				Own: map[conformance.Failure]func(testing.TB) func(){conformance.Outage: conformance.Switch(w.do.SetOutage),
