@@ -75,7 +75,8 @@ func (w *lbWorld) only(t *testing.T) hetznertest.LoadBalancer {
 func TestLBAnnotations(t *testing.T) {
 	ctx := context.Background()
 	cert := int64(0)
-	w := newLBWorld(t, hetznertest.Options{IPv6: true}, func(c *Config) { c.Network = NetworkRef{ID: hetznertest.DefaultNetworkID} })
+	// Actions run 20ms each: every change is waited for.
+	w := newLBWorld(t, hetznertest.Options{IPv6: true, ActionTime: 20 * time.Millisecond}, func(c *Config) { c.Network = NetworkRef{ID: hetznertest.DefaultNetworkID} })
 	cert = w.hz.AddCertificate("web")
 	svc := lbSvc("web", map[string]string{
 		AnnLocation: "hel1", AnnType: "lb21", AnnAlgorithm: "least_connections",

@@ -69,7 +69,8 @@
 //     load_balancer_not_attached_to_network,
 //     server_not_attached_to_network, missing_ipv4,
 //     load_balancer_already_attached, load_balancer_public_interface_disabled,
-//     invalid_load_balancer_type, 403 resource_limit_exceeded (the type's
+//     invalid_load_balancer_type, 423 locked (an action while the load
+//     balancer's previous one runs), 403 resource_limit_exceeded (the type's
 //     services and targets: lb11 5 and 25, lb21 15 and 75, lb31 30 and
 //     150) and protected, 404 not_found; counted as lb-list, lb-get,
 //     lb-create, lb-update (PUT and every action) and lb-delete. A data

@@ -154,7 +154,26 @@ type loadBalancers struct {
 	all   map[int64]*LoadBalancer
 	certs map[int64]string // certificate id -> name
 	plane cloudtest.DataPlane
-	err   error // the data plane's last error
+	err   error               // the data plane's last error
+	busy  map[int64]time.Time // until when a load balancer's last action runs
+}
+
+// lock refuses an action on a load balancer whose previous action still
+// runs (423 locked, "another action is running"), else records the new
+// one's end (s.mu held).
+func (c *Cloud) lock(id int64) *apiFail {
+	s := &c.lbs
+	now := c.opts.Now()
+	if until, ok := s.busy[id]; ok && now.Before(until) {
+		return &apiFail{status: http.StatusLocked, code: "locked", msg: "load balancer is locked: another action is running"}
+	}
+	if c.opts.ActionTime > 0 {
+		if s.busy == nil {
+			s.busy = map[int64]time.Time{}
+		}
+		s.busy[id] = now.Add(c.opts.ActionTime)
+	}
+	return nil
 }
 
 // LoadBalancers are every load balancer, by id.
@@ -982,6 +1001,10 @@ func (c *Cloud) serveLBDelete(w http.ResponseWriter, id int64) {
 		writeError(w, http.StatusForbidden, "protected", "load balancer is delete protected", nil)
 		return
 	}
+	if f := c.lock(id); f != nil {
+		f.write(w)
+		return
+	}
 	act, fail := c.startAction("delete_load_balancer", ActionResource{ID: id, Type: "load_balancer"})
 	if !fail {
 		delete(s.all, id)
@@ -1135,6 +1158,9 @@ func (c *Cloud) serveLBAction(w http.ResponseWriter, r *http.Request, id int64, 
 	default:
 		writeError(w, http.StatusNotFound, "not_found", "the requested resource was not found", nil)
 		return
+	}
+	if f == nil {
+		f = c.lock(id)
 	}
 	if f != nil {
 		f.write(w)

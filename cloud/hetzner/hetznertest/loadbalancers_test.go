@@ -233,3 +233,28 @@ func netipOf(ip net.IP) netip.Addr {
 	a, _ := netip.AddrFromSlice(ip.To4())
 	return a
 }
+
+// With actions that take a while, a second action on a load balancer
+// while the first runs is 423 locked; WaitFor sees it end.
+func TestLoadBalancerLocked(t *testing.T) {
+	ctx := context.Background()
+	c := NewStarted(t, Options{ActionTime: 300 * time.Millisecond})
+	hc := lbClient(c)
+	l, err := c.PutLoadBalancer(LoadBalancer{Name: "lb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := &hcloud.LoadBalancer{ID: l.ID}
+	a, _, err := hc.LoadBalancer.ChangeAlgorithm(ctx, lb, hcloud.LoadBalancerChangeAlgorithmOpts{Type: "least_connections"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = hc.LoadBalancer.ChangeType(ctx, lb, hcloud.LoadBalancerChangeTypeOpts{LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb21"}})
+	isCode(t, "an action while another runs", err, hcloud.ErrorCodeLocked, "")
+	if err := hc.Action.WaitFor(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err = hc.LoadBalancer.ChangeType(ctx, lb, hcloud.LoadBalancerChangeTypeOpts{LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb21"}}); err != nil {
+		t.Errorf("after the first action ended: %v", err)
+	}
+}
