@@ -60,8 +60,8 @@
 //     POST .../configs/{id}/rebuild (the nodes given replace the
 //     config's; one with the id of one it has keeps it) and GET
 //     .../configs/{id}/nodes. A NodeBalancer gets its ipv4 and hostname
-//     (the address dashed, then .ip.linodeusercontent.com) at creation and
-//     keeps them; it is ready at once (the API has no build state). The
+//     (the address, then .ip.linodeusercontent.com) at creation and keeps
+//     them; it is ready at once (the API has no build state). The
 //     documented validation answers 400 naming the field (configs[0].port,
 //     configs[0].nodes[1].address, ...): a label of 3-32 letters, digits,
 //     dashes, underscores and periods (beginning and ending with a letter
@@ -73,7 +73,12 @@
 //     check none, connection, http or http_body, check_interval 2-3600,
 //     check_timeout 1-30 and below the interval, check_attempts 1-30,
 //     check_path beginning with / for the http checks, check_body for
-//     http_body, ssl_cert and ssl_key for https only (shown as <REDACTED>);
+//     http_body, ssl_cert and ssl_key for https only (shown as <REDACTED>),
+//     check_passive false on udp; what a request leaves out takes the
+//     defaults of the recorded answers (stickiness none, session on udp;
+//     check none; check_timeout 30, or below check_interval; check_attempts
+//     3; cipher_suite recommended, none on udp) and check_interval 60 (not
+//     recorded);
 //     per node an address ip:port, label 3-32, weight 1-255, mode accept,
 //     reject, drain or backup. A field the endpoint does not model (such
 //     as vpcs, or firewall_id: there are no Cloud Firewalls here) is a 400

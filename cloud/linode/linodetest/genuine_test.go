@@ -2,6 +2,7 @@ package linodetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -85,3 +86,58 @@ func TestAnswersAsRecorded(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// NodeBalancer answers are shaped as the real API's in linodego's
+// recordings: the NodeBalancer (the newest recording, 2026-02, with locks
+// and the frontend fields), a config left to the API's defaults (http,
+// 2025-08) and a udp one (its defaults differ: stickiness session,
+// check_passive false, cipher_suite none), a node; and the same defaults
+// where the request leaves them out.
+func TestNodeBalancersAsRecorded(t *testing.T) {
+	c := NewStarted(t, Options{})
+	in := c.Put(Instance{Label: "go-node", PublicIP: "127.0.96.1", PrivateIP: "127.0.95.1"})
+	nb := c.PutNodeBalancer(NodeBalancer{Label: "go-test-def", Region: "us-lax"})
+	resp, got := getJSON(t, c, "/v4/nodebalancers/"+itoa(nb.ID))
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(got), cloudtest.ShapeOf(cloudtest.ArtefactObject(t, "../testdata/nodebalancer-get.json", "")), false); len(d) != 0 {
+		t.Errorf("the NodeBalancer differs from the API's:\n  %s", strings.Join(d, "\n  "))
+	}
+	if s := resp.Header.Get(AcceptedScopesHeader); s != ScopeNodeBalancersReadOnly {
+		t.Errorf("GET NodeBalancer accepts %q", s)
+	}
+	for _, tc := range []struct{ file, body string }{
+		// The recorded requests' bodies.
+		{"nodebalancer-config.json", `{"port":80,"protocol":"http","algorithm":"roundrobin","check_interval":60}`},
+		{"nodebalancer-config-udp.json", `{"port":81,"protocol":"udp","algorithm":"roundrobin","check_interval":60,"udp_check_port":1234}`},
+	} {
+		want := cloudtest.ArtefactObject(t, "../testdata/"+tc.file, "")
+		req, err := http.NewRequest(http.MethodPost, c.Endpoint()+"/v4/nodebalancers/"+itoa(nb.ID)+"/configs", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+c.Token())
+		req.Header.Set("Content-Type", "application/json")
+		resp, body := cloudtest.Do(t, req)
+		var got map[string]any
+		if err := json.Unmarshal(body, &got); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", tc.file, resp.StatusCode, body)
+		}
+		if d := cloudtest.DiffShapes(cloudtest.ShapeOf(got), cloudtest.ShapeOf(want), false); len(d) != 0 {
+			t.Errorf("%s: the config differs from the API's:\n  %s", tc.file, strings.Join(d, "\n  "))
+		}
+		for _, k := range []string{"protocol", "algorithm", "stickiness", "check", "check_interval", "check_timeout", "check_attempts",
+			"check_path", "check_body", "check_passive", "proxy_protocol", "cipher_suite", "ssl_cert", "ssl_key", "udp_check_port", "udp_session_timeout"} {
+			if g, w := fmt.Sprint(got[k]), fmt.Sprint(want[k]); g != w {
+				t.Errorf("%s: %s %s here, %s in the API's answer", tc.file, k, g, w)
+			}
+		}
+		if s := resp.Header.Get(AcceptedScopesHeader); s != ScopeNodeBalancersReadWrite {
+			t.Errorf("POST config accepts %q", s)
+		}
+	}
+	n := c.PutNodeBalancer(NodeBalancer{Configs: []NBConfig{{Port: 80, Nodes: []NBNode{{Address: in.PrivateIP + ":8080", Label: "go-node-test-def", Weight: 10}}}}})
+	_, got = getJSON(t, c, "/v4/nodebalancers/"+itoa(n.ID)+"/configs/"+itoa(n.Configs[0].ID)+"/nodes")
+	node := got["data"].([]any)[0]
+	if d := cloudtest.DiffShapes(cloudtest.ShapeOf(node), cloudtest.ShapeOf(cloudtest.ArtefactObject(t, "../testdata/nodebalancer-node.json", "")), false); len(d) != 0 {
+		t.Errorf("the node differs from the API's:\n  %s", strings.Join(d, "\n  "))
+	}
+}

@@ -31,7 +31,8 @@ const (
 var DataPlanePrefix = netip.MustParsePrefix("127.83.0.0/16")
 
 // HostnameSuffix ends a NodeBalancer's hostname, which begins with its
-// IPv4 address, dashed.
+// IPv4 address (as the API's documented example:
+// 192.0.2.1.ip.linodeusercontent.com).
 const HostnameSuffix = ".ip.linodeusercontent.com"
 
 const nbPath = "/v4/nodebalancers"
@@ -168,13 +169,13 @@ func (c *Cloud) fill(cf *NBConfig) {
 	cf.Stickiness = cmpOr(cf.Stickiness, defaultStickiness(cf.Protocol))
 	cf.Check = cmpOr(cf.Check, "none")
 	if cf.CheckInterval == 0 {
-		cf.CheckInterval = 5
+		cf.CheckInterval = defaultCheckInterval
 	}
 	if cf.CheckTimeout == 0 {
-		cf.CheckTimeout = 3
+		cf.CheckTimeout = defaultCheckTimeout
 	}
 	if cf.CheckAttempts == 0 {
-		cf.CheckAttempts = 3
+		cf.CheckAttempts = defaultCheckAttempts
 	}
 	if cf.UDPCheckPort == 0 {
 		cf.UDPCheckPort = 80
@@ -195,12 +196,20 @@ func cmpOr(s, def string) string {
 	return s
 }
 
+// The defaults of a config's fields a request leaves out, as the API
+// answered in linodego's recordings (stickiness none, session for udp;
+// check none; check_timeout 30; check_attempts 3; check_passive true,
+// false for udp; udp_check_port 80). check_interval's is not recorded
+// (the recorded requests sent 60): 60 here.
+const (
+	defaultCheckInterval = 60
+	defaultCheckTimeout  = 30
+	defaultCheckAttempts = 3
+)
+
 func defaultStickiness(protocol string) string {
-	switch protocol {
-	case "udp":
+	if protocol == "udp" {
 		return "session"
-	case "http", "https":
-		return "table"
 	}
 	return "none"
 }
@@ -246,7 +255,7 @@ func (c *Cloud) serveLocked(n *NodeBalancer) error {
 		return err
 	}
 	n.IPv4 = vip
-	n.Hostname = strings.ReplaceAll(vip, ".", "-") + HostnameSuffix
+	n.Hostname = vip + HostnameSuffix
 	return nil
 }
 
@@ -428,16 +437,16 @@ var (
 func (c *Cloud) config(prefix string, b configBody, withNodes bool) (NBConfig, *invalid) {
 	cf := NBConfig{Port: b.Port, Protocol: cmpOr(b.Protocol, "http"), ProxyProtocol: cmpOr(b.ProxyProtocol, "none"),
 		Algorithm: cmpOr(b.Algorithm, "roundrobin"), Check: cmpOr(b.Check, "none"), CheckPath: b.CheckPath, CheckBody: b.CheckBody,
-		CheckInterval: b.CheckInterval, CheckTimeout: b.CheckTimeout, CheckAttempts: b.CheckAttempts, CheckPassive: true,
+		CheckInterval: b.CheckInterval, CheckTimeout: b.CheckTimeout, CheckAttempts: b.CheckAttempts, CheckPassive: b.Protocol != "udp",
 		UDPCheckPort: 80, SSLCert: b.SSLCert, SSLKey: b.SSLKey}
 	if cf.CheckInterval == 0 {
-		cf.CheckInterval = 5
+		cf.CheckInterval = defaultCheckInterval
 	}
 	if cf.CheckTimeout == 0 {
-		cf.CheckTimeout = 3
+		cf.CheckTimeout = min(defaultCheckTimeout, cf.CheckInterval-1)
 	}
 	if cf.CheckAttempts == 0 {
-		cf.CheckAttempts = 3
+		cf.CheckAttempts = defaultCheckAttempts
 	}
 	if b.CheckPassive != nil {
 		cf.CheckPassive = *b.CheckPassive
@@ -474,6 +483,8 @@ func (c *Cloud) config(prefix string, b configBody, withNodes bool) (NBConfig, *
 		return cf, bad(prefix+"ssl_cert", "Only allowed for protocol https")
 	case cf.UDPCheckPort < 1 || cf.UDPCheckPort > 65535:
 		return cf, bad(prefix+"udp_check_port", "Must be between 1 and 65535")
+	case cf.Protocol == "udp" && cf.CheckPassive:
+		return cf, bad(prefix+"check_passive", "Must be false for protocol udp")
 	case b.CipherSuite != "" && b.CipherSuite != "recommended" && b.CipherSuite != "legacy":
 		return cf, bad(prefix+"cipher_suite", "Must be one of recommended, legacy")
 	}
@@ -1037,6 +1048,8 @@ type wireNB struct {
 	Updated               string    `json:"updated"`
 	LKECluster            *struct{} `json:"lke_cluster"`
 	Locks                 []string  `json:"locks"`
+	FrontendAddressType   string    `json:"frontend_address_type"`
+	FrontendVPCSubnetID   *int      `json:"frontend_vpc_subnet_id"`
 }
 
 type wireXfer struct {
@@ -1052,7 +1065,8 @@ func wireNodeBalancer(n NodeBalancer) wireNB {
 	}
 	created := n.Created.UTC().Format(timeLayout)
 	return wireNB{ID: n.ID, Label: n.Label, Region: n.Region, Hostname: n.Hostname, IPv4: n.IPv4,
-		ClientConnThrottle: n.Throttle, Type: n.Type, Tags: tags, Created: created, Updated: created, Locks: []string{}}
+		ClientConnThrottle: n.Throttle, Type: n.Type, Tags: tags, Created: created, Updated: created, Locks: []string{},
+		FrontendAddressType: "public"}
 }
 
 type wireConfig struct {
@@ -1095,10 +1109,14 @@ func (c *Cloud) wireConfig(nbID int, cf NBConfig) wireConfig {
 		cert, key = &r, &r
 	}
 	up := c.nb.plane.Healthy(strconv.Itoa(nbID))[cf.Port]
+	cipher := "recommended"
+	if cf.Protocol == "udp" {
+		cipher = "none"
+	}
 	return wireConfig{ID: cf.ID, Port: cf.Port, Protocol: cf.Protocol, ProxyProtocol: cf.ProxyProtocol, Algorithm: cf.Algorithm,
 		Stickiness: cf.Stickiness, Check: cf.Check, CheckInterval: cf.CheckInterval, CheckAttempts: cf.CheckAttempts,
 		CheckPath: cf.CheckPath, CheckBody: cf.CheckBody, CheckPassive: cf.CheckPassive, CheckTimeout: cf.CheckTimeout,
-		UDPCheckPort: cf.UDPCheckPort, UDPSessionTimeout: 16, CipherSuite: "recommended", NodeBalancerID: nbID,
+		UDPCheckPort: cf.UDPCheckPort, UDPSessionTimeout: 16, CipherSuite: cipher, NodeBalancerID: nbID,
 		SSLCert: cert, SSLKey: key, NodesStatus: wireUpDown{Up: up, Down: len(cf.Nodes) - up}}
 }
 

@@ -62,7 +62,7 @@ func TestNodeBalancersWithLinodego(t *testing.T) {
 		t.Fatal(err)
 	}
 	if nb.IPv4 == nil || !DataPlanePrefix.Contains(mustAddr(t, *nb.IPv4)) || nb.Hostname == nil ||
-		*nb.Hostname != strings.ReplaceAll(*nb.IPv4, ".", "-")+HostnameSuffix || nb.ClientConnThrottle != 5 ||
+		*nb.Hostname != *nb.IPv4+HostnameSuffix || nb.ClientConnThrottle != 5 ||
 		*nb.Label != "web-lb" || nb.Region != "us-east" || nb.Type != linodego.NBTypeCommon || nb.Created == nil {
 		t.Fatalf("created %+v", nb)
 	}
@@ -71,7 +71,7 @@ func TestNodeBalancersWithLinodego(t *testing.T) {
 		t.Fatalf("get: %+v, %v", got, err)
 	}
 	cfs, err := lc.ListNodeBalancerConfigs(ctx, nb.ID, nil)
-	if err != nil || len(cfs) != 1 || cfs[0].Port != 80 || cfs[0].Protocol != linodego.ProtocolTCP || cfs[0].Stickiness != "none" ||
+	if err != nil || len(cfs) != 1 || cfs[0].Port != 80 || cfs[0].Protocol != linodego.ProtocolTCP || cfs[0].Stickiness != "none" || cfs[0].CipherSuite != "recommended" ||
 		cfs[0].NodeBalancerID != nb.ID || !cfs[0].CheckPassive {
 		t.Fatalf("configs %+v, %v", cfs, err)
 	}
@@ -103,7 +103,8 @@ func TestNodeBalancersWithLinodego(t *testing.T) {
 	if err := lc.DeleteNodeBalancerConfig(ctx, nb.ID, cfs[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	if cfs, _ := lc.ListNodeBalancerConfigs(ctx, nb.ID, nil); len(cfs) != 1 || cfs[0].Port != 53 || cfs[0].Stickiness != "session" {
+	if cfs, _ := lc.ListNodeBalancerConfigs(ctx, nb.ID, nil); len(cfs) != 1 || cfs[0].Port != 53 || cfs[0].Stickiness != "session" ||
+		cfs[0].CheckPassive || cfs[0].CipherSuite != "none" || cfs[0].UDPCheckPort != 8053 {
 		t.Fatalf("configs after delete: %+v", cfs)
 	}
 	// Pages of 25.
