@@ -224,3 +224,27 @@ func TestLBHostname(t *testing.T) {
 		t.Errorf("GetLoadBalancer: %+v, %v, %v", got, ok, err)
 	}
 }
+
+// The cluster's load balancers are listed page after page (pageSize per
+// page), and one of another cluster is not the cluster's.
+func TestLBListPages(t *testing.T) {
+	w := newWorld(t, digitaloceantest.Options{}, func(c *Config) { c.PageSize = 2 })
+	for i := range 5 {
+		tags := []string{"mooring:cluster:" + testCluster, "mooring:uid:uid-" + string(rune('a'+i))}
+		if i == 4 {
+			tags = []string{"mooring:cluster:c2", "mooring:uid:uid-e"}
+		}
+		if _, err := w.do.PutLoadBalancer(digitaloceantest.LoadBalancer{Name: "lb-" + string(rune('a'+i)), Tags: tags,
+			ForwardingRules: []digitaloceantest.ForwardingRule{{EntryProtocol: "tcp", EntryPort: 80, TargetProtocol: "tcp", TargetPort: 30080}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lbs, _ := w.cloud.LoadBalancer()
+	owned, err := lbs.(cloud.LoadBalancerInventory).ListOwnedLoadBalancers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(owned) != 4 || w.do.Calls(digitaloceantest.MethodLBList) != 3 {
+		t.Errorf("owned %d in %d calls, want 4 in 3", len(owned), w.do.Calls(digitaloceantest.MethodLBList))
+	}
+}
