@@ -258,3 +258,17 @@ func TestLoadBalancerLocked(t *testing.T) {
 		t.Errorf("after the first action ended: %v", err)
 	}
 }
+
+// Load balancer calls spend the project's request budget as every call
+// does: over it, 429 rate_limit_exceeded.
+func TestLoadBalancerRateLimit(t *testing.T) {
+	c := NewStarted(t, Options{RateLimit: 3})
+	hc := lbClient(c)
+	for i := range 3 {
+		if _, _, err := hc.LoadBalancer.List(context.Background(), hcloud.LoadBalancerListOpts{}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	_, _, err := hc.LoadBalancer.List(context.Background(), hcloud.LoadBalancerListOpts{})
+	isCode(t, "over the budget", err, hcloud.ErrorCodeRateLimitExceeded, "")
+}
