@@ -94,6 +94,12 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 	if err != nil {
 		return spec, err
 	}
+	for i := 1; i < len(ports); i++ {
+		if ports[i].Port == ports[i-1].Port {
+			return spec, fmt.Errorf("service %s/%s: port %d is both %s and %s: a NodeBalancer has one config, of one protocol, per port",
+				svc.Namespace, svc.Name, ports[i].Port, ports[i-1].Protocol, ports[i].Protocol)
+		}
+	}
 	if ranges, err := loadbalancer.SourceRanges(svc); err != nil {
 		return spec, err
 	} else if ranges != nil {

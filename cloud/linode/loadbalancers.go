@@ -218,6 +218,9 @@ func (l *nodeBalancers) List(ctx context.Context) ([]loadbalancer.Held[lbSpec], 
 			continue
 		}
 		h, err := l.read(ctx, &nbs[i])
+		if linodego.IsNotFound(err) {
+			continue // deleted since the list
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -194,6 +194,8 @@ func TestLBBadInput(t *testing.T) {
 		{"reserved address", map[string]string{p + "reserved-ipv4": "192.0.2.1"}, nil, p + "reserved-ipv4"},
 		{"unknown", map[string]string{p + "frobnicate": "1"}, nil, p + "frobnicate"},
 		{"SCTP", nil, []v1.ServicePort{{Port: 80, Protocol: v1.ProtocolSCTP, NodePort: 30080}}, "SCTP"},
+		{"TCP and UDP on one port", nil, []v1.ServicePort{{Name: "a", Port: 53, Protocol: v1.ProtocolTCP, NodePort: 30053},
+			{Name: "b", Port: 53, Protocol: v1.ProtocolUDP, NodePort: 30054}}, "port 53 is both"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			svc := lbSvc(tc.ann, tc.ports...)
