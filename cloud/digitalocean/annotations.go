@@ -336,6 +336,13 @@ var _ cloud.LoadBalancerInventory = balancers{}
 
 func (b balancers) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	st, err := b.Balancers.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	var p *cloud.PendingError
+	if errors.As(err, &p) && p.State == lbStatusErrored {
+		// Not a load balancer being built: DigitalOcean failed to build
+		// it. An error (a Warning Event, retried with backoff), as
+		// DigitalOcean's CCM answers a status it does not expect.
+		return nil, fmt.Errorf("load balancer %s is %s: DigitalOcean could not build it (delete it, or see DigitalOcean's control panel)", p.LoadBalancer, p.State)
+	}
 	return withHostname(svc, st), err
 }
 

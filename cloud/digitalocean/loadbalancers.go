@@ -97,6 +97,13 @@ func (s LBSpec) normal() LBSpec {
 	return s
 }
 
+// A load balancer's statuses: new while DigitalOcean builds it, active,
+// or errored when it could not.
+const (
+	lbStatusActive  = "active"
+	lbStatusErrored = "errored"
+)
+
 // lbNamePattern is what the API takes as a load balancer's name.
 var lbNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$`)
 
@@ -300,10 +307,10 @@ func held(lb *godo.LoadBalancer) loadbalancer.Held[LBSpec] {
 		proxy = proxy || r.CertificateID != ""
 	}
 	h := loadbalancer.Held[LBSpec]{ID: lb.ID, Name: lb.Name, Owner: ownerTags.Owner(lb.Tags), Spec: spec.normal()}
-	if lb.Status != "active" {
+	if lb.Status != lbStatusActive {
 		h.Pending = cmp.Or(lb.Status, "without a status")
 	}
-	if lb.Status == "active" {
+	if lb.Status == lbStatusActive {
 		h.Ingress = loadbalancer.Ingress(lb.IP, "", proxy, false)
 	}
 	return h

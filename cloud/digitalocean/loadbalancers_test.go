@@ -248,3 +248,20 @@ func TestLBListPages(t *testing.T) {
 		t.Errorf("owned %d in %d calls, want 4 in 3", len(owned), w.do.Calls(digitaloceantest.MethodLBList))
 	}
 }
+
+// A load balancer DigitalOcean failed to build (errored) is an error, not
+// a load balancer still being built.
+func TestLBErrored(t *testing.T) {
+	w, nodes := lbWorld(t)
+	svc := lbSvc(nil)
+	w.ensure(t, svc, nodes)
+	id := w.do.LoadBalancers()[0].ID
+	if err := w.do.UpdateLoadBalancer(id, func(l *digitaloceantest.LoadBalancer) { l.Status = digitaloceantest.LBStatusErrored }); err != nil {
+		t.Fatal(err)
+	}
+	lbs, _ := w.cloud.LoadBalancer()
+	_, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes)
+	if err == nil || cloud.IsPending(err) || !strings.Contains(err.Error(), "errored") {
+		t.Errorf("an errored load balancer: %v, want an error saying so", err)
+	}
+}
