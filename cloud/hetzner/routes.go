@@ -168,6 +168,20 @@ func routeName(network int64, dest, gw string) string {
 	return fmt.Sprintf("hcloud-network-%d:%s:via:%s", network, dest, gw)
 }
 
+// listedGateway reads the gateway back from the name of a route listed
+// in network; false when the name is not of such a route.
+func listedGateway(name string, network int64) (string, bool) {
+	rest, ok := strings.CutPrefix(name, fmt.Sprintf("hcloud-network-%d:", network))
+	if !ok {
+		return "", false
+	}
+	_, gw, ok := strings.Cut(rest, ":via:")
+	if _, err := netip.ParseAddr(gw); !ok || err != nil {
+		return "", false
+	}
+	return gw, true
+}
+
 // ListRoutes lists the cluster's routes in the network: those via a
 // cluster server's address, with the server's Node as TargetNode, and
 // those via an address that was a cluster server's earlier, as blackholes.
@@ -302,10 +316,14 @@ func (r *routes) ours(ctx context.Context, gw string) error {
 }
 
 // DeleteRoute deletes a route ListRoutes gave: the network's route of its
-// destination, when that route's gateway is, or was, a cluster server's
-// address (a route via another gateway is an error, and stays) and its
-// destination is inside the cluster CIDRs (when set). A route already
-// gone is no error.
+// destination via the gateway it was listed with (delete_route names
+// both, so a route of the destination made via another gateway since, as
+// when the controller moves a pod CIDR to another Node while it deletes
+// the old route, stays), when that gateway is, or was, a cluster server's
+// address and the destination is inside the cluster CIDRs (when set). For
+// a route not named as listed, the network's route of the destination, on
+// the same conditions. A route via another gateway is an error, and stays;
+// a route already gone is no error.
 func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
 	dest, err := netip.ParsePrefix(route.DestinationCIDR)
 	if err != nil {
@@ -315,25 +333,33 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 	if !r.inCluster(dest) {
 		return fmt.Errorf("hetzner routes: route %s: destination %s outside the cluster CIDRs; not deleted", route.Name, dest)
 	}
-	n, err := r.network(ctx)
+	id, err := r.c.network.ID(ctx)
 	if err != nil {
 		return err
 	}
-	for _, nr := range n.Routes {
-		if d, ok := prefixOf(nr.Destination); !ok || d != dest || nr.Gateway == nil {
-			continue
-		}
-		gw := nr.Gateway.String()
-		if err := r.ours(ctx, gw); err != nil {
-			return fmt.Errorf("hetzner routes: route %s: network %d routes %s via %s: %w; not deleted", route.Name, n.ID, dest, gw, err)
-		}
-		if err := r.change(ctx, n, "delete", dest, gw); err != nil {
+	gw, listed := listedGateway(route.Name, id)
+	if !listed {
+		n, err := r.network(ctx)
+		if err != nil {
 			return err
 		}
-		klog.InfoS("Deleted route", "network", n.ID, "destination", dest, "gateway", gw, "node", route.TargetNode)
-		return nil
+		for _, nr := range n.Routes {
+			if d, ok := prefixOf(nr.Destination); ok && d == dest && nr.Gateway != nil {
+				gw = nr.Gateway.String()
+			}
+		}
+		if gw == "" {
+			klog.V(2).InfoS("Route already gone", "network", id, "destination", dest)
+			return nil
+		}
 	}
-	klog.V(2).InfoS("Route already gone", "network", n.ID, "destination", dest)
+	if err := r.ours(ctx, gw); err != nil {
+		return fmt.Errorf("hetzner routes: route %s: network %d routes %s via %s: %w; not deleted", route.Name, id, dest, gw, err)
+	}
+	if err := r.change(ctx, &hcloud.Network{ID: id}, "delete", dest, gw); err != nil {
+		return err
+	}
+	klog.InfoS("Deleted route", "network", id, "destination", dest, "gateway", gw, "node", route.TargetNode)
 	return nil
 }
 

@@ -237,6 +237,7 @@ func TestRoutesOutage(t *testing.T) {
 	w.hz.SetDown(false)
 	// The API answers errors: the same.
 	w.hz.Fail("route-list", 10, 503, "unavailable")
+	w.hz.Fail("route-delete", 10, 503, "unavailable")
 	if _, err := r.ListRoutes(ctx, "c1"); err == nil {
 		t.Fatal("listed while the API fails")
 	}
@@ -244,11 +245,34 @@ func TestRoutesOutage(t *testing.T) {
 		t.Fatal("deleted while the API fails")
 	}
 	w.hz.ClearFaults("route-list")
+	w.hz.ClearFaults("route-delete")
 	if got, want := networkRoutes(t, w), []string{"10.244.1.0/24>127.0.85.1"}; !slices.Equal(got, want) {
 		t.Fatalf("network routes %v, want %v", got, want)
 	}
-	if n := w.hz.Calls("route-delete"); n != 0 {
-		t.Fatalf("%d delete_route calls", n)
+	if n := w.hz.Calls("route-delete"); n != 1 {
+		t.Fatalf("%d delete_route calls, want the one refused", n)
+	}
+}
+
+// The controller deletes a listed route while it creates the route of the
+// same destination for another Node (a pod CIDR moved): the deletion names
+// the gateway it was listed with, so the new route stays.
+func TestDeleteListedRouteOnly(t *testing.T) {
+	ctx := context.Background()
+	w, r := routesWorld(t, NetworkRef{ID: hetznertest.DefaultNetworkID},
+		hetznertest.Route{Destination: "10.244.1.0/24", Gateway: "127.0.85.1"})
+	listed, err := r.ListRoutes(ctx, "c1")
+	if err != nil || len(listed) != 1 {
+		t.Fatal(listed, err)
+	}
+	if err := r.CreateRoute(ctx, "c1", "u", &cloudprovider.Route{TargetNode: "web-2", DestinationCIDR: "10.244.1.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteRoute(ctx, "c1", listed[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := networkRoutes(t, w), []string{"10.244.1.0/24>127.0.85.2"}; !slices.Equal(got, want) {
+		t.Fatalf("network routes %v, want %v", got, want)
 	}
 }
 
