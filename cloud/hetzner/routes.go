@@ -186,9 +186,9 @@ func listedGateway(name string, network int64) (string, bool) {
 // cluster server's address, with the server's Node as TargetNode, and
 // those via an address that was a cluster server's earlier, as blackholes.
 // The network and the cluster's servers are read first; if either read
-// fails, it is an error, never a shorter list (a route left out of a list
-// is one the controller would create again, not delete, but a
-// blackhole-free list must be a whole one).
+// fails, it is an error, never a shorter list. The servers come from the
+// view, whose lists are whole or errors: a server missing from them would
+// make its live routes look like blackholes, which the controller deletes.
 func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Route, error) {
 	n, err := r.network(ctx)
 	if err != nil {
