@@ -143,14 +143,18 @@ func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1
 		}
 		logger.Info("Created a load balancer", "loadBalancer", h.Name, "id", h.ID)
 	case h.Owner.Zero():
-		if h, err = b.cloud.Update(ctx, h, owner, spec); err != nil {
+		next, err := b.cloud.Update(ctx, h, owner, spec)
+		if err != nil {
 			return nil, fmt.Errorf("adopt load balancer %s (%s): %w", h.Name, h.ID, err)
 		}
+		h = next
 		logger.Info("Adopted a load balancer the cluster did not make", "loadBalancer", h.Name, "id", h.ID)
 	case Fingerprint(h.Spec) != Fingerprint(spec):
-		if h, err = b.cloud.Update(ctx, h, owner, spec); err != nil {
+		next, err := b.cloud.Update(ctx, h, owner, spec)
+		if err != nil {
 			return nil, fmt.Errorf("update load balancer %s (%s): %w", h.Name, h.ID, err)
 		}
+		h = next
 		logger.V(2).Info("Updated a load balancer", "loadBalancer", h.Name, "id", h.ID)
 	}
 	b.remember(string(svc.UID), h.ID)

@@ -102,7 +102,11 @@ func svc(uid string, ports ...int32) *v1.Service {
 
 func newBalancers(t *testing.T, m *memory) *Balancers[[]int32] {
 	t.Helper()
-	b, err := New[[]int32](m, Options{Cluster: "c1", PendingRetry: time.Second})
+	var c Cloud[[]int32] = m
+	if m == nil {
+		c = newMemory()
+	}
+	b, err := New(c, Options{Cluster: "c1", PendingRetry: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,9 +217,20 @@ func TestErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.down = true
-	if _, err := b.EnsureLoadBalancer(ctx, "", svc("u1", 81), nil); err == nil {
+	changed := svc("u1", 81)
+	changed.Spec.Ports[0].NodePort = 30080
+	if _, err := b.EnsureLoadBalancer(ctx, "", changed, nil); err == nil {
 		t.Error("Ensure: no error")
 	}
+	m.down = false
+	m.lbs["1"] = Held[[]int32]{ID: "1", Name: "au1", Owner: OwnerOf("c1", s), Spec: []int32{80}}
+	m.calls = map[string]int{}
+	failUpdate := &failingUpdate{m}
+	if _, err := newBalancers(t, nil).withCloud(failUpdate).EnsureLoadBalancer(ctx, "", changed, nil); err == nil ||
+		!strings.Contains(err.Error(), "update load balancer au1 (1)") {
+		t.Errorf("a failed update: %v, want it to name the load balancer", err)
+	}
+	m.down = true
 	if err := b.EnsureLoadBalancerDeleted(ctx, "", s); err == nil {
 		t.Error("Delete: no error")
 	}
@@ -235,6 +250,18 @@ func TestErrors(t *testing.T) {
 	if len(m.calls) != 0 {
 		t.Errorf("bad input called the API: %v", m.calls)
 	}
+}
+
+// failingUpdate is memory whose updates fail, answering an empty Held.
+type failingUpdate struct{ *memory }
+
+func (f *failingUpdate) Update(context.Context, Held[[]int32], Owner, []int32) (Held[[]int32], error) {
+	return Held[[]int32]{}, errors.New("409 conflict")
+}
+
+func (b *Balancers[S]) withCloud(c Cloud[S]) *Balancers[S] {
+	b.cloud = c
+	return b
 }
 
 func TestAnnotations(t *testing.T) {
