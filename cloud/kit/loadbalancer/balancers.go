@@ -64,8 +64,9 @@ type Options struct {
 	// Cluster is the value of the cluster's tag on its load balancers
 	// (the backend's cluster id); required.
 	Cluster string
-	// PendingRetry is how long the controller waits before it asks again
-	// about a load balancer the cloud is still building; default 10s.
+	// PendingRetry is the longest the controller waits before it asks
+	// again about a load balancer the cloud is still building; default
+	// 10s. It asks after 1s, then twice as long each time up to it.
 	PendingRetry time.Duration
 }
 
@@ -75,8 +76,9 @@ type Balancers[S any] struct {
 	cloud Cloud[S]
 	opts  Options
 
-	mu  sync.Mutex
-	ids map[string]string // Service UID -> load balancer id, last seen
+	mu      sync.Mutex
+	ids     map[string]string // Service UID -> load balancer id, last seen
+	pending map[string]int    // Service UID -> answers "still building" in a row
 }
 
 var _ cloud.LoadBalancerInventory = (*Balancers[int])(nil)
@@ -89,7 +91,7 @@ func New[S any](c Cloud[S], o Options) (*Balancers[S], error) {
 	if o.PendingRetry <= 0 {
 		o.PendingRetry = 10 * time.Second
 	}
-	return &Balancers[S]{cloud: c, opts: o, ids: map[string]string{}}, nil
+	return &Balancers[S]{cloud: c, opts: o, ids: map[string]string{}, pending: map[string]int{}}, nil
 }
 
 // GetLoadBalancerName is the name the cloud's own CCM gives it.
@@ -166,8 +168,11 @@ func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1
 		if state == "" {
 			state = "without an address"
 		}
-		return nil, &cloud.PendingError{LoadBalancer: h.Name, State: state, After: b.opts.PendingRetry}
+		return nil, &cloud.PendingError{LoadBalancer: h.Name, State: state, After: b.wait(string(svc.UID))}
 	}
+	b.mu.Lock()
+	delete(b.pending, string(svc.UID))
+	b.mu.Unlock()
 	return status(h), nil
 }
 
@@ -199,6 +204,9 @@ func (b *Balancers[S]) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 		return fmt.Errorf("delete load balancer %s (%s): %w", h.Name, h.ID, err)
 	}
 	b.forget(string(svc.UID))
+	b.mu.Lock()
+	delete(b.pending, string(svc.UID))
+	b.mu.Unlock()
 	klog.FromContext(ctx).Info("Deleted a load balancer", "service", klog.KObj(svc), "loadBalancer", h.Name, "id", h.ID)
 	return nil
 }
@@ -285,6 +293,17 @@ func (b *Balancers[S]) check(h Held[S], uid string) error {
 		return nil
 	}
 	return &ForeignError{ID: h.ID, Name: h.Name, Owner: h.Owner}
+}
+
+// wait is how long to wait before asking again about the load balancer of
+// uid, still being built: 1s, doubled each time in a row, up to
+// PendingRetry.
+func (b *Balancers[S]) wait(uid string) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.pending[uid]
+	b.pending[uid] = n + 1
+	return min(time.Second<<min(n, 16), b.opts.PendingRetry)
 }
 
 func (b *Balancers[S]) known(uid string) string {

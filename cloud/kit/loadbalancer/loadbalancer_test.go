@@ -106,7 +106,7 @@ func newBalancers(t *testing.T, m *memory) *Balancers[[]int32] {
 	if m == nil {
 		c = newMemory()
 	}
-	b, err := New(c, Options{Cluster: "c1", PendingRetry: time.Second})
+	b, err := New(c, Options{Cluster: "c1", PendingRetry: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,16 +193,28 @@ func TestPending(t *testing.T) {
 	b := newBalancers(t, m)
 	ctx := context.Background()
 	s := svc("u1", 80)
-	_, err := b.EnsureLoadBalancer(ctx, "", s, nil)
 	var p *cloud.PendingError
-	if !errors.As(err, &p) || p.After != time.Second || p.State != "new" {
-		t.Fatalf("%v, want a PendingError after 1s", err)
+	for _, want := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second} {
+		_, err := b.EnsureLoadBalancer(ctx, "", s, nil)
+		if !errors.As(err, &p) || p.After != want || p.State != "new" {
+			t.Fatalf("%v, want a PendingError after %v", err, want)
+		}
 	}
 	if err := b.UpdateLoadBalancer(ctx, "", s, nil); err != nil {
 		t.Fatal(err)
 	}
 	if m.calls["create"] != 1 || m.calls["update"] != 0 {
 		t.Errorf("calls %v", m.calls)
+	}
+	// Built: its status, and a later build starts at 1s again.
+	h := m.lbs["1"]
+	h.Pending, h.Ingress = "", Ingress("127.0.0.1", "", false, false)
+	m.lbs["1"] = h
+	if _, err := b.EnsureLoadBalancer(ctx, "", s, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.wait("u1"); got != time.Second {
+		t.Errorf("after a ready answer: wait %v, want 1s", got)
 	}
 }
 
