@@ -97,7 +97,8 @@ func desired(svc *v1.Service, nodes []*v1.Node) (LBSpec, error) {
 	if n := a.String(AnnotationName, ""); n != "" && !lbNamePattern.MatchString(n) {
 		a.Fail(AnnotationName, "1-255 letters, digits, dots and dashes, starting with a letter or digit")
 	}
-	if h := a.String(AnnotationHostname, ""); h != "" && len(validation.IsDNS1123Subdomain(strings.ToLower(h))) > 0 {
+	hostname := strings.ToLower(a.String(AnnotationHostname, ""))
+	if hostname != "" && len(validation.IsDNS1123Subdomain(hostname)) > 0 {
 		a.Fail(AnnotationHostname, "a DNS name")
 	}
 	if t := a.String(AnnotationType, "REGIONAL"); t != "REGIONAL" {
@@ -118,6 +119,7 @@ func desired(svc *v1.Service, nodes []*v1.Node) (LBSpec, error) {
 		DisableLetsEncryptDNS: a.Bool(AnnotationDisableLetsEncryptDNS, false),
 		IdleTimeout:           a.Int(AnnotationHTTPIdleTimeout, 60, 30, 600),
 		Sticky:                LBSticky{Type: a.OneOf(AnnotationStickySessionsType, "none", "none", "cookies")},
+		Hostname:              hostname,
 	}
 	if spec.Sticky.Type == "cookies" {
 		spec.Sticky.CookieName = a.String(AnnotationStickyCookieName, "")

@@ -16,7 +16,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 )
 
@@ -42,6 +41,9 @@ type LBSpec struct {
 	Region string `json:"-"`
 	// tags are a held load balancer's tags (not compared).
 	tags []string
+	// Hostname is AnnotationHostname's: how the Service's status shows
+	// the load balancer (not a setting of it; not compared).
+	Hostname string `json:"-"`
 }
 
 // LBRule is a forwarding rule.
@@ -308,7 +310,14 @@ func held(lb *godo.LoadBalancer) loadbalancer.Held[LBSpec] {
 		proxy = proxy || r.CertificateID != ""
 	}
 	h := loadbalancer.Held[LBSpec]{ID: lb.ID, Name: lb.Name, Owner: ownerTags.Owner(lb.Tags), Spec: spec.normal()}
-	if lb.Status != lbStatusActive {
+	switch lb.Status {
+	case lbStatusActive:
+	case lbStatusErrored:
+		// DigitalOcean failed to build it: an error (a Warning Event,
+		// retried with backoff), as DigitalOcean's CCM answers a status it
+		// does not expect.
+		h.Failed = lb.Status
+	default:
 		h.Pending = cmp.Or(lb.Status, "without a status")
 	}
 	if lb.Status == lbStatusActive {
@@ -319,37 +328,13 @@ func held(lb *godo.LoadBalancer) loadbalancer.Held[LBSpec] {
 
 // LoadBalancer is DigitalOcean's load balancers (cloudprovider.LoadBalancer
 // and cloud.LoadBalancerInventory).
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return balancers{c.lbs}, true }
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lbs, true }
 
-// balancers are the kit's Balancers, with the status DigitalOcean's CCM
-// gives a Service of AnnotationHostname: that hostname alone.
-type balancers struct {
-	*loadbalancer.Balancers[LBSpec]
-}
-
-var _ cloud.LoadBalancerInventory = balancers{}
-
-func (b balancers) EnsureLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	st, err := b.Balancers.EnsureLoadBalancer(ctx, cluster, svc, nodes)
-	var p *cloud.PendingError
-	if errors.As(err, &p) && p.State == lbStatusErrored {
-		// Not a load balancer being built: DigitalOcean failed to build
-		// it. An error (a Warning Event, retried with backoff), as
-		// DigitalOcean's CCM answers a status it does not expect.
-		return nil, fmt.Errorf("load balancer %s is %s: DigitalOcean could not build it (delete it, or see DigitalOcean's control panel)", p.LoadBalancer, p.State)
+// Ingress is the status DigitalOcean's CCM gives a Service: with
+// AnnotationHostname, that hostname alone (the kit's IngressWorder).
+func (l lbCloud) Ingress(h loadbalancer.Held[LBSpec], spec LBSpec) []v1.LoadBalancerIngress {
+	if spec.Hostname == "" || len(h.Ingress) == 0 {
+		return h.Ingress
 	}
-	return withHostname(svc, st), err
-}
-
-func (b balancers) GetLoadBalancer(ctx context.Context, cluster string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	st, ok, err := b.Balancers.GetLoadBalancer(ctx, cluster, svc)
-	return withHostname(svc, st), ok, err
-}
-
-func withHostname(svc *v1.Service, st *v1.LoadBalancerStatus) *v1.LoadBalancerStatus {
-	h := strings.ToLower(strings.TrimSpace(svc.Annotations[AnnotationHostname]))
-	if st == nil || h == "" || len(st.Ingress) == 0 {
-		return st
-	}
-	return &v1.LoadBalancerStatus{Ingress: loadbalancer.Ingress(st.Ingress[0].IP, h, false, true)}
+	return loadbalancer.Ingress(h.Ingress[0].IP, spec.Hostname, false, true)
 }

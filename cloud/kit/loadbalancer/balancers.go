@@ -32,6 +32,9 @@ type Held[S any] struct {
 	// Pending is the cloud's word for its state while it is still being
 	// built ("new"); "" when it is ready.
 	Pending string
+	// Failed is the cloud's word for a state it will not build it out of
+	// ("errored"): an error, not a wait; "" otherwise.
+	Failed string
 }
 
 // Cloud is a backend's load balancer API. Errors are the API's; Get
@@ -160,6 +163,9 @@ func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1
 		logger.V(2).Info("Updated a load balancer", "loadBalancer", h.Name, "id", h.ID)
 	}
 	b.remember(string(svc.UID), h.ID)
+	if h.Failed != "" {
+		return nil, fmt.Errorf("load balancer %s (%s) is %s: the cloud could not build it (delete it to have it made again)", h.Name, h.ID, h.Failed)
+	}
 	if w, worded := b.cloud.(IngressWorder[S]); worded && h.Pending == "" {
 		h.Ingress = w.Ingress(h, spec)
 	}
