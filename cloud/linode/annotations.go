@@ -40,6 +40,7 @@ const (
 	AnnNodeBalancerType    = AnnotationPrefix + "nodebalancer-type"
 	AnnHostnameOnlyIngress = AnnotationPrefix + "hostname-only-ingress"
 	AnnTags                = AnnotationPrefix + "tags"
+	AnnPreserve            = AnnotationPrefix + "preserve"
 	// AnnNodePrivateIP on a Node names the address its NodeBalancer nodes
 	// get, in place of its InternalIP (as Linode's CCM reads it).
 	AnnNodePrivateIP = "node.k8s.linode.com/private-ip"
@@ -48,7 +49,6 @@ const (
 // unsupported are Linode's CCM's annotations that mooring refuses (an
 // error naming it, nothing written), each with why.
 var unsupported = map[string]string{
-	"preserve":             "keeping the NodeBalancer when its Service goes",
 	"firewall-id":          "Cloud Firewalls",
 	"firewall-acl":         "Cloud Firewalls",
 	"reserved-ipv4":        "reserved IPv4 addresses",
@@ -117,6 +117,7 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 	}
 	spec.Throttle = a.Int(AnnThrottle, 0, 0, 20)
 	spec.HostnameOnly = a.Bool(AnnHostnameOnlyIngress, false)
+	spec.Preserve = a.Bool(AnnPreserve, false)
 	spec.nbType = a.OneOf(AnnNodeBalancerType, "", nodeBalancerTyp...)
 	for _, t := range a.List(AnnTags) {
 		if len(t) < 3 || len(t) > 50 || strings.HasPrefix(t, tagPrefix+":") {

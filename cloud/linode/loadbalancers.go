@@ -14,6 +14,7 @@ import (
 
 	"github.com/linode/linodego"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 )
@@ -26,6 +27,10 @@ const tagPrefix = "mooring"
 // its hostname (hostname-only-ingress): a NodeBalancer holds nothing else
 // that could say so.
 const tagHostnameOnly = tagPrefix + ":hostname-only-ingress"
+
+// tagPreserve marks a NodeBalancer to keep when its Service goes (the
+// preserve annotation), for the same reason.
+const tagPreserve = tagPrefix + ":preserve"
 
 // maxTag is the longest tag Linode takes.
 const maxTag = 50
@@ -42,6 +47,8 @@ type lbSpec struct {
 	Tags []string
 	// HostnameOnly: the status shows the hostname alone.
 	HostnameOnly bool
+	// Preserve: the NodeBalancer stays when its Service goes.
+	Preserve bool
 	// Ports are its configs, by port.
 	Ports []portSpec
 
@@ -138,6 +145,8 @@ func held(nb *linodego.NodeBalancer, configs map[*linodego.NodeBalancerConfig][]
 		switch {
 		case t == tagHostnameOnly:
 			spec.HostnameOnly = true
+		case t == tagPreserve:
+			spec.Preserve = true
 		case !strings.HasPrefix(t, tagPrefix+":"):
 			spec.Tags = append(spec.Tags, t)
 		}
@@ -300,6 +309,9 @@ func tags(o loadbalancer.Owner, spec lbSpec) []string {
 	if spec.HostnameOnly {
 		t = append(t, tagHostnameOnly)
 	}
+	if spec.Preserve {
+		t = append(t, tagPreserve)
+	}
 	return t
 }
 
@@ -452,10 +464,24 @@ func (l *nodeBalancers) Update(ctx context.Context, h loadbalancer.Held[lbSpec],
 	return out, nil
 }
 
+// Delete deletes the NodeBalancer; one to preserve loses mooring's tags
+// instead (no longer the cluster's: a Service may adopt it by its
+// nodebalancer-id, and the drift pass leaves it alone).
 func (l *nodeBalancers) Delete(ctx context.Context, h loadbalancer.Held[lbSpec]) error {
 	id, err := strconv.Atoi(h.ID)
 	if err != nil {
 		return fmt.Errorf("NodeBalancer id %q is not a number", h.ID)
+	}
+	if h.Spec.Preserve {
+		tags := slices.DeleteFunc(slices.Clone(h.Spec.rawTags), func(t string) bool { return strings.HasPrefix(t, tagPrefix+":") })
+		_, err := l.c.client.UpdateNodeBalancer(ctx, id, linodego.NodeBalancerUpdateOptions{Tags: &tags})
+		if err == nil {
+			klog.FromContext(ctx).Info("Kept the NodeBalancer of a Service that is gone (preserve), untagged", "id", id, "loadBalancer", h.Name)
+		}
+		if linodego.IsNotFound(err) {
+			return nil
+		}
+		return err
 	}
 	err = l.c.client.DeleteNodeBalancer(ctx, id)
 	if linodego.IsNotFound(err) || linodego.ErrHasStatus(err, http.StatusNotFound) {

@@ -189,7 +189,7 @@ func TestLBBadInput(t *testing.T) {
 		{"type", map[string]string{p + "nodebalancer-type": "huge"}, nil, p + "nodebalancer-type"},
 		{"id", map[string]string{p + "nodebalancer-id": "abc"}, nil, p + "nodebalancer-id"},
 		{"firewall", map[string]string{p + "firewall-id": "123"}, nil, "Cloud Firewalls"},
-		{"preserve", map[string]string{p + "preserve": "true"}, nil, p + "preserve"},
+		{"preserve maybe", map[string]string{p + "preserve": "maybe"}, nil, p + "preserve"},
 		{"VPC backends", map[string]string{p + "backend-vpc-name": "vpc"}, nil, "VPC backends"},
 		{"reserved address", map[string]string{p + "reserved-ipv4": "192.0.2.1"}, nil, p + "reserved-ipv4"},
 		{"unknown", map[string]string{p + "frobnicate": "1"}, nil, p + "frobnicate"},
@@ -273,5 +273,39 @@ func TestLBNamedIDMissing(t *testing.T) {
 	}
 	if n := len(w.ln.NodeBalancers()); n != 0 || w.ln.Calls(linodetest.MethodLBCreate) != 0 {
 		t.Fatalf("NodeBalancers: %d, want none made", n)
+	}
+}
+
+// preserve: the NodeBalancer stays when its Service goes, without
+// mooring's tags (so the drift pass leaves it alone), and a Service that
+// names it by nodebalancer-id adopts it, its address kept.
+func TestLBPreserve(t *testing.T) {
+	w, lbs, nodes := lbWorld(t)
+	ctx := context.Background()
+	svc := lbSvc(map[string]string{AnnPreserve: "true", AnnTags: "team-a"})
+	st, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", svc); err != nil {
+		t.Fatal(err)
+	}
+	all := w.ln.NodeBalancers()
+	if len(all) != 1 || all[0].IPv4 != st.Ingress[0].IP || !slices.Equal(all[0].Tags, []string{"team-a"}) ||
+		w.ln.Calls(linodetest.MethodLBDelete) != 0 {
+		t.Fatalf("after the Service went: %+v, want the NodeBalancer kept with only the tag team-a", all)
+	}
+	if owned, err := lbs.ListOwnedLoadBalancers(ctx); err != nil || len(owned) != 0 {
+		t.Fatalf("owned after the Service went: %+v, %v; want none", owned, err)
+	}
+	again := lbSvc(map[string]string{AnnNodeBalancerID: strconv.Itoa(all[0].ID)})
+	again.UID = "5b0c7a52-2d7c-4a4e-9a55-0e6c1c1d2e3f"
+	st2, err := lbs.EnsureLoadBalancer(ctx, "kubernetes", again, nodes)
+	if err != nil || st2.Ingress[0].IP != st.Ingress[0].IP || len(w.ln.NodeBalancers()) != 1 {
+		t.Fatalf("adopted by id: %+v, %v", st2, err)
+	}
+	// Without preserve, deleting the Service deletes it.
+	if err := lbs.EnsureLoadBalancerDeleted(ctx, "kubernetes", again); err != nil || len(w.ln.NodeBalancers()) != 0 {
+		t.Fatalf("deleted: %v, left %d", err, len(w.ln.NodeBalancers()))
 	}
 }
