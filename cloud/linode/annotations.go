@@ -116,7 +116,7 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 		a.Int(AnnNodeBalancerID, 0, 1, 1<<31-1)
 	}
 	spec.Throttle = a.Int(AnnThrottle, 0, 0, 20)
-	spec.HostnameOnly = a.Bool(AnnHostnameOnlyIngress, false)
+	spec.hostnameOnly = a.Bool(AnnHostnameOnlyIngress, false)
 	spec.Preserve = a.Bool(AnnPreserve, false)
 	spec.nbType = a.OneOf(AnnNodeBalancerType, "", nodeBalancerTyp...)
 	for _, t := range a.List(AnnTags) {

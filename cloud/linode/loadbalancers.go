@@ -23,13 +23,9 @@ import (
 // Service (loadbalancer.StringTags; Linode tags are 3-50 characters).
 const tagPrefix = "mooring"
 
-// tagHostnameOnly marks a NodeBalancer whose Service's status shows only
-// its hostname (hostname-only-ingress): a NodeBalancer holds nothing else
-// that could say so.
-const tagHostnameOnly = tagPrefix + ":hostname-only-ingress"
-
 // tagPreserve marks a NodeBalancer to keep when its Service goes (the
-// preserve annotation), for the same reason.
+// preserve annotation): deleting, mooring has nothing else of the Service
+// to read it from.
 const tagPreserve = tagPrefix + ":preserve"
 
 // maxTag is the longest tag Linode takes.
@@ -45,13 +41,14 @@ type lbSpec struct {
 	Throttle int
 	// Tags are the tags annotation's (the NodeBalancer's tags but ours).
 	Tags []string
-	// HostnameOnly: the status shows the hostname alone.
-	HostnameOnly bool
 	// Preserve: the NodeBalancer stays when its Service goes.
 	Preserve bool
 	// Ports are its configs, by port.
 	Ports []portSpec
 
+	// hostnameOnly: the status shows the hostname alone (the Service's
+	// choice, not the NodeBalancer's: Ingress).
+	hostnameOnly bool
 	// Set at creation only: the region (from the nodes' region label, else
 	// their Linodes'), and the type.
 	region      string
@@ -143,8 +140,6 @@ func held(nb *linodego.NodeBalancer, configs map[*linodego.NodeBalancerConfig][]
 	spec := lbSpec{Throttle: nb.ClientConnThrottle, rawTags: slices.Clone(nb.Tags), configs: map[int]int{}, region: nb.Region}
 	for _, t := range nb.Tags {
 		switch {
-		case t == tagHostnameOnly:
-			spec.HostnameOnly = true
 		case t == tagPreserve:
 			spec.Preserve = true
 		case !strings.HasPrefix(t, tagPrefix+":"):
@@ -191,7 +186,7 @@ func held(nb *linodego.NodeBalancer, configs map[*linodego.NodeBalancerConfig][]
 		h.Name = *nb.Label
 	}
 	h.Spec.ip, h.Spec.hostname = deref(nb.IPv4), deref(nb.Hostname)
-	h.Ingress = loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxy, spec.HostnameOnly)
+	h.Ingress = loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxy, false)
 	return h
 }
 
@@ -303,12 +298,9 @@ func (l *nodeBalancers) seen(h loadbalancer.Held[lbSpec]) {
 }
 
 // tags are a NodeBalancer's tags: o's, the annotation's, and the
-// hostname-only mark.
+// preserve mark.
 func tags(o loadbalancer.Owner, spec lbSpec) []string {
 	t := append(ownerTags.Tags(o), spec.Tags...)
-	if spec.HostnameOnly {
-		t = append(t, tagHostnameOnly)
-	}
 	if spec.Preserve {
 		t = append(t, tagPreserve)
 	}
@@ -379,8 +371,17 @@ func (l *nodeBalancers) Create(ctx context.Context, name string, o loadbalancer.
 	l.seen(h)
 	// What the create sent is what it holds (its answer has no configs).
 	h.Spec.Ports = spec.Ports
-	h.Ingress = loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxied(spec), spec.HostnameOnly)
+	h.Ingress = loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxied(spec), false)
 	return h, nil
+}
+
+var _ loadbalancer.IngressWorder[lbSpec] = (*nodeBalancers)(nil)
+
+// Ingress is h's status for a Service that calls for spec: its address and
+// hostname, ipMode Proxy where a port speaks PROXY protocol, the hostname
+// alone for hostname-only-ingress.
+func (l *nodeBalancers) Ingress(h loadbalancer.Held[lbSpec], spec lbSpec) []v1.LoadBalancerIngress {
+	return loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxied(spec), spec.hostnameOnly)
 }
 
 func deref(s *string) string {
@@ -460,7 +461,7 @@ func (l *nodeBalancers) Update(ctx context.Context, h loadbalancer.Held[lbSpec],
 	out.Owner = o
 	out.Spec = spec
 	out.Spec.full, out.Spec.rawTags, out.Spec.ip, out.Spec.hostname = false, want, h.Spec.ip, h.Spec.hostname
-	out.Ingress = loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxied(spec), spec.HostnameOnly)
+	out.Ingress = loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxied(spec), false)
 	return out, nil
 }
 

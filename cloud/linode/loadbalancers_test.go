@@ -140,12 +140,16 @@ func TestLBAnnotations(t *testing.T) {
 	if fp, _ := lbs.DesiredFingerprint(svc, nodes); fp != owned[0].Fingerprint || owned[0].Namespace != "shop" || owned[0].Service != "web" {
 		t.Errorf("listed %+v, its fingerprint not the desired %s", owned[0], fp)
 	}
-	// hostname-only-ingress: the status has the hostname alone, after one
-	// update (the NodeBalancer's tags hold it).
+	// hostname-only-ingress: the status has the hostname alone, with no
+	// write (it is the Service's choice, not the NodeBalancer's).
 	svc.Annotations[p+"hostname-only-ingress"] = "true"
+	writes = lbWrites(w)
 	st, err = lbs.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes)
 	if err != nil || len(st.Ingress) != 1 || st.Ingress[0].IP != "" || st.Ingress[0].Hostname != nb.Hostname {
 		t.Fatalf("hostname-only: %+v, %v", st, err)
+	}
+	if got := lbWrites(w) - writes; got != 0 {
+		t.Errorf("writes for hostname-only-ingress: %d, want 0", got)
 	}
 	if got, ok, err := lbs.GetLoadBalancer(context.Background(), "kubernetes", svc); err != nil || !ok || got.Ingress[0].IP != "" {
 		t.Fatalf("GetLoadBalancer hostname-only: %+v, %v, %v", got, ok, err)
