@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"testing"
@@ -30,6 +31,9 @@ type lbFace struct {
 	// nodes), and returns it with the annotations that Service carries
 	// (the id or name by which the cloud's CCM finds it).
 	legacy func(t *testing.T, name string, port, nodePort int32, nodes []*corev1.Node) (conformance.LB, map[string]string)
+	// serviceAnnotations are the Service's from the start (a quicker
+	// health check, where the cloud's default takes long).
+	serviceAnnotations map[string]string
 	// annotations are a change of the cloud's annotations, and applied
 	// reports whether the endpoint's load balancer of id shows it.
 	annotations map[string]string
@@ -60,13 +64,14 @@ func testCloudLB(ctx context.Context, t *testing.T, c *testbed.Cluster, names []
 		nodes[i] = node
 	}
 	svc, err := svcs.Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: f.serviceAnnotations},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
 			{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	kubeProxyHealthz(t, nodes)
 	standIn(t, nodes, svc.Spec.Ports[0].NodePort)
 	ip := waitIngress(ctx, t, c, "web")
 	waitTraffic(ctx, t, ip, 80, names)
@@ -124,6 +129,9 @@ func testCloudLB(ctx context.Context, t *testing.T, c *testbed.Cluster, names []
 	// A load balancer the cloud's CCM made, for a Service that carries
 	// what that CCM wrote on it: adopted, its address kept.
 	legacy, annotations := f.legacy(t, "legacy", 80, 31999, nodes)
+	for k, v := range f.serviceAnnotations {
+		annotations[k] = v
+	}
 	if _, err := svcs.Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "legacy", Annotations: annotations},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
@@ -175,6 +183,33 @@ func standIn(t *testing.T, nodes []*corev1.Node, nodePort int32) {
 			}
 			t.Cleanup(func() { ln.Close() })
 			harness.ServeLine(ln, n.Name)
+		}
+	}
+}
+
+// kubeProxyHealthz stands in for kube-proxy's health server (port 10256,
+// GET /healthz answers 200 on a node that forwards), which some clouds'
+// load balancers check for Services of externalTrafficPolicy Cluster.
+func kubeProxyHealthz(t *testing.T, nodes []*corev1.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		for _, a := range n.Status.Addresses {
+			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+				continue
+			}
+			ln, err := net.Listen("tcp", net.JoinHostPort(a.Address, "10256"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/healthz" {
+					http.NotFound(w, r)
+					return
+				}
+				fmt.Fprintln(w, "{}")
+			})}
+			go func() { _ = srv.Serve(ln) }()
+			t.Cleanup(func() { srv.Close() })
 		}
 	}
 }

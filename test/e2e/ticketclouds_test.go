@@ -96,9 +96,13 @@ type cloudRecord struct {
 	// calls are the endpoint's call counts, for the log (nil: it counts
 	// none).
 	calls func() string
+	// ccmArgs are mooring-ccm's flags of this cloud.
+	ccmArgs []string
 	// lb is the cloud's load balancers, where mooring makes them: the
 	// driver runs testCloudLB once the machines joined.
 	lb *lbFace
+	// routes, where mooring-ccm routes the pod ranges, checks it.
+	routes func(ctx context.Context, t *testing.T, c *testbed.Cluster, names []string)
 	// joined runs once the machines joined, beforeAttacks once the
 	// attacks' instances are made, attacked after the attacks (checks of
 	// the endpoint, or a change of it); each may be nil.
@@ -179,7 +183,7 @@ func runTicketCloud(t *testing.T, c *testbed.Cluster, bins ticketBins, tc ticket
 			Args: append([]string{"--controllers=*,csr-approver", "--v=2"}, tickets.CCMArgs()...)}))
 	} else {
 		procs = append(procs, harness.StartCCM(t, c, bins.ccm, cloud, harness.CCMOptions{Cluster: e2eCluster,
-			Args: append([]string{"--v=2", "--load-balancer-node-batch=" + lbNodeBatch.String()}, tickets.CCMArgs()...)}))
+			Args: append(append([]string{"--v=2", "--load-balancer-node-batch=" + lbNodeBatch.String()}, cloud.ccmArgs...), tickets.CCMArgs()...)}))
 		procs = append(procs, harness.StartApprover(t, c, bins.approver, cloud, e2eCluster, tickets.ApproverArgs()...).Process)
 	}
 
@@ -210,6 +214,9 @@ func runTicketCloud(t *testing.T, c *testbed.Cluster, bins ticketBins, tc ticket
 	}
 	if cloud.lb != nil && !tc.ccmApproves {
 		testCloudLB(ctx, t, c, names, cloud.lb)
+	}
+	if cloud.routes != nil {
+		cloud.routes(ctx, t, c, names)
 	}
 
 	runAttacks(ctx, t, c, recordAttacks(t, tc, cloud, tickets))
@@ -384,6 +391,7 @@ func startDigitalOcean(t *testing.T, tickets *harness.TicketIssuer) *cloudRecord
 				{Type: corev1.NodeInternalIP, Address: d.PrivateIP}, {Type: corev1.NodeExternalIP, Address: d.PublicIP}},
 				"127.0.83.", "127.0.84.")
 		},
+		lb: doLB(do),
 		calls: func() string {
 			return fmt.Sprintf("list %d, get %d, metadata %d", do.Calls(digitaloceantest.MethodList),
 				do.Calls(digitaloceantest.MethodGet), do.Calls(digitaloceantest.MethodMetadata))
@@ -426,10 +434,15 @@ func startHetzner(t *testing.T, tickets *harness.TicketIssuer) *cloudRecord {
 			return fmt.Sprintf("list %d, get %d, metadata %d, unauthorized %d",
 				hz.Calls("list"), hz.Calls("get"), hz.Calls("metadata"), hz.Calls("unauthorized"))
 		},
+		ccmArgs: hetznerCCMArgs,
+		lb:      hetznerLB(hz),
 		joined: func(t *testing.T) {
 			if n := hz.Calls("unauthorized"); n != 0 {
 				t.Errorf("%d API calls refused for their token", n)
 			}
+		},
+		routes: func(ctx context.Context, t *testing.T, c *testbed.Cluster, names []string) {
+			hetznerRoutes(ctx, t, c, hz, names)
 		},
 	}
 }
@@ -465,6 +478,7 @@ func startLinode(t *testing.T, tickets *harness.TicketIssuer) *cloudRecord {
 				{Type: corev1.NodeExternalIP, Address: in.PublicIP}, {Type: corev1.NodeInternalIP, Address: in.PrivateIP}},
 				"127.0.98.", "127.0.97.")
 		},
+		lb: linodeLB(ln),
 		calls: func() string {
 			return fmt.Sprintf("list %d, get %d, metadata token %d, instance %d, network %d", ln.Calls(linodetest.MethodList),
 				ln.Calls(linodetest.MethodGet), ln.Calls(linodetest.MethodToken), ln.Calls(linodetest.MethodInstance),

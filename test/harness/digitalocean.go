@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mooring-dev/mooring/cloud/digitalocean/digitaloceantest"
 )
@@ -45,7 +46,17 @@ const (
 // tickets of issuer; the test's cleanup stops it.
 func StartDigitalOceanCloud(t testing.TB, issuer *TicketIssuer) *DigitalOceanCloud {
 	t.Helper()
-	do := digitaloceantest.NewStarted(t, digitaloceantest.Options{})
+	// A new load balancer is active (with its IP) two seconds after its
+	// creation, as DigitalOcean's are after a while.
+	return StartDigitalOceanCloudWith(t, issuer, digitaloceantest.Options{LBBuildTime: 2 * time.Second})
+}
+
+// StartDigitalOceanCloudWith is StartDigitalOceanCloud with the endpoint's
+// options as given (its load balancer limit and build time, the pace of
+// its health checks, ...).
+func StartDigitalOceanCloudWith(t testing.TB, issuer *TicketIssuer, opts digitaloceantest.Options) *DigitalOceanCloud {
+	t.Helper()
+	do := digitaloceantest.NewStarted(t, opts)
 	tokenFile := filepath.Join(t.TempDir(), "do-token")
 	if err := os.WriteFile(tokenFile, []byte(do.Token()+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,8 @@ func StartHetznerCloud(t testing.TB, tickets *TicketIssuer) *HetznerCloud {
 	t.Helper()
 	h := &HetznerCloud{Cloud: hetznertest.NewStarted(t, hetznertest.Options{}), Tickets: tickets,
 		nextOctet: hetznerFirstOctet, byName: map[string]hetznertest.Server{}}
+	// The private network the servers' 127.0.85.N addresses are in.
+	h.PutNetwork(hetznertest.Network{ID: HetznerNetwork, IPRange: "127.0.85.0/24"})
 	h.TokenFile = filepath.Join(t.TempDir(), "hcloud-token")
 	if err := os.WriteFile(h.TokenFile, []byte(h.Token()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
