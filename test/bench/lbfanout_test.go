@@ -15,20 +15,22 @@ import (
 	"github.com/mooring-dev/mooring/test/harness"
 )
 
-// BenchmarkLBFanout: 100 LoadBalancer Services, then 100 nodes join; it
+// BenchmarkLBFanout: 100 LoadBalancer Services, then 100 nodes join
+// (MOORING_BENCH_LB sets other counts: lbSizes); it
 // counts the cloud calls that put every node behind every load balancer,
 // with mooring's batched service controller and then with the library's
 // stock one (--load-balancer-controller=library) on the same provider.
 func BenchmarkLBFanout(b *testing.B) {
+	services, nodes := lbSizes(b)
 	var mooringUpdates int64
 	b.Run("mooring", func(b *testing.B) {
 		for range b.N {
-			mooringUpdates = runLBFanout(b, "mooring", 100, 100)
+			mooringUpdates = runLBFanout(b, "mooring", services, nodes)
 		}
 	})
 	b.Run("library", func(b *testing.B) {
 		for range b.N {
-			library := runLBFanout(b, "library", 100, 100)
+			library := runLBFanout(b, "library", services, nodes)
 			if mooringUpdates > 0 {
 				record("LB fan-out, library", "load balancer updates, library / mooring (same run)",
 					fmt.Sprintf("%.1fx", float64(library)/float64(mooringUpdates)), "", false)

@@ -27,36 +27,60 @@ const fullScale = 5000
 
 var kept struct {
 	sync.Mutex
-	stems map[string]string // by benchmark name prefix
+	benches map[string]keptBench // by benchmark name prefix
+}
+
+// keptBench is where a kept benchmark's rows go.
+type keptBench struct {
+	stem string
+	// nodes, when not 0, is the node count of a benchmark sized by env
+	// (its own variable, set so) rather than MOORING_BENCH_NODES: its
+	// file is written only where MOORING_BENCH_RESULTS_DIR names a
+	// directory.
+	nodes int
+	env   string
 }
 
 // keepResults makes the rows of benchmarks whose names start with prefix
 // go to a result file named with stem (see fullScale) as well as to the
 // table of every benchmark.
-func keepResults(prefix, stem string) {
+func keepResults(prefix, stem string) { keepResultsSized(prefix, stem, 0, "") }
+
+// keepResultsSized is keepResults for a benchmark of nodes nodes, sized
+// by env (an assignment, as its command line shows it) instead of
+// MOORING_BENCH_NODES.
+func keepResultsSized(prefix, stem string, nodes int, env string) {
 	kept.Lock()
 	defer kept.Unlock()
-	if kept.stems == nil {
-		kept.stems = map[string]string{}
+	if kept.benches == nil {
+		kept.benches = map[string]keptBench{}
 	}
-	kept.stems[prefix] = stem
+	kept.benches[prefix] = keptBench{stem: stem, nodes: nodes, env: env}
 }
 
 // writeResultFiles writes each kept benchmark's rows to its result file,
 // if this run writes them; it says on stdout what it wrote or why not.
 func writeResultFiles(rows []row) {
 	dir := os.Getenv("MOORING_BENCH_RESULTS_DIR")
-	n, err := nodesFromEnv()
-	if err != nil || (dir == "" && n < fullScale) {
+	benchNodes, err := nodesFromEnv()
+	if err != nil {
 		return
 	}
-	if dir == "" {
-		dir = filepath.Join(harness.RepoRoot(), "docs", "scale-results")
-	}
 	kept.Lock()
-	stems := kept.stems
+	benches := kept.benches
 	kept.Unlock()
-	for _, prefix := range slices.Sorted(maps.Keys(stems)) {
+	for _, prefix := range slices.Sorted(maps.Keys(benches)) {
+		k, n := benches[prefix], benchNodes
+		if k.nodes > 0 {
+			n = k.nodes
+		}
+		if dir == "" && (k.nodes > 0 || n < fullScale) {
+			continue
+		}
+		to := dir
+		if to == "" {
+			to = filepath.Join(harness.RepoRoot(), "docs", "scale-results")
+		}
 		var mine []row
 		for _, r := range rows {
 			if strings.HasPrefix(r.bench, prefix) {
@@ -66,7 +90,7 @@ func writeResultFiles(rows []row) {
 		if len(mine) == 0 {
 			continue
 		}
-		path, err := writeResultFile(dir, n, stems[prefix], prefix, mine, time.Now().UTC())
+		path, err := writeResultFile(to, n, k, prefix, mine, time.Now().UTC())
 		if err != nil {
 			fmt.Printf("result file of %q not written: %v\n", prefix, err)
 			continue
@@ -77,12 +101,12 @@ func writeResultFiles(rows []row) {
 
 // writeResultFile writes rows as dir/<date>-<n>-nodes-...md (a new name
 // if that is taken: -2, -3, ...) and returns its path.
-func writeResultFile(dir string, n int, stem, title string, rows []row, now time.Time) (string, error) {
+func writeResultFile(dir string, n int, k keptBench, title string, rows []row, now time.Time) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	body := resultFileText(n, title, rows, now)
-	base := fmt.Sprintf("%s-%d-%s", now.Format("2006-01-02"), n, stem)
+	body := resultFileText(n, k, title, rows, now)
+	base := fmt.Sprintf("%s-%d-%s", now.Format("2006-01-02"), n, k.stem)
 	for i := 1; i < 100; i++ {
 		name := base + ".md"
 		if i > 1 {
@@ -107,7 +131,7 @@ func writeResultFile(dir string, n int, stem, title string, rows []row, now time
 
 // resultFileText is a result file: what was run, then the spread of
 // repeated runs, then every run's figures.
-func resultFileText(n int, title string, rows []row, now time.Time) string {
+func resultFileText(n int, k keptBench, title string, rows []row, now time.Time) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# %s, %d nodes\n\n", title, n)
 	bench, count := "?", "?"
@@ -117,8 +141,12 @@ func resultFileText(n int, title string, rows []row, now time.Time) string {
 	if f := flag.Lookup("test.count"); f != nil {
 		count = f.Value.String()
 	}
-	fmt.Fprintf(&sb, "`make bench BENCH='%s' BENCH_NODES=%d BENCH_RUNS=%s`, %s, commit %s; load average at the end %s.\n\n",
-		bench, n, count, now.Format(time.RFC3339), commit(), loadAverage())
+	size := fmt.Sprintf(" BENCH_NODES=%d", n)
+	if k.nodes > 0 {
+		size = ""
+	}
+	fmt.Fprintf(&sb, "`%smake bench BENCH='%s'%s BENCH_RUNS=%s`, %s, commit %s; load average at the end %s.\n\n",
+		envPrefix(k.env), bench, size, count, now.Format(time.RFC3339), commit(), loadAverage())
 	summary, runs := summarize(rows)
 	if runs > 1 {
 		sb.WriteString(renderRows(summary))
@@ -126,6 +154,14 @@ func resultFileText(n int, title string, rows []row, now time.Time) string {
 	}
 	sb.WriteString(renderRows(rows))
 	return sb.String()
+}
+
+// envPrefix is env and a space, or "".
+func envPrefix(env string) string {
+	if env == "" {
+		return ""
+	}
+	return env + " "
 }
 
 // commit is the checkout's commit, marked when the tree has changes.
@@ -149,7 +185,7 @@ func TestResultFile(t *testing.T) {
 	}
 	var paths []string
 	for range 2 {
-		p, err := writeResultFile(dir, 5000, "nodes-aws", "node init, AWS face", rows, now)
+		p, err := writeResultFile(dir, 5000, keptBench{stem: "nodes-aws"}, "node init, AWS face", rows, now)
 		if err != nil {
 			t.Fatal(err)
 		}
