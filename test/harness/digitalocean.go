@@ -47,8 +47,10 @@ const (
 func StartDigitalOceanCloud(t testing.TB, issuer *TicketIssuer) *DigitalOceanCloud {
 	t.Helper()
 	// A new load balancer is active (with its IP) two seconds after its
-	// creation, as DigitalOcean's are after a while.
-	return StartDigitalOceanCloudWith(t, issuer, digitaloceantest.Options{LBBuildTime: 2 * time.Second})
+	// creation, as DigitalOcean's are after a while; its health checks run
+	// four times as fast as the seconds they are set in.
+	return StartDigitalOceanCloudWith(t, issuer, digitaloceantest.Options{LBBuildTime: 2 * time.Second,
+		HealthCheckSecond: 250 * time.Millisecond})
 }
 
 // StartDigitalOceanCloudWith is StartDigitalOceanCloud with the endpoint's
