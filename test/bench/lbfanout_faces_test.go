@@ -19,13 +19,13 @@ import (
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-// lbSizes is MOORING_BENCH_LB, "<services>x<nodes>" (default 100x100):
-// the Services of the LB fan-out on the clouds' faces, and the nodes that
-// join. The faces' test addresses bound the nodes.
-func lbSizes(b *testing.B) (services, nodes int) {
+// lbSizes is MOORING_BENCH_LB, "<services>x<nodes>": the Services of an
+// LB fan-out and the nodes that join; unset, the benchmark's own (def
+// of each). The faces' test addresses bound the nodes.
+func lbSizes(b *testing.B, def int) (services, nodes int) {
 	v := os.Getenv("MOORING_BENCH_LB")
 	if v == "" {
-		return 100, 100
+		return def, def
 	}
 	s, n, ok := strings.Cut(v, "x")
 	services, err1 := strconv.Atoi(s)
@@ -69,9 +69,10 @@ type lbFaceRun struct {
 // 5,000 requests an hour) holding a droplet per node, mooring-ccm with
 // --cloud-provider=digitalocean and, in the same run, its batched service
 // controller (servicelb) and the library's stock one
-// (--load-balancer-controller=library). See runLBFanoutFace.
+// (--load-balancer-controller=library); 100 Services and 100 nodes unless
+// MOORING_BENCH_LB says. See runLBFanoutFace.
 func BenchmarkLBFanoutDigitalOcean(b *testing.B) {
-	benchLBFanoutFace(b, "DigitalOcean face", "lb-fanout-digitalocean", func(b *testing.B, services int) lbFace {
+	benchLBFanoutFace(b, "DigitalOcean face", "lb-fanout-digitalocean", 100, func(b *testing.B, services int) lbFace {
 		do := harness.StartDigitalOceanCloudWith(b, nil, digitaloceantest.Options{
 			// An account whose limit was raised for the Services.
 			LBLimit: services,
@@ -109,9 +110,14 @@ func BenchmarkLBFanoutDigitalOcean(b *testing.B) {
 // and 800 other requests, as Linode limits them) holding a Linode per
 // node, mooring-ccm with --cloud-provider=linode, its controller and the
 // library's in the same run. The NodeBalancers check no node (the API's
-// default, and Linode's CCM's). See runLBFanoutFace.
+// default). It runs 10 Services and 10 nodes unless MOORING_BENCH_LB
+// says: the provider's List reads the configs and nodes of every
+// NodeBalancer of the cluster, and each new Service's load balancer is
+// looked for with a List, so building n of them costs about n x n
+// collection GETs, of which linodetest allows 100 a minute. See
+// runLBFanoutFace.
 func BenchmarkLBFanoutLinode(b *testing.B) {
-	benchLBFanoutFace(b, "Linode face", "lb-fanout-linode", func(b *testing.B, _ int) lbFace {
+	benchLBFanoutFace(b, "Linode face", "lb-fanout-linode", 10, func(b *testing.B, _ int) lbFace {
 		ln := harness.StartLinodeCloud(b, nil)
 		methods := []string{linodetest.MethodList, linodetest.MethodGet, linodetest.MethodToken, linodetest.MethodInstance,
 			linodetest.MethodNetwork, linodetest.MethodLBList, linodetest.MethodLBGet, linodetest.MethodLBCreate,
@@ -151,10 +157,10 @@ func BenchmarkLBFanoutLinode(b *testing.B) {
 // mooring-ccm with --cloud-provider=hetzner, its controller and the
 // library's in the same run. Every target is a call, so a join costs a
 // call per node and load balancer with either controller: 100 x 100 is
-// past the hour's budget, and MOORING_BENCH_LB=10x10 is its size here.
-// See runLBFanoutFace.
+// past the hour's budget, so it runs 10 Services and 10 nodes unless
+// MOORING_BENCH_LB says. See runLBFanoutFace.
 func BenchmarkLBFanoutHetzner(b *testing.B) {
-	benchLBFanoutFace(b, "Hetzner face", "lb-fanout-hetzner", func(b *testing.B, _ int) lbFace {
+	benchLBFanoutFace(b, "Hetzner face", "lb-fanout-hetzner", 10, func(b *testing.B, _ int) lbFace {
 		h := harness.StartHetznerCloud(b, nil)
 		methods := []string{"list", "get", "metadata", "network-list", "route-list",
 			"lb-list", "lb-get", "lb-create", "lb-update", "lb-delete", "action-get"}
@@ -187,9 +193,10 @@ func countCalls(calls func(string) int, methods []string) map[string]int64 {
 
 // benchLBFanoutFace runs the LB fan-out on a face with mooring's service
 // controller, then the library's, each on a fresh bed and endpoint, and
-// records the library's figures over mooring's of the same run.
-func benchLBFanoutFace(b *testing.B, name, stem string, build func(b *testing.B, services int) lbFace) {
-	services, nodes := lbSizes(b)
+// records the library's figures over mooring's of the same run; size
+// Services and nodes unless MOORING_BENCH_LB says.
+func benchLBFanoutFace(b *testing.B, name, stem string, size int, build func(b *testing.B, services int) lbFace) {
+	services, nodes := lbSizes(b, size)
 	bench := "LB fan-out, " + name
 	keepResultsSized(bench, stem, nodes, fmt.Sprintf("MOORING_BENCH_LB=%dx%d", services, nodes))
 	var m lbFaceRun

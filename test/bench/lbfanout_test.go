@@ -21,7 +21,7 @@ import (
 // with mooring's batched service controller and then with the library's
 // stock one (--load-balancer-controller=library) on the same provider.
 func BenchmarkLBFanout(b *testing.B) {
-	services, nodes := lbSizes(b)
+	services, nodes := lbSizes(b, 100)
 	var mooringUpdates int64
 	b.Run("mooring", func(b *testing.B) {
 		for range b.N {
