@@ -96,7 +96,9 @@ func TestServerMapping(t *testing.T) {
 		{"dualstack, every private network", nil, []v1.NodeAddress{
 			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "127.0.86.20"}, {Type: v1.NodeExternalIP, Address: "::1"},
 			{Type: v1.NodeInternalIP, Address: "127.0.85.20"}, {Type: v1.NodeInternalIP, Address: "127.0.85.120"}}},
-		{"ipv4, one network", func(c *Config) { c.AddressFamily, c.Network = AddressFamilyIPv4, NetworkRef{ID: hetznertest.DefaultNetworkID} }, []v1.NodeAddress{
+		{"ipv4, one network", func(c *Config) {
+			c.AddressFamily, c.Network = AddressFamilyIPv4, NetworkRef{ID: hetznertest.DefaultNetworkID}
+		}, []v1.NodeAddress{
 			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "127.0.86.20"}, {Type: v1.NodeInternalIP, Address: "127.0.85.20"}}},
 		{"ipv6, the other network", func(c *Config) { c.AddressFamily, c.Network = AddressFamilyIPv6, NetworkRef{ID: 99} }, []v1.NodeAddress{
 			{Type: v1.NodeHostName, Address: "Web-1"}, {Type: v1.NodeExternalIP, Address: "::1"}, {Type: v1.NodeInternalIP, Address: "127.0.85.120"}}},
