@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
 	"strconv"
@@ -117,39 +118,8 @@ var listParams = map[string]bool{"page": true, "per_page": true, "label_selector
 
 func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	page := 1
-	if s := q.Get("page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			c.count("list", 0)
-			invalidInput(w, "page", "must be a positive integer")
-			return
-		}
-		page = n
-	}
-	if f := c.count("list", page); f != nil {
-		faultAnswer(w, f)
-		return
-	}
-	for k := range q {
-		if !listParams[k] {
-			invalidInput(w, k, "unknown parameter (not modelled by hetznertest)")
-			return
-		}
-	}
-	perPage := DefaultPerPage
-	if s := q.Get("per_page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxPerPage {
-			invalidInput(w, "per_page", fmt.Sprintf("must be between 1 and %d", MaxPerPage))
-			return
-		}
-		perPage = n
-	}
-	perPage = min(perPage, c.opts.PageLimit)
-	sel, err := parseSelector(q.Get("label_selector"))
-	if err != nil {
-		invalidInput(w, "label_selector", err.Error())
+	page, perPage, sel, ok := c.listQuery(w, q, "list", listParams)
+	if !ok {
 		return
 	}
 	less, err := sorter(q["sort"])
@@ -167,26 +137,102 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	sort.SliceStable(match, func(i, j int) bool { return less(match[i], match[j]) })
-	total := len(match)
-	from, to, last := cloudtest.Page(total, page, perPage)
+	from, to, p := paged(len(match), page, perPage)
 	servers := []wireServer{}
 	for _, s := range match[from:to] {
 		servers = append(servers, wire(s))
 	}
 	body := map[string]any{"servers": servers}
 	if !noMeta {
-		p := pagination{Page: page, PerPage: perPage, LastPage: &last, TotalEntries: &total}
-		if page > 1 {
-			prev := min(page-1, last)
-			p.PreviousPage = &prev
-		}
-		if page < last {
-			next := page + 1
-			p.NextPage = &next
-		}
 		body["meta"] = map[string]any{"pagination": p}
 	}
 	cloudtest.WriteJSON(w, http.StatusOK, body)
+}
+
+// listQuery reads what the lists of servers and load balancers share:
+// page (a bad one answered after the call of method is counted on no
+// page), the call counted on its page (an injected fault answered),
+// parameters beyond params refused, per_page (at most Options.PageLimit)
+// and label_selector. ok is false when it answered.
+func (c *Cloud) listQuery(w http.ResponseWriter, q url.Values, method string, params map[string]bool) (page, perPage int, sel labels.Selector, ok bool) {
+	page, ok = pageNumber(w, q.Get("page"))
+	if !ok {
+		c.count(method, 0)
+		return 0, 0, nil, false
+	}
+	if f := c.count(method, page); f != nil {
+		faultAnswer(w, f)
+		return 0, 0, nil, false
+	}
+	if !knownParams(w, q, params) {
+		return 0, 0, nil, false
+	}
+	if perPage, ok = perPageNumber(w, q.Get("per_page")); !ok {
+		return 0, 0, nil, false
+	}
+	perPage = min(perPage, c.opts.PageLimit)
+	sel, err := parseSelector(q.Get("label_selector"))
+	if err != nil {
+		invalidInput(w, "label_selector", err.Error())
+		return 0, 0, nil, false
+	}
+	return page, perPage, sel, true
+}
+
+// knownParams answers invalid_input on the first query parameter beyond
+// params; false when it did.
+func knownParams(w http.ResponseWriter, q url.Values, params map[string]bool) bool {
+	for k := range q {
+		if !params[k] {
+			invalidInput(w, k, "unknown parameter (not modelled by hetznertest)")
+			return false
+		}
+	}
+	return true
+}
+
+// pageNumber reads page (1 when it is not given); false when it answered
+// an error.
+func pageNumber(w http.ResponseWriter, s string) (int, bool) {
+	if s == "" {
+		return 1, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		invalidInput(w, "page", "must be a positive integer")
+		return 0, false
+	}
+	return n, true
+}
+
+// perPageNumber reads per_page (DefaultPerPage when it is not given);
+// false when it answered an error.
+func perPageNumber(w http.ResponseWriter, s string) (int, bool) {
+	if s == "" {
+		return DefaultPerPage, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > MaxPerPage {
+		invalidInput(w, "per_page", fmt.Sprintf("must be between 1 and %d", MaxPerPage))
+		return 0, false
+	}
+	return n, true
+}
+
+// paged is the page of a list of total items: the items [from, to) it
+// holds and its meta.pagination.
+func paged(total, page, perPage int) (from, to int, p pagination) {
+	from, to, last := cloudtest.Page(total, page, perPage)
+	p = pagination{Page: page, PerPage: perPage, LastPage: &last, TotalEntries: &total}
+	if page > 1 {
+		prev := min(page-1, last)
+		p.PreviousPage = &prev
+	}
+	if page < last {
+		next := page + 1
+		p.NextPage = &next
+	}
+	return from, to, p
 }
 
 // pagination is meta.pagination; the page numbers and total are null when

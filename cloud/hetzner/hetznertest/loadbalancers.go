@@ -417,39 +417,8 @@ var lbListParams = map[string]bool{"page": true, "per_page": true, "label_select
 
 func (c *Cloud) serveLBList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	page := 1
-	if s := q.Get("page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			c.count("lb-list", 0)
-			invalidInput(w, "page", "must be a positive integer")
-			return
-		}
-		page = n
-	}
-	if f := c.count("lb-list", page); f != nil {
-		faultAnswer(w, f)
-		return
-	}
-	for k := range q {
-		if !lbListParams[k] {
-			invalidInput(w, k, "unknown parameter (not modelled by hetznertest)")
-			return
-		}
-	}
-	perPage := DefaultPerPage
-	if s := q.Get("per_page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxPerPage {
-			invalidInput(w, "per_page", fmt.Sprintf("must be between 1 and %d", MaxPerPage))
-			return
-		}
-		perPage = n
-	}
-	perPage = min(perPage, c.opts.PageLimit)
-	sel, err := parseSelector(q.Get("label_selector"))
-	if err != nil {
-		invalidInput(w, "label_selector", err.Error())
+	page, perPage, sel, ok := c.listQuery(w, q, "lb-list", lbListParams)
+	if !ok {
 		return
 	}
 	for _, k := range q["sort"] {
@@ -464,20 +433,10 @@ func (c *Cloud) serveLBList(w http.ResponseWriter, r *http.Request) {
 			match = append(match, l)
 		}
 	}
-	total := len(match)
-	from, to, last := cloudtest.Page(total, page, perPage)
+	from, to, p := paged(len(match), page, perPage)
 	out := []wireLoadBalancer{}
 	for _, l := range match[from:to] {
 		out = append(out, wireLB(l))
-	}
-	p := pagination{Page: page, PerPage: perPage, LastPage: &last, TotalEntries: &total}
-	if page > 1 {
-		prev := min(page-1, last)
-		p.PreviousPage = &prev
-	}
-	if page < last {
-		next := page + 1
-		p.NextPage = &next
 	}
 	cloudtest.WriteJSON(w, http.StatusOK, map[string]any{"load_balancers": out, "meta": map[string]any{"pagination": p}})
 }

@@ -135,13 +135,14 @@ func (c *Cloud) serveNetworkList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	for k := range q {
-		if !networkListParams[k] {
-			invalidInput(w, k, "unknown parameter (not modelled by hetznertest)")
-			return
-		}
+	if !knownParams(w, q, networkListParams) {
+		return
 	}
-	page, perPage, ok := pageParams(w, q.Get("page"), q.Get("per_page"))
+	page, ok := pageNumber(w, q.Get("page"))
+	if !ok {
+		return
+	}
+	perPage, ok := perPageNumber(w, q.Get("per_page"))
 	if !ok {
 		return
 	}
@@ -159,41 +160,9 @@ func (c *Cloud) serveNetworkList(w http.ResponseWriter, r *http.Request) {
 	}
 	c.nets.mu.Unlock()
 	sort.Slice(match, func(i, j int) bool { return match[i].ID < match[j].ID })
-	total := len(match)
-	from, to, last := cloudtest.Page(total, page, perPage)
-	p := pagination{Page: page, PerPage: perPage, LastPage: &last, TotalEntries: &total}
-	if page > 1 {
-		prev := min(page-1, last)
-		p.PreviousPage = &prev
-	}
-	if page < last {
-		next := page + 1
-		p.NextPage = &next
-	}
+	from, to, p := paged(len(match), page, perPage)
 	cloudtest.WriteJSON(w, http.StatusOK, map[string]any{"networks": append([]wireNetwork{}, match[from:to]...),
 		"meta": map[string]any{"pagination": p}})
-}
-
-// pageParams reads page and per_page; false when it answered an error.
-func pageParams(w http.ResponseWriter, pageS, perPageS string) (page, perPage int, ok bool) {
-	page, perPage = 1, DefaultPerPage
-	if pageS != "" {
-		n, err := strconv.Atoi(pageS)
-		if err != nil || n < 1 {
-			invalidInput(w, "page", "must be a positive integer")
-			return 0, 0, false
-		}
-		page = n
-	}
-	if perPageS != "" {
-		n, err := strconv.Atoi(perPageS)
-		if err != nil || n < 1 || n > MaxPerPage {
-			invalidInput(w, "per_page", fmt.Sprintf("must be between 1 and %d", MaxPerPage))
-			return 0, 0, false
-		}
-		perPage = n
-	}
-	return page, perPage, true
 }
 
 func (c *Cloud) serveNetworkGet(w http.ResponseWriter, id int64) {
