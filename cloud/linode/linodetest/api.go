@@ -117,11 +117,56 @@ func (c *Cloud) rateLimit(w http.ResponseWriter, list bool) bool {
 	return allowed
 }
 
-type listAnswer struct {
-	Data    []wireInstance `json:"data"`
-	Page    int            `json:"page"`
-	Pages   int            `json:"pages"`
-	Results int            `json:"results"`
+type listAnswer[T any] struct {
+	Data    []T `json:"data"`
+	Page    int `json:"page"`
+	Pages   int `json:"pages"`
+	Results int `json:"results"`
+}
+
+// listQuery reads a list's page and page_size (the only parameters
+// modelled), counts the call of method on its page and answers an injected
+// fault; ok is false when it answered.
+func (c *Cloud) listQuery(w http.ResponseWriter, r *http.Request, method string) (page, perPage int, ok bool) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "page" && k != "page_size" {
+			writeError(w, http.StatusBadRequest, k, "linodetest does not model this parameter")
+			return 0, 0, false
+		}
+	}
+	page, perPage = 1, DefaultPageSize
+	if s := q.Get("page"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, "page", "Must be an integer of at least 1")
+			return 0, 0, false
+		}
+		page = n
+	}
+	if s := q.Get("page_size"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < MinPageSize || n > MaxPageSize {
+			writeError(w, http.StatusBadRequest, "page_size", fmt.Sprintf("Must be between %d and %d", MinPageSize, MaxPageSize))
+			return 0, 0, false
+		}
+		perPage = n
+	}
+	if st := c.count(method, page); st != 0 {
+		writeError(w, st, "", fmt.Sprintf("injected fault on page %d", page))
+		return 0, 0, false
+	}
+	return page, perPage, true
+}
+
+// faulted counts a call of method (not a list's) and answers an injected
+// fault; true when it did.
+func (c *Cloud) faulted(w http.ResponseWriter, method string) bool {
+	if st := c.count(method, 0); st != 0 {
+		writeError(w, st, "", "injected fault")
+		return true
+	}
+	return false
 }
 
 // filter reads X-Filter: only {"tags": "<tag>"} is modelled (an instance
@@ -147,32 +192,8 @@ func filter(r *http.Request) (tag string, err error) {
 }
 
 func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "page" && k != "page_size" {
-			writeError(w, http.StatusBadRequest, k, "linodetest does not model this parameter")
-			return
-		}
-	}
-	page, perPage := 1, DefaultPageSize
-	if s := q.Get("page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "page", "Must be an integer of at least 1")
-			return
-		}
-		page = n
-	}
-	if s := q.Get("page_size"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < MinPageSize || n > MaxPageSize {
-			writeError(w, http.StatusBadRequest, "page_size", fmt.Sprintf("Must be between %d and %d", MinPageSize, MaxPageSize))
-			return
-		}
-		perPage = n
-	}
-	if st := c.count(MethodList, page); st != 0 {
-		writeError(w, st, "", fmt.Sprintf("injected fault on page %d", page))
+	page, perPage, ok := c.listQuery(w, r, MethodList)
+	if !ok {
 		return
 	}
 	tag, err := filter(r)
@@ -188,7 +209,7 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 	if short && len(items) > 0 {
 		items = items[:len(items)-1]
 	}
-	out := listAnswer{Data: []wireInstance{}, Page: page, Pages: last, Results: len(all)}
+	out := listAnswer[wireInstance]{Data: []wireInstance{}, Page: page, Pages: last, Results: len(all)}
 	for _, in := range items {
 		out.Data = append(out.Data, wire(in))
 	}
@@ -196,8 +217,7 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cloud) serveGet(w http.ResponseWriter, idText string) {
-	if st := c.count(MethodGet, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodGet) {
 		return
 	}
 	id, err := strconv.Atoi(idText)

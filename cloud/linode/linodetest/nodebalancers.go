@@ -421,6 +421,18 @@ func checkThrottle(field string, v *int) *invalid {
 	return nil
 }
 
+// checkSettings checks a NodeBalancer's throttles and tags (create and
+// update).
+func checkSettings(connThrottle, udpThrottle *int, tags []string) *invalid {
+	if err := checkThrottle("client_conn_throttle", connThrottle); err != nil {
+		return err
+	}
+	if err := checkThrottle("client_udp_sess_throttle", udpThrottle); err != nil {
+		return err
+	}
+	return checkTags(tags)
+}
+
 var (
 	tcpAlgorithms  = []string{"roundrobin", "leastconn", "source"}
 	udpAlgorithms  = []string{"roundrobin", "leastconn", "ring_hash"}
@@ -574,32 +586,8 @@ func writeInvalid(w http.ResponseWriter, err *invalid) {
 }
 
 func (c *Cloud) nbList(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "page" && k != "page_size" {
-			writeError(w, http.StatusBadRequest, k, "linodetest does not model this parameter")
-			return
-		}
-	}
-	page, perPage := 1, DefaultPageSize
-	if s := q.Get("page"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, "page", "Must be an integer of at least 1")
-			return
-		}
-		page = n
-	}
-	if s := q.Get("page_size"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < MinPageSize || n > MaxPageSize {
-			writeError(w, http.StatusBadRequest, "page_size", fmt.Sprintf("Must be between %d and %d", MinPageSize, MaxPageSize))
-			return
-		}
-		perPage = n
-	}
-	if st := c.count(MethodLBList, page); st != 0 {
-		writeError(w, st, "", fmt.Sprintf("injected fault on page %d", page))
+	page, perPage, ok := c.listQuery(w, r, MethodLBList)
+	if !ok {
 		return
 	}
 	match, ferr := nbFilter(r.Header.Get("X-Filter"))
@@ -614,12 +602,7 @@ func (c *Cloud) nbList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	from, to, last := cloudtest.Page(len(all), page, perPage)
-	out := struct {
-		Data    []wireNB `json:"data"`
-		Page    int      `json:"page"`
-		Pages   int      `json:"pages"`
-		Results int      `json:"results"`
-	}{Data: []wireNB{}, Page: page, Pages: last, Results: len(all)}
+	out := listAnswer[wireNB]{Data: []wireNB{}, Page: page, Pages: last, Results: len(all)}
 	for _, n := range all[from:to] {
 		out.Data = append(out.Data, wireNodeBalancer(n))
 	}
@@ -651,8 +634,7 @@ func nbFilter(raw string) (func(NodeBalancer) bool, error) {
 }
 
 func (c *Cloud) nbCreate(w http.ResponseWriter, r *http.Request) {
-	if st := c.count(MethodLBCreate, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodLBCreate) {
 		return
 	}
 	var b nbCreateBody
@@ -671,15 +653,7 @@ func (c *Cloud) nbCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "type", "Must be one of common, premium, premium_40gb")
 		return
 	}
-	if err := checkThrottle("client_conn_throttle", b.ClientConnThrottle); err != nil {
-		writeInvalid(w, err)
-		return
-	}
-	if err := checkThrottle("client_udp_sess_throttle", b.ClientUDPSessThrottle); err != nil {
-		writeInvalid(w, err)
-		return
-	}
-	if err := checkTags(b.Tags); err != nil {
+	if err := checkSettings(b.ClientConnThrottle, b.ClientUDPSessThrottle, b.Tags); err != nil {
 		writeInvalid(w, err)
 		return
 	}
@@ -707,12 +681,8 @@ func (c *Cloud) nbCreate(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b.Label != nil {
-		if err := checkLabel("label", *b.Label); err != nil {
+		if err := c.checkNewLabel(*b.Label, 0); err != nil {
 			writeInvalid(w, err)
-			return
-		}
-		if c.labelTaken(*b.Label, 0) {
-			writeError(w, http.StatusBadRequest, "label", "Label must be unique among your NodeBalancers")
 			return
 		}
 		n.Label = *b.Label
@@ -733,13 +703,18 @@ func (c *Cloud) nbCreate(w http.ResponseWriter, r *http.Request) {
 	cloudtest.WriteJSON(w, http.StatusOK, wireNodeBalancer(n))
 }
 
-func (c *Cloud) labelTaken(label string, except int) bool {
+// checkNewLabel checks a NodeBalancer's new label: its form, and that no
+// other than except has it (under c.mu).
+func (c *Cloud) checkNewLabel(label string, except int) *invalid {
+	if err := checkLabel("label", label); err != nil {
+		return err
+	}
 	for id, n := range c.nb.byID {
 		if id != except && n.Label == label {
-			return true
+			return bad("label", "Label must be unique among your NodeBalancers")
 		}
 	}
-	return false
+	return nil
 }
 
 // assignIDs gives a config and its new nodes ids (under c.mu).
@@ -765,8 +740,7 @@ func (c *Cloud) held(w http.ResponseWriter, id int) *NodeBalancer {
 }
 
 func (c *Cloud) nbGet(w http.ResponseWriter, id int) {
-	if st := c.count(MethodLBGet, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodLBGet) {
 		return
 	}
 	c.mu.Lock()
@@ -777,27 +751,20 @@ func (c *Cloud) nbGet(w http.ResponseWriter, id int) {
 }
 
 func (c *Cloud) nbUpdate(w http.ResponseWriter, r *http.Request, id int) {
-	if st := c.count(MethodLBUpdate, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodLBUpdate) {
 		return
 	}
 	var b nbUpdateBody
 	if !decode(w, r, &b) {
 		return
 	}
-	if err := checkThrottle("client_conn_throttle", b.ClientConnThrottle); err != nil {
-		writeInvalid(w, err)
-		return
-	}
-	if err := checkThrottle("client_udp_sess_throttle", b.ClientUDPSessThrottle); err != nil {
-		writeInvalid(w, err)
-		return
-	}
+	var tags []string
 	if b.Tags != nil {
-		if err := checkTags(*b.Tags); err != nil {
-			writeInvalid(w, err)
-			return
-		}
+		tags = *b.Tags
+	}
+	if err := checkSettings(b.ClientConnThrottle, b.ClientUDPSessThrottle, tags); err != nil {
+		writeInvalid(w, err)
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -806,12 +773,8 @@ func (c *Cloud) nbUpdate(w http.ResponseWriter, r *http.Request, id int) {
 		return
 	}
 	if b.Label != nil {
-		if err := checkLabel("label", *b.Label); err != nil {
+		if err := c.checkNewLabel(*b.Label, id); err != nil {
 			writeInvalid(w, err)
-			return
-		}
-		if c.labelTaken(*b.Label, id) {
-			writeError(w, http.StatusBadRequest, "label", "Label must be unique among your NodeBalancers")
 			return
 		}
 		n.Label = *b.Label
@@ -829,8 +792,7 @@ func (c *Cloud) nbUpdate(w http.ResponseWriter, r *http.Request, id int) {
 }
 
 func (c *Cloud) nbDelete(w http.ResponseWriter, id int) {
-	if st := c.count(MethodLBDelete, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodLBDelete) {
 		return
 	}
 	c.mu.Lock()
@@ -863,17 +825,11 @@ func page[T any](w http.ResponseWriter, items []T) {
 	if items == nil {
 		items = []T{}
 	}
-	cloudtest.WriteJSON(w, http.StatusOK, struct {
-		Data    []T `json:"data"`
-		Page    int `json:"page"`
-		Pages   int `json:"pages"`
-		Results int `json:"results"`
-	}{items, 1, 1, len(items)})
+	cloudtest.WriteJSON(w, http.StatusOK, listAnswer[T]{items, 1, 1, len(items)})
 }
 
 func (c *Cloud) configList(w http.ResponseWriter, id int) {
-	if st := c.count(MethodLBGet, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodLBGet) {
 		return
 	}
 	c.mu.Lock()
@@ -890,8 +846,7 @@ func (c *Cloud) configList(w http.ResponseWriter, id int) {
 }
 
 func (c *Cloud) nodeList(w http.ResponseWriter, id, cid int) {
-	if st := c.count(MethodLBGet, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodLBGet) {
 		return
 	}
 	c.mu.Lock()
@@ -908,8 +863,7 @@ func (c *Cloud) nodeList(w http.ResponseWriter, id, cid int) {
 }
 
 func (c *Cloud) configCreate(w http.ResponseWriter, r *http.Request, id int) {
-	if st := c.count(MethodLBUpdate, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodLBUpdate) {
 		return
 	}
 	var b configBody
@@ -927,16 +881,24 @@ func (c *Cloud) configCreate(w http.ResponseWriter, r *http.Request, id int) {
 	if n == nil {
 		return
 	}
-	for _, o := range n.Configs {
-		if o.Port == cf.Port {
-			writeError(w, http.StatusBadRequest, "port", "Port is already in use by another config")
-			return
-		}
+	if portTaken(n.Configs, cf.Port, -1) {
+		writeError(w, http.StatusBadRequest, "port", "Port is already in use by another config")
+		return
 	}
 	c.assignIDs(&cf)
 	c.change(w, n, func(n *NodeBalancer) { n.Configs = append(n.Configs, cf) }, func(n *NodeBalancer) any {
 		return c.wireConfig(n.ID, cf)
 	})
+}
+
+// portTaken says whether a config other than the one at except uses port.
+func portTaken(configs []NBConfig, port, except int) bool {
+	for j, o := range configs {
+		if j != except && o.Port == port {
+			return true
+		}
+	}
+	return false
 }
 
 // change applies f to a copy of n, serves it, keeps it and answers
@@ -954,8 +916,7 @@ func (c *Cloud) change(w http.ResponseWriter, n *NodeBalancer, f func(*NodeBalan
 
 func (c *Cloud) configOne(w http.ResponseWriter, r *http.Request, id, cid int) {
 	method := map[string]string{http.MethodGet: MethodLBGet, http.MethodPut: MethodLBUpdate, http.MethodDelete: MethodLBUpdate}[r.Method]
-	if st := c.count(method, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, method) {
 		return
 	}
 	var b configBody
@@ -979,8 +940,7 @@ func (c *Cloud) configOne(w http.ResponseWriter, r *http.Request, id, cid int) {
 }
 
 func (c *Cloud) configRebuild(w http.ResponseWriter, r *http.Request, id, cid int) {
-	if st := c.count(MethodLBUpdate, 0); st != 0 {
-		writeError(w, st, "", "injected fault")
+	if c.faulted(w, MethodLBUpdate) {
 		return
 	}
 	var b configBody
@@ -1010,11 +970,9 @@ func (c *Cloud) replaceConfig(w http.ResponseWriter, n *NodeBalancer, i int, b c
 		writeInvalid(w, err)
 		return
 	}
-	for j, o := range n.Configs {
-		if j != i && o.Port == cf.Port {
-			writeError(w, http.StatusBadRequest, "port", "Port is already in use by another config")
-			return
-		}
+	if portTaken(n.Configs, cf.Port, i) {
+		writeError(w, http.StatusBadRequest, "port", "Port is already in use by another config")
+		return
 	}
 	cf.ID = old.ID
 	if !rebuild {
