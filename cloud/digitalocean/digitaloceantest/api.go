@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -124,35 +126,10 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	for k := range q {
-		switch k {
-		case "page", "per_page", "tag_name":
-		default:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("digitaloceantest does not model the parameter %q", k))
-			return
-		}
-	}
-	intParam := func(name string, def int) (int, bool) {
-		s := q.Get(name)
-		if s == "" {
-			return def, true
-		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be an integer of at least 1", name))
-			return 0, false
-		}
-		return n, true
-	}
-	page, ok := intParam("page", 1)
+	page, perPage, ok := pageQuery(w, q, MaxPerPage, "tag_name")
 	if !ok {
 		return
 	}
-	perPage, ok := intParam("per_page", DefaultPerPage)
-	if !ok {
-		return
-	}
-	perPage = min(perPage, MaxPerPage)
 	tag, tagged := q.Get("tag_name"), q.Has("tag_name")
 	if tagged && tag == "" {
 		writeError(w, http.StatusBadRequest, "tag_name must not be empty")
@@ -178,26 +155,69 @@ func (c *Cloud) serveList(w http.ResponseWriter, r *http.Request) {
 	for _, d := range items {
 		out.Droplets = append(out.Droplets, wire(d))
 	}
-	link := func(n int) string {
-		v := url.Values{"page": {strconv.Itoa(n)}, "per_page": {strconv.Itoa(perPage)}}
-		if tagged {
-			v.Set("tag_name", tag)
+	query := url.Values{}
+	if tagged {
+		query.Set("tag_name", tag)
+	}
+	out.Links.Pages = pageLinks(base, query, page, perPage, last)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// pageQuery reads a list's page and per_page (each at least 1; per_page
+// at most maxPerPage), refusing parameters beyond those and extra; ok is
+// false when it answered.
+func pageQuery(w http.ResponseWriter, q url.Values, maxPerPage int, extra ...string) (page, perPage int, ok bool) {
+	for k := range q {
+		if k != "page" && k != "per_page" && !slices.Contains(extra, k) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("digitaloceantest does not model the parameter %q", k))
+			return 0, 0, false
 		}
+	}
+	intParam := func(name string, def int) (int, bool) {
+		s := q.Get(name)
+		if s == "" {
+			return def, true
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be an integer of at least 1", name))
+			return 0, false
+		}
+		return n, true
+	}
+	if page, ok = intParam("page", 1); !ok {
+		return 0, 0, false
+	}
+	if perPage, ok = intParam("per_page", DefaultPerPage); !ok {
+		return 0, 0, false
+	}
+	return page, min(perPage, maxPerPage), true
+}
+
+// pageLinks is links.pages of a list's page (first and prev after the
+// first page, next and last before the last) at base with query and the
+// pages' own page and per_page; nil when there is one page.
+func pageLinks(base string, query url.Values, page, perPage, last int) *wirePages {
+	if last <= 1 {
+		return nil
+	}
+	link := func(n int) string {
+		v := maps.Clone(query)
+		if v == nil {
+			v = url.Values{}
+		}
+		v.Set("page", strconv.Itoa(n))
+		v.Set("per_page", strconv.Itoa(perPage))
 		return base + "?" + v.Encode()
 	}
-	if last > 1 {
-		p := &wirePages{}
-		if page > 1 {
-			p.First, p.Prev = link(1), link(min(page-1, last))
-		}
-		if page < last {
-			p.Next, p.Last = link(page+1), link(last)
-		}
-		if *p != (wirePages{}) {
-			out.Links.Pages = p
-		}
+	p := &wirePages{}
+	if page > 1 {
+		p.First, p.Prev = link(1), link(min(page-1, last))
 	}
-	writeJSON(w, http.StatusOK, out)
+	if page < last {
+		p.Next, p.Last = link(page+1), link(last)
+	}
+	return p
 }
 
 func (c *Cloud) serveGet(w http.ResponseWriter, idText string) {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -377,25 +376,10 @@ func (c *Cloud) serveLBAPI(w http.ResponseWriter, r *http.Request, id string) {
 }
 
 func (c *Cloud) listLBs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	for k := range q {
-		if k != "page" && k != "per_page" {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("digitaloceantest does not model the parameter %q", k))
-			return
-		}
+	page, perPage, ok := pageQuery(w, r.URL.Query(), c.opts.MaxPerPage)
+	if !ok {
+		return
 	}
-	page, perPage := 1, DefaultPerPage
-	for name, p := range map[string]*int{"page": &page, "per_page": &perPage} {
-		if s := q.Get(name); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil || n < 1 {
-				writeError(w, http.StatusBadRequest, fmt.Sprintf("%s must be an integer of at least 1", name))
-				return
-			}
-			*p = n
-		}
-	}
-	perPage = min(perPage, c.opts.MaxPerPage)
 	from, to, last := cloudtest.Page(len(c.lb.order), page, perPage)
 	out := struct {
 		LoadBalancers []wireLB  `json:"load_balancers"`
@@ -407,20 +391,7 @@ func (c *Cloud) listLBs(w http.ResponseWriter, r *http.Request) {
 		c.activateDue(l)
 		out.LoadBalancers = append(out.LoadBalancers, c.wireLB(l))
 	}
-	link := func(n int) string {
-		return "http://" + c.Servers.Addr() + "/v2/load_balancers?" +
-			url.Values{"page": {strconv.Itoa(n)}, "per_page": {strconv.Itoa(perPage)}}.Encode()
-	}
-	if last > 1 {
-		p := &wirePages{}
-		if page > 1 {
-			p.First, p.Prev = link(1), link(min(page-1, last))
-		}
-		if page < last {
-			p.Next, p.Last = link(page+1), link(last)
-		}
-		out.Links.Pages = p
-	}
+	out.Links.Pages = pageLinks("http://"+c.Servers.Addr()+"/v2/load_balancers", nil, page, perPage, last)
 	writeJSON(w, http.StatusOK, out)
 }
 
