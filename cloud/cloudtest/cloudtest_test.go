@@ -202,3 +202,23 @@ func TestHTTPHelpers(t *testing.T) {
 		}()
 	}
 }
+
+func TestDecodeStrict(t *testing.T) {
+	var v struct {
+		A int `json:"a"`
+	}
+	for _, tc := range []struct {
+		body, field string
+		ok          bool
+	}{
+		{`{"a": 1}`, "", true},
+		{`{"a": 1, "b": 2}`, "b", false},
+		{`{"a": "x"}`, "", false},
+		{`{"a":`, "", false},
+	} {
+		field, err := DecodeStrict(strings.NewReader(tc.body), &v)
+		if field != tc.field || (err == nil) != tc.ok {
+			t.Errorf("DecodeStrict(%s) = %q, %v; want %q, ok %v", tc.body, field, err, tc.field, tc.ok)
+		}
+	}
+}

@@ -20,7 +20,7 @@
 //     answer, compared with a genuine one's (the endpoints' tests on
 //     published artefacts);
 //   - HangUp (a machine that is off answers nothing), Unserved, WriteJSON,
-//     Bearer, MustLoopback and MustIPv6Loopback (a test's instance
+//     DecodeStrict (a request body, unknown fields refused), Bearer, MustLoopback and MustIPv6Loopback (a test's instance
 //     addresses stay on loopback), Start; Positive, AtMost and Clock (an
 //     option's defaults);
 //     GetJSON, a test's own GET of an endpoint's JSON answer.

@@ -49,6 +49,22 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// DecodeStrict decodes a JSON request body into v as a strict API reads
+// it: a field v does not have is an error, and field names it (the first
+// one); field is "" for any other error (malformed JSON, a value of the
+// wrong type).
+func DecodeStrict(body io.Reader, v any) (field string, err error) {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if s, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return strings.Trim(s, `"`), err
+		}
+		return "", err
+	}
+	return "", nil
+}
+
 // Bearer reports whether the request carries Authorization: Bearer token
 // (compared in constant time).
 func Bearer(r *http.Request, token string) bool {

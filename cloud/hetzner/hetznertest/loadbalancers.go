@@ -456,13 +456,9 @@ func decodeBody(r *http.Request, v any) *apiFail {
 	if !json.Valid(buf.Bytes()) {
 		return &apiFail{status: http.StatusBadRequest, code: "json_error", msg: "request body is not valid JSON"}
 	}
-	dec := json.NewDecoder(&buf)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		field := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		if field != err.Error() {
-			return invalid(strings.Trim(field, `"`), "unknown field")
-		}
+	if field, err := cloudtest.DecodeStrict(&buf, v); field != "" {
+		return invalid(field, "unknown field")
+	} else if err != nil {
 		return invalid("body", err.Error())
 	}
 	return nil

@@ -1,7 +1,6 @@
 package hetznertest
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -206,9 +205,7 @@ func (c *Cloud) serveRouteAction(w http.ResponseWriter, r *http.Request, id int6
 		Destination *string `json:"destination"`
 		Gateway     *string `json:"gateway"`
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
+	if _, err := cloudtest.DecodeStrict(r.Body, &body); err != nil {
 		writeError(w, http.StatusBadRequest, "json_error", "invalid JSON: "+err.Error(), nil)
 		return
 	}
