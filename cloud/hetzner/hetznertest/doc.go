@@ -51,9 +51,12 @@
 //     "success" once Options.ActionTime has passed (0: at the first read),
 //     or "error" with the code FailAction gave (its change then not made);
 //     polls are counted as action-get;
-//   - load balancers (loadbalancers.go; PutLoadBalancer, LoadBalancers,
-//     CCMLoadBalancer, AddCertificate): GET /v1/load_balancers
-//     (label_selector, name, sort, pages) and /v1/load_balancers/{id},
+//   - load balancers (loadbalancers.go, the model and PutLoadBalancer,
+//     LoadBalancers, CCMLoadBalancer, AddCertificate; loadbalancers_api.go,
+//     the handlers; loadbalancers_validate.go, the requests' checks;
+//     loadbalancers_wire.go, the bodies; loadbalancers_dataplane.go, the
+//     traffic): GET /v1/load_balancers (label_selector, name, sort,
+//     pages) and /v1/load_balancers/{id},
 //     POST (create: name, load_balancer_type, location or network_zone,
 //     algorithm, labels, services, server targets, public_interface,
 //     network), PUT (name, labels), DELETE (answered with its action), and

@@ -1,6 +1,7 @@
 package hetznertest
 
 import (
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -130,3 +131,66 @@ func wireLBHealth(l LoadBalancer, healthy func(server int64, port int) string) w
 func (c *Cloud) Close() error {
 	return errors.Join(c.Base.Close(), c.closeLBs())
 }
+
+// Request bodies (the fields hcloud-go sends).
+type (
+	reqHealthCheckHTTP struct {
+		Domain      *string   `json:"domain"`
+		Path        *string   `json:"path"`
+		Response    *string   `json:"response"`
+		StatusCodes *[]string `json:"status_codes"`
+		TLS         *bool     `json:"tls"`
+	}
+	reqHealthCheck struct {
+		Protocol *string             `json:"protocol"`
+		Port     *int                `json:"port"`
+		Interval *int                `json:"interval"`
+		Timeout  *int                `json:"timeout"`
+		Retries  *int                `json:"retries"`
+		HTTP     *reqHealthCheckHTTP `json:"http"`
+	}
+	reqHTTP struct {
+		CookieName     *string  `json:"cookie_name"`
+		CookieLifetime *int     `json:"cookie_lifetime"`
+		Certificates   *[]int64 `json:"certificates"`
+		RedirectHTTP   *bool    `json:"redirect_http"`
+		StickySessions *bool    `json:"sticky_sessions"`
+		TimeoutIdle    *int     `json:"timeout_idle"`
+	}
+	reqService struct {
+		Protocol        *string         `json:"protocol"`
+		ListenPort      *int            `json:"listen_port"`
+		DestinationPort *int            `json:"destination_port"`
+		Proxyprotocol   *bool           `json:"proxyprotocol"`
+		HTTP            *reqHTTP        `json:"http"`
+		HealthCheck     *reqHealthCheck `json:"health_check"`
+	}
+	reqTarget struct {
+		Type   string `json:"type"`
+		Server *struct {
+			ID int64 `json:"id"`
+		} `json:"server"`
+		LabelSelector any   `json:"label_selector"`
+		IP            any   `json:"ip"`
+		UsePrivateIP  *bool `json:"use_private_ip"`
+	}
+	reqIDOrName struct {
+		ID   *int64  `json:"id"`
+		Name *string `json:"name"`
+	}
+	reqCreate struct {
+		Name             string          `json:"name"`
+		LoadBalancerType json.RawMessage `json:"load_balancer_type"`
+		Algorithm        *struct {
+			Type string `json:"type"`
+		} `json:"algorithm"`
+		Location        *string            `json:"location"`
+		NetworkZone     *string            `json:"network_zone"`
+		Labels          *map[string]string `json:"labels"`
+		Targets         []reqTarget        `json:"targets"`
+		Services        []reqService       `json:"services"`
+		PublicInterface *bool              `json:"public_interface"`
+		Network         *int64             `json:"network"`
+		PublicNet       any                `json:"public_net"`
+	}
+)
