@@ -20,8 +20,11 @@
 //     answer, compared with a genuine one's (the endpoints' tests on
 //     published artefacts);
 //   - HangUp (a machine that is off answers nothing), Unserved, WriteJSON,
-//     DecodeStrict (a request body, unknown fields refused), Bearer, MustLoopback and MustIPv6Loopback (a test's instance
-//     addresses stay on loopback), Start; Positive, AtMost and Clock (an
-//     option's defaults);
-//     GetJSON, a test's own GET of an endpoint's JSON answer.
+//     DecodeStrict (a request body, unknown fields refused), Bearer,
+//     MustLoopback and MustIPv6Loopback (a test's instance addresses stay
+//     on loopback), Start; Positive, AtMost and Clock (an option's
+//     defaults);
+//   - a test's own requests: GetJSON (an endpoint's JSON answer), Send
+//     and Do; ServeName (a backend answering its name) and Ask (the line a
+//     load balancer's address answers).
 package cloudtest

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/digitalocean/godo"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // client is godo over the endpoint.
@@ -121,7 +122,7 @@ func TestLBLifecycle(t *testing.T) {
 	d1 := c.Put(Droplet{Name: "n1", PrivateIP: "127.0.83.42"})
 	d2 := c.Put(Droplet{Name: "n2", PrivateIP: "127.0.83.43"})
 	for _, d := range []Droplet{d1, d2} {
-		serveName(t, d.PrivateIP+":30080", d.Name)
+		cloudtest.ServeName(t, d.PrivateIP+":30080", d.Name)
 	}
 	lb, resp, err := g.LoadBalancers.Create(ctx, goodRequest(d1.ID, d2.ID))
 	if err != nil || resp.StatusCode != http.StatusAccepted || lb.Status != LBStatusNew || lb.IP != "" {
@@ -137,7 +138,7 @@ func TestLBLifecycle(t *testing.T) {
 	if err != nil || got.Status != LBStatusActive || !DataPlanePrefix.Contains(mustAddr(t, got.IP)) {
 		t.Fatalf("settled: %+v, %v", got, err)
 	}
-	if answer := ask(t, got.IP+":80"); answer != "n1" && answer != "n2" {
+	if answer := cloudtest.Ask(t, got.IP+":80", 10*time.Second); answer != "n1" && answer != "n2" {
 		t.Errorf("through the load balancer: %q", answer)
 	}
 
@@ -147,7 +148,7 @@ func TestLBLifecycle(t *testing.T) {
 	if err != nil || up.IP != got.IP || up.ID != lb.ID || len(up.DropletIDs) != 1 {
 		t.Fatalf("update: %+v, %v", up, err)
 	}
-	if answer := ask(t, got.IP+":81"); answer != "n1" {
+	if answer := cloudtest.Ask(t, got.IP+":81", 10*time.Second); answer != "n1" {
 		t.Errorf("after the update: %q, want n1", answer)
 	}
 	c.Delete(d1.ID)
@@ -245,49 +246,6 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 	return a
 }
 
-// serveName answers name to every connection at addr until the test ends.
-func serveName(t *testing.T, addr, name string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(conn, name)
-			conn.Close()
-		}
-	}()
-}
-
-// ask is the first line a connection to addr answers, within a while (the
-// health checks pass first).
-func ask(t *testing.T, addr string) string {
-	t.Helper()
-	var last error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			last = err
-			continue
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		conn.Close()
-		if err == nil {
-			return strings.TrimSpace(line)
-		}
-		last = err
-	}
-	t.Fatalf("no answer through %s: %v", addr, last)
-	return ""
-}
-
 // The data plane does what the load balancer holds: only droplets that
 // pass the health check get traffic, and the firewall's allow rules
 // admit only their sources.
@@ -297,8 +255,8 @@ func TestLBDataPlane(t *testing.T) {
 	ctx := context.Background()
 	up := c.Put(Droplet{Name: "up", PrivateIP: "127.0.83.44"})
 	down := c.Put(Droplet{Name: "down", PrivateIP: "127.0.83.45"})
-	serveName(t, up.PrivateIP+":30080", up.Name)
-	serveName(t, down.PrivateIP+":30080", down.Name)
+	cloudtest.ServeName(t, up.PrivateIP+":30080", up.Name)
+	cloudtest.ServeName(t, down.PrivateIP+":30080", down.Name)
 	healthz := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" {
 			http.NotFound(w, r)
@@ -324,7 +282,7 @@ func TestLBDataPlane(t *testing.T) {
 	}
 	l, _ := c.LoadBalancer(lb.ID)
 	for range 6 {
-		if got := ask(t, l.IP+":80"); got != "up" {
+		if got := cloudtest.Ask(t, l.IP+":80", 10*time.Second); got != "up" {
 			t.Fatalf("through the load balancer: %q, want only the droplet that passes its health check", got)
 		}
 	}

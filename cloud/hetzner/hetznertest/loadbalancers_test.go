@@ -54,21 +54,7 @@ func TestLoadBalancerAPI(t *testing.T) {
 	srv := c.Put(Server{Name: "web-1", PublicIPv4: "127.0.86.90", PrivateNets: []PrivateNet{{Network: DefaultNetworkID, IP: "127.0.85.90"}}})
 	bare := c.Put(Server{Name: "web-2"})
 	// A stand-in for the target's node port.
-	ln, err := net.Listen("tcp", "127.0.86.90:30080")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(conn, "web-1")
-			conn.Close()
-		}
-	}()
+	cloudtest.ServeName(t, "127.0.86.90:30080", "web-1")
 	svc := hcloud.LoadBalancerCreateOptsService{Protocol: "tcp", ListenPort: hcloud.Ptr(8080), DestinationPort: hcloud.Ptr(30080)}
 	create := func(name string, edit func(*hcloud.LoadBalancerCreateOpts)) (hcloud.LoadBalancerCreateResult, error) {
 		o := hcloud.LoadBalancerCreateOpts{Name: name, LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb11"},
@@ -158,21 +144,8 @@ func TestLoadBalancerAPI(t *testing.T) {
 	// The data plane forwards the listen port to the target's public IPv4
 	// (its stand-in listening since before the load balancer was made, so
 	// that the first health check passes).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", net.JoinHostPort(got.PublicNet.IPv4.IP.String(), "8080"), time.Second)
-		if err == nil {
-			buf := make([]byte, 16)
-			n, _ := conn.Read(buf)
-			conn.Close()
-			if strings.TrimSpace(string(buf[:n])) == "web-1" {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no traffic through the load balancer: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if answer := cloudtest.Ask(t, net.JoinHostPort(got.PublicNet.IPv4.IP.String(), "8080"), 10*time.Second); answer != "web-1" {
+		t.Fatalf("through the load balancer: %q, want web-1", answer)
 	}
 
 	// Actions need their ids; an unknown id is not found.
