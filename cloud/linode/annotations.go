@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 )
@@ -41,6 +42,7 @@ const (
 	AnnHostnameOnlyIngress = AnnotationPrefix + "hostname-only-ingress"
 	AnnTags                = AnnotationPrefix + "tags"
 	AnnPreserve            = AnnotationPrefix + "preserve"
+	AnnFirewallID          = AnnotationPrefix + "firewall-id"
 	// AnnNodePrivateIP on a Node names the address its NodeBalancer nodes
 	// get, in place of its InternalIP (as Linode's CCM reads it).
 	AnnNodePrivateIP = "node.k8s.linode.com/private-ip"
@@ -49,8 +51,7 @@ const (
 // unsupported are Linode's CCM's annotations that mooring refuses (an
 // error naming it, nothing written), each with why.
 var unsupported = map[string]string{
-	"firewall-id":          "Cloud Firewalls",
-	"firewall-acl":         "Cloud Firewalls",
+	"firewall-acl":         "Cloud Firewalls it makes itself (attach one of yours with firewall-id)",
 	"reserved-ipv4":        "reserved IPv4 addresses",
 	"retain-reserved-ipv4": "reserved IPv4 addresses",
 	"enable-ipv6-ingress":  "IPv6 ingress",
@@ -103,8 +104,10 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 	if ranges, err := loadbalancer.SourceRanges(svc); err != nil {
 		return spec, err
 	} else if ranges != nil {
-		return spec, fmt.Errorf("service %s/%s: loadBalancerSourceRanges: a NodeBalancer filters clients only through a Cloud Firewall, which mooring does not manage yet (docs/linode.md); remove them or filter in the cluster",
-			svc.Namespace, svc.Name)
+		// Linode's CCM ignores them (the NodeBalancer stays open to all);
+		// mooring refuses rather than serve wider than the Service asks.
+		return spec, fmt.Errorf("service %s/%s: loadBalancerSourceRanges: a NodeBalancer filters clients only through a Cloud Firewall, and mooring does not make firewalls: remove them and attach a Cloud Firewall of yours that accepts those ranges with %s (docs/linode.md)",
+			svc.Namespace, svc.Name, AnnFirewallID)
 	}
 	a := loadbalancer.Read(svc, AnnotationPrefix)
 	for suffix, what := range unsupported {
@@ -114,6 +117,9 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 	}
 	if a.Has(AnnNodeBalancerID) {
 		a.Int(AnnNodeBalancerID, 0, 1, 1<<31-1)
+	}
+	if a.Has(AnnFirewallID) {
+		spec.Firewall = a.Int(AnnFirewallID, 0, 1, 1<<31-1)
 	}
 	spec.Throttle = a.Int(AnnThrottle, 0, 0, 20)
 	spec.hostnameOnly = a.Bool(AnnHostnameOnlyIngress, false)
@@ -161,13 +167,9 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 			d := json.NewDecoder(bytes.NewReader([]byte(raw)))
 			d.DisallowUnknownFields()
 			if err := d.Decode(&pa); err != nil {
-				a.Fail(name, "a JSON object of protocol, proxy-protocol, algorithm, stickiness, udp-check-port ("+err.Error()+")")
+				a.Fail(name, "a JSON object of protocol, proxy-protocol, algorithm, stickiness, udp-check-port, tls-secret-name ("+err.Error()+")")
 				continue
 			}
-		}
-		if pa.TLSSecretName != "" {
-			a.Fail(name, "no tls-secret-name: mooring does not read TLS certificates from Secrets yet (docs/linode.md)")
-			continue
 		}
 		ps := portSpec{Port: int(p.Port), Check: check, CheckInterval: interval, CheckTimeout: timeout, CheckAttempts: attempts,
 			CheckPassive: passive}
@@ -184,10 +186,16 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 		}
 		switch {
 		case !slices.Contains([]string{"tcp", "udp", "http", "https"}, ps.Protocol):
-			a.Fail(name, "protocol tcp, udp or http")
+			a.Fail(name, "protocol tcp, udp, http or https")
 			continue
-		case ps.Protocol == "https":
-			a.Fail(nameOr(pa.Protocol, name, AnnDefaultProtocol), "not https: it needs a TLS certificate from a Secret, which mooring does not read yet (docs/linode.md)")
+		case ps.Protocol == "https" && pa.TLSSecretName == "":
+			a.Fail(name, "a tls-secret-name for port "+strconv.Itoa(int(p.Port))+"'s protocol https (a Secret of type kubernetes.io/tls in the Service's namespace)")
+			continue
+		case ps.Protocol != "https" && pa.TLSSecretName != "":
+			a.Fail(name, "protocol https with tls-secret-name (port "+strconv.Itoa(int(p.Port))+" is "+ps.Protocol+")")
+			continue
+		case pa.TLSSecretName != "" && len(validation.IsDNS1123Subdomain(pa.TLSSecretName)) > 0:
+			a.Fail(name, "a tls-secret-name that is a Secret's name")
 			continue
 		case (ps.Protocol == "udp") != (transport == "udp"):
 			a.Fail(nameOr(pa.Protocol, name, AnnDefaultProtocol), fmt.Sprintf("a protocol for the Service's %s port %d", p.Protocol, p.Port))
@@ -207,8 +215,9 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 		if !slices.Contains(algorithms, ps.Algorithm) {
 			a.Fail(nameOr(pa.Algorithm, name, AnnDefaultAlgorithm), "an algorithm of "+ps.Protocol+": "+strings.Join(algorithms, ", "))
 		}
+		ps.secret = pa.TLSSecretName
 		switch ps.Protocol {
-		case "http":
+		case "http", "https":
 			ps.Stickiness = strings.ToLower(cmpOr(pa.Stickiness, defStickiness, "table"))
 			if !slices.Contains(httpStickiness, ps.Stickiness) {
 				a.Fail(nameOr(pa.Stickiness, name, AnnDefaultStickiness), "a stickiness of http: "+strings.Join(httpStickiness, ", "))
@@ -247,6 +256,13 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 	}
 	if err := l.targets(svc, nodes, &spec); err != nil {
 		return spec, err
+	}
+	for i := range spec.Ports {
+		if spec.Ports[i].secret != "" {
+			if err := l.certificate(svc, &spec.Ports[i]); err != nil {
+				return spec, err
+			}
+		}
 	}
 	return spec, nil
 }

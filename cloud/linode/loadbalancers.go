@@ -43,6 +43,9 @@ type lbSpec struct {
 	Tags []string
 	// Preserve: the NodeBalancer stays when its Service goes.
 	Preserve bool
+	// Firewall is the Cloud Firewall it is attached to (firewall-id); 0
+	// for none; held, -n for n of them (firewalls lists them).
+	Firewall int
 	// Ports are its configs, by port.
 	Ports []portSpec
 
@@ -64,6 +67,7 @@ type lbSpec struct {
 	full         bool
 	configs      map[int]int
 	rawTags      []string
+	firewalls    []int
 	ip, hostname string
 }
 
@@ -75,9 +79,16 @@ type portSpec struct {
 	CheckInterval, CheckTimeout, CheckAttempts     int
 	CheckPassive                                   bool
 	UDPCheckPort                                   int
+	// TLS is an https port's certificate's fingerprint (ssl_fingerprint).
+	TLS string
 	// Nodes are "<ip>:<port>", with " <mode>" after a node whose mode is
 	// not accept; sorted.
 	Nodes []string
+
+	// secret is tls-secret-name; tls the certificate and key read from it
+	// (a pointer: a printed spec shows no key).
+	secret string
+	tls    *certKey
 }
 
 // nodeBalancers is loadbalancer.Cloud over Linode's NodeBalancers.
@@ -168,6 +179,9 @@ func held(nb *linodego.NodeBalancer, configs map[*linodego.NodeBalancerConfig][]
 			if ps.Protocol == "udp" {
 				ps.UDPCheckPort = cf.UDPCheckPort
 			}
+			if ps.Protocol == "https" {
+				ps.TLS = cf.SSLFingerprint
+			}
 			for _, n := range nodes {
 				a := n.Address
 				if n.Mode != "" && n.Mode != linodego.ModeAccept {
@@ -205,7 +219,23 @@ func (l *nodeBalancers) read(ctx context.Context, nb *linodego.NodeBalancer) (lo
 		}
 		configs[&cfs[i]] = nodes
 	}
-	return held(nb, configs), nil
+	fws, err := l.c.client.ListNodeBalancerFirewalls(ctx, nb.ID, nil)
+	if err != nil {
+		return loadbalancer.Held[lbSpec]{}, fmt.Errorf("NodeBalancer %d's firewalls: %w", nb.ID, err)
+	}
+	h := held(nb, configs)
+	for _, fw := range fws {
+		h.Spec.firewalls = append(h.Spec.firewalls, fw.ID)
+	}
+	switch len(fws) {
+	case 0:
+	case 1:
+		h.Spec.Firewall = fws[0].ID
+	default:
+		// Never a Service's spec (one firewall-id): Update sorts it out.
+		h.Spec.Firewall = -len(fws)
+	}
+	return h, nil
 }
 
 // List lists the account's NodeBalancers (pages of the config's
@@ -314,6 +344,9 @@ func createConfig(p portSpec, labels map[string]string) linodego.NodeBalancerCon
 		Stickiness: linodego.ConfigStickiness(p.Stickiness), Check: linodego.ConfigCheck(p.Check), CheckInterval: p.CheckInterval,
 		CheckTimeout: p.CheckTimeout, CheckAttempts: p.CheckAttempts, CheckPath: p.CheckPath, CheckBody: p.CheckBody,
 		CheckPassive: &passive}
+	if p.tls != nil {
+		o.SSLCert, o.SSLKey = p.tls.cert, p.tls.key
+	}
 	if p.Protocol == "udp" {
 		port := p.UDPCheckPort
 		o.UDPCheckPort = &port
@@ -356,9 +389,12 @@ func (l *nodeBalancers) Create(ctx context.Context, name string, o loadbalancer.
 	if err != nil {
 		return loadbalancer.Held[lbSpec]{}, err
 	}
+	if err := l.firewallExists(ctx, spec.Firewall); err != nil {
+		return loadbalancer.Held[lbSpec]{}, err
+	}
 	throttle := spec.Throttle
 	opts := linodego.NodeBalancerCreateOptions{Label: &name, Region: region, ClientConnThrottle: &throttle, Tags: tags(o, spec),
-		Type: linodego.NodeBalancerPlanType(spec.nbType)}
+		Type: linodego.NodeBalancerPlanType(spec.nbType), FirewallID: spec.Firewall}
 	for _, p := range spec.Ports {
 		cf := createConfig(p, spec.labels)
 		opts.Configs = append(opts.Configs, &cf)
@@ -369,8 +405,9 @@ func (l *nodeBalancers) Create(ctx context.Context, name string, o loadbalancer.
 	}
 	h := held(nb, nil)
 	l.seen(h)
-	// What the create sent is what it holds (its answer has no configs).
-	h.Spec.Ports = spec.Ports
+	// What the create sent is what it holds (its answer has no configs;
+	// the firewall was attached by the create itself).
+	h.Spec.Ports, h.Spec.Firewall = spec.Ports, spec.Firewall
 	h.Ingress = loadbalancer.Ingress(h.Spec.ip, h.Spec.hostname, proxied(spec), false)
 	return h, nil
 }
@@ -415,6 +452,11 @@ func (l *nodeBalancers) Update(ctx context.Context, h loadbalancer.Held[lbSpec],
 		}
 		h = got
 	}
+	// The firewall first: a NodeBalancer gets its new firewall before it
+	// loses its old one, and before its configs change.
+	if err := l.firewall(ctx, id, h.Spec.firewalls, spec.Firewall); err != nil {
+		return h, err
+	}
 	want := tags(o, spec)
 	have := slices.Clone(h.Spec.rawTags)
 	slices.Sort(want)
@@ -441,7 +483,7 @@ func (l *nodeBalancers) Update(ctx context.Context, h loadbalancer.Held[lbSpec],
 			rb := linodego.NodeBalancerConfigRebuildOptions{Port: cf.Port, Protocol: cf.Protocol, ProxyProtocol: cf.ProxyProtocol,
 				Algorithm: cf.Algorithm, Stickiness: cf.Stickiness, Check: cf.Check, CheckInterval: cf.CheckInterval,
 				CheckAttempts: cf.CheckAttempts, CheckPath: cf.CheckPath, CheckBody: cf.CheckBody, CheckPassive: cf.CheckPassive,
-				CheckTimeout: cf.CheckTimeout, UDPCheckPort: cf.UDPCheckPort,
+				CheckTimeout: cf.CheckTimeout, UDPCheckPort: cf.UDPCheckPort, SSLCert: cf.SSLCert, SSLKey: cf.SSLKey,
 				Nodes: make([]linodego.NodeBalancerConfigRebuildNodeOptions, 0, len(cf.Nodes))}
 			for _, n := range cf.Nodes {
 				rb.Nodes = append(rb.Nodes, linodego.NodeBalancerConfigRebuildNodeOptions{NodeBalancerNodeCreateOptions: n})

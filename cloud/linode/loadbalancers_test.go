@@ -46,14 +46,16 @@ func lbSvc(annotations map[string]string, ports ...v1.ServicePort) *v1.Service {
 
 func lbCalls(w *world) int {
 	n := 0
-	for _, m := range []string{linodetest.MethodLBList, linodetest.MethodLBGet, linodetest.MethodLBCreate, linodetest.MethodLBUpdate, linodetest.MethodLBDelete} {
+	for _, m := range []string{linodetest.MethodLBList, linodetest.MethodLBGet, linodetest.MethodLBCreate, linodetest.MethodLBUpdate, linodetest.MethodLBDelete,
+		linodetest.MethodFWGet, linodetest.MethodFWUpdate} {
 		n += w.ln.Calls(m)
 	}
 	return n
 }
 
 func lbWrites(w *world) int {
-	return w.ln.Calls(linodetest.MethodLBCreate) + w.ln.Calls(linodetest.MethodLBUpdate) + w.ln.Calls(linodetest.MethodLBDelete)
+	return w.ln.Calls(linodetest.MethodLBCreate) + w.ln.Calls(linodetest.MethodLBUpdate) + w.ln.Calls(linodetest.MethodLBDelete) +
+		w.ln.Calls(linodetest.MethodFWUpdate)
 }
 
 // The annotations of Linode's CCM make the NodeBalancer they make there:
@@ -182,8 +184,9 @@ func TestLBBadInput(t *testing.T) {
 		{"port JSON", map[string]string{p + "port-80": `{"protocol": "tcp"`}, nil, p + "port-80"},
 		{"port field unknown", map[string]string{p + "port-80": `{"protocl": "tcp"}`}, nil, p + "port-80"},
 		{"port of no Service port", map[string]string{p + "port-81": `{"protocol": "tcp"}`}, nil, p + "port-81"},
-		{"TLS from a Secret", map[string]string{p + "port-80": `{"protocol": "https", "tls-secret-name": "cert"}`}, nil, "TLS certificates from Secrets"},
-		{"https", map[string]string{p + "default-protocol": "https"}, nil, p + "default-protocol"},
+		{"https without a Secret", map[string]string{p + "default-protocol": "https"}, nil, p + "port-80"},
+		{"a Secret on tcp", map[string]string{p + "port-80": `{"protocol": "tcp", "tls-secret-name": "cert"}`}, nil, p + "port-80"},
+		{"a Secret's name", map[string]string{p + "port-80": `{"protocol": "https", "tls-secret-name": "No_Name"}`}, nil, p + "port-80"},
 		{"PROXY protocol on http", map[string]string{p + "default-protocol": "http", p + "default-proxy-protocol": "v2"}, nil, p + "default-proxy-protocol"},
 		{"PROXY protocol v3", map[string]string{p + "default-proxy-protocol": "v3"}, nil, p + "default-proxy-protocol"},
 		{"udp on a TCP port", map[string]string{p + "port-80": `{"protocol": "udp"}`}, nil, p + "port-80"},
@@ -192,7 +195,9 @@ func TestLBBadInput(t *testing.T) {
 		{"our tag", map[string]string{p + "tags": "mooring:cluster:other"}, nil, p + "tags"},
 		{"type", map[string]string{p + "nodebalancer-type": "huge"}, nil, p + "nodebalancer-type"},
 		{"id", map[string]string{p + "nodebalancer-id": "abc"}, nil, p + "nodebalancer-id"},
-		{"firewall", map[string]string{p + "firewall-id": "123"}, nil, "Cloud Firewalls"},
+		{"firewall-id", map[string]string{p + "firewall-id": "fw1"}, nil, p + "firewall-id"},
+		{"firewall-id 0", map[string]string{p + "firewall-id": "0"}, nil, p + "firewall-id"},
+		{"firewall-acl", map[string]string{p + "firewall-acl": `{"allowList": {"ipv4": ["192.0.2.0/24"]}}`}, nil, p + "firewall-acl"},
 		{"preserve maybe", map[string]string{p + "preserve": "maybe"}, nil, p + "preserve"},
 		{"VPC backends", map[string]string{p + "backend-vpc-name": "vpc"}, nil, "VPC backends"},
 		{"reserved address", map[string]string{p + "reserved-ipv4": "192.0.2.1"}, nil, p + "reserved-ipv4"},

@@ -40,6 +40,8 @@ type Cloud struct {
 	client    *linodego.Client
 	view      *view.View
 	balancers *loadbalancer.Balancers[lbSpec]
+	// kube reads the Secrets of https ports (tls.go; from Initialize).
+	kube kubeClient
 }
 
 // New builds the provider with linodego over an HTTP client that sends the
@@ -85,9 +87,6 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 	c.balancers = b
 	return c, nil
 }
-
-// Initialize needs nothing of the cluster.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
 
 // LoadBalancer is Service load balancers as NodeBalancers; it is also a
 // cloud.LoadBalancerInventory.

@@ -61,10 +61,15 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	nb := r.URL.Path == nbPath || strings.HasPrefix(r.URL.Path, nbPath+"/")
-	list := r.URL.Path == listPath || nb && r.Method == http.MethodGet && nbCollection(r.URL.Path)
+	fw := strings.HasPrefix(r.URL.Path, fwPath+"/")
+	list := r.URL.Path == listPath || (nb || fw) && r.Method == http.MethodGet && nbCollection(r.URL.Path)
 	if !c.rateLimit(w, list) {
 		c.Counter.Add(MethodThrottled)
 		writeError(w, http.StatusTooManyRequests, "", "Too many requests")
+		return
+	}
+	if fw {
+		c.serveFirewalls(w, r)
 		return
 	}
 	if nb {

@@ -64,7 +64,10 @@ type NBConfig struct {
 	CheckPassive                                   bool
 	UDPCheckPort                                   int
 	SSLCert, SSLKey                                string
-	Nodes                                          []NBNode
+	// SSLCommonName and SSLFingerprint are read from SSLCert (what the
+	// API shows of it).
+	SSLCommonName, SSLFingerprint string
+	Nodes                         []NBNode
 }
 
 // NBNode is one backend of a config.
@@ -86,7 +89,8 @@ func (n NodeBalancer) clone() NodeBalancer {
 // nbState is the endpoint's NodeBalancers and their data plane.
 type nbState struct {
 	byID   map[int]*NodeBalancer
-	nextID int // NodeBalancers, configs and nodes share one sequence
+	fws    map[int]*Firewall // Cloud Firewalls (firewalls.go)
+	nextID int               // NodeBalancers, configs and nodes share one sequence
 	plane  cloudtest.DataPlane
 }
 
@@ -250,7 +254,13 @@ func (c *Cloud) serveLocked(n *NodeBalancer) error {
 		l.HealthCheck = hc
 		ls = append(ls, l)
 	}
-	vip, err := c.nb.plane.Serve(strconv.Itoa(n.ID), ls, nil)
+	ports := make([]int, 0, len(n.Configs))
+	for _, cf := range n.Configs {
+		ports = append(ports, cf.Port)
+	}
+	// An https port's TLS is not ended here: the data plane forwards its
+	// bytes as TCP (the certificate is checked and held, not served).
+	vip, err := c.nb.plane.Serve(strconv.Itoa(n.ID), ls, c.sourceRanges(n.ID, ports))
 	if err != nil {
 		return err
 	}
@@ -262,7 +272,7 @@ func (c *Cloud) serveLocked(n *NodeBalancer) error {
 // nbCollection reports whether p is a collection of the NodeBalancer API
 // (for the limit of collections' GETs).
 func nbCollection(p string) bool {
-	return p == nbPath || strings.HasSuffix(p, "/configs") || strings.HasSuffix(p, "/nodes")
+	return p == nbPath || strings.HasSuffix(p, "/configs") || strings.HasSuffix(p, "/nodes") || strings.HasSuffix(p, "/firewalls") || strings.HasSuffix(p, "/devices")
 }
 
 // serveNodeBalancers routes /v4/nodebalancers/...
@@ -297,6 +307,8 @@ func (c *Cloud) serveNodeBalancers(w http.ResponseWriter, r *http.Request) {
 		c.nbUpdate(w, r, ids[0])
 	case len(parts) == 1 && r.Method == http.MethodDelete:
 		c.nbDelete(w, ids[0])
+	case len(parts) == 2 && route == "GET firewalls":
+		c.nbFirewalls(w, ids[0])
 	case len(parts) == 2 && route == "GET configs":
 		c.configList(w, ids[0])
 	case len(parts) == 2 && route == "POST configs":
@@ -319,19 +331,14 @@ func (c *Cloud) serveNodeBalancers(w http.ResponseWriter, r *http.Request) {
 // decode reads a request body strictly: a field the endpoint does not
 // model is a 400 naming it.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	d := json.NewDecoder(r.Body)
-	d.DisallowUnknownFields()
-	if err := d.Decode(v); err != nil {
-		field := ""
-		if s, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			field = strings.Trim(s, `"`)
-			writeError(w, http.StatusBadRequest, field, "linodetest does not model this field")
-			return false
-		}
-		writeError(w, http.StatusBadRequest, field, "Invalid JSON")
-		return false
+	field, err := cloudtest.DecodeStrict(r.Body, v)
+	switch {
+	case field != "":
+		writeError(w, http.StatusBadRequest, field, "linodetest does not model this field")
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "", "Invalid JSON")
 	}
-	return true
+	return err == nil
 }
 
 // The request bodies (the documented fields; linodego's options).
@@ -500,6 +507,13 @@ func (c *Cloud) config(prefix string, b configBody, withNodes bool) (NBConfig, *
 	case b.CipherSuite != "" && b.CipherSuite != "recommended" && b.CipherSuite != "legacy":
 		return cf, bad(prefix+"cipher_suite", "Must be one of recommended, legacy")
 	}
+	if cf.Protocol == "https" {
+		cn, fp, err := checkTLS(prefix, cf.SSLCert, cf.SSLKey)
+		if err != nil {
+			return cf, err
+		}
+		cf.SSLCommonName, cf.SSLFingerprint = cn, fp
+	}
 	if cf.Protocol == "udp" {
 		if !slices.Contains(udpAlgorithms, cf.Algorithm) {
 			return cf, bad(prefix+"algorithm", "Must be one of %s for protocol udp", strings.Join(udpAlgorithms, ", "))
@@ -645,10 +659,6 @@ func (c *Cloud) nbCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "region", "region is required")
 		return
 	}
-	if b.FirewallID != 0 {
-		writeError(w, http.StatusBadRequest, "firewall_id", "linodetest does not model Cloud Firewalls")
-		return
-	}
 	if b.Type != "" && b.Type != "common" && b.Type != "premium" && b.Type != "premium_40gb" {
 		writeError(w, http.StatusBadRequest, "type", "Must be one of common, premium, premium_40gb")
 		return
@@ -695,7 +705,15 @@ func (c *Cloud) nbCreate(w http.ResponseWriter, r *http.Request) {
 	for i := range n.Configs {
 		c.assignIDs(&n.Configs[i])
 	}
+	if b.FirewallID != 0 {
+		// Attached before the data plane serves it: never open.
+		if err := c.attachAtCreate(b.FirewallID, n.ID); err != nil {
+			writeInvalid(w, err)
+			return
+		}
+	}
 	if err := c.serveLocked(&n); err != nil {
+		c.detachAll(n.ID)
 		writeError(w, http.StatusInternalServerError, "", err.Error())
 		return
 	}
@@ -801,6 +819,7 @@ func (c *Cloud) nbDelete(w http.ResponseWriter, id int) {
 		return
 	}
 	delete(c.nb.byID, id)
+	c.detachAll(id)
 	c.nb.plane.Remove(strconv.Itoa(id))
 	cloudtest.WriteJSON(w, http.StatusOK, struct{}{})
 }
@@ -1075,6 +1094,7 @@ func (c *Cloud) wireConfig(nbID int, cf NBConfig) wireConfig {
 		Stickiness: cf.Stickiness, Check: cf.Check, CheckInterval: cf.CheckInterval, CheckAttempts: cf.CheckAttempts,
 		CheckPath: cf.CheckPath, CheckBody: cf.CheckBody, CheckPassive: cf.CheckPassive, CheckTimeout: cf.CheckTimeout,
 		UDPCheckPort: cf.UDPCheckPort, UDPSessionTimeout: 16, CipherSuite: cipher, NodeBalancerID: nbID,
+		SSLCommonName: cf.SSLCommonName, SSLFingerprint: cf.SSLFingerprint,
 		SSLCert: cert, SSLKey: key, NodesStatus: wireUpDown{Up: up, Down: len(cf.Nodes) - up}}
 }
 
