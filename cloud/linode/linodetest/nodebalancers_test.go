@@ -1,7 +1,6 @@
 package linodetest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/linode/linodego"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // apiErr is a linodego error's status and its first reason's field.
@@ -258,21 +258,7 @@ func TestNodeBalancerDataPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := c.Put(Instance{Label: "web-1", PublicIP: "127.0.96.1", PrivateIP: "127.0.95.1"})
-	ln, err := net.Listen("tcp", in.PrivateIP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			fmt.Fprintln(conn, "web-1")
-			conn.Close()
-		}
-	}()
+	ln := cloudtest.ServeName(t, in.PrivateIP+":0", "web-1")
 	lc := client(t, c, c.Token())
 	cf := config(8080, ln.Addr().String())
 	cf.CheckInterval, cf.CheckTimeout = 2, 1
@@ -282,19 +268,7 @@ func TestNodeBalancerDataPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	vip := net.JoinHostPort(*nb.IPv4, "8080")
-	var line string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		conn, err := net.DialTimeout("tcp", vip, time.Second)
-		if err != nil {
-			continue
-		}
-		line, _ = bufio.NewReader(conn).ReadString('\n')
-		conn.Close()
-		if line == "web-1\n" {
-			break
-		}
-	}
-	if line != "web-1\n" {
+	if line := cloudtest.Ask(t, vip, 20*time.Second); line != "web-1" {
 		t.Fatalf("through %s: %q", vip, line)
 	}
 	if err := c.Close(); err != nil {
