@@ -62,6 +62,8 @@ var chartCases = []struct {
 		[]string{"components/join-tickets"}, []string{"tickets.enabled=true"}},
 	{"overlays/aws", "ci/aws-values.yaml", []string{"cloud.config=overlays/aws/cloud.yaml"},
 		[]string{"components/join-tickets"}, []string{"tickets.enabled=true"}},
+	{"overlays/linode", "ci/linode-values.yaml", []string{"cloud.config=overlays/linode/cloud.yaml", "cloud.files.token=overlays/linode/token"},
+		[]string{"components/linode-tls-secrets"}, []string{"ccm.tlsSecrets=true"}},
 }
 
 // approverProvider names the backend of overlays/approver-only as

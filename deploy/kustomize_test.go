@@ -120,6 +120,7 @@ var ticketOnly = []string{"overlays/digitalocean", "overlays/hetzner", "overlays
 var composed = [][2]string{
 	{"overlays/approver-only", "components/join-tickets"},
 	{"overlays/aws", "components/join-tickets"},
+	{"overlays/linode", "components/linode-tls-secrets"},
 }
 
 // renderComposed renders overlay with components added, from a

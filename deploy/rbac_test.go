@@ -107,6 +107,12 @@ var approverNeeds = []need{
 	{grant{"authorization.k8s.io", "subjectaccessreviews", "create", "", ""}, "csrapprover/competitors.go", "SubjectAccessReviews().Create("},
 }
 
+// tlsSecretsNeeds: what components/linode-tls-secrets (the chart's
+// ccm.tlsSecrets) grants: the GET of the Secret a Linode https port names.
+var tlsSecretsNeeds = []need{
+	{grant{"", "secrets", "get", "", ""}, "cloud/linode/tls.go", "Secrets(svc.Namespace).Get("},
+}
+
 // standaloneNeeds: mooring-csr-approver's own leader election.
 var standaloneNeeds = []need{
 	{grant{"coordination.k8s.io", "leases", "create", "kube-system", ""}, "csrapprover/cmd/mooring-csr-approver/main.go", "resourcelock.LeasesResourceLock"},
@@ -142,7 +148,7 @@ var delegation = []rbacv1.RoleRef{
 // exactly the verbs the code uses (every grant used, every use granted), on
 // the listed call sites, plus bindings of the delegation roles.
 func TestRBACIsWhatTheCodeUses(t *testing.T) {
-	checkCallSites(t, slices.Concat(ccmNeeds, approverNeeds, standaloneNeeds, ticketNeeds))
+	checkCallSites(t, slices.Concat(ccmNeeds, approverNeeds, standaloneNeeds, ticketNeeds, tlsSecretsNeeds))
 	ccm := slices.Concat(ccmNeeds, approverNeeds)
 	ccmTickets := slices.Concat(ccm, ticketNeeds)
 	for _, tc := range []struct {
@@ -167,6 +173,8 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 		// spent tickets are recorded in ConfigMaps.
 		{"overlays/aws", []string{"components/join-tickets"}, "cloud-controller-manager", ccmTickets},
 		{"overlays/approver-only", []string{"components/join-tickets"}, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds, ticketNeeds)},
+		// Reading Secrets is opt-in: only with this component.
+		{"overlays/linode", []string{"components/linode-tls-secrets"}, "cloud-controller-manager", slices.Concat(ccmTickets, tlsSecretsNeeds)},
 	} {
 		name := strings.Join(append([]string{tc.dir}, tc.components...), " + ")
 		t.Run(strings.NewReplacer("/", "-", " ", "").Replace(name), func(t *testing.T) {
