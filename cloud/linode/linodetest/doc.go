@@ -53,9 +53,13 @@
 //     API request fails with 503 (SetOutage), and a hook runs before each
 //     page (BeforePage) for a test to create or delete Linodes between
 //     pages.
-//   - NodeBalancers (nodebalancers.go): GET and POST /v4/nodebalancers
-//     (pages as above; X-Filter {"ipv4"}, {"label"} or {"tags"}), GET, PUT
-//     (label, client_conn_throttle, tags) and DELETE /v4/nodebalancers/{id},
+//   - NodeBalancers (nodebalancers.go, the model and the tests' functions;
+//     nodebalancers_api.go, the handlers; nodebalancers_validate.go, the
+//     requests' checks; nodebalancers_wire.go, the bodies;
+//     nodebalancers_dataplane.go, the traffic): GET and POST
+//     /v4/nodebalancers (pages as above; X-Filter {"ipv4"}, {"label"} or
+//     {"tags"}), GET, PUT (label, client_conn_throttle, tags) and DELETE
+//     /v4/nodebalancers/{id},
 //     GET and POST .../configs, GET, PUT and DELETE .../configs/{id},
 //     POST .../configs/{id}/rebuild (the nodes given replace the
 //     config's; one with the id of one it has keeps it) and GET
