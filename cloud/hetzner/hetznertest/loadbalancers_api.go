@@ -274,11 +274,9 @@ func (c *Cloud) serveLBAction(w http.ResponseWriter, r *http.Request, id int64, 
 			Type string `json:"type"`
 		}
 		if f = decodeBody(r, &req); f == nil {
-			if req.Type != "round_robin" && req.Type != "least_connections" {
-				f = invalid("type", "must be round_robin or least_connections")
-				break
+			if f = checkAlgorithm("type", req.Type); f == nil {
+				l.Algorithm = req.Type
 			}
-			l.Algorithm = req.Type
 		}
 	case "change_type":
 		var req struct {
@@ -332,9 +330,7 @@ func (c *Cloud) serveLBAction(w http.ResponseWriter, r *http.Request, id int64, 
 		var req struct{}
 		if f = decodeBody(r, &req); f == nil {
 			l.Public = name == "enable_public_interface"
-			if !l.Public && l.Network == 0 {
-				f = unprocessable("load_balancer_not_attached_to_network", "a Load Balancer without a public interface needs a network")
-			}
+			f = checkInterfaces(l.Public, l.Network)
 		}
 	default:
 		writeError(w, http.StatusNotFound, "not_found", "the requested resource was not found", nil)

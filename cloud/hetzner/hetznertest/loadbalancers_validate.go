@@ -235,7 +235,7 @@ func (c *Cloud) service(req reqService, old *LBService) (LBService, *apiFail) {
 		setIf(&hc.Retries, h.Retries)
 		if h.HTTP != nil {
 			if hc.HTTP == nil {
-				hc.HTTP = &LBHealthCheckHTTP{Path: "/", StatusCodes: []string{"2??", "3??"}}
+				hc.HTTP = defaultHealthCheckHTTP()
 			}
 			setIf(&hc.HTTP.Domain, h.HTTP.Domain)
 			setIf(&hc.HTTP.Path, h.HTTP.Path)
@@ -252,7 +252,7 @@ func (c *Cloud) service(req reqService, old *LBService) (LBService, *apiFail) {
 		hc.HTTP = nil
 	case "http", "https":
 		if hc.HTTP == nil {
-			hc.HTTP = &LBHealthCheckHTTP{Path: "/", StatusCodes: []string{"2??", "3??"}}
+			hc.HTTP = defaultHealthCheckHTTP()
 		}
 		if !strings.HasPrefix(hc.HTTP.Path, "/") {
 			return s, invalid("health_check.http.path", "must begin with /")
@@ -267,6 +267,29 @@ func (c *Cloud) service(req reqService, old *LBService) (LBService, *apiFail) {
 		return s, invalid("health_check", "interval and timeout must be positive, retries not negative")
 	}
 	return s, nil
+}
+
+// checkAlgorithm checks a load balancer algorithm's type, given at field.
+func checkAlgorithm(field, typ string) *apiFail {
+	if typ != "round_robin" && typ != "least_connections" {
+		return invalid(field, "must be round_robin or least_connections")
+	}
+	return nil
+}
+
+// checkInterfaces refuses a load balancer without a public interface
+// (public false) that is attached to no network.
+func checkInterfaces(public bool, network int64) *apiFail {
+	if !public && network == 0 {
+		return unprocessable("load_balancer_not_attached_to_network", "a Load Balancer without a public interface needs a network")
+	}
+	return nil
+}
+
+// defaultHealthCheckHTTP is the http part of a health check the request
+// leaves out: path /, status codes 2?? and 3??.
+func defaultHealthCheckHTTP() *LBHealthCheckHTTP {
+	return &LBHealthCheckHTTP{Path: "/", StatusCodes: []string{"2??", "3??"}}
 }
 
 func setIf[T any](dst *T, v *T) {
@@ -357,8 +380,8 @@ func (c *Cloud) lbFromCreate(req reqCreate) (LoadBalancer, *apiFail) {
 		return l, invalid("location", "one of location and network_zone is required")
 	}
 	if req.Algorithm != nil {
-		if req.Algorithm.Type != "round_robin" && req.Algorithm.Type != "least_connections" {
-			return l, invalid("algorithm.type", "must be round_robin or least_connections")
+		if f := checkAlgorithm("algorithm.type", req.Algorithm.Type); f != nil {
+			return l, f
 		}
 		l.Algorithm = req.Algorithm.Type
 	}
@@ -378,8 +401,8 @@ func (c *Cloud) lbFromCreate(req reqCreate) (LoadBalancer, *apiFail) {
 		l.Network = *req.Network
 	}
 	if req.PublicInterface != nil {
-		if !*req.PublicInterface && l.Network == 0 {
-			return l, unprocessable("load_balancer_not_attached_to_network", "a Load Balancer without a public interface needs a network")
+		if f := checkInterfaces(*req.PublicInterface, l.Network); f != nil {
+			return l, f
 		}
 		l.Public = *req.PublicInterface
 	}
