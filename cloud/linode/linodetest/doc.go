@@ -77,16 +77,19 @@
 //     check none, connection, http or http_body, check_interval 2-3600,
 //     check_timeout 1-30 and below the interval, check_attempts 1-30,
 //     check_path beginning with / for the http checks, check_body for
-//     http_body, ssl_cert and ssl_key for https only (shown as <REDACTED>),
+//     http_body, ssl_cert and ssl_key for https only, a PEM certificate
+//     and its key (shown as <REDACTED>, with ssl_commonname and
+//     ssl_fingerprint, the SHA-1 of the certificate's DER in
+//     colon-separated hex),
 //     check_passive false on udp; what a request leaves out takes the
 //     defaults of the recorded answers (stickiness none, session on udp;
 //     check none; check_timeout 30, or below check_interval; check_attempts
 //     3; cipher_suite recommended, none on udp) and check_interval 60 (not
 //     recorded);
 //     per node an address ip:port, label 3-32, weight 1-255, mode accept,
-//     reject, drain or backup. A field the endpoint does not model (such
-//     as vpcs, or firewall_id: there are no Cloud Firewalls here) is a 400
-//     naming it. Methods lb-list, lb-get (a NodeBalancer, its configs, a
+//     reject, drain or backup. firewall_id at creation attaches the new
+//     NodeBalancer to that Cloud Firewall (400 when there is none). A field
+//     the endpoint does not model (such as vpcs) is a 400 naming it. Methods lb-list, lb-get (a NodeBalancer, its configs, a
 //     config's nodes), lb-create, lb-update (the NodeBalancer's PUT and
 //     every change of a config) and lb-delete count and fail as the others;
 //     reads answer X-Accepted-Oauth-Scopes nodebalancers:read_only,
@@ -99,14 +102,31 @@
 //     check_path, the body not read; udp's checks on udp_check_port), every
 //     check_interval, a node down after check_attempts failures. It does
 //     not speak HTTP or TLS itself, nor send PROXY protocol headers, nor
-//     throttle clients. Close stops it.
+//     throttle clients (an https port's bytes are forwarded as TCP: TLS
+//     is not ended). Its clients are those a NodeBalancer's enabled Cloud
+//     Firewalls let through: under inbound policy DROP the addresses of
+//     the TCP or UDP ACCEPT rules that cover every port of the
+//     NodeBalancer; under ACCEPT without DROP rules, all; what its source
+//     ranges cannot express (a deny list, a rule of some ports only) it
+//     fails closed (no client). Close stops it.
+//   - Cloud Firewalls (firewalls.go): made by the test (PutFirewall, as a
+//     user in the Cloud Manager; ChangeFirewall changes their rules out
+//     of band), with inbound rules and policies; GET
+//     /v4/networking/firewalls/{id}, .../rules and .../devices, POST
+//     .../devices (type nodebalancer; 400 for a NodeBalancer that already
+//     has another enabled firewall, as Linode documents one enabled
+//     firewall at a time; 404 for an unknown one) and DELETE
+//     .../devices/{id}; GET /v4/nodebalancers/{id}/firewalls. A deleted
+//     NodeBalancer leaves its firewalls. Methods fw-get and fw-update;
+//     answers X-Accepted-Oauth-Scopes firewall:read_write.
 //   - Where the endpoint differs from Linode: a node's address must be a
 //     Linode's private address (PrivateIP, on loopback here) where Linode
 //     wants one in 192.168.128.0/17 of the NodeBalancer's region; the
 //     region is not checked against the Linodes'.
 //
 // Not modelled: other endpoints and methods (a NodeBalancer node's own
-// calls, stats, firewalls, VPC configs), token scopes (any request
+// calls, stats, VPC configs; firewalls' list, creation, rules' PUT and
+// Linode devices), token scopes (any request
 // with the token is allowed), +order_by, +and, +or and other filters,
 // the Metadata service's text/plain documents and its other paths, VPC and
 // VLAN interfaces, shared and additional addresses, IPv6 ranges, and LKE.
