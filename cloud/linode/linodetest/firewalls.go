@@ -243,7 +243,7 @@ func (c *Cloud) serveFirewalls(w http.ResponseWriter, r *http.Request) {
 		Type string `json:"type"`
 	}
 	route := r.Method + " " + strings.Join(parts[1:], "/")
-	if len(parts) == 3 {
+	if len(parts) == 3 && parts[1] == "devices" {
 		route = r.Method + " devices/{id}"
 	}
 	if route == "POST devices" && !decode(w, r, &body) {
