@@ -2,6 +2,7 @@ package linode
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -56,10 +57,6 @@ var unsupported = map[string]string{
 	"retain-reserved-ipv4": "reserved IPv4 addresses",
 	"enable-ipv6-ingress":  "IPv6 ingress",
 	"enable-ipv6-backends": "IPv6 backends",
-	"backend-ipv4-range":   "VPC backends",
-	"backend-vpc-name":     "VPC backends",
-	"backend-subnet-name":  "VPC backends",
-	"backend-subnet-id":    "VPC backends",
 	"frontend-ipv4-range":  "VPC frontends",
 	"frontend-ipv6-range":  "VPC frontends",
 	"frontend-vpc-name":    "VPC frontends",
@@ -121,6 +118,7 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 	if a.Has(AnnFirewallID) {
 		spec.Firewall = a.Int(AnnFirewallID, 0, 1, 1<<31-1)
 	}
+	spec.vpc = l.vpcChoice(a)
 	spec.Throttle = a.Int(AnnThrottle, 0, 0, 20)
 	spec.hostnameOnly = a.Bool(AnnHostnameOnlyIngress, false)
 	spec.Preserve = a.Bool(AnnPreserve, false)
@@ -286,14 +284,37 @@ func cmpOr(vals ...string) string {
 }
 
 // targets adds the nodes to every port: each node's private address (its
-// node.k8s.linode.com/private-ip annotation, else its InternalIP) at the
-// port's node port; and the region, from the nodes' region label.
+// node.k8s.linode.com/private-ip annotation, else its InternalIP), or with
+// VPC backends its Linode's address in the subnet, at the port's node
+// port; and the region, from the nodes' region label.
 func (l *nodeBalancers) targets(svc *v1.Service, nodes []*v1.Node, spec *lbSpec) error {
 	type target struct{ ip, label string }
 	var ts []target
 	spec.labels = map[string]string{}
+	var inVPC map[int]string
+	if spec.vpc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.RequestTimeout.Duration)
+		defer cancel()
+		ref, err := l.subnet(ctx, spec.vpc)
+		if err != nil {
+			return fmt.Errorf("service %s/%s: VPC backends: %w", svc.Namespace, svc.Name, err)
+		}
+		spec.subnet = ref.subnetID
+		if len(nodes) > 0 {
+			if inVPC, err = l.vpcAddresses(ctx, ref); err != nil {
+				return fmt.Errorf("service %s/%s: VPC backends: %w", svc.Namespace, svc.Name, err)
+			}
+		}
+	}
 	for _, n := range nodes {
 		ip := n.Annotations[AnnNodePrivateIP]
+		if spec.vpc != nil {
+			id, err := ParseProviderID(n.Spec.ProviderID)
+			if ip = inVPC[id]; err != nil || ip == "" {
+				return fmt.Errorf("service %s/%s: node %s (providerID %q) has no address in the NodeBalancer's VPC subnet %d",
+					svc.Namespace, svc.Name, n.Name, n.Spec.ProviderID, spec.subnet)
+			}
+		}
 		if ip == "" {
 			for _, t := range loadbalancer.Targets([]*v1.Node{n}) {
 				ip = t.InternalIP

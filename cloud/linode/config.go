@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,15 @@ type Config struct {
 	// InternalIP; every other IPv4 address is an ExternalIP. Default
 	// 192.168.128.0/17, Linode's private addresses.
 	PrivateCIDRs []string `json:"privateCIDRs,omitempty"`
+	// VPCNames are the labels of the VPCs the cluster's Linodes talk over
+	// (Linode's CCM's --vpc-names); the first is the NodeBalancers'. Set,
+	// every NodeBalancer reaches its nodes at their addresses in a subnet
+	// of it (VPC backends), unless a Service's annotations name another.
+	VPCNames []string `json:"vpcNames,omitempty"`
+	// SubnetNames are the subnets' labels in the VPCs (Linode's CCM's
+	// --subnet-names); the first is the NodeBalancers'. Default [default]
+	// when VPCNames is set.
+	SubnetNames []string `json:"subnetNames,omitempty"`
 	// MaxRetries is how often linodego tries a request again that the API
 	// answered 429 (after its Retry-After), 503 or 408. Default 2; 0 none.
 	MaxRetries *int `json:"maxRetries,omitempty"`
@@ -65,6 +75,7 @@ const (
 	DefaultClusterTagPrefix = "k8s:"
 	DefaultPageSize         = MaxPageSize
 	DefaultPrivateCIDR      = "192.168.128.0/17"
+	DefaultSubnetName       = "default"
 	DefaultMaxRetries       = 2
 	DefaultRetryWait        = time.Second
 	DefaultMaxRetryWait     = 10 * time.Second
@@ -114,6 +125,9 @@ func (c *Config) defaults() {
 	if c.PrivateCIDRs == nil {
 		c.PrivateCIDRs = []string{DefaultPrivateCIDR}
 	}
+	if len(c.VPCNames) > 0 && c.SubnetNames == nil {
+		c.SubnetNames = []string{DefaultSubnetName}
+	}
 	if c.MaxRetries == nil {
 		n := DefaultMaxRetries
 		c.MaxRetries = &n
@@ -159,6 +173,18 @@ func (c *Config) validate() error {
 	for _, s := range c.PrivateCIDRs {
 		if p, err := netip.ParsePrefix(s); err != nil || !p.Addr().Is4() {
 			errs = append(errs, fmt.Errorf("privateCIDRs: %q is not an IPv4 CIDR", s))
+		}
+	}
+	switch {
+	case len(c.SubnetNames) > 0 && len(c.VPCNames) == 0:
+		errs = append(errs, errors.New("subnetNames: want vpcNames too (the VPCs the subnets are in)"))
+	case len(c.VPCNames) > 0 && len(c.SubnetNames) == 0:
+		errs = append(errs, errors.New("subnetNames: want at least one subnet of vpcNames (default "+DefaultSubnetName+")"))
+	}
+	for _, n := range slices.Concat(c.VPCNames, c.SubnetNames) {
+		if strings.TrimSpace(n) == "" {
+			errs = append(errs, errors.New("vpcNames, subnetNames: an empty label"))
+			break
 		}
 	}
 	if c.MaxRetries != nil && (*c.MaxRetries < 0 || *c.MaxRetries > MaxRetries) {

@@ -57,6 +57,10 @@ type lbSpec struct {
 	region      string
 	providerIDs []string
 	nbType      string
+	// vpc is the VPC backends' subnet as the Service chooses it; subnet
+	// its id (nodes are sent with it; the create's vpcs).
+	vpc    *vpcChoice
+	subnet int
 	// named is the nodebalancer-id annotation's id: such a Service's
 	// NodeBalancer is never made.
 	named string
@@ -98,6 +102,8 @@ type nodeBalancers struct {
 	// "hostname:<name>"), so that finding one by its Service's status
 	// is a GET of the id rather than a list.
 	ids sync.Map
+	// subnets are the VPC subnets found, by name or id (vpc.go).
+	subnets sync.Map
 }
 
 var _ loadbalancer.Cloud[lbSpec] = (*nodeBalancers)(nil)
@@ -337,7 +343,7 @@ func tags(o loadbalancer.Owner, spec lbSpec) []string {
 	return t
 }
 
-func createConfig(p portSpec, labels map[string]string) linodego.NodeBalancerConfigCreateOptions {
+func createConfig(p portSpec, labels map[string]string, subnet int) linodego.NodeBalancerConfigCreateOptions {
 	passive := p.CheckPassive
 	o := linodego.NodeBalancerConfigCreateOptions{Port: p.Port, Protocol: linodego.ConfigProtocol(p.Protocol),
 		ProxyProtocol: linodego.ConfigProxyProtocol(p.ProxyProtocol), Algorithm: linodego.ConfigAlgorithm(p.Algorithm),
@@ -352,7 +358,7 @@ func createConfig(p portSpec, labels map[string]string) linodego.NodeBalancerCon
 		o.UDPCheckPort = &port
 	}
 	for _, a := range p.Nodes {
-		n := linodego.NodeBalancerNodeCreateOptions{Address: a, Label: labels[a], Weight: 100}
+		n := linodego.NodeBalancerNodeCreateOptions{Address: a, Label: labels[a], Weight: 100, SubnetID: subnet}
 		if n.Label == "" {
 			n.Label = nodeLabel(strings.ReplaceAll(a, ":", "-"))
 		}
@@ -395,8 +401,11 @@ func (l *nodeBalancers) Create(ctx context.Context, name string, o loadbalancer.
 	throttle := spec.Throttle
 	opts := linodego.NodeBalancerCreateOptions{Label: &name, Region: region, ClientConnThrottle: &throttle, Tags: tags(o, spec),
 		Type: linodego.NodeBalancerPlanType(spec.nbType), FirewallID: spec.Firewall}
+	if spec.vpc != nil {
+		opts.VPCs = []linodego.NodeBalancerVPCOptions{{SubnetID: spec.subnet, IPv4Range: spec.vpc.ipv4Range}}
+	}
 	for _, p := range spec.Ports {
-		cf := createConfig(p, spec.labels)
+		cf := createConfig(p, spec.labels, spec.subnet)
 		opts.Configs = append(opts.Configs, &cf)
 	}
 	nb, err := l.c.client.CreateNodeBalancer(ctx, opts)
@@ -473,7 +482,7 @@ func (l *nodeBalancers) Update(ctx context.Context, h loadbalancer.Held[lbSpec],
 	}
 	for _, p := range spec.Ports {
 		cid, had := h.Spec.configs[p.Port]
-		cf := createConfig(p, spec.labels)
+		cf := createConfig(p, spec.labels, spec.subnet)
 		switch {
 		case !had:
 			if _, err := l.c.client.CreateNodeBalancerConfig(ctx, id, cf); err != nil {

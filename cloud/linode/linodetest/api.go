@@ -62,7 +62,8 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	nb := r.URL.Path == nbPath || strings.HasPrefix(r.URL.Path, nbPath+"/")
 	fw := strings.HasPrefix(r.URL.Path, fwPath+"/")
-	list := r.URL.Path == listPath || (nb || fw) && r.Method == http.MethodGet && nbCollection(r.URL.Path)
+	vpc := r.URL.Path == vpcPath || strings.HasPrefix(r.URL.Path, vpcPath+"/")
+	list := r.URL.Path == listPath || (nb || fw) && r.Method == http.MethodGet && nbCollection(r.URL.Path) || vpc
 	if !c.rateLimit(w, list) {
 		c.Counter.Add(MethodThrottled)
 		writeError(w, http.StatusTooManyRequests, "", "Too many requests")
@@ -70,6 +71,10 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 	}
 	if fw {
 		c.serveFirewalls(w, r)
+		return
+	}
+	if vpc {
+		c.serveVPCs(w, r)
 		return
 	}
 	if nb {

@@ -43,6 +43,8 @@ type NodeBalancer struct {
 	Tags     []string
 	Created  time.Time
 	Configs  []NBConfig
+	// VPCs are its backend VPC configurations (the create's vpcs).
+	VPCs []NBVPC
 }
 
 // NBConfig is one port of a NodeBalancer.
@@ -66,10 +68,13 @@ type NBNode struct {
 	ID                   int
 	Address, Label, Mode string
 	Weight               int
+	// SubnetID is the VPC subnet its address is in (0: a private address).
+	SubnetID int
 }
 
 func (n NodeBalancer) clone() NodeBalancer {
 	n.Tags = slices.Clone(n.Tags)
+	n.VPCs = slices.Clone(n.VPCs)
 	n.Configs = slices.Clone(n.Configs)
 	for i := range n.Configs {
 		n.Configs[i].Nodes = slices.Clone(n.Configs[i].Nodes)
@@ -81,6 +86,7 @@ func (n NodeBalancer) clone() NodeBalancer {
 type nbState struct {
 	byID   map[int]*NodeBalancer
 	fws    map[int]*Firewall // Cloud Firewalls (firewalls.go)
+	vpc    vpcState          // VPCs (vpcs.go), under their own lock
 	nextID int               // NodeBalancers, configs and nodes share one sequence
 	plane  cloudtest.DataPlane
 }

@@ -179,6 +179,18 @@ func (c *Cloud) nbCreate(w http.ResponseWriter, r *http.Request) {
 		ports[cf.Port] = true
 		n.Configs = append(n.Configs, cf)
 	}
+	vpcs, verr := c.checkVPCs(b.VPCs)
+	if verr != nil {
+		writeInvalid(w, verr)
+		return
+	}
+	n.VPCs = vpcs
+	for i, cf := range n.Configs {
+		if err := checkNodeSubnets(fmt.Sprintf("configs[%d].", i), &n, cf); err != nil {
+			writeInvalid(w, err)
+			return
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if b.Label != nil {
@@ -195,6 +207,9 @@ func (c *Cloud) nbCreate(w http.ResponseWriter, r *http.Request) {
 	n.Created = c.opts.Now().UTC().Truncate(time.Second)
 	for i := range n.Configs {
 		c.assignIDs(&n.Configs[i])
+	}
+	for i := range n.VPCs {
+		n.VPCs[i].ID = c.nextID()
 	}
 	if b.FirewallID != 0 {
 		// Attached before the data plane serves it: never open.
@@ -341,7 +356,7 @@ func (c *Cloud) nodeList(w http.ResponseWriter, id, cid int) {
 	}
 	var out []wireNode
 	for _, nd := range n.Configs[i].Nodes {
-		out = append(out, c.wireNode(n.ID, n.Configs[i], nd))
+		out = append(out, c.wireNode(*n, n.Configs[i], nd))
 	}
 	page(w, out)
 }
@@ -367,6 +382,10 @@ func (c *Cloud) configCreate(w http.ResponseWriter, r *http.Request, id int) {
 	}
 	if portTaken(n.Configs, cf.Port, -1) {
 		writeError(w, http.StatusBadRequest, "port", "Port is already in use by another config")
+		return
+	}
+	if err := checkNodeSubnets("", n, cf); err != nil {
+		writeInvalid(w, err)
 		return
 	}
 	c.assignIDs(&cf)
@@ -446,6 +465,10 @@ func (c *Cloud) replaceConfig(w http.ResponseWriter, n *NodeBalancer, i int, b c
 	}
 	if portTaken(n.Configs, cf.Port, i) {
 		writeError(w, http.StatusBadRequest, "port", "Port is already in use by another config")
+		return
+	}
+	if err := checkNodeSubnets("", n, cf); rebuild && err != nil {
+		writeInvalid(w, err)
 		return
 	}
 	cf.ID = old.ID

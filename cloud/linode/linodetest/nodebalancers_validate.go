@@ -176,12 +176,14 @@ func (c *Cloud) nodes(prefix, protocol string, bs []nodeBody) ([]NBNode, *invali
 		switch {
 		case err != nil || !ap.Addr().Is4():
 			return nil, bad(f+"address", "Must be a valid IPv4 address and port, such as 192.168.255.255:80")
-		case !c.privateAddress(ap.Addr().String()):
+		case b.SubnetID == 0 && !c.privateAddress(ap.Addr().String()):
 			return nil, bad(f+"address", "Must be a private IPv4 address")
+		case b.SubnetID != 0 && !c.subnetExists(b.SubnetID):
+			return nil, bad(f+"subnet_id", "Subnet not found")
+		case b.SubnetID != 0 && !c.inSubnet(ap.Addr().String(), b.SubnetID):
+			return nil, bad(f+"address", "Must be an address of a Linode in subnet %d", b.SubnetID)
 		case seen[b.Address]:
 			return nil, bad(f+"address", "Each node must have a unique address")
-		case b.SubnetID != 0:
-			return nil, bad(f+"subnet_id", "linodetest does not model VPCs")
 		}
 		if err := checkLabel(f+"label", b.Label); err != nil {
 			return nil, err
@@ -197,7 +199,7 @@ func (c *Cloud) nodes(prefix, protocol string, bs []nodeBody) ([]NBNode, *invali
 			mode = "accept"
 		}
 		seen[b.Address] = true
-		out = append(out, NBNode{ID: b.ID, Address: ap.String(), Label: b.Label, Weight: max(b.Weight, 100), Mode: mode})
+		out = append(out, NBNode{ID: b.ID, Address: ap.String(), Label: b.Label, Weight: max(b.Weight, 100), Mode: mode, SubnetID: b.SubnetID})
 		if b.Weight != 0 {
 			out[len(out)-1].Weight = b.Weight
 		}

@@ -15,6 +15,7 @@ type nbCreateBody struct {
 	Tags                  []string     `json:"tags"`
 	FirewallID            int          `json:"firewall_id"`
 	Type                  string       `json:"type"`
+	VPCs                  []vpcBody    `json:"vpcs"`
 }
 
 type nbUpdateBody struct {
@@ -155,7 +156,8 @@ type wireNode struct {
 	VPCConfigID    *int   `json:"vpc_config_id"`
 }
 
-func (c *Cloud) wireNode(nbID int, cf NBConfig, nd NBNode) wireNode {
+func (c *Cloud) wireNode(n NodeBalancer, cf NBConfig, nd NBNode) wireNode {
+	nbID := n.ID
 	status := "Unknown"
 	if cf.Check != "none" {
 		status = "DOWN"
@@ -165,5 +167,5 @@ func (c *Cloud) wireNode(nbID int, cf NBConfig, nd NBNode) wireNode {
 		}
 	}
 	return wireNode{ID: nd.ID, Address: nd.Address, Label: nd.Label, Status: status, Weight: nd.Weight, Mode: nd.Mode,
-		ConfigID: cf.ID, NodeBalancerID: nbID}
+		ConfigID: cf.ID, NodeBalancerID: nbID, VPCConfigID: vpcConfigID(n, nd.SubnetID)}
 }
