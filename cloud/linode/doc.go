@@ -28,7 +28,11 @@
 //     linodego's NodeBalancer calls, reading the Service annotations of
 //     Linode's CCM (service.beta.kubernetes.io/linode-loadbalancer-*) and
 //     refusing, by name, those it does not support; docs/linode.md has
-//     the table;
+//     the table. tls.go reads an https port's certificate from the Secret
+//     it names (Initialize's client, a GET each time); firewall.go
+//     attaches a NodeBalancer to the Cloud Firewall firewall-id names;
+//     vpc.go finds the VPC backends' subnet and the nodes' addresses in
+//     it;
 //   - config.go is the cloud-config of the CCM and the approver.
 //
 // What Linode's own CCM (github.com/linode/linode-cloud-controller-manager,

@@ -75,7 +75,7 @@ func NewWithHTTPClient(cfg Config, hc *http.Client) (*Cloud, error) {
 		Private: cfg.privateRanges(), RequestTimeout: cfg.RequestTimeout.Duration}
 	klog.InfoS("Linode cloud provider configured", "clusterID", cfg.ClusterID, "clusterTag", cfg.ClusterTag,
 		"apiEndpoint", cfg.APIEndpoint, "token", cfg.TokenSource(), "pageSize", cfg.PageSize,
-		"privateCIDRs", cfg.PrivateCIDRs, "maxRetries", *cfg.MaxRetries)
+		"privateCIDRs", cfg.PrivateCIDRs, "vpcNames", cfg.VPCNames, "subnetNames", cfg.SubnetNames, "maxRetries", *cfg.MaxRetries)
 	c := &Cloud{cfg: cfg, client: &client, view: view.New(src, cfg.ViewOptions())}
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c,

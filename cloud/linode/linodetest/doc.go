@@ -88,8 +88,12 @@
 //     recorded);
 //     per node an address ip:port, label 3-32, weight 1-255, mode accept,
 //     reject, drain or backup. firewall_id at creation attaches the new
-//     NodeBalancer to that Cloud Firewall (400 when there is none). A field
-//     the endpoint does not model (such as vpcs) is a 400 naming it. Methods lb-list, lb-get (a NodeBalancer, its configs, a
+//     NodeBalancer to that Cloud Firewall (400 when there is none); vpcs
+//     (one entry: a subnet of the account's, an IPv4 range in CIDR
+//     notation) gives it VPC backends, and a node with a subnet_id must be
+//     at a Linode's address in that subnet, one of the NodeBalancer's vpcs
+//     (vpc_config_id in its answer). A field the endpoint does not model
+//     is a 400 naming it. Methods lb-list, lb-get (a NodeBalancer, its configs, a
 //     config's nodes), lb-create, lb-update (the NodeBalancer's PUT and
 //     every change of a config) and lb-delete count and fail as the others;
 //     reads answer X-Accepted-Oauth-Scopes nodebalancers:read_only,
@@ -119,14 +123,20 @@
 //     .../devices/{id}; GET /v4/nodebalancers/{id}/firewalls. A deleted
 //     NodeBalancer leaves its firewalls. Methods fw-get and fw-update;
 //     answers X-Accepted-Oauth-Scopes firewall:read_write.
+//   - VPCs (vpcs.go): made by the test (PutVPC, with subnets of loopback
+//     ranges; AddVPCAddress gives a Linode an address in a subnet); GET
+//     /v4/vpcs (with their subnets), .../{id}/subnets and .../{id}/ips,
+//     each one page. Method vpc-get; answers X-Accepted-Oauth-Scopes
+//     vpc:read_only.
 //   - Where the endpoint differs from Linode: a node's address must be a
 //     Linode's private address (PrivateIP, on loopback here) where Linode
 //     wants one in 192.168.128.0/17 of the NodeBalancer's region; the
 //     region is not checked against the Linodes'.
 //
 // Not modelled: other endpoints and methods (a NodeBalancer node's own
-// calls, stats, VPC configs; firewalls' list, creation, rules' PUT and
-// Linode devices), token scopes (any request
+// calls, stats, a NodeBalancer's VPC configs' own calls, VPCs' creation
+// and changes; firewalls' list, creation, rules' PUT and Linode devices),
+// token scopes (any request
 // with the token is allowed), +order_by, +and, +or and other filters,
 // the Metadata service's text/plain documents and its other paths, VPC and
 // VLAN interfaces, shared and additional addresses, IPv6 ranges, and LKE.
