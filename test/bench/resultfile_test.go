@@ -205,4 +205,19 @@ func TestResultFile(t *testing.T) {
 			t.Errorf("result file lacks %q:\n%s", want, text)
 		}
 	}
+
+	// A benchmark sized by a variable of its own names it, not
+	// BENCH_NODES.
+	p, err := writeResultFile(dir, 10, keptBench{stem: "lb-fanout-linode", nodes: 10, env: "MOORING_BENCH_LB=10x10"}, "LB fan-out, Linode face", rows, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err = os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := string(data); filepath.Base(p) != "2026-11-26-10-lb-fanout-linode.md" || !strings.Contains(text, "`MOORING_BENCH_LB=10x10 make bench BENCH=") ||
+		strings.Contains(text, "BENCH_NODES") {
+		t.Errorf("%s:\n%s", filepath.Base(p), text)
+	}
 }
