@@ -17,10 +17,10 @@ import (
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-// TestAWSNodesJoin: mooring on AWS, against the AWS-compatible endpoint
+// awsNodesJoin (TestSignedClouds/AWS): mooring on AWS, against the AWS-compatible endpoint
 // (cloud/aws/awstest: EC2 Query API, STS that verifies SigV4, IMDSv2 per
 // instance) with the real SDK in every binary. Three EC2 instances with an
-// instance profile join the real bed: each mooring-agent (cloud: aws) reads
+// instance profile join the shared bed: each mooring-agent (cloud: aws) reads
 // IMDSv2, sends a GetCallerIdentity request it signed with its role's
 // credentials, bound to its CSR key, as evidence; the standalone
 // mooring-csr-approver (--cloud-provider=aws) replays it to STS and checks
@@ -28,8 +28,8 @@ import (
 // initializes the Nodes, named by private DNS name, with aws:/// providerIDs;
 // serving certificates are approved. Then AWS-specific attacks, made with
 // the agent's own code and edited, are denied by the real approver.
-func TestAWSNodesJoin(t *testing.T) {
-	j := joinThree(t, harness.StartAWSCloud, "EC2 instances")
+func awsNodesJoin(t *testing.T, bed *signedBed) {
+	j := joinThree(t, bed, harness.StartAWSCloud, "EC2 instances", "ec2")
 	c, aws, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	for _, m := range fleet.Machines {

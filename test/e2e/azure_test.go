@@ -16,19 +16,19 @@ import (
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-// TestAzureNodesJoin: mooring on Azure, against the Azure-compatible
+// azureNodesJoin (TestSignedClouds/Azure): mooring on Azure, against the Azure-compatible
 // endpoint (cloud/azure/azuretest: ARM lists with nextLink pages, per-VM
 // IMDS with attested documents signed under a test root through an issuing
 // CA the approver fetches from its AIA URL, a managed identity token
 // endpoint) with the real Azure SDK and azidentity in the
-// binaries. Three VMs join the real bed: each mooring-agent (cloud: azure)
+// binaries. Three VMs join the shared bed: each mooring-agent (cloud: azure)
 // reads IMDS and sends an attested document whose nonce is derived from
 // its CSR key; the standalone mooring-csr-approver (--cloud-provider=azure)
 // verifies it and the ARM record; mooring-ccm initializes the Nodes with
 // azure:/// providerIDs; serving certificates are approved. Then
 // Azure-specific attacks are denied by the real approver.
-func TestAzureNodesJoin(t *testing.T) {
-	j := joinThree(t, harness.StartAzureCloud, "VMs")
+func azureNodesJoin(t *testing.T, bed *signedBed) {
+	j := joinThree(t, bed, harness.StartAzureCloud, "VMs", "vm")
 	c, az, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	prefix := "azure:///subscriptions/" + az.Subscription() + "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/"
@@ -49,13 +49,13 @@ func TestAzureNodesJoin(t *testing.T) {
 	t.Logf("cloud calls: ListVMs %d, ListVMStatuses %d, ListNICs %d, Token %d, AttestedDocument %d",
 		az.Calls("ListVMs"), az.Calls("ListVMStatuses"), az.Calls("ListNICs"), az.Calls("Token"), az.Calls("AttestedDocument"))
 
-	azureAttacks(ctx, t, c, az)
+	azureAttacks(ctx, t, c, az, fleet.Machines[0].Name)
 }
 
 // azureAttacks joins through the real approver with attested documents an
 // attacker can make or obtain: each CSR is denied with its reason, and a
-// good one passes.
-func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *harness.AzureCloud) {
+// good one passes. joined is a machine's node name.
+func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *harness.AzureCloud, joined string) {
 	t.Helper()
 	mine := az.AddVM(e2eCluster, "attacker")
 	id, err := azureagentid.NewNodeIdentity(nodeid.Config{MetadataURL: az.IMDS(mine.VMID)})
@@ -133,7 +133,7 @@ func azureAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, az *har
 			_, s := az.Current()
 			return signed(s, az.DocumentFor(mine.VMID, "11111111-2222-4333-8444-555555555555", nonce(b), time.Now().Add(-6*time.Hour), time.Now()))
 		}, "EvidenceWrongIssuer"},
-		{"another VM's node name", "node-1", imds, "NodeNameMismatch"},
+		{"another VM's node name", joined, imds, "NodeNameMismatch"},
 		{"good evidence", "attacker", func(b string) []evidence.Block {
 			replayed = imds(b)
 			return replayed

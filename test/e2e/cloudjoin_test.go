@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
-	certificatesv1 "k8s.io/api/certificates/v1"
 )
 
 // provisioningCloud is a cloud stand-in whose instances a test makes for
@@ -16,6 +19,35 @@ import (
 type provisioningCloud interface {
 	harness.Provider
 	Provisioner(cluster string) func(ctx context.Context, name string) (harness.Provisioned, error)
+}
+
+// TestSignedClouds: mooring on each cloud that signs its instances'
+// identity (AWS, GCE, Azure, OCI), against the cloud's compatible endpoint
+// on loopback with the cloud's real client libraries in every binary, one
+// subtest per cloud on one bed: the control plane outlives each cloud; the
+// cloud's mooring-ccm, approver, machines and Nodes do not. In each, three
+// machines the cloud provisions join with the cloud's own evidence, their
+// Nodes are initialized as the cloud's CCM would, and the cloud-specific
+// attacks are denied by the real approver (awsNodesJoin, gceNodesJoin,
+// azureNodesJoin, ociNodesJoin).
+func TestSignedClouds(t *testing.T) {
+	bed := &signedBed{
+		agent:    harness.BuildBinary(t, "agent/cmd/mooring-agent"),
+		ccm:      harness.BuildBinary(t, "ccm/cmd/mooring-ccm"),
+		approver: harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver"),
+	}
+	bed.c = testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
+	t.Run("AWS", func(t *testing.T) { awsNodesJoin(t, bed) })
+	t.Run("GCE", func(t *testing.T) { gceNodesJoin(t, bed) })
+	t.Run("Azure", func(t *testing.T) { azureNodesJoin(t, bed) })
+	t.Run("OCI", func(t *testing.T) { ociNodesJoin(t, bed) })
+}
+
+// signedBed is TestSignedClouds' bed, without the bootstrappers'
+// auto-approval, and the binaries every cloud runs on it.
+type signedBed struct {
+	c                    *testbed.Cluster
+	agent, ccm, approver string
 }
 
 // cloudJoin is a bed whose three machines joined through a cloud's path.
@@ -28,14 +60,15 @@ type cloudJoin[P provisioningCloud] struct {
 	Fleet *harness.Fleet
 }
 
-// joinThree starts the bed without the bootstrappers' auto-approval, the
-// cloud, mooring-ccm and the standalone mooring-csr-approver on it, and
-// three machines (node-1..3) that the cloud provisions, and returns once
-// every agent has ended well (its node joined, its kubelet started).
-// instances names them in the log ("EC2 instances").
-func joinThree[P provisioningCloud](t *testing.T, startCloud func(testing.TB) P, instances string) cloudJoin[P] {
+// joinThree starts the cloud, mooring-ccm and the standalone
+// mooring-csr-approver on the bed, and three machines (<machines>-1..3)
+// that the cloud provisions, and returns once every agent has ended well
+// (its node joined, its kubelet started). instances names them in the log
+// ("EC2 instances"). When the test ends, the cloud's binaries stop and
+// its Nodes and leader election Leases go (endCloud).
+func joinThree[P provisioningCloud](t *testing.T, bed *signedBed, startCloud func(testing.TB) P, instances, machines string) cloudJoin[P] {
 	t.Helper()
-	return joinThreeWith(t, startCloud, instances, joinOptions{})
+	return joinThreeWith(t, bed, startCloud, instances, machines, joinOptions{})
 }
 
 // joinOptions add flags to the binaries joinThreeWith starts (a join ticket
@@ -45,22 +78,22 @@ type joinOptions struct {
 }
 
 // joinThreeWith is joinThree with opts.
-func joinThreeWith[P provisioningCloud](t *testing.T, startCloud func(testing.TB) P, instances string, opts joinOptions) cloudJoin[P] {
+func joinThreeWith[P provisioningCloud](t *testing.T, bed *signedBed, startCloud func(testing.TB) P, instances, machines string, opts joinOptions) cloudJoin[P] {
 	t.Helper()
-	agentBin := harness.BuildBinary(t, "agent/cmd/mooring-agent")
-	ccmBin := harness.BuildBinary(t, "ccm/cmd/mooring-ccm")
-	approverBin := harness.BuildBinary(t, "csrapprover/cmd/mooring-csr-approver")
-	j := cloudJoin[P]{C: testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})}
+	j := cloudJoin[P]{C: bed.c}
 	j.Cloud = startCloud(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	j.Ctx = ctx
-	harness.StartCCM(t, j.C, ccmBin, j.Cloud, harness.CCMOptions{Cluster: e2eCluster, Args: append([]string{"--v=2"}, opts.CCMArgs...)})
-	harness.StartApprover(t, j.C, approverBin, j.Cloud, e2eCluster, opts.ApproverArgs...)
+	// Registered before the fleet's, so it runs once the fleet stopped.
+	var procs []*testbed.Process
+	t.Cleanup(func() { endCloud(t, j.C, procs) })
+	procs = append(procs, harness.StartCCM(t, j.C, bed.ccm, j.Cloud, harness.CCMOptions{Cluster: e2eCluster, Args: append([]string{"--v=2"}, opts.CCMArgs...)}))
+	procs = append(procs, harness.StartApprover(t, j.C, bed.approver, j.Cloud, e2eCluster, opts.ApproverArgs...).Process)
 
 	j.Start = time.Now()
 	j.Fleet = harness.StartFleet(ctx, t, j.C, nil, harness.FleetOptions{
-		Names: []string{"node-1", "node-2", "node-3"}, Cluster: e2eCluster, AgentBin: agentBin,
+		Names: []string{machines + "-1", machines + "-2", machines + "-3"}, Cluster: e2eCluster, AgentBin: bed.agent,
 		Provision: j.Cloud.Provisioner(e2eCluster),
 	})
 	for _, m := range j.Fleet.Machines {
@@ -71,6 +104,40 @@ func joinThreeWith[P provisioningCloud](t *testing.T, startCloud func(testing.TB
 	}
 	t.Logf("3 agents joined their %s and started the kubelets in %v", instances, time.Since(j.Start).Round(time.Millisecond))
 	return j
+}
+
+// endCloud ends a cloud's turn on a shared bed, once its machines
+// stopped: its mooring-ccm and approver (procs) stop, their leader
+// election Leases go, so that the next cloud's take over at once, and so
+// do the Nodes, which the next cloud's mooring-ccm would otherwise find
+// missing from its cloud.
+func endCloud(t *testing.T, c *testbed.Cluster, procs []*testbed.Process) {
+	t.Helper()
+	for _, p := range procs {
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Error(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, lease := range []string{"cloud-controller-manager", "mooring-csr-approver"} {
+		if err := c.Client.CoordinationV1().Leases("kube-system").Delete(ctx, lease, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}
+	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, n := range nodes.Items {
+		if t.Failed() {
+			t.Logf("Node %s: addresses %v, taints %v, annotations %v", n.Name, n.Status.Addresses, n.Spec.Taints, n.Annotations)
+		}
+		if err := c.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}
 }
 
 // attack is a join with evidence an attacker can make or obtain.

@@ -26,19 +26,19 @@ import (
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-// TestGCENodesJoin: mooring on GCE, against the GCE-compatible endpoint
+// gceNodesJoin (TestSignedClouds/GCE): mooring on GCE, against the GCE-compatible endpoint
 // (cloud/gce/gcetest: Compute API aggregatedList, Google-format published
 // keys, a metadata server per instance) with the real Google client
 // libraries in every binary. Three instances labelled as the cluster's join
-// the real bed: each mooring-agent (cloud: gce) reads its metadata server
+// the shared bed: each mooring-agent (cloud: gce) reads its metadata server
 // and sends the identity token (audience = its CSR key's binding,
 // format=full) as evidence; the standalone mooring-csr-approver
 // (--cloud-provider=gce) verifies it against the published keys and the
 // Compute API's record; mooring-ccm (--cloud-provider=gce) initializes the
 // Nodes with gce:// providerIDs; serving certificates are approved. Then
 // GCE-specific attacks are denied by the real approver.
-func TestGCENodesJoin(t *testing.T) {
-	j := joinThree(t, harness.StartGCECloud, "GCE instances")
+func gceNodesJoin(t *testing.T, bed *signedBed) {
+	j := joinThree(t, bed, harness.StartGCECloud, "GCE instances", "gce")
 	c, gce, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	for _, m := range fleet.Machines {
@@ -68,13 +68,13 @@ func TestGCENodesJoin(t *testing.T) {
 	t.Logf("cloud calls: aggregatedList %d, get %d, identity %d, certs %d",
 		gce.Calls("aggregatedList"), gce.Calls("get"), gce.Calls("identity"), gce.Calls("certs"))
 
-	gceAttacks(ctx, t, c, gce)
+	gceAttacks(ctx, t, c, gce, fleet.Machines[0].Name)
 }
 
 // gceAttacks joins through the real approver with GCE evidence an attacker
 // can get or make: each CSR is denied with its reason, and a good one
-// passes.
-func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harness.GCECloud) {
+// passes. joined is a machine's node name.
+func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harness.GCECloud, joined string) {
 	t.Helper()
 	mine := gce.AddNode(e2eCluster, "attacker")
 	otherCluster := gce.AddInstance("other-cluster-node", map[string]string{harness.GCELabel: "another-cluster"})
@@ -163,7 +163,7 @@ func gceAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harn
 		{"instance of another cluster's label", otherCluster.Name, func(binding string) []evidence.Block {
 			return fromMetadata(otherCluster, binding)
 		}, "InstanceNotInCluster"},
-		{"another instance's node name", "node-1", func(binding string) []evidence.Block {
+		{"another instance's node name", joined, func(binding string) []evidence.Block {
 			return fromMetadata(mine, binding)
 		}, "NodeNameMismatch"},
 		{"good evidence", mine.Name, func(binding string) []evidence.Block {

@@ -20,13 +20,14 @@ import (
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
-// TestOCINodesJoin: mooring on Oracle Cloud Infrastructure, against the
-// OCI-compatible endpoint (cloud/oci/ocitest: Core Services ListInstances,
+// ociNodesJoin (TestSignedClouds/OCI): mooring on Oracle Cloud
+// Infrastructure, against the OCI-compatible endpoint (cloud/oci/ocitest:
+// Core Services ListInstances,
 // ListVnicAttachments and GetVnic, paged by two, with OCI request
 // signatures checked; a metadata service per instance serving its instance
 // principal's certificate, key and intermediate) with the real oci-go-sdk
 // in mooring-ccm and mooring-csr-approver. Three instances tagged as the
-// cluster's join the real bed: each mooring-agent (cloud: oci) signs its
+// cluster's join the shared bed: each mooring-agent (cloud: oci) signs its
 // CSR key's binding with its instance certificate's key; the standalone
 // approver (--cloud-provider=oci) verifies the chain to OCI's root
 // (fetched from the endpoint's auth service with the approver's API key),
@@ -35,10 +36,10 @@ import (
 // mooring-ccm initializes the Nodes with oci://
 // providerIDs, the availability domain as zone and the fault domain label.
 // Then OCI-specific attacks are denied by the real approver.
-func TestOCINodesJoin(t *testing.T) {
+func ociNodesJoin(t *testing.T, bed *signedBed) {
 	// The approver judges against a record at most 2 s old (default 10 s),
 	// so that the attack of a terminated instance waits little.
-	j := joinThreeWith(t, harness.StartOCICloud, "OCI instances", joinOptions{ApproverArgs: []string{"--instance-max-age=" + ociInstanceMaxAge.String()}})
+	j := joinThreeWith(t, bed, harness.StartOCICloud, "OCI instances", "oci", joinOptions{ApproverArgs: []string{"--instance-max-age=" + ociInstanceMaxAge.String()}})
 	c, o, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	for _, m := range fleet.Machines {
@@ -80,7 +81,7 @@ func TestOCINodesJoin(t *testing.T) {
 		t.Errorf("%d API calls were refused for their signature", n)
 	}
 
-	ociAttacks(ctx, t, c, o)
+	ociAttacks(ctx, t, c, o, fleet.Machines[0].Name)
 }
 
 // ociInstanceMaxAge is the approver's --instance-max-age.
@@ -88,8 +89,8 @@ const ociInstanceMaxAge = 2 * time.Second
 
 // ociAttacks joins through the real approver with OCI evidence an attacker
 // can get or make: each CSR is denied with its reason, and a good one
-// passes.
-func ociAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, o *harness.OCICloud) {
+// passes. joined is a machine's node name.
+func ociAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, o *harness.OCICloud, joined string) {
 	t.Helper()
 	mine := o.AddNode(e2eCluster, "attacker")
 	victim := o.AddNode(e2eCluster, "victim")
@@ -185,7 +186,7 @@ func ociAttacks(ctx context.Context, t *testing.T, c *testbed.Cluster, o *harnes
 			time.Sleep(ociInstanceMaxAge + time.Second) // the approver's record of it is newer
 			return goneEvidence
 		}, "InstanceNotRunning"},
-		{"another instance's node name", "node-1", func(b string) []evidence.Block {
+		{"another instance's node name", joined, func(b string) []evidence.Block {
 			return fromMetadata(mine, b)
 		}, "NodeNameMismatch"},
 		{"good evidence", mine.DisplayName, func(b string) []evidence.Block {

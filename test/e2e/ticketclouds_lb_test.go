@@ -116,7 +116,7 @@ func testCloudLB(ctx context.Context, t *testing.T, c *testbed.Cluster, names []
 			}
 		}
 		harness.WaitUntil(ctx, t, fmt.Sprintf("%d targets", want), func() (bool, error) { return onlyLB(t, f).Targets == want, nil })
-		time.Sleep(2 * lbNodeBatch) // a second update would come within a batch
+		time.Sleep(lbNodeBatch) // a second sync would come within a batch
 		t.Logf("2 nodes %s: %d update calls", map[bool]string{true: "left", false: "came back"}[exclude], f.updates()-before)
 		if got, most := f.updates()-before, max(f.perBatch, 1); got > most {
 			t.Errorf("two nodes changing at once cost %d update calls, want at most %d (one sync)", got, most)
