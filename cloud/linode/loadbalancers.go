@@ -271,6 +271,22 @@ func (l *nodeBalancers) List(ctx context.Context) ([]loadbalancer.Held[lbSpec], 
 
 // Get reads a NodeBalancer by its id, or ("ip:", "hostname:") by its
 // address as a Service's status shows it.
+// Index lists the account's NodeBalancers with their labels and tags but
+// not their configs (the kit's Indexer): one paged call, where List reads
+// every cluster NodeBalancer's configs and nodes too, so that finding a
+// new Service's NodeBalancer does not cost a List of all of them.
+func (l *nodeBalancers) Index(ctx context.Context) ([]loadbalancer.Held[lbSpec], error) {
+	nbs, err := l.c.client.ListNodeBalancers(ctx, &linodego.ListOptions{PageSize: l.c.cfg.PageSize})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]loadbalancer.Held[lbSpec], len(nbs))
+	for i := range nbs {
+		out[i] = held(&nbs[i], nil)
+	}
+	return out, nil
+}
+
 func (l *nodeBalancers) Get(ctx context.Context, id string) (loadbalancer.Held[lbSpec], bool, error) {
 	var nb *linodego.NodeBalancer
 	if known, ok := l.ids.Load(id); ok {

@@ -319,3 +319,24 @@ func TestLBPreserve(t *testing.T) {
 		t.Fatalf("deleted: %v, left %d", err, len(w.ln.NodeBalancers()))
 	}
 }
+
+// Building NodeBalancers for n new Services costs calls in proportion to
+// n: each is found through the index (one list), not a List that reads
+// every NodeBalancer's configs (n² reads in all; BenchmarkLBFanoutLinode
+// took 61 s for 10 so).
+func TestLBBuildsInLinearCalls(t *testing.T) {
+	w, lbs, nodes := lbWorld(t)
+	const n = 8
+	for i := range n {
+		svc := lbSvc(nil)
+		svc.Name = "web-" + strconv.Itoa(i)
+		svc.UID = types.UID("0b1c6d1e-6a43-4f0e-9d5c-00000000000" + strconv.Itoa(i))
+		if _, err := lbs.EnsureLoadBalancer(context.Background(), "kubernetes", svc, nodes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := lbCalls(w); got > 4*n {
+		t.Errorf("%d NodeBalancers built with %d calls, want at most %d (lists %d, gets %d)", n, got, 4*n,
+			w.ln.Calls(linodetest.MethodLBList), w.ln.Calls(linodetest.MethodLBGet))
+	}
+}

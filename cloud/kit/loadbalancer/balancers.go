@@ -275,22 +275,55 @@ func (b *Balancers[S]) find(ctx context.Context, svc *v1.Service) (Held[S], bool
 		b.forget(uid)
 		break
 	}
-	all, err := b.cloud.List(ctx)
+	list, full := b.cloud.List, true
+	if ix, ok := b.cloud.(Indexer[S]); ok {
+		list, full = ix.Index, false
+	}
+	all, err := list(ctx)
 	if err != nil {
 		return Held[S]{}, false, fmt.Errorf("list load balancers: %w", err)
 	}
-	for _, h := range all {
+	match := -1
+	for i, h := range all {
 		if h.Owner.Cluster == b.opts.Cluster && h.Owner.UID == uid {
-			return h, true, nil
+			match = i
+			break
 		}
 	}
-	name := b.cloud.Name(svc)
-	for _, h := range all {
-		if h.Name == name {
-			return h, true, b.check(h, uid)
+	if match < 0 {
+		name := b.cloud.Name(svc)
+		for i, h := range all {
+			if h.Name == name {
+				match = i
+				break
+			}
 		}
 	}
-	return Held[S]{}, false, nil
+	if match < 0 {
+		return Held[S]{}, false, nil
+	}
+	h := all[match]
+	if !full {
+		// The index holds no spec: read the one found.
+		var ok bool
+		if h, ok, err = b.cloud.Get(ctx, h.ID); err != nil || !ok {
+			if err != nil {
+				err = fmt.Errorf("get load balancer %s: %w", all[match].ID, err)
+			}
+			return h, false, err
+		}
+	}
+	return h, true, b.check(h, uid)
+}
+
+// Indexer is a Cloud whose List costs more than a call per page (it reads
+// each load balancer's parts: Linode's configs and nodes): Index lists
+// every load balancer List would, with its id, name and owner but no
+// spec, in one paged call. Finding a Service's load balancer then costs
+// the index and one Get, not a whole List (building n load balancers
+// would cost n Lists of all of them).
+type Indexer[S any] interface {
+	Index(ctx context.Context) ([]Held[S], error)
 }
 
 // check refuses a load balancer tagged for another cluster or Service.

@@ -359,3 +359,43 @@ func TestServiceParts(t *testing.T) {
 		t.Errorf("targets %+v", ts)
 	}
 }
+
+// indexed is memory whose List is dear: Index lists without specs.
+type indexed struct{ *memory }
+
+func (x *indexed) Index(ctx context.Context) ([]Held[[]int32], error) {
+	if err := x.call("index"); err != nil {
+		return nil, err
+	}
+	var out []Held[[]int32]
+	for _, h := range x.lbs {
+		h.Spec = nil
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// A Cloud with an index is searched through it, and the one found read
+// with a Get: never a whole List.
+func TestIndexer(t *testing.T) {
+	m := newMemory()
+	x := &indexed{m}
+	ctx := context.Background()
+	for i := range 5 {
+		s := svc(fmt.Sprintf("u%d", i), 80)
+		if _, err := newBalancers(t, nil).withCloud(x).EnsureLoadBalancer(ctx, "", s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.calls["list"] != 0 || m.calls["index"] != 5 || m.calls["create"] != 5 {
+		t.Fatalf("calls %v: want 5 index calls and no List", m.calls)
+	}
+	// Found by its tags in the index, then read whole: unchanged, no write.
+	m.calls = map[string]int{}
+	if _, err := newBalancers(t, nil).withCloud(x).EnsureLoadBalancer(ctx, "", svc("u3", 80), nil); err != nil {
+		t.Fatal(err)
+	}
+	if m.calls["index"] != 1 || m.calls["get"] != 1 || m.calls["update"] != 0 || m.calls["list"] != 0 {
+		t.Errorf("calls %v: want one index call, one get, no write", m.calls)
+	}
+}
