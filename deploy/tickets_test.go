@@ -59,7 +59,8 @@ func TestTicketFlagsExist(t *testing.T) {
 
 // wantsTickets: the renderings whose approver accepts join tickets.
 func wantsTickets(name string) bool {
-	return strings.Contains(name, "components/join-tickets") || slices.Contains(ticketOnly, name)
+	overlay, _, _ := strings.Cut(name, " + ") // an overlay with a component added keeps its overlay's tickets
+	return strings.Contains(name, "components/join-tickets") || slices.Contains(ticketOnly, overlay)
 }
 
 // TestJoinTickets: where components/join-tickets is, each Deployment mounts
