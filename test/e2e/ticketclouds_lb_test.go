@@ -25,7 +25,7 @@ import (
 // its endpoint, besides mooring-ccm.
 type lbFace struct {
 	// list is every load balancer the endpoint holds.
-	list func(t *testing.T) []conformance.LB
+	list func() []conformance.LB
 	// legacy makes the load balancer the cloud's own CCM made for a
 	// Service before the cluster switched to mooring (port to nodePort on
 	// nodes), and returns it with the annotations that Service carries
@@ -144,7 +144,7 @@ func testCloudLB(ctx context.Context, t *testing.T, c *testbed.Cluster, names []
 		t.Fatalf("the adopted load balancer's Service shows %s, want its address %s", got, legacy.IP)
 	}
 	waitTraffic(ctx, t, legacy.IP, 80, names)
-	if n := len(f.list(t)); n != 2 {
+	if n := len(f.list()); n != 2 {
 		t.Fatalf("%d load balancers after adoption, want 2 (none made anew)", n)
 	}
 	t.Logf("load balancer %s (%s) made by the cloud's CCM adopted at %s", legacy.Name, legacy.ID, legacy.IP)
@@ -160,7 +160,7 @@ func testCloudLB(ctx context.Context, t *testing.T, c *testbed.Cluster, names []
 				return false, err
 			}
 		}
-		return len(f.list(t)) == 0, nil
+		return len(f.list()) == 0, nil
 	})
 	t.Logf("load balancers: made, changed, batched, adopted and deleted in %v", time.Since(start).Round(time.Millisecond))
 }
@@ -240,7 +240,7 @@ func waitTraffic(ctx context.Context, t *testing.T, ip string, port int, nodes [
 
 func onlyLB(t *testing.T, f *lbFace) conformance.LB {
 	t.Helper()
-	all := f.list(t)
+	all := f.list()
 	if len(all) != 1 {
 		t.Fatalf("load balancers at the endpoint: %+v, want one", all)
 	}

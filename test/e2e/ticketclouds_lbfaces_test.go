@@ -38,6 +38,15 @@ func providerNumber(t *testing.T, n *corev1.Node) int {
 	return v
 }
 
+// lbsOf is an endpoint's load balancers as the test reads them.
+func lbsOf[T any](all []T, of func(T) conformance.LB) []conformance.LB {
+	out := make([]conformance.LB, len(all))
+	for i, l := range all {
+		out[i] = of(l)
+	}
+	return out
+}
+
 func nodeInternalIP(n *corev1.Node) string {
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
@@ -58,13 +67,7 @@ func doLB(do *harness.DigitalOceanCloud) *lbFace {
 		return out
 	}
 	return &lbFace{
-		list: func(*testing.T) []conformance.LB {
-			var out []conformance.LB
-			for _, l := range do.LoadBalancers() {
-				out = append(out, of(l))
-			}
-			return out
-		},
+		list: func() []conformance.LB { return lbsOf(do.LoadBalancers(), of) },
 		legacy: func(t *testing.T, name string, port, nodePort int32, nodes []*corev1.Node) (conformance.LB, map[string]string) {
 			l := digitaloceantest.LoadBalancer{Name: name, ForwardingRules: []digitaloceantest.ForwardingRule{{
 				EntryProtocol: "tcp", EntryPort: int(port), TargetProtocol: "tcp", TargetPort: int(nodePort)}},
@@ -101,13 +104,7 @@ func linodeLB(ln *harness.LinodeCloud) *lbFace {
 		return out
 	}
 	return &lbFace{
-		list: func(*testing.T) []conformance.LB {
-			var out []conformance.LB
-			for _, n := range ln.NodeBalancers() {
-				out = append(out, of(n))
-			}
-			return out
-		},
+		list: func() []conformance.LB { return lbsOf(ln.NodeBalancers(), of) },
 		legacy: func(t *testing.T, name string, port, nodePort int32, nodes []*corev1.Node) (conformance.LB, map[string]string) {
 			cf := linodetest.NBConfig{Port: int(port), Protocol: "tcp", Algorithm: "roundrobin", Check: "connection",
 				CheckInterval: 5, CheckTimeout: 3, CheckAttempts: 2, CheckPassive: true}
@@ -142,13 +139,7 @@ func hetznerLB(hz *harness.HetznerCloud) *lbFace {
 		return out
 	}
 	return &lbFace{
-		list: func(*testing.T) []conformance.LB {
-			var out []conformance.LB
-			for _, l := range hz.LoadBalancers() {
-				out = append(out, of(l))
-			}
-			return out
-		},
+		list: func() []conformance.LB { return lbsOf(hz.LoadBalancers(), of) },
 		legacy: func(t *testing.T, name string, port, nodePort int32, nodes []*corev1.Node) (conformance.LB, map[string]string) {
 			var servers []int64
 			for _, n := range nodes {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 )
 
 // LBBed is a Bed whose cloud has Service load balancers
@@ -235,22 +236,7 @@ func (r *rig) serveNodePorts(t testing.TB, svc *v1.Service, from int) {
 	for i, m := range r.made[from:] {
 		i += from
 		for _, p := range svc.Spec.Ports {
-			ln, err := net.Listen("tcp", net.JoinHostPort(r.bed.TargetAddress(m), strconv.Itoa(int(p.NodePort))))
-			if err != nil {
-				t.Fatalf("the stand-in for kube-proxy: %v", err)
-			}
-			t.Cleanup(func() { ln.Close() })
-			name := r.nodes[i].Name
-			go func() {
-				for {
-					c, err := ln.Accept()
-					if err != nil {
-						return
-					}
-					fmt.Fprintf(c, "%s\n", name)
-					c.Close()
-				}
-			}()
+			cloudtest.ServeName(t, net.JoinHostPort(r.bed.TargetAddress(m), strconv.Itoa(int(p.NodePort))), r.nodes[i].Name)
 		}
 	}
 }

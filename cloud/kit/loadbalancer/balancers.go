@@ -176,9 +176,7 @@ func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1
 		}
 		return nil, &cloud.PendingError{LoadBalancer: h.Name, State: state, After: b.wait(string(svc.UID))}
 	}
-	b.mu.Lock()
-	delete(b.pending, string(svc.UID))
-	b.mu.Unlock()
+	b.built(string(svc.UID))
 	return status(h), nil
 }
 
@@ -210,9 +208,6 @@ func (b *Balancers[S]) EnsureLoadBalancerDeleted(ctx context.Context, _ string, 
 		return fmt.Errorf("delete load balancer %s (%s): %w", h.Name, h.ID, err)
 	}
 	b.forget(string(svc.UID))
-	b.mu.Lock()
-	delete(b.pending, string(svc.UID))
-	b.mu.Unlock()
 	klog.FromContext(ctx).Info("Deleted a load balancer", "service", klog.KObj(svc), "loadBalancer", h.Name, "id", h.ID)
 	return nil
 }
@@ -357,10 +352,19 @@ func (b *Balancers[S]) remember(uid, id string) {
 	b.ids[uid] = id
 }
 
+// forget drops what is known of uid's load balancer: gone.
 func (b *Balancers[S]) forget(uid string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.ids, uid)
+	delete(b.pending, uid)
+}
+
+// built ends uid's wait for its load balancer: a later build waits from 1s.
+func (b *Balancers[S]) built(uid string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.pending, uid)
 }
 
 func status[S any](h Held[S]) *v1.LoadBalancerStatus {

@@ -2,14 +2,12 @@ package provider
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	servicehelpers "k8s.io/cloud-provider/service/helpers"
 
 	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/local/api"
@@ -123,36 +121,25 @@ func held(lb *api.LoadBalancer) loadbalancer.Held[api.LoadBalancerSpec] {
 func (c *Cloud) DesiredSpec(svc *v1.Service, nodes []*v1.Node) (api.LoadBalancerSpec, error) {
 	var spec api.LoadBalancerSpec
 	a := loadbalancer.Read(svc, annotationPrefix)
-	ranges, err := servicehelpers.GetLoadBalancerSourceRanges(svc)
+	ranges, err := loadbalancer.SourceRanges(svc)
 	if err != nil {
-		return spec, fmt.Errorf("service %s/%s: %w", svc.Namespace, svc.Name, err)
+		return spec, err
 	}
-	if !servicehelpers.IsAllowAll(ranges) {
-		spec.SourceRanges = ranges.StringSlice()
+	spec.SourceRanges = ranges
+	ports, err := loadbalancer.Ports(svc, v1.ProtocolTCP, v1.ProtocolUDP)
+	if err != nil {
+		return spec, err
 	}
-	var addrs []string
-	for _, n := range nodes {
-		if a := nodeAddress(n); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	for _, p := range svc.Spec.Ports {
-		proto := api.Protocol(p.Protocol)
-		if proto != api.TCP && proto != api.UDP {
-			return spec, fmt.Errorf("service %s/%s port %d: protocol %s is not supported (TCP and UDP are)", svc.Namespace, svc.Name, p.Port, p.Protocol)
-		}
-		if p.NodePort == 0 {
-			return spec, fmt.Errorf("service %s/%s port %d has no node port; the local cloud forwards to node ports", svc.Namespace, svc.Name, p.Port)
-		}
-		l := api.Listener{Port: int(p.Port), Protocol: proto, Backends: []api.Backend{}}
-		for _, a := range addrs {
-			l.Backends = append(l.Backends, api.Backend{Address: a, Port: int(p.NodePort)})
+	targets := loadbalancer.Targets(nodes)
+	for _, p := range ports {
+		l := api.Listener{Port: int(p.Port), Protocol: api.Protocol(p.Protocol), Backends: []api.Backend{}}
+		for _, t := range targets {
+			if addr := t.Address(); addr != "" {
+				l.Backends = append(l.Backends, api.Backend{Address: addr, Port: int(p.NodePort)})
+			}
 		}
 		l.HealthCheck = healthCheck(svc, a, p)
 		spec.Listeners = append(spec.Listeners, l)
-	}
-	if len(spec.Listeners) == 0 {
-		return spec, fmt.Errorf("service %s/%s has no ports", svc.Namespace, svc.Name)
 	}
 	if err := a.Err(); err != nil {
 		return spec, err
@@ -160,7 +147,7 @@ func (c *Cloud) DesiredSpec(svc *v1.Service, nodes []*v1.Node) (api.LoadBalancer
 	return Normalize(spec), nil
 }
 
-func healthCheck(svc *v1.Service, a *loadbalancer.Annotations, p v1.ServicePort) *api.HealthCheck {
+func healthCheck(svc *v1.Service, a *loadbalancer.Annotations, p loadbalancer.Port) *api.HealthCheck {
 	hc := &api.HealthCheck{Protocol: api.TCP}
 	if path, port, ok := loadbalancer.HealthCheckNodePort(svc); ok {
 		// externalTrafficPolicy Local: kube-proxy answers 200 only on nodes
@@ -184,18 +171,6 @@ func healthCheck(svc *v1.Service, a *loadbalancer.Annotations, p v1.ServicePort)
 		return nil
 	}
 	return hc
-}
-
-// nodeAddress is the address a load balancer reaches a node on.
-func nodeAddress(n *v1.Node) string {
-	for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
-		for _, a := range n.Status.Addresses {
-			if a.Type == t {
-				return a.Address
-			}
-		}
-	}
-	return ""
 }
 
 // Normalize puts a spec in the form the cloud stores it: listeners by port
