@@ -69,6 +69,13 @@ type Options struct {
 	LinkBase string
 	// Now is the endpoint's clock (default time.Now).
 	Now func() time.Time
+	// MaxRoutes is Neutron's max_routes: the most extra routes a router
+	// holds (default 30).
+	MaxRoutes int
+	// NoAtomicExtraRoutes leaves extraroute-atomic out of Neutron's
+	// extensions (add_extraroutes and remove_extraroutes answer 404), as
+	// on clouds older than Stein.
+	NoAtomicExtraRoutes bool
 }
 
 // Address is one of a server's addresses.
@@ -129,6 +136,8 @@ type Cloud struct {
 	tokens  map[string]time.Time // token -> expiry
 	revoked bool
 	lastMV  string
+
+	neutron neutron // routers and subnets (routers.go)
 }
 
 // New makes a Cloud; Start starts it.
@@ -140,6 +149,7 @@ func New(opts Options) *Cloud {
 	opts.TokenTTL = cloudtest.Positive(opts.TokenTTL, DefaultTokenTTL)
 	opts.MaxLimit = cloudtest.Positive(opts.MaxLimit, DefaultMaxLimit)
 	opts.Now = cloudtest.Clock(opts.Now)
+	opts.MaxRoutes = cloudtest.Positive(opts.MaxRoutes, DefaultMaxRoutes)
 	return &Cloud{opts: opts, tokens: map[string]time.Time{},
 		servers: cloudtest.Store[string, Server]{
 			Key:     func(s *Server) *string { return &s.ID },
@@ -163,6 +173,9 @@ func (c *Cloud) Start() error { return c.Servers.Serve(http.HandlerFunc(c.serveA
 
 // AuthURL is Keystone's v3 URL (the provider config's authURL).
 func (c *Cloud) AuthURL() string { return "http://" + c.Servers.Addr() + identityBase }
+
+// NetworkURL is Neutron's endpoint as the catalog gives it.
+func (c *Cloud) NetworkURL() string { return "http://" + c.Servers.Addr() + networkBase }
 
 // ComputeURL is Nova's endpoint as the catalog gives it.
 func (c *Cloud) ComputeURL() string { return "http://" + c.Servers.Addr() + computeBase }

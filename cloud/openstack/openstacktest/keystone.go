@@ -16,6 +16,9 @@ import (
 const (
 	identityBase = "/identity/v3"
 	computeBase  = "/compute/v2.1"
+	// networkBase is Neutron's endpoint in the catalog; gophercloud adds
+	// v2.0/ to it.
+	networkBase = "/networking"
 )
 
 // keystoneTime is how Keystone writes expires_at and issued_at.
@@ -123,6 +126,7 @@ func (c *Cloud) tokenBody(r *http.Request, issued, expires time.Time) map[string
 		"catalog": []map[string]any{
 			{"id": "c0mpute0000000000000000000000000", "type": "compute", "name": "nova", "endpoints": endpoints(base + computeBase)},
 			{"id": "1dent1ty0000000000000000000000000", "type": "identity", "name": "keystone", "endpoints": endpoints(base + identityBase)},
+			{"id": "ne7w0rk0000000000000000000000000", "type": "network", "name": "neutron", "endpoints": endpoints(base + networkBase)},
 		},
 	}
 }

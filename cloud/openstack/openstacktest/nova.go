@@ -104,6 +104,8 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		c.serveIdentity(w, r, strings.TrimPrefix(p, identityBase))
 	case strings.HasPrefix(p, computeBase+"/"):
 		c.serveCompute(w, r, strings.TrimPrefix(p, computeBase))
+	case strings.HasPrefix(p, networkBase+"/"):
+		c.serveNetwork(w, r, strings.TrimPrefix(p, networkBase))
 	default:
 		http.NotFound(w, r)
 	}
