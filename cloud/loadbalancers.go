@@ -29,7 +29,7 @@ type LoadBalancerInventory interface {
 	ListOwnedLoadBalancers(ctx context.Context) ([]OwnedLoadBalancer, error)
 	// DesiredFingerprint is the fingerprint of the load balancer that the
 	// Service and nodes call for.
-	DesiredFingerprint(svc *v1.Service, nodes []*v1.Node) (string, error)
+	DesiredFingerprint(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (string, error)
 }
 
 // PendingError is a load balancer the cloud is still building (or has

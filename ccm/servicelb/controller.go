@@ -447,7 +447,7 @@ func (c *Controller) sweep(ctx context.Context) {
 			continue
 		}
 		wanted[svc.UID] = true
-		want, err := c.cloud.DesiredFingerprint(svc, nodes)
+		want, err := c.cloud.DesiredFingerprint(ctx, svc, nodes)
 		if err != nil {
 			continue // sync reports it
 		}

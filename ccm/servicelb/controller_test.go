@@ -99,7 +99,7 @@ func (f *fakeCloud) ListOwnedLoadBalancers(context.Context) ([]cloud.OwnedLoadBa
 	return out, nil
 }
 
-func (f *fakeCloud) DesiredFingerprint(_ *v1.Service, nodes []*v1.Node) (string, error) {
+func (f *fakeCloud) DesiredFingerprint(_ context.Context, _ *v1.Service, nodes []*v1.Node) (string, error) {
 	return fingerprint(nodes), nil
 }
 

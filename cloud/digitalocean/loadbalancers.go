@@ -125,7 +125,7 @@ func (l lbCloud) ID(svc *v1.Service) string {
 	return strings.TrimSpace(svc.Annotations[AnnotationLoadBalancerID])
 }
 
-func (l lbCloud) Desired(svc *v1.Service, nodes []*v1.Node) (LBSpec, error) {
+func (l lbCloud) Desired(_ context.Context, svc *v1.Service, nodes []*v1.Node) (LBSpec, error) {
 	return desired(svc, nodes)
 }
 

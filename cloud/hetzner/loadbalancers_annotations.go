@@ -2,6 +2,7 @@ package hetzner
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -135,7 +136,7 @@ func (l *lbCloud) ID(*v1.Service) string { return "" }
 
 // Desired reads svc's annotations and ports, and the nodes, into the spec;
 // every problem of the annotations at once, naming each.
-func (l *lbCloud) Desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, error) {
+func (l *lbCloud) Desired(_ context.Context, svc *v1.Service, nodes []*v1.Node) (lbSpec, error) {
 	a := loadbalancer.Read(svc, AnnotationPrefix)
 	a.Known(readOnly...)
 	a.Known(AnnName)

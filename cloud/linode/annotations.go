@@ -86,7 +86,7 @@ var (
 
 // desired reads svc's annotations and nodes into the spec; every problem
 // is an error naming its annotation.
-func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, error) {
+func (l *nodeBalancers) desired(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (lbSpec, error) {
 	var spec lbSpec
 	ports, err := loadbalancer.Ports(svc, v1.ProtocolTCP, v1.ProtocolUDP)
 	if err != nil {
@@ -252,12 +252,12 @@ func (l *nodeBalancers) desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, erro
 	if err := a.Err(); err != nil {
 		return spec, err
 	}
-	if err := l.targets(svc, nodes, &spec); err != nil {
+	if err := l.targets(ctx, svc, nodes, &spec); err != nil {
 		return spec, err
 	}
 	for i := range spec.Ports {
 		if spec.Ports[i].secret != "" {
-			if err := l.certificate(svc, &spec.Ports[i]); err != nil {
+			if err := l.certificate(ctx, svc, &spec.Ports[i]); err != nil {
 				return spec, err
 			}
 		}
@@ -287,13 +287,13 @@ func cmpOr(vals ...string) string {
 // node.k8s.linode.com/private-ip annotation, else its InternalIP), or with
 // VPC backends its Linode's address in the subnet, at the port's node
 // port; and the region, from the nodes' region label.
-func (l *nodeBalancers) targets(svc *v1.Service, nodes []*v1.Node, spec *lbSpec) error {
+func (l *nodeBalancers) targets(ctx context.Context, svc *v1.Service, nodes []*v1.Node, spec *lbSpec) error {
 	type target struct{ ip, label string }
 	var ts []target
 	spec.labels = map[string]string{}
 	var inVPC map[int]string
 	if spec.vpc != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.RequestTimeout.Duration)
+		ctx, cancel := context.WithTimeout(ctx, l.c.cfg.RequestTimeout.Duration)
 		defer cancel()
 		ref, err := l.subnet(ctx, spec.vpc)
 		if err != nil {

@@ -140,11 +140,11 @@ func (l *nodeBalancers) ID(svc *v1.Service) string {
 	return ""
 }
 
-func (l *nodeBalancers) Desired(svc *v1.Service, nodes []*v1.Node) (lbSpec, error) {
+func (l *nodeBalancers) Desired(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (lbSpec, error) {
 	if t := ownerTags.Tags(loadbalancer.OwnerOf(l.c.cfg.ClusterID, svc))[0]; len(t) > maxTag {
 		return lbSpec{}, fmt.Errorf("clusterID %q: the NodeBalancer tag %s is longer than Linode's %d characters", l.c.cfg.ClusterID, t, maxTag)
 	}
-	spec, err := l.desired(svc, nodes)
+	spec, err := l.desired(ctx, svc, nodes)
 	if s := strings.TrimSpace(svc.Annotations[AnnNodeBalancerID]); s != "" {
 		spec.named = s
 	}

@@ -139,7 +139,7 @@ func TestLBAnnotations(t *testing.T) {
 	if err != nil || len(owned) != 1 {
 		t.Fatalf("owned: %+v, %v", owned, err)
 	}
-	if fp, _ := lbs.DesiredFingerprint(svc, nodes); fp != owned[0].Fingerprint || owned[0].Namespace != "shop" || owned[0].Service != "web" {
+	if fp, _ := lbs.DesiredFingerprint(context.Background(), svc, nodes); fp != owned[0].Fingerprint || owned[0].Namespace != "shop" || owned[0].Service != "web" {
 		t.Errorf("listed %+v, its fingerprint not the desired %s", owned[0], fp)
 	}
 	// hostname-only-ingress: the status has the hostname alone, with no

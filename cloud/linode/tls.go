@@ -60,14 +60,14 @@ func (c *Cloud) Initialize(b cloudprovider.ControllerClientBuilder, _ <-chan str
 // becomes the certificate's fingerprint (SHA-1 of its DER, colon-separated
 // hex, as the API shows a config's ssl_fingerprint), so that a new
 // certificate changes the spec while the key stays out of it.
-func (l *nodeBalancers) certificate(svc *v1.Service, p *portSpec) error {
+func (l *nodeBalancers) certificate(ctx context.Context, svc *v1.Service, p *portSpec) error {
 	what := fmt.Sprintf("service %s/%s port %d: Secret %s/%s (tls-secret-name of %s%d)", svc.Namespace, svc.Name, p.Port,
 		svc.Namespace, p.secret, AnnPortPrefix, p.Port)
 	kc := l.c.kube.get()
 	if kc == nil {
 		return fmt.Errorf("%s: the Linode provider has no Kubernetes client to read it with", what)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.c.cfg.RequestTimeout.Duration)
+	ctx, cancel := context.WithTimeout(ctx, l.c.cfg.RequestTimeout.Duration)
 	defer cancel()
 	s, err := kc.CoreV1().Secrets(svc.Namespace).Get(ctx, p.secret, metav1.GetOptions{})
 	switch {

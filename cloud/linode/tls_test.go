@@ -99,11 +99,11 @@ func TestLBTLSFromSecret(t *testing.T) {
 	if n := lbWrites(w) - writes; n != 0 {
 		t.Errorf("ensured again: %d writes, want 0", n)
 	}
-	before, err := lbs.DesiredFingerprint(svc, nodes)
+	before, err := lbs.DesiredFingerprint(context.Background(), svc, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := (&nodeBalancers{c: w.cloud}).Desired(svc, nodes)
+	spec, err := (&nodeBalancers{c: w.cloud}).Desired(context.Background(), svc, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestLBTLSFromSecret(t *testing.T) {
 	if _, err := kc.CoreV1().Secrets("shop").Update(context.Background(), tlsSecret("cert", cert2, key2), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	after, err := lbs.DesiredFingerprint(svc, nodes)
+	after, err := lbs.DesiredFingerprint(context.Background(), svc, nodes)
 	if err != nil {
 		t.Fatal(err)
 	}

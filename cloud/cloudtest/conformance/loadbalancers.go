@@ -191,7 +191,7 @@ func (r *rig) inSync(t testing.TB, svc *v1.Service, want bool) {
 	if !ok {
 		t.Fatalf("ListOwnedLoadBalancers has no load balancer of %s", svc.Name)
 	}
-	fp, err := r.lbs.DesiredFingerprint(svc, r.nodes)
+	fp, err := r.lbs.DesiredFingerprint(context.Background(), svc, r.nodes)
 	if err != nil {
 		t.Fatalf("DesiredFingerprint(%s): %v", svc.Name, err)
 	}
@@ -453,7 +453,7 @@ func lbBadInput(t *testing.T, b Backend) {
 		if _, err := r.lbs.EnsureLoadBalancer(ctx, "kubernetes", svc, r.nodes); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("EnsureLoadBalancer with %s: %v, want an error naming it", want, err)
 		}
-		if _, err := r.lbs.DesiredFingerprint(svc, r.nodes); err == nil {
+		if _, err := r.lbs.DesiredFingerprint(context.Background(), svc, r.nodes); err == nil {
 			t.Errorf("DesiredFingerprint with %s: no error", want)
 		}
 	}

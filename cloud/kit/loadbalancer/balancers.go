@@ -49,7 +49,7 @@ type Cloud[S any] interface {
 	ID(svc *v1.Service) string
 	// Desired is the spec svc and nodes call for, in normal form; an error
 	// names the annotation or field at fault, and nothing is called.
-	Desired(svc *v1.Service, nodes []*v1.Node) (S, error)
+	Desired(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (S, error)
 	// List lists every load balancer that may be the cluster's: all of
 	// the account's, or those the API can filter by the cluster's tag
 	// plus the untagged.
@@ -109,7 +109,7 @@ func (b *Balancers[S]) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Se
 		return nil, false, err
 	}
 	if w, worded := b.cloud.(IngressWorder[S]); worded {
-		if spec, err := b.cloud.Desired(svc, nil); err == nil {
+		if spec, err := b.cloud.Desired(ctx, svc, nil); err == nil {
 			h.Ingress = w.Ingress(h, spec)
 		}
 	}
@@ -128,9 +128,10 @@ type IngressWorder[S any] interface {
 // EnsureLoadBalancer makes the cloud hold the load balancer svc and nodes
 // call for: it creates one when there is none, adopts an untagged one of
 // its name, and updates one only when it differs. While the cloud is
-// still building it, it answers a *cloud.PendingError.
+// still building it, it answers a *cloud.PendingError and changes it only
+// once it is built.
 func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	spec, err := b.cloud.Desired(svc, nodes)
+	spec, err := b.cloud.Desired(ctx, svc, nodes)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +148,10 @@ func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1
 			return nil, fmt.Errorf("create load balancer %s: %w", name, err)
 		}
 		logger.Info("Created a load balancer", "loadBalancer", h.Name, "id", h.ID)
+	case h.Pending != "":
+		// Still being built: the cloud takes no change to it (Octavia and
+		// OCI answer 409) until it is ready; asked again below.
+		logger.V(4).Info("Load balancer still being built; changing it later", "loadBalancer", h.Name, "id", h.ID, "state", h.Pending)
 	case h.Owner.Zero():
 		next, err := b.cloud.Update(ctx, h, owner, spec)
 		if err != nil {
@@ -231,8 +236,8 @@ func (b *Balancers[S]) ListOwnedLoadBalancers(ctx context.Context) ([]cloud.Owne
 }
 
 // DesiredFingerprint is the fingerprint of what svc and nodes call for.
-func (b *Balancers[S]) DesiredFingerprint(svc *v1.Service, nodes []*v1.Node) (string, error) {
-	spec, err := b.cloud.Desired(svc, nodes)
+func (b *Balancers[S]) DesiredFingerprint(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (string, error) {
+	spec, err := b.cloud.Desired(ctx, svc, nodes)
 	if err != nil {
 		return "", err
 	}

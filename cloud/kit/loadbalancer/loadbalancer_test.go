@@ -38,7 +38,7 @@ func (m *memory) call(op string) error {
 
 func (m *memory) Name(svc *v1.Service) string { return "a" + string(svc.UID) }
 func (m *memory) ID(svc *v1.Service) string   { return svc.Annotations[m.idAnno] }
-func (m *memory) Desired(svc *v1.Service, _ []*v1.Node) ([]int32, error) {
+func (m *memory) Desired(_ context.Context, svc *v1.Service, _ []*v1.Node) ([]int32, error) {
 	ps, err := Ports(svc, v1.ProtocolTCP)
 	var out []int32
 	for _, p := range ps {
@@ -206,12 +206,17 @@ func TestPending(t *testing.T) {
 	if m.calls["create"] != 1 || m.calls["update"] != 0 {
 		t.Errorf("calls %v", m.calls)
 	}
+	// A change asked for while it is built waits for it.
+	s2 := svc("u1", 80, 443)
+	if _, err := b.EnsureLoadBalancer(ctx, "", s2, nil); !errors.As(err, &p) || m.calls["update"] != 0 {
+		t.Fatalf("a change while pending: %v, calls %v; want a PendingError and no update", err, m.calls)
+	}
 	// Built: its status, and a later build starts at 1s again.
 	h := m.lbs["1"]
 	h.Pending, h.Ingress = "", Ingress("127.0.0.1", "", false, false)
 	m.lbs["1"] = h
-	if _, err := b.EnsureLoadBalancer(ctx, "", s, nil); err != nil {
-		t.Fatal(err)
+	if _, err := b.EnsureLoadBalancer(ctx, "", s2, nil); err != nil || m.calls["update"] != 1 {
+		t.Fatalf("once built: %v, calls %v; want the change written", err, m.calls)
 	}
 	if got := b.wait("u1"); got != time.Second {
 		t.Errorf("after a ready answer: wait %v, want 1s", got)

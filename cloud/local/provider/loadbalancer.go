@@ -51,7 +51,7 @@ func (l lbCloud) Name(svc *v1.Service) string { return cloudprovider.DefaultLoad
 // ID: no annotation names a load balancer here.
 func (lbCloud) ID(*v1.Service) string { return "" }
 
-func (l lbCloud) Desired(svc *v1.Service, nodes []*v1.Node) (api.LoadBalancerSpec, error) {
+func (l lbCloud) Desired(_ context.Context, svc *v1.Service, nodes []*v1.Node) (api.LoadBalancerSpec, error) {
 	return l.c.DesiredSpec(svc, nodes)
 }
 
