@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 )
@@ -74,6 +76,11 @@ type Config struct {
 	// still denies a SAN that another server or Node lists too
 	// (AddressClaimedTwice). docs/openstack.md#serving-certificates.
 	TrustedAddressSources []string `json:"trustedAddressSources,omitempty"`
+	// RouterID is the id of the cluster's Neutron router (the upstream
+	// CCM's [Route] router-id). When set, the route controller's pod CIDR
+	// routes are the router's extra routes, each via its Node's InternalIP
+	// (docs/openstack.md, Routes); "" leaves routes alone.
+	RouterID string `json:"routerID,omitempty"`
 	// ListConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one API
 	// call, a re-authentication included), maxFailureBackoff.
 	kit.ListConfig
@@ -177,6 +184,11 @@ func (c *Config) validate() error {
 			if n == p {
 				bad("network %q is in both internalNetworkNames and publicNetworkNames", n)
 			}
+		}
+	}
+	if c.RouterID != "" {
+		if _, err := uuid.Parse(c.RouterID); err != nil || len(c.RouterID) != 36 {
+			bad("routerID %q: want a Neutron router's id, a UUID such as 5f2d6b3e-1c4a-4f0e-9b7d-2a8c6e4f1b30", c.RouterID)
 		}
 	}
 	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyServerName))

@@ -33,18 +33,22 @@ var Factory = kit.Factory(ParseConfig, New)
 // approver's Attester. OpenStack signs no server identity that mooring can
 // check, so it has no evidence verifier: its servers join with join
 // tickets, whose verifier the approver adds itself (--ticket-keys-file).
-// It has no load balancers (docs/openstack.md), no routes and no clusters.
+// With a routerID it has Routes: the router's extra routes (routes.go).
 type Cloud struct {
 	kit.Base          // InstancesV2 and Zones over the view, the Attester
-	kit.InstancesOnly // no load balancers, routes or clusters
+	kit.InstancesOnly // Initialize, LoadBalancer, Clusters; Routes is routes.go's
 
 	cfg     Config
 	secret  string
 	httpc   *http.Client
 	sources kit.AddressSources
 	view    *view.View
-	mu      sync.Mutex
-	compute *gophercloud.ServiceClient
+	mu       sync.Mutex // guards provider and the service clients
+	provider *gophercloud.ProviderClient
+	compute  *gophercloud.ServiceClient
+	network  *gophercloud.ServiceClient
+
+	routes *routes // nil without a routerID (routes.go)
 }
 
 // New reads the application credential's secret and the CA file, and
@@ -70,10 +74,13 @@ func New(cfg Config) (*Cloud, error) {
 	httpc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	klog.InfoS("OpenStack provider configured", "authURL", cfg.AuthURL, "region", cfg.Region, "interface", cfg.Interface,
 		"clusterID", cfg.ClusterID, "clusterTag", cfg.ClusterTag, "clusterMetadataKey", cfg.ClusterMetadataKey,
-		"regionalProviderID", cfg.RegionalProviderID, "trustedAddressSources", cfg.TrustedAddressSources)
+		"regionalProviderID", cfg.RegionalProviderID, "trustedAddressSources", cfg.TrustedAddressSources, "routerID", cfg.RouterID)
 	sources, _ := cfg.addressSources() // checked by validate
 	c := &Cloud{cfg: cfg, secret: secret, httpc: httpc, sources: sources}
 	c.view = view.New(c.source(), cfg.ViewOptions())
+	if cfg.RouterID != "" {
+		c.routes = &routes{c: c, known: map[string]string{}}
+	}
 	// The cluster id names the cluster: view.Instance.Cluster holds it and
 	// join tickets name it as their audience.
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
@@ -99,6 +106,60 @@ func (c *Cloud) computeClient(ctx context.Context) (*gophercloud.ServiceClient, 
 	if c.compute != nil {
 		return c.compute, nil
 	}
+	provider, err := c.authenticated(ctx)
+	if err != nil {
+		return nil, err
+	}
+	compute, err := gopenstack.NewComputeV2(provider, gophercloud.EndpointOpts{
+		Region: c.cfg.Region, Availability: gophercloud.Availability(c.cfg.Interface),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openstack: no %s compute endpoint in region %s in the catalog: %w", c.cfg.Interface, c.cfg.Region, err)
+	}
+	if err := kit.CheckEndpoint(compute.Endpoint, true); err != nil {
+		return nil, fmt.Errorf("openstack: the catalog's compute endpoint: %w", err)
+	}
+	compute.Microversion = Microversion
+	klog.InfoS("Authenticated with Keystone", "computeEndpoint", compute.Endpoint, "microversion", Microversion)
+	c.compute = compute
+	return compute, nil
+}
+
+// networkClient is the Networking (Neutron) client, at the catalog's
+// network endpoint for the region and interface, over the same
+// authentication as computeClient. A failure is returned and tried again
+// on the next call.
+func (c *Cloud) networkClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.network != nil {
+		return c.network, nil
+	}
+	provider, err := c.authenticated(ctx)
+	if err != nil {
+		return nil, err
+	}
+	network, err := gopenstack.NewNetworkV2(provider, gophercloud.EndpointOpts{
+		Region: c.cfg.Region, Availability: gophercloud.Availability(c.cfg.Interface),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("openstack: no %s network endpoint in region %s in the catalog: %w", c.cfg.Interface, c.cfg.Region, err)
+	}
+	if err := kit.CheckEndpoint(network.Endpoint, true); err != nil {
+		return nil, fmt.Errorf("openstack: the catalog's network endpoint: %w", err)
+	}
+	klog.InfoS("Using Neutron", "networkEndpoint", network.Endpoint)
+	c.network = network
+	return network, nil
+}
+
+// authenticated is the provider client, authenticated with the
+// application credential on first use (gophercloud re-authenticates when
+// a service refuses the token). c.mu is held.
+func (c *Cloud) authenticated(ctx context.Context) (*gophercloud.ProviderClient, error) {
+	if c.provider != nil {
+		return c.provider, nil
+	}
 	provider, err := gopenstack.NewClient(c.cfg.AuthURL)
 	if err != nil {
 		return nil, fmt.Errorf("openstack: authURL: %w", err)
@@ -116,19 +177,8 @@ func (c *Cloud) computeClient(ctx context.Context) (*gophercloud.ServiceClient, 
 	if err != nil {
 		return nil, fmt.Errorf("openstack: Keystone authentication with application credential %s: %w", c.credentialName(), err)
 	}
-	compute, err := gopenstack.NewComputeV2(provider, gophercloud.EndpointOpts{
-		Region: c.cfg.Region, Availability: gophercloud.Availability(c.cfg.Interface),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("openstack: no %s compute endpoint in region %s in the catalog: %w", c.cfg.Interface, c.cfg.Region, err)
-	}
-	if err := kit.CheckEndpoint(compute.Endpoint, true); err != nil {
-		return nil, fmt.Errorf("openstack: the catalog's compute endpoint: %w", err)
-	}
-	compute.Microversion = Microversion
-	klog.InfoS("Authenticated with Keystone", "computeEndpoint", compute.Endpoint, "microversion", Microversion)
-	c.compute = compute
-	return compute, nil
+	c.provider = provider
+	return provider, nil
 }
 
 // credentialName names the credential in errors and logs (never its

@@ -1,0 +1,499 @@
+package openstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/gophercloud/gophercloud/v2"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/extraroutes"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/routers"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+)
+
+// Routes is the route controller's access to the configured Neutron
+// router's extra routes (docs/openstack.md, Routes): a Node's pod CIDR is
+// routed via the Node's InternalIP, as cloud-provider-openstack routes
+// them. Without a routerID there are none.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
+	if c.routes == nil {
+		return nil, false
+	}
+	return c.routes, true
+}
+
+// SetClusterCIDRs narrows the routes the provider touches to destinations
+// inside the cluster's pod ranges (--cluster-cidr, comma-separated):
+// routes with other destinations are neither listed nor created nor
+// deleted. "" leaves the narrowing to the route controller's own.
+func (c *Cloud) SetClusterCIDRs(cidrs string) error {
+	var out []netip.Prefix
+	for _, s := range strings.Split(cidrs, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("openstack routes: cluster CIDR %q: %w", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	if c.routes == nil {
+		return nil
+	}
+	c.routes.mu.Lock()
+	defer c.routes.mu.Unlock()
+	c.routes.clusterCIDRs = out
+	return nil
+}
+
+// routes implements cloudprovider.Routes over the router's extra routes.
+//
+// Only the cluster's own routes are touched: a route is the cluster's when
+// its next hop is an InternalIP of one of the cluster's servers (the
+// instance view), or was one earlier in this process's life (a server
+// deleted since: its routes are listed as blackholes, which the route
+// controller deletes), and, once SetClusterCIDRs was called, its
+// destination lies inside the cluster's pod ranges. Routes via any other
+// next hop are neither listed nor changed, so a router can carry other
+// clusters' and hand-made routes. (cloud-provider-openstack lists every
+// route of the router and leaves the narrowing to the route controller's
+// --cluster-cidr.)
+type routes struct {
+	c *Cloud
+
+	mu           sync.Mutex
+	known        map[string]string // next hops seen as cluster servers' InternalIPs -> Node names
+	clusterCIDRs []netip.Prefix
+	atomic       *bool // extraroute-atomic listed; nil until Neutron's extensions were read
+
+	// changing serializes this process's read-modify-write updates of the
+	// router (without extraroute-atomic).
+	changing sync.Mutex
+}
+
+var _ cloudprovider.Routes = (*routes)(nil)
+
+// errForeignRoute is wrapped by the error of a route the provider will not
+// change: its next hop is not one of the cluster's servers.
+var errForeignRoute = errors.New("route via a next hop that is not one of the cluster's servers")
+
+// callContext bounds one API call by the config's requestTimeout.
+func (c *Cloud) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d := c.cfg.RequestTimeout.Duration; d > 0 {
+		return context.WithTimeout(ctx, d)
+	}
+	return context.WithCancel(ctx)
+}
+
+func (r *routes) inCluster(dest netip.Prefix) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.clusterCIDRs) == 0 {
+		return true
+	}
+	for _, p := range r.clusterCIDRs {
+		if p.Bits() <= dest.Bits() && p.Contains(dest.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// hops maps the cluster's servers' InternalIPs to their Node names, from
+// the instance view (whole lists or errors), and adds them to known.
+func (r *routes) hops(ctx context.Context) (map[string]string, error) {
+	ins, err := r.c.view.List(ctx, r.c.cfg.InstanceMaxAge.Duration)
+	if err != nil {
+		return nil, fmt.Errorf("openstack routes: listing the cluster's servers: %w", err)
+	}
+	out := map[string]string{}
+	for _, in := range ins {
+		for _, a := range in.Addresses {
+			if a.Type == v1.NodeInternalIP {
+				out[canonicalIP(a.Address)] = in.NodeName
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for ip, node := range out {
+		r.known[ip] = node
+	}
+	return out, nil
+}
+
+func (r *routes) wasKnown(hop string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, ok := r.known[hop]
+	return n, ok
+}
+
+// ours is nil when hop is, or was, a cluster server's InternalIP.
+func (r *routes) ours(ctx context.Context, hop string) error {
+	hops, err := r.hops(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := hops[hop]; ok {
+		return nil
+	}
+	if _, ok := r.wasKnown(hop); ok {
+		return nil
+	}
+	return errForeignRoute
+}
+
+// canonicalIP is an address's canonical text (as netip writes it), or s
+// when it is not an address.
+func canonicalIP(s string) string {
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().String()
+	}
+	return s
+}
+
+// client is the Neutron client, after checking (once) that Neutron keeps
+// extra routes: extraroute-atomic (add_extraroutes/remove_extraroutes) or
+// at least extraroute (the router's whole routes replaced).
+func (r *routes) client(ctx context.Context) (*gophercloud.ServiceClient, bool, error) {
+	nc, err := r.c.networkClient(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	r.mu.Lock()
+	atomic := r.atomic
+	r.mu.Unlock()
+	if atomic != nil {
+		return nc, *atomic, nil
+	}
+	cctx, cancel := r.c.callContext(ctx)
+	defer cancel()
+	pages, err := extensions.List(nc).AllPages(cctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("openstack routes: listing Neutron's extensions: %w", err)
+	}
+	exts, err := extensions.ExtractExtensions(pages)
+	if err != nil {
+		return nil, false, fmt.Errorf("openstack routes: reading Neutron's extensions: %w", err)
+	}
+	plain, at := false, false
+	for _, e := range exts {
+		plain = plain || e.Alias == "extraroute"
+		at = at || e.Alias == "extraroute-atomic"
+	}
+	if !plain && !at {
+		return nil, false, errors.New("openstack routes: Neutron lists neither the extraroute nor the extraroute-atomic extension: its routers hold no extra routes")
+	}
+	klog.InfoS("Neutron keeps extra routes", "router", r.c.cfg.RouterID, "atomic", at)
+	r.mu.Lock()
+	r.atomic = &at
+	r.mu.Unlock()
+	return nc, at, nil
+}
+
+// router reads the configured router (GET /v2.0/routers/{id}).
+func (r *routes) router(ctx context.Context, nc *gophercloud.ServiceClient) (*routers.Router, error) {
+	cctx, cancel := r.c.callContext(ctx)
+	defer cancel()
+	rt, err := routers.Get(cctx, nc, r.c.cfg.RouterID).Extract()
+	switch {
+	case gophercloud.ResponseCodeIs(err, http.StatusNotFound):
+		return nil, fmt.Errorf("openstack routes: router %s (routerID) not found: %w", r.c.cfg.RouterID, err)
+	case err != nil:
+		return nil, fmt.Errorf("openstack routes: reading router %s: %w", r.c.cfg.RouterID, err)
+	case rt == nil || rt.ID != r.c.cfg.RouterID:
+		return nil, fmt.Errorf("openstack routes: reading router %s: Neutron answered with another router", r.c.cfg.RouterID)
+	}
+	return rt, nil
+}
+
+// routeName is the name a listed route carries: router, destination and
+// next hop.
+func routeName(router, dest, hop string) string { return router + ":" + dest + ":via:" + hop }
+
+// listedHop reads the next hop back from the name of a route listed for
+// router; false when the name is not of such a route.
+func listedHop(name, router string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, router+":")
+	if !ok {
+		return "", false
+	}
+	_, hop, ok := strings.Cut(rest, ":via:")
+	if _, err := netip.ParseAddr(hop); !ok || err != nil {
+		return "", false
+	}
+	return hop, true
+}
+
+// ListRoutes lists the cluster's routes on the router: those via a
+// cluster server's InternalIP, with the server's Node as TargetNode, and
+// those via an address that was one earlier, as blackholes. The router
+// and the cluster's servers are read first; if either read fails, it is
+// an error, never a shorter list.
+func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Route, error) {
+	nc, _, err := r.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := r.router(ctx, nc)
+	if err != nil {
+		return nil, err
+	}
+	hops, err := r.hops(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*cloudprovider.Route
+	for _, x := range rt.Routes {
+		dest, err := netip.ParsePrefix(x.DestinationCIDR)
+		if err != nil || !r.inCluster(dest.Masked()) {
+			continue
+		}
+		dest = dest.Masked()
+		hop := canonicalIP(x.NextHop)
+		route := &cloudprovider.Route{Name: routeName(rt.ID, dest.String(), hop), DestinationCIDR: dest.String()}
+		if node, ok := hops[hop]; ok {
+			route.TargetNode = types.NodeName(node)
+		} else if node, ok := r.wasKnown(hop); ok {
+			klog.V(2).InfoS("Listing a route via a former cluster server's address as a blackhole", "router", rt.ID,
+				"destination", dest, "nexthop", hop, "formerNode", node)
+			route.Blackhole = true
+		} else {
+			klog.V(4).InfoS("Leaving out a route via a next hop that is not one of the cluster's servers", "router", rt.ID,
+				"destination", dest, "nexthop", hop)
+			continue
+		}
+		out = append(out, route)
+	}
+	return out, nil
+}
+
+// CreateRoute routes the Node's pod CIDR via its server's InternalIP of
+// the destination's family (as cloud-provider-openstack does). The
+// destination must be inside the cluster CIDRs (when set); the Node's
+// server must be one of the cluster's, and its address among the Node's
+// InternalIPs the controller passes. A route of the destination via the
+// same next hop is left as it is; one via another cluster server (or a
+// former one) is replaced; one via any other next hop is an error, and
+// stays.
+func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *cloudprovider.Route) error {
+	dest, err := netip.ParsePrefix(route.DestinationCIDR)
+	switch {
+	case err != nil:
+		return fmt.Errorf("openstack routes: route for Node %s: destination %q: %w", route.TargetNode, route.DestinationCIDR, err)
+	case !r.inCluster(dest.Masked()):
+		return fmt.Errorf("openstack routes: route %s for Node %s: outside the cluster CIDRs; not created", dest, route.TargetNode)
+	}
+	dest = dest.Masked()
+	in, err := r.c.view.ByNodeName(ctx, string(route.TargetNode), r.c.cfg.InstanceMaxAge.Duration)
+	if err != nil {
+		return fmt.Errorf("openstack routes: route %s for Node %s: finding its server among the cluster's: %w", dest, route.TargetNode, err)
+	}
+	hop := ""
+	for _, a := range in.Addresses {
+		if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == v1.NodeInternalIP && ip.Unmap().Is4() == dest.Addr().Is4() {
+			hop = ip.Unmap().String()
+			break
+		}
+	}
+	if hop == "" {
+		return fmt.Errorf("openstack routes: route %s for Node %s: server %s (%s) has no InternalIP of the destination's family",
+			dest, route.TargetNode, in.Name, in.ID)
+	}
+	if len(route.TargetNodeAddresses) > 0 && !hasInternalIP(route.TargetNodeAddresses, hop) {
+		return fmt.Errorf("openstack routes: route %s for Node %s: its server's address %s is not among the Node's InternalIPs yet",
+			dest, route.TargetNode, hop)
+	}
+	nc, atomic, err := r.client(ctx)
+	if err != nil {
+		return err
+	}
+	rt, err := r.router(ctx, nc)
+	if err != nil {
+		return err
+	}
+	for _, x := range rt.Routes {
+		if d, err := netip.ParsePrefix(x.DestinationCIDR); err != nil || d.Masked() != dest {
+			continue
+		}
+		old := canonicalIP(x.NextHop)
+		if old == hop {
+			klog.V(2).InfoS("Route exists", "router", rt.ID, "destination", dest, "nexthop", hop, "node", route.TargetNode)
+			return nil
+		}
+		if err := r.ours(ctx, old); err != nil {
+			return fmt.Errorf("openstack routes: route %s for Node %s: router %s routes it via %s: %w; not replaced",
+				dest, route.TargetNode, rt.ID, old, err)
+		}
+		klog.InfoS("Replacing a route via another cluster server", "router", rt.ID, "destination", dest, "oldNexthop", old,
+			"nexthop", hop, "node", route.TargetNode)
+		if err := r.change(ctx, nc, atomic, false, routers.Route{DestinationCIDR: x.DestinationCIDR, NextHop: x.NextHop}); err != nil {
+			return err
+		}
+	}
+	if err := r.change(ctx, nc, atomic, true, routers.Route{DestinationCIDR: dest.String(), NextHop: hop}); err != nil {
+		return fmt.Errorf("%w (Node %s)", err, route.TargetNode)
+	}
+	klog.InfoS("Created route", "router", rt.ID, "destination", dest, "nexthop", hop, "node", route.TargetNode)
+	return nil
+}
+
+func hasInternalIP(addrs []v1.NodeAddress, ip string) bool {
+	for _, a := range addrs {
+		if a.Type == v1.NodeInternalIP && canonicalIP(a.Address) == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// DeleteRoute deletes a route ListRoutes gave: the router's route of its
+// destination via the next hop it was listed with (a route of the
+// destination made via another next hop since stays), when that next hop
+// is, or was, a cluster server's InternalIP and the destination is inside
+// the cluster CIDRs (when set). For a route not named as listed, the
+// router's routes of the destination, on the same conditions. A route via
+// another next hop is an error, and stays; a route already gone is no
+// error.
+func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
+	dest, err := netip.ParsePrefix(route.DestinationCIDR)
+	if err != nil {
+		return fmt.Errorf("openstack routes: route %s: destination %q: %w", route.Name, route.DestinationCIDR, err)
+	}
+	dest = dest.Masked()
+	if !r.inCluster(dest) {
+		return fmt.Errorf("openstack routes: route %s: destination %s outside the cluster CIDRs; not deleted", route.Name, dest)
+	}
+	nc, atomic, err := r.client(ctx)
+	if err != nil {
+		return err
+	}
+	var gone []routers.Route
+	if hop, listed := listedHop(route.Name, r.c.cfg.RouterID); listed {
+		gone = append(gone, routers.Route{DestinationCIDR: dest.String(), NextHop: hop})
+	} else {
+		rt, err := r.router(ctx, nc)
+		if err != nil {
+			return err
+		}
+		for _, x := range rt.Routes {
+			if d, err := netip.ParsePrefix(x.DestinationCIDR); err == nil && d.Masked() == dest {
+				gone = append(gone, x)
+			}
+		}
+		if len(gone) == 0 {
+			klog.V(2).InfoS("Route already gone", "router", r.c.cfg.RouterID, "destination", dest)
+			return nil
+		}
+	}
+	for _, x := range gone {
+		if err := r.ours(ctx, canonicalIP(x.NextHop)); err != nil {
+			return fmt.Errorf("openstack routes: route %s: router %s routes %s via %s: %w; not deleted",
+				route.Name, r.c.cfg.RouterID, dest, x.NextHop, err)
+		}
+	}
+	for _, x := range gone {
+		if err := r.change(ctx, nc, atomic, false, x); err != nil {
+			return err
+		}
+		klog.InfoS("Deleted route", "router", r.c.cfg.RouterID, "destination", dest, "nexthop", x.NextHop, "node", route.TargetNode)
+	}
+	return nil
+}
+
+// maxRevisionRetries bounds the re-reads of a router another client
+// changed between this process's read and its update (412).
+const maxRevisionRetries = 3
+
+// change adds or removes one route: with extraroute-atomic by
+// add_extraroutes/remove_extraroutes (Neutron changes the set under its
+// own lock), else by reading the router and writing its whole routes back
+// under If-Match of the revision read (a 412: read again).
+func (r *routes) change(ctx context.Context, nc *gophercloud.ServiceClient, atomic, add bool, x routers.Route) error {
+	op := "remove"
+	if add {
+		op = "add"
+	}
+	fail := func(err error) error {
+		if isRoutesExhausted(err) {
+			return fmt.Errorf("openstack routes: %s route %s via %s on router %s: the router holds the most extra routes Neutron allows "+
+				"(its max_routes, 30 unless the operator changed it): ask for a higher max_routes, or use an overlay pod network "+
+				"for a cluster this large: %w", op, x.DestinationCIDR, x.NextHop, r.c.cfg.RouterID, err)
+		}
+		return fmt.Errorf("openstack routes: %s route %s via %s on router %s: %w", op, x.DestinationCIDR, x.NextHop, r.c.cfg.RouterID, err)
+	}
+	if atomic {
+		cctx, cancel := r.c.callContext(ctx)
+		defer cancel()
+		opts := extraroutes.Opts{Routes: &[]routers.Route{x}}
+		var err error
+		if add {
+			_, err = extraroutes.Add(cctx, nc, r.c.cfg.RouterID, opts).Extract()
+		} else {
+			_, err = extraroutes.Remove(cctx, nc, r.c.cfg.RouterID, opts).Extract()
+		}
+		if err != nil {
+			return fail(err)
+		}
+		return nil
+	}
+	r.changing.Lock()
+	defer r.changing.Unlock()
+	for try := 1; ; try++ {
+		rt, err := r.router(ctx, nc)
+		if err != nil {
+			return err
+		}
+		var next []routers.Route
+		found := false
+		for _, y := range rt.Routes {
+			same := y.DestinationCIDR == x.DestinationCIDR && canonicalIP(y.NextHop) == canonicalIP(x.NextHop)
+			found = found || same
+			if !same || add {
+				next = append(next, y)
+			}
+		}
+		if found == add {
+			return nil // already there, or already gone
+		}
+		if add {
+			next = append(next, x)
+		}
+		if next == nil {
+			next = []routers.Route{}
+		}
+		cctx, cancel := r.c.callContext(ctx)
+		rev := rt.RevisionNumber
+		_, err = routers.Update(cctx, nc, rt.ID, routers.UpdateOpts{Routes: &next, RevisionNumber: &rev}).Extract()
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case gophercloud.ResponseCodeIs(err, http.StatusPreconditionFailed) && try < maxRevisionRetries:
+			klog.V(2).InfoS("Router changed since it was read; reading it again", "router", rt.ID, "revision", rev)
+			continue
+		default:
+			return fail(err)
+		}
+	}
+}
+
+// isRoutesExhausted reports whether Neutron refused a change for the
+// router's max_routes (400 RoutesExhausted).
+func isRoutesExhausted(err error) bool {
+	var e gophercloud.ErrUnexpectedResponseCode
+	if errors.As(err, &e) {
+		return e.Actual == http.StatusBadRequest && strings.Contains(string(e.Body), "RoutesExhausted")
+	}
+	return false
+}
