@@ -38,11 +38,11 @@ type Cloud struct {
 	kit.Base          // InstancesV2 and Zones over the view, the Attester
 	kit.InstancesOnly // Initialize, LoadBalancer, Clusters; Routes is routes.go's
 
-	cfg     Config
-	secret  string
-	httpc   *http.Client
-	sources kit.AddressSources
-	view    *view.View
+	cfg      Config
+	secret   string
+	httpc    *http.Client
+	sources  kit.AddressSources
+	view     *view.View
 	mu       sync.Mutex // guards provider and the service clients
 	provider *gophercloud.ProviderClient
 	compute  *gophercloud.ServiceClient

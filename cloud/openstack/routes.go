@@ -314,6 +314,9 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		return fmt.Errorf("openstack routes: route %s for Node %s: its server's address %s is not among the Node's InternalIPs yet",
 			dest, route.TargetNode, hop)
 	}
+	r.mu.Lock()
+	r.known[hop] = in.NodeName
+	r.mu.Unlock()
 	nc, atomic, err := r.client(ctx)
 	if err != nil {
 		return err

@@ -22,9 +22,18 @@ func neutronError(w http.ResponseWriter, status int, typ, msg string) {
 // neutronTime is how Neutron writes created_at and updated_at.
 const neutronTime = "2006-01-02T15:04:05Z"
 
-// serveNetwork is Neutron: a valid token, then /v2.0/extensions or a
+// serveNetwork is Neutron: its version document at the root; else a
+// valid token, then /v2.0/extensions or a
 // registered collection.
 func (c *Cloud) serveNetwork(w http.ResponseWriter, r *http.Request, path string) {
+	if path == "/" && r.Method == http.MethodGet {
+		// The version document, unauthenticated, as Neutron's root
+		// answers it (gophercloud reads it to find v2.0).
+		self := "http://" + r.Host + networkBase + "/v2.0/"
+		cloudtest.WriteJSON(w, http.StatusOK, map[string]any{"versions": []map[string]any{{"id": "v2.0", "status": "CURRENT",
+			"links": []map[string]any{{"href": self, "rel": "self"}}}}})
+		return
+	}
 	if !c.validToken(r.Header.Get("X-Auth-Token")) {
 		c.Counter.Add("unauthorized")
 		unauthorized(w)
