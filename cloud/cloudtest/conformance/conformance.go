@@ -45,6 +45,15 @@ type Backend struct {
 	// Zones, LoadBalancer and Routes say which of these faces the provider
 	// implements.
 	Zones, LoadBalancer, Routes bool
+	// RoutesForeignInstanceIsError: the provider's ListRoutes is an error
+	// while the cloud's routes hold one via an instance that is no Node of
+	// the cluster (the upstream AWS provider's, which names the Node of
+	// every instance route): RunRoutes' Foreign checks that it is an
+	// error, and that nothing is deleted, in place of the route left out.
+	RoutesForeignInstanceIsError bool
+	// RoutesNoBlackholes: the cloud cannot tell a route whose instance is
+	// gone from a live one (RunRoutes skips Gone).
+	RoutesNoBlackholes bool
 	// LBAnnotationPrefixes are the prefixes of the cloud's CCM's Service
 	// annotations (RunLoadBalancers: one under them that the backend does
 	// not know is refused, nothing written).
@@ -60,6 +69,10 @@ type Options struct {
 	// PageSize is the provider's page size for the instance list, on a
 	// Pager bed; 0 is the backend's default.
 	PageSize int
+	// Routes asks for a RoutesBed: a provider whose Routes() answers, with
+	// what the cloud's routes need configured (a network, a route table,
+	// an upstream provider), on a backend with Backend.Routes.
+	Routes bool
 }
 
 // Spec is an instance the suite asks a Bed to make.
@@ -121,9 +134,10 @@ const (
 )
 
 // Run runs every contract a backend's provider keeps, each its own
-// subtest: the instances' (RunInstances), and the join tickets'
-// (RunTickets) for a cloud without evidence of its own, whose machines
-// join with tickets.
+// subtest: the instances' (RunInstances), the join tickets' (RunTickets)
+// for a cloud without evidence of its own, whose machines join with
+// tickets, the load balancers' (RunLoadBalancers) and the routes'
+// (RunRoutes) where the backend has them.
 func Run(t *testing.T, b Backend) {
 	t.Run("Instances", func(t *testing.T) { RunInstances(t, b) })
 	if len(b.Evidence) == 0 {
@@ -131,6 +145,9 @@ func Run(t *testing.T, b Backend) {
 	}
 	if b.LoadBalancer {
 		t.Run("LoadBalancers", func(t *testing.T) { RunLoadBalancers(t, b) })
+	}
+	if b.Routes {
+		t.Run("Routes", func(t *testing.T) { RunRoutes(t, b) })
 	}
 }
 

@@ -11,9 +11,9 @@
 // RunInstances the instances' (InstancesV2, the provider's faces, the
 // view's lists), RunTickets the join tickets' (the approver over the
 // cloud's record of the instance a ticket names), for the clouds whose
-// machines join with tickets. Run runs those that apply to a backend. The
-// load balancers' and the routes' contracts join as RunLoadBalancers and
-// RunRoutes, over the same Bed.
+// machines join with tickets, RunLoadBalancers the Service load balancers'
+// (an LBBed), RunRoutes the pod ranges' routes (a RoutesBed, made with
+// Options.Routes). Run runs those that apply to a backend.
 //
 // A backend's own tests keep only what is its own: its config, auth, how
 // its records map onto view.Instance, its evidence.

@@ -37,6 +37,11 @@ type Endpoint struct {
 	// of several methods lists them all): Calls sums them, and Outage,
 	// Unauthorized and Throttled fail them too.
 	LB map[Call][]string
+	// Route are the endpoint's methods of its routes by Call (RouteList,
+	// RouteCreate, RouteDelete), as LB's: Calls sums them, Outage,
+	// Unauthorized and Throttled fail them too, and FailCall fails one
+	// Call's alone.
+	Route map[Call][]string
 	// Statuses are the cloud's statuses of the view's states, those it
 	// has; SetStatus puts the instance in one.
 	Statuses  map[view.State]string
@@ -64,6 +69,9 @@ func (e *Endpoint) Fail(t testing.TB, f Failure) (undo func()) {
 	for _, ms := range e.LB {
 		methods = append(methods, ms...)
 	}
+	for _, ms := range e.Route {
+		methods = append(methods, ms...)
+	}
 	if f == GetFails {
 		methods = e.Get
 	}
@@ -80,7 +88,11 @@ func (e *Endpoint) Fail(t testing.TB, f Failure) (undo func()) {
 // Calls is Bed's Calls: the calls of List's first method, Get's, or an
 // LB call's methods.
 func (e *Endpoint) Calls(c Call) int {
-	if ms, ok := e.LB[c]; ok {
+	ms, ok := e.LB[c]
+	if !ok {
+		ms, ok = e.Route[c]
+	}
+	if ok {
 		n := 0
 		for _, m := range ms {
 			n += e.Counter.Get(m)
@@ -91,6 +103,27 @@ func (e *Endpoint) Calls(c Call) int {
 		return e.Counter.Get(e.List[0])
 	}
 	return e.Counter.Get(e.Get[0])
+}
+
+// FailCall is RoutesBed's FailCall: every call of c's methods (List's,
+// or Route's of c) answered with 503 and GetFails' code until undo; nil for a
+// Call of no methods.
+func (e *Endpoint) FailCall(t testing.TB, c Call) (undo func()) {
+	methods := e.Route[c]
+	if c == List {
+		methods = e.List
+	}
+	if len(methods) == 0 {
+		return nil
+	}
+	for _, m := range methods {
+		e.Faults.Set(m, cloudtest.Fault{Left: 1 << 20, Status: http.StatusServiceUnavailable, Code: e.Codes[GetFails]})
+	}
+	return func() {
+		for _, m := range methods {
+			e.Faults.Clear(m)
+		}
+	}
 }
 
 // SetState is Bed's SetState: the cloud's status of s, where it has one.

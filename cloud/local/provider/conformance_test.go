@@ -41,9 +41,10 @@ func TestConformance(t *testing.T) {
 // provider of it.
 type bed struct {
 	*env
-	mu     sync.Mutex
-	offset time.Duration
-	at     time.Time // when set, the clock stands there
+	mu      sync.Mutex
+	offset  time.Duration
+	at      time.Time // when set, the clock stands there
+	foreign int       // foreign routes added (AddForeignRoute)
 }
 
 func newBed(t *testing.T, lookup string) *bed {
@@ -147,7 +148,8 @@ func (b *bed) Fail(t testing.TB, f conformance.Failure) func() {
 		return clear
 	case conformance.Throttled:
 		ops := map[string]api.OperationFault{}
-		for _, op := range []string{"ListInstances", "GetInstance", "ListLoadBalancers", "GetLoadBalancer", "EnsureLoadBalancer", "DeleteLoadBalancer"} {
+		for _, op := range []string{"ListInstances", "GetInstance", "ListLoadBalancers", "GetLoadBalancer", "EnsureLoadBalancer", "DeleteLoadBalancer",
+			"ListRoutes", "GetRoute", "CreateRoute", "DeleteRoute"} {
 			ops[op] = api.OperationFault{ErrorRate: 1, Status: 429}
 		}
 		if err := b.cloud.Client.SetFaults(ctx, api.Faults{Operations: ops}); err != nil {
@@ -169,6 +171,9 @@ func (b *bed) Calls(c conformance.Call) int {
 		return -1 // not told from updates: lbCalls
 	}
 	if op, ok := lbCalls[c]; ok {
+		return int(st.Calls[op])
+	}
+	if op, ok := routeOps[c]; ok {
 		return int(st.Calls[op])
 	}
 	if c == conformance.List {
