@@ -76,6 +76,8 @@ type Options struct {
 	// extensions (add_extraroutes and remove_extraroutes answer 404), as
 	// on clouds older than Stein.
 	NoAtomicExtraRoutes bool
+	// LB configures Octavia and the floating IPs (octavia.go).
+	LB LBOptions
 }
 
 // Address is one of a server's addresses.
@@ -138,6 +140,7 @@ type Cloud struct {
 	lastMV  string
 
 	neutron neutron // routers and subnets (routers.go)
+	octavia octavia // load balancers and floating IPs (octavia.go)
 }
 
 // New makes a Cloud; Start starts it.

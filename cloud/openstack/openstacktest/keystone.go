@@ -127,6 +127,7 @@ func (c *Cloud) tokenBody(r *http.Request, issued, expires time.Time) map[string
 			{"id": "c0mpute0000000000000000000000000", "type": "compute", "name": "nova", "endpoints": endpoints(base + computeBase)},
 			{"id": "1dent1ty0000000000000000000000000", "type": "identity", "name": "keystone", "endpoints": endpoints(base + identityBase)},
 			{"id": "ne7w0rk0000000000000000000000000", "type": "network", "name": "neutron", "endpoints": endpoints(base + networkBase)},
+			{"id": "10adba1a0000000000000000000000000", "type": "load-balancer", "name": "octavia", "endpoints": endpoints(base + loadBalancerBase)},
 		},
 	}
 }

@@ -106,6 +106,8 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 		c.serveCompute(w, r, strings.TrimPrefix(p, computeBase))
 	case strings.HasPrefix(p, networkBase+"/"):
 		c.serveNetwork(w, r, strings.TrimPrefix(p, networkBase))
+	case p == loadBalancerBase || strings.HasPrefix(p, loadBalancerBase+"/"):
+		c.serveLoadBalancer(w, r, strings.TrimPrefix(p, loadBalancerBase))
 	default:
 		http.NotFound(w, r)
 	}
