@@ -566,6 +566,7 @@ func startOpenStack(t *testing.T, tickets *harness.TicketIssuer) *cloudRecord {
 	const driveOnly = "nova-3"
 	osc := harness.StartOpenStackCloud(t, tickets, openstacktest.Options{MaxLimit: 2})
 	osc.ConfigDriveOnly(driveOnly)
+	osc.UseRouter(openstackForeignRoute)
 	calls := func() string {
 		return fmt.Sprintf("auth %d, list %d, get %d, metadata %d, unauthorized %d; microversion %s", osc.Calls("auth"), osc.Calls("list"),
 			osc.Calls("get"), osc.Calls("metadata"), osc.Calls("unauthorized"), osc.LastMicroversion())
@@ -615,6 +616,10 @@ func startOpenStack(t *testing.T, tickets *harness.TicketIssuer) *cloudRecord {
 			if osc.Calls("auth") != 2 || osc.Calls("unauthorized") != 0 || osc.LastMicroversion() != "2.47" {
 				t.Errorf("cloud calls: %s", calls())
 			}
+		},
+		ccmArgs: openstackCCMArgs,
+		routes: func(ctx context.Context, t *testing.T, c *testbed.Cluster, names []string) {
+			openstackRoutes(ctx, t, c, osc, names)
 		},
 		beforeAttacks: func(*testing.T) { osc.ExpireTokens() },
 		attacked: func(t *testing.T) {

@@ -25,6 +25,9 @@ type OpenStackCloud struct {
 	// SecretFile holds the application credential's secret the binaries'
 	// config names.
 	SecretFile string
+	// RouterID, set by UseRouter, is the Neutron router the config names
+	// (routerID): mooring-ccm's routes go there.
+	RouterID string
 
 	mu        sync.Mutex
 	nextOctet int
@@ -94,6 +97,17 @@ func (o *OpenStackCloud) AddServer(s openstacktest.Server) openstacktest.Server 
 	o.byName[s.Name] = s
 	o.mu.Unlock()
 	return s
+}
+
+// UseRouter makes a Neutron router with an interface on the servers'
+// fixed subnet (127.0.92.0/24, the router's address 127.0.92.1) holding
+// routes, and names it in the config WriteProviderConfig writes. Call it
+// before the binaries start.
+func (o *OpenStackCloud) UseRouter(routes ...openstacktest.Route) openstacktest.Router {
+	sn := o.PutSubnet(openstacktest.Subnet{Name: OpenStackNetwork + "-subnet", CIDR: "127.0.92.0/24"})
+	r := o.PutRouter(openstacktest.Router{Name: "k8s-router", Subnets: []string{sn.ID}, Routes: routes})
+	o.RouterID = r.ID
+	return r
 }
 
 // Server is the server last made under name.
@@ -185,6 +199,9 @@ func (o *OpenStackCloud) ProviderName() string { return "openstack" }
 func (o *OpenStackCloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
 	id, _ := o.Credential()
 	path := filepath.Join(dir, "cloud.yaml")
+	if o.RouterID != "" {
+		extra = "routerID: " + o.RouterID + "\n" + extra
+	}
 	cfg := fmt.Sprintf("authURL: %s\napplicationCredentialID: %s\nsecretFile: %s\nregion: %s\nclusterID: %s\n%s",
 		o.AuthURL(), id, o.SecretFile, o.Region(), cluster, extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
