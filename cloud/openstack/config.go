@@ -81,6 +81,9 @@ type Config struct {
 	// routes are the router's extra routes, each via its Node's InternalIP
 	// (docs/openstack.md, Routes); "" leaves routes alone.
 	RouterID string `json:"routerID,omitempty"`
+	// LoadBalancer configures the Octavia load balancers of Services
+	// (loadbalancers_config.go; docs/openstack.md, Load balancers).
+	LoadBalancer LoadBalancerConfig `json:"loadBalancer,omitempty"`
 	// ListConfig: instanceMaxAge, minRefreshInterval, requestTimeout (one API
 	// call, a re-authentication included), maxFailureBackoff.
 	kit.ListConfig
@@ -126,6 +129,7 @@ func (c *Config) defaults() {
 		c.NodeNamePolicy = agentid.PolicyServerName
 	}
 	kit.DefaultDurations(c.ListConfig.Durations())
+	c.LoadBalancer.defaults()
 }
 
 func (c *Config) validate() error {
@@ -191,6 +195,7 @@ func (c *Config) validate() error {
 			bad("routerID %q: want a Neutron router's id, a UUID such as 5f2d6b3e-1c4a-4f0e-9b7d-2a8c6e4f1b30", c.RouterID)
 		}
 	}
+	errs = append(errs, c.LoadBalancer.validate()...)
 	errs = append(errs, kit.CheckOnlyPolicy(c.NodeNamePolicy, agentid.PolicyServerName))
 	if _, err := c.addressSources(); err != nil {
 		bad("%v", err)

@@ -17,11 +17,12 @@ import (
 func TestConformance(t *testing.T) {
 	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
 	conformance.Run(t, conformance.Backend{Name: ProviderName, Zones: true,
+		LoadBalancer: true, LBAnnotationPrefixes: []string{AnnotationPrefix, LegacyAnnotationPrefix},
 		BadProviderIDs: []string{"openstack://", "openstack:///", "openstack:///42", "openstack:///" + "9E5476BD-A4EC-4653-93D6-72C93AA682BA",
 			"openstack://" + id, "openstack://RegionTwo/" + id, "openstack://Region One/" + id},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// Nova's max_limit sets the pages: the provider asks for more.
-			w := newWorld(t, openstacktest.Options{MaxLimit: o.PageSize}, nil)
+			w := newWorld(t, openstacktest.Options{MaxLimit: o.PageSize, LB: openstacktest.LBOptions{PendingFor: lbPending}}, lbConfig)
 			// An outage hangs up on every call; Unauthorized revokes the
 			// application credential (Keystone refuses it, its tokens are
 			// void); the rest are Nova's answers.
@@ -31,7 +32,8 @@ func TestConformance(t *testing.T) {
 					conformance.Unauthorized: func(testing.TB) func() { w.os.Revoke(); return w.os.Unrevoke }},
 				Statuses: map[view.State]string{view.StateStopped: openstacktest.StatusShutoff, view.StatePending: openstacktest.StatusBuild,
 					view.StateTerminated: "DELETED"},
-				SetStatus: func(m conformance.Made, status string) error { return w.os.SetStatus(m.ID, status) }}}
+				SetStatus: func(m conformance.Made, status string) error { return w.os.SetStatus(m.ID, status) },
+				LB:        lbCalls}}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			o := b.(*bed).os

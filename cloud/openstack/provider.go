@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/openstack/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/version"
@@ -49,6 +50,9 @@ type Cloud struct {
 	network  *gophercloud.ServiceClient
 
 	routes *routes // nil without a routerID (routes.go)
+
+	octavia *gophercloud.ServiceClient      // under mu (loadbalancers.go)
+	lbs     *loadbalancer.Balancers[lbSpec] // nil with loadBalancer.disabled
 }
 
 // New reads the application credential's secret and the CA file, and
@@ -74,12 +78,16 @@ func New(cfg Config) (*Cloud, error) {
 	httpc := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	klog.InfoS("OpenStack provider configured", "authURL", cfg.AuthURL, "region", cfg.Region, "interface", cfg.Interface,
 		"clusterID", cfg.ClusterID, "clusterTag", cfg.ClusterTag, "clusterMetadataKey", cfg.ClusterMetadataKey,
-		"regionalProviderID", cfg.RegionalProviderID, "trustedAddressSources", cfg.TrustedAddressSources, "routerID", cfg.RouterID)
+		"regionalProviderID", cfg.RegionalProviderID, "trustedAddressSources", cfg.TrustedAddressSources, "routerID", cfg.RouterID,
+		"loadBalancers", !cfg.LoadBalancer.Disabled, "lbSubnetID", cfg.LoadBalancer.SubnetID, "lbFloatingNetworkID", cfg.LoadBalancer.FloatingNetworkID)
 	sources, _ := cfg.addressSources() // checked by validate
 	c := &Cloud{cfg: cfg, secret: secret, httpc: httpc, sources: sources}
 	c.view = view.New(c.source(), cfg.ViewOptions())
 	if cfg.RouterID != "" {
 		c.routes = &routes{c: c, known: map[string]string{}}
+	}
+	if c.lbs, err = newLoadBalancers(c); err != nil {
+		return nil, err
 	}
 	// The cluster id names the cluster: view.Instance.Cluster holds it and
 	// join tickets name it as their audience.

@@ -64,8 +64,8 @@ type LoadBalancer struct {
 	ID, Name, Description string
 	// VIPAddress is assigned on the data plane when ""; VIPPortID is the
 	// VIP's Neutron port, assigned when "".
-	VIPAddress, VIPPortID     string
-	VIPSubnetID, VIPNetworkID string
+	VIPAddress, VIPPortID      string
+	VIPSubnetID, VIPNetworkID  string
 	FlavorID, AvailabilityZone string
 	Provider                   string
 	Tags                       []string
@@ -88,8 +88,8 @@ type Listener struct {
 	ConnectionLimit       int
 	// Timeouts in milliseconds.
 	TimeoutClientData, TimeoutMemberConnect, TimeoutMemberData, TimeoutTCPInspect int
-	AllowedCIDRs                                                                []string
-	Tags                                                                        []string
+	AllowedCIDRs                                                                  []string
+	Tags                                                                          []string
 }
 
 // Pool is a set of members, the default pool of ListenerID (or of none).
@@ -117,7 +117,7 @@ type Member struct {
 
 // Monitor is a pool's health monitor.
 type Monitor struct {
-	ID, Name, Type                          string
+	ID, Name, Type                             string
 	Delay, Timeout, MaxRetries, MaxRetriesDown int
 	HTTPMethod, URLPath, ExpectedCodes         string
 }

@@ -330,7 +330,9 @@ func (c *Cloud) listenerCall(r *http.Request, method, id string, body any) (int,
 		var items []map[string]any
 		for _, lid := range o.order {
 			for _, ln := range o.lbs[lid].Listeners {
-				items = append(items, listenerWire(o.lbs[lid], ln, false))
+				w := listenerWire(o.lbs[lid], ln, false)
+				w["_loadbalancer_id"] = lid
+				items = append(items, w)
 			}
 		}
 		return c.list(r, "listeners", items, []string{"loadbalancer_id", "name", "id", "protocol", "protocol_port", "default_pool_id", "provisioning_status"})
@@ -443,7 +445,9 @@ func (c *Cloud) poolCall(r *http.Request, method, id string, body any) (int, any
 		var items []map[string]any
 		for _, lid := range o.order {
 			for _, p := range o.lbs[lid].Pools {
-				items = append(items, poolWire(o.lbs[lid], p, false))
+				w := poolWire(o.lbs[lid], p, false)
+				w["_loadbalancer_id"], w["_listener_id"] = lid, p.ListenerID
+				items = append(items, w)
 			}
 		}
 		return c.list(r, "pools", items, []string{"loadbalancer_id", "listener_id", "name", "id", "protocol", "lb_algorithm", "healthmonitor_id"})
@@ -583,7 +587,9 @@ func (c *Cloud) monitorCall(r *http.Request, method, id string, body any) (int, 
 		for _, lid := range o.order {
 			for _, p := range o.lbs[lid].Pools {
 				if p.Monitor != nil {
-					items = append(items, monitorWire(p, *p.Monitor))
+					w := monitorWire(p, *p.Monitor)
+					w["_pool_id"] = p.ID
+					items = append(items, w)
 				}
 			}
 		}
@@ -678,8 +684,17 @@ func (c *Cloud) list(r *http.Request, plural string, items []map[string]any, fie
 	for _, it := range items {
 		ok := true
 		for _, f := range fields {
-			if q.Has(f) && fmt.Sprint(it[f]) != q.Get(f) {
+			v, hidden := it["_"+f] // a filter of no field of its own (a listener's loadbalancer_id)
+			if !hidden {
+				v = it[f]
+			}
+			if q.Has(f) && fmt.Sprint(v) != q.Get(f) {
 				ok = false
+			}
+		}
+		for k := range it {
+			if strings.HasPrefix(k, "_") {
+				delete(it, k)
 			}
 		}
 		tags, _ := it["tags"].([]string)
