@@ -16,13 +16,16 @@ import (
 // over its record of the instance a ticket names.
 func TestConformance(t *testing.T) {
 	const id = "9e5476bd-a4ec-4653-93d6-72c93aa682ba"
-	conformance.Run(t, conformance.Backend{Name: ProviderName, Zones: true,
+	conformance.Run(t, conformance.Backend{Name: ProviderName, Zones: true, Routes: true,
 		LoadBalancer: true, LBAnnotationPrefixes: []string{AnnotationPrefix, LegacyAnnotationPrefix},
 		BadProviderIDs: []string{"openstack://", "openstack:///", "openstack:///42", "openstack:///" + "9E5476BD-A4EC-4653-93D6-72C93AA682BA",
 			"openstack://" + id, "openstack://RegionTwo/" + id, "openstack://Region One/" + id},
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
 			// Nova's max_limit sets the pages: the provider asks for more.
-			w := newWorld(t, openstacktest.Options{MaxLimit: o.PageSize, LB: openstacktest.LBOptions{PendingFor: lbPending}}, lbConfig)
+			w := newWorld(t, openstacktest.Options{MaxLimit: o.PageSize, LB: openstacktest.LBOptions{PendingFor: lbPending}}, withRouter(o, lbConfig))
+			if o.Routes {
+				putBedRouter(w)
+			}
 			// An outage hangs up on every call; Unauthorized revokes the
 			// application credential (Keystone refuses it, its tokens are
 			// void); the rest are Nova's answers.
@@ -33,13 +36,13 @@ func TestConformance(t *testing.T) {
 				Statuses: map[view.State]string{view.StateStopped: openstacktest.StatusShutoff, view.StatePending: openstacktest.StatusBuild,
 					view.StateTerminated: "DELETED"},
 				SetStatus: func(m conformance.Made, status string) error { return w.os.SetStatus(m.ID, status) },
-				LB:        lbCalls}}
+				LB:        lbCalls, Route: routeCalls}}
 		},
 		Config: func(t *testing.T, b conformance.Bed) string {
 			o := b.(*bed).os
 			id, secret := o.Credential()
-			return fmt.Sprintf("authURL: %s\napplicationCredentialID: %s\nsecretFile: %s\nregion: %s\nclusterID: %s\n",
-				o.AuthURL(), id, writeSecret(t, secret), o.Region(), testCluster)
+			return fmt.Sprintf("authURL: %s\napplicationCredentialID: %s\nsecretFile: %s\nregion: %s\nclusterID: %s\n%s",
+				o.AuthURL(), id, writeSecret(t, secret), o.Region(), testCluster, b.(*bed).routerLine())
 		},
 	})
 }
