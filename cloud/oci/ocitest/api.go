@@ -1,8 +1,10 @@
 package ocitest
 
 import (
+	"bytes"
 	"crypto"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -20,6 +22,9 @@ import (
 )
 
 const apiPrefix = "/20160918/"
+
+// maxBody is the largest request body read.
+const maxBody = 1 << 20
 
 // maxDateSkew is how far a request's date may be from now: OCI refuses
 // signed requests whose date is more than 5 minutes off.
@@ -58,7 +63,8 @@ func (c *Cloud) apiHandler() http.Handler {
 			ociError(w, http.StatusNotFound, "NotFound", "unknown API version or path")
 			return
 		}
-		if r.Method != http.MethodGet {
+		switch {
+		case r.Method != http.MethodGet && !(ok && vcnPath(path)):
 			ociError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "only GET is modelled")
 			return
 		}
@@ -68,6 +74,8 @@ func (c *Cloud) apiHandler() http.Handler {
 			return
 		}
 		switch {
+		case ok && vcnPath(path):
+			c.serveVCN(w, r, path)
 		case r.URL.Path == rootsPath:
 			c.serveRoots(w)
 		case path == "instances" || path == "instances/":
@@ -111,13 +119,15 @@ var authPattern = regexp.MustCompile(`([a-zA-Z]+)="([^"]*)"`)
 
 // checkSignature checks a request's signature: OCI's HTTP signature
 // scheme, the keyId of the endpoint's API key, a date within 5 minutes,
-// the signed headers those the SDK signs on a GET, and the signature
-// itself, with the API key's public key. oci-go-sdk has no verifier; its
-// signer builds the signing string and hands its SHA-256 to the key's
-// crypto.Signer, so the request is passed to the SDK's own signer with a
-// signer that keeps that digest (digestKey), and crypto/rsa checks the
-// request's signature over it: no part of the signature scheme is
-// written here.
+// the signed headers those the SDK signs (date (request-target) host;
+// on a POST or PUT also content-length content-type x-content-sha256,
+// whose values must be the body's length and base64 SHA-256), and the
+// signature itself, with the API key's public key. oci-go-sdk has no
+// verifier; its signer builds the signing string and hands its SHA-256
+// to the key's crypto.Signer, so the request is passed to the SDK's own
+// signer with a signer that keeps that digest (digestKey), and crypto/rsa
+// checks the request's signature over it: no part of the signature scheme
+// is written here. A body read is put back for the handler.
 func (c *Cloud) checkSignature(r *http.Request) error {
 	got := r.Header.Get("Authorization")
 	rest, ok := strings.CutPrefix(got, "Signature ")
@@ -128,13 +138,37 @@ func (c *Cloud) checkSignature(r *http.Request) error {
 	for _, m := range authPattern.FindAllStringSubmatch(rest, -1) {
 		params[m[1]] = m[2]
 	}
+	want := common.DefaultGenericHeaders()
+	withBody := r.Method == http.MethodPost || r.Method == http.MethodPut
+	if withBody {
+		want = append(want, common.DefaultBodyHeaders()...)
+	}
 	switch {
 	case params["keyId"] != c.KeyID():
 		return fmt.Errorf("unknown keyId %q", params["keyId"])
 	case params["algorithm"] != "rsa-sha256":
 		return fmt.Errorf("algorithm %q, want rsa-sha256", params["algorithm"])
-	case params["headers"] != strings.Join(common.DefaultGenericHeaders(), " "):
-		return fmt.Errorf("signed headers %q, want %q", params["headers"], strings.Join(common.DefaultGenericHeaders(), " "))
+	case params["headers"] != strings.Join(want, " "):
+		return fmt.Errorf("signed headers %q, want %q", params["headers"], strings.Join(want, " "))
+	}
+	var body []byte
+	if withBody {
+		data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil {
+			return fmt.Errorf("body: %v", err)
+		}
+		if len(data) > maxBody {
+			return fmt.Errorf("body larger than %d bytes", maxBody)
+		}
+		body = data
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sum := sha256.Sum256(body)
+		if h := r.Header.Get("x-content-sha256"); h != base64.StdEncoding.EncodeToString(sum[:]) {
+			return fmt.Errorf("x-content-sha256 %q is not the body's SHA-256", h)
+		}
+		if h := r.Header.Get("content-length"); h != strconv.Itoa(len(body)) {
+			return fmt.Errorf("content-length %q, the body has %d bytes", h, len(body))
+		}
 	}
 	sig, err := base64.StdEncoding.DecodeString(params["signature"])
 	if err != nil {
@@ -150,6 +184,10 @@ func (c *Cloud) checkSignature(r *http.Request) error {
 	again := r.Clone(r.Context())
 	again.Header.Del("Authorization")
 	again.URL.Host = r.Host
+	if withBody {
+		// The signer hashes the body it reads: the one received.
+		again.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	key := &digestKey{keyID: c.KeyID(), pub: &c.apiKey.PublicKey}
 	if err := common.DefaultRequestSigner(key).Sign(again); err != nil {
 		return err

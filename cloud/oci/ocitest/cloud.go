@@ -109,6 +109,8 @@ type Cloud struct {
 	roots []*CA
 	// devices are the intermediates instances' certificates come from.
 	devices map[string]*CA
+	// vcn is Virtual Network's subnets, security lists and NSGs (vcn.go).
+	vcn vcnState
 }
 
 // New makes a Cloud with its CA and API key; Start starts it.
