@@ -68,6 +68,19 @@
 //   - servers a test adds (Put) with a status, tags, metadata and a creation
 //     time, SetStatus, Delete; OnList runs before each page is served, so a
 //     test can change servers between pages as other API clients would;
+//   - Neutron's routers (routers.go, at the catalog's network endpoint,
+//     /networking, with its version document): GET /v2.0/extensions
+//     (extraroute, and extraroute-atomic unless
+//     Options.NoAtomicExtraRoutes), GET and PUT /v2.0/routers/{id} (routes
+//     replaced whole; If-Match: revision_number=N answered 412 when stale)
+//     and PUT .../add_extraroutes and .../remove_extraroutes (idempotent;
+//     404 without extraroute-atomic), with Neutron's checks: a destination
+//     that is a network address, a next hop on a subnet of the router's
+//     interfaces (PutSubnet, PutRouter) and not the router's own address
+//     there (400 InvalidRoutes), at most Options.MaxRoutes routes (default
+//     30: 400 RoutesExhausted), strict bodies, Neutron's error bodies;
+//     methods router-get, router-update, router-add-routes,
+//     router-remove-routes, extensions;
 //   - counters (Calls: auth, list, get, metadata, unauthorized) and faults:
 //     Fail (the next n calls of auth, list, get or metadata answer a status
 //     with the service's error body), SetDown (an outage: connections close
@@ -77,7 +90,7 @@
 // Its listeners, counters, faults and hang-ups are cloud/cloudtest's; what
 // is here is OpenStack's own.
 //
-// Not modelled: every other service (Neutron, Octavia, Glance, Cinder) and
+// Not modelled: every other service (Neutron beyond the above, Octavia, Glance, Cinder) and
 // Compute resource, password and token auth, scoped-token rules beyond the
 // application credential's project, policy (every credential may list),
 // the admin-only fields and filters, changes-since, several sort keys at
