@@ -2,6 +2,7 @@ package openstacktest
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -107,8 +108,9 @@ func (f *FloatingIP) wire() map[string]any {
 // Neutron takes.
 type fipRequest struct {
 	FloatingIP struct {
-		FloatingNetworkID string  `json:"floating_network_id"`
-		PortID            *string `json:"port_id"`
+		FloatingNetworkID string          `json:"floating_network_id"`
+		PortID            json.RawMessage `json:"port_id"` // null detaches
+
 		SubnetID          string  `json:"subnet_id"`
 		FloatingIPAddress string  `json:"floating_ip_address"`
 		FixedIPAddress    string  `json:"fixed_ip_address"`
@@ -211,16 +213,21 @@ func (c *Cloud) serveFloatingIPs(w http.ResponseWriter, r *http.Request, rest st
 		if b.Description != nil {
 			nf.Description = *b.Description
 		}
-		if b.PortID != nil && *b.PortID != "" {
-			if msg := c.associable(*b.PortID, ""); msg != "" {
+		port, set, ok := portOf(b.PortID)
+		if !ok {
+			neutronError(w, http.StatusBadRequest, "HTTPBadRequest", "Invalid input for port_id: not a string or null")
+			return
+		}
+		if set && port != "" {
+			if msg := c.associable(port, ""); msg != "" {
 				neutronError(w, http.StatusConflict, "FloatingIPPortAlreadyAssociated", msg)
 				return
 			}
-			if !c.vipPort(*b.PortID) {
-				neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", *b.PortID))
+			if !c.vipPort(port) {
+				neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", port))
 				return
 			}
-			nf.PortID = *b.PortID
+			nf.PortID = port
 		}
 		o.fips[nf.ID] = nf
 		o.fipN = append(o.fipN, nf.ID)
@@ -238,18 +245,23 @@ func (c *Cloud) serveFloatingIPs(w http.ResponseWriter, r *http.Request, rest st
 		if b.Description != nil {
 			f.Description = *b.Description
 		}
-		if b.PortID != nil {
-			if *b.PortID != "" {
-				if msg := c.associable(*b.PortID, f.ID); msg != "" {
+		port, set, ok := portOf(b.PortID)
+		if !ok {
+			neutronError(w, http.StatusBadRequest, "HTTPBadRequest", "Invalid input for port_id: not a string or null")
+			return
+		}
+		if set {
+			if port != "" {
+				if msg := c.associable(port, f.ID); msg != "" {
 					neutronError(w, http.StatusConflict, "FloatingIPPortAlreadyAssociated", msg)
 					return
 				}
-				if !c.vipPort(*b.PortID) {
-					neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", *b.PortID))
+				if !c.vipPort(port) {
+					neutronError(w, http.StatusNotFound, "PortNotFound", fmt.Sprintf("Port %s could not be found.", port))
 					return
 				}
 			}
-			f.PortID, f.FixedIP = *b.PortID, ""
+			f.PortID, f.FixedIP = port, ""
 		}
 		f.Revision++
 		if err := c.serveFIP(f); err != nil {
@@ -285,4 +297,19 @@ func (c *Cloud) associable(port, self string) string {
 		}
 	}
 	return ""
+}
+
+// portOf reads port_id: set (absent is no change), "" for null (detach);
+// ok is false for a value neither a string nor null.
+func portOf(raw json.RawMessage) (port string, set, ok bool) {
+	if len(raw) == 0 {
+		return "", false, true
+	}
+	if string(raw) == "null" {
+		return "", true, true
+	}
+	if err := json.Unmarshal(raw, &port); err != nil {
+		return "", false, false
+	}
+	return port, true, true
 }

@@ -610,7 +610,7 @@ func (c *Cloud) monitorCall(r *http.Request, method, id string, body any) (int, 
 			return 0, nil, err
 		}
 		if l.Pools[i].Monitor != nil {
-			return 0, nil, &apiError{409, fmt.Sprintf("This pool already has a health monitor")}
+			return 0, nil, &apiError{409, "This pool already has a health monitor"}
 		}
 		l.Pools[i].Monitor = m
 		l.fill(l.Updated)
@@ -810,12 +810,6 @@ func nilIfEmpty(s string) any {
 }
 
 func listenerWire(l *LoadBalancer, ln Listener, graph bool) map[string]any {
-	var pools []string
-	for _, p := range l.Pools {
-		if p.ListenerID == ln.ID {
-			pools = append(pools, p.ID)
-		}
-	}
 	cidrs := any(nil)
 	if len(ln.AllowedCIDRs) > 0 {
 		cidrs = slices.Clone(ln.AllowedCIDRs)
