@@ -2,7 +2,6 @@ package ocitest
 
 import (
 	"cmp"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,7 +23,8 @@ import (
 // Limits of Virtual Network that the endpoint applies.
 const (
 	// MaxNSGRulesPerRequest is the most rules one addSecurityRules or
-	// removeSecurityRules takes (OCI's CCM sends them in batches of 25).
+	// removeSecurityRules takes (OCI's API reference: 1 to 25; OCI's CCM
+	// sends batches of 25).
 	MaxNSGRulesPerRequest = 25
 	// MaxNSGRules is the most security rules an NSG holds (OCI's
 	// documented limit: 120 per NSG).
@@ -249,9 +249,7 @@ func (c *Cloud) NSGInUse(f func(nsg string) bool) {
 // gives them.
 func (v *vcnState) ruleID() string {
 	v.ruleSeq++
-	b := make([]byte, 2)
-	_, _ = rand.Read(b)
-	return strings.ToUpper(fmt.Sprintf("%02X%04X", v.ruleSeq%256, int(b[0])<<8|int(b[1])))
+	return fmt.Sprintf("%06X", v.ruleSeq)
 }
 
 // vcnPath reports whether path (after /20160918/) is Virtual Network's
@@ -484,8 +482,8 @@ func checkRule(protocol *string, addr *string, addrName, addrType string, tcp *c
 			return fmt.Sprintf("port range %d-%d: want 1 <= min <= max <= 65535", *pr.Min, *pr.Max)
 		}
 	}
-	if desc != nil && len(*desc) > maxDescription {
-		return fmt.Sprintf("description: longer than %d characters", maxDescription)
+	if desc != nil && (len(*desc) < 1 || len(*desc) > maxDescription) {
+		return fmt.Sprintf("description: 1 to %d characters", maxDescription)
 	}
 	return ""
 }
@@ -748,16 +746,18 @@ func (c *Cloud) deleteNSG(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	c.vcn.mu.Lock()
 	defer c.vcn.mu.Unlock()
-	for _, o := range c.vcn.nsgs {
-		for _, rule := range o.Rules {
-			if o.ID != id && (rule.SourceType == core.SecurityRuleSourceTypeNetworkSecurityGroup && deref(rule.Source) == id ||
-				rule.DestinationType == core.SecurityRuleDestinationTypeNetworkSecurityGroup && deref(rule.Destination) == id) {
-				ociError(w, http.StatusConflict, "Conflict", fmt.Sprintf("The network security group %s is named in a rule of %s.", id, o.ID))
-				return
+	delete(c.vcn.nsgs, id)
+	// Rules of other NSGs that name it stay, no longer valid (OCI's
+	// "Managing Security Rules for an NSG": isValid turns false).
+	for oid, o := range c.vcn.nsgs {
+		for i, rule := range o.Rules {
+			if rule.SourceType == core.SecurityRuleSourceTypeNetworkSecurityGroup && deref(rule.Source) == id ||
+				rule.DestinationType == core.SecurityRuleDestinationTypeNetworkSecurityGroup && deref(rule.Destination) == id {
+				o.Rules[i].IsValid = common.Bool(false)
 			}
 		}
+		c.vcn.nsgs[oid] = o
 	}
-	delete(c.vcn.nsgs, id)
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -809,8 +809,8 @@ func (c *Cloud) addNSGRules(w http.ResponseWriter, r *http.Request, id string) {
 	if !decodeBody(w, r, &d) {
 		return
 	}
-	if len(d.SecurityRules) > MaxNSGRulesPerRequest {
-		ociError(w, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("securityRules: at most %d in one request", MaxNSGRulesPerRequest))
+	if len(d.SecurityRules) < 1 || len(d.SecurityRules) > MaxNSGRulesPerRequest {
+		ociError(w, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("securityRules: 1 to %d in one request", MaxNSGRulesPerRequest))
 		return
 	}
 	c.vcn.mu.Lock()
@@ -879,8 +879,8 @@ func (c *Cloud) removeNSGRules(w http.ResponseWriter, r *http.Request, id string
 	if !decodeBody(w, r, &d) {
 		return
 	}
-	if len(d.SecurityRuleIds) > MaxNSGRulesPerRequest {
-		ociError(w, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("securityRuleIds: at most %d in one request", MaxNSGRulesPerRequest))
+	if len(d.SecurityRuleIds) < 1 || len(d.SecurityRuleIds) > MaxNSGRulesPerRequest {
+		ociError(w, http.StatusBadRequest, "InvalidParameter", fmt.Sprintf("securityRuleIds: 1 to %d in one request", MaxNSGRulesPerRequest))
 		return
 	}
 	c.vcn.mu.Lock()

@@ -295,12 +295,11 @@ func TestNetworkSecurityGroups(t *testing.T) {
 		t.Errorf("removing an unknown rule: %v", err)
 	}
 
-	// Deleting a: refused while b's rules name it, and while it is in use.
-	if _, err := nc.DeleteNetworkSecurityGroup(ctx, core.DeleteNetworkSecurityGroupRequest{NetworkSecurityGroupId: a.Id}); !isCode(err, 409, "Conflict") {
-		t.Errorf("deleting an NSG another's rules name: %v", err)
+	if _, err := add(*b.Id); !isCode(err, 400, "InvalidParameter") {
+		t.Errorf("no rules: %v", err)
 	}
 	var ids []string
-	for _, r := range added.SecurityRules {
+	for _, r := range added.SecurityRules[1:] {
 		ids = append(ids, *r.Id)
 	}
 	if _, err := nc.RemoveNetworkSecurityGroupSecurityRules(ctx, core.RemoveNetworkSecurityGroupSecurityRulesRequest{NetworkSecurityGroupId: b.Id,
@@ -334,6 +333,10 @@ func TestNetworkSecurityGroups(t *testing.T) {
 	}
 	if _, err := nc.GetNetworkSecurityGroup(ctx, core.GetNetworkSecurityGroupRequest{NetworkSecurityGroupId: a.Id}); !isCode(err, 404, "NotAuthorizedOrNotFound") {
 		t.Errorf("a deleted NSG: %v", err)
+	}
+	// b's rule naming it stays, no longer valid.
+	if bn, _ := c.NSG(*b.Id); len(bn.Rules) != 1 || bn.Rules[0].IsValid == nil || *bn.Rules[0].IsValid {
+		t.Errorf("b's rules after a's deletion: %+v", bn.Rules)
 	}
 	// Its create's token is spent.
 	if _, err := create("a", "tok-a"); !isCode(err, 409, "InvalidatedRetryToken") {
