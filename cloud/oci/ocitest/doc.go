@@ -17,6 +17,34 @@
 //     404 NotAuthorizedOrNotFound for unknown ones. Bodies are the SDK's
 //     own types (core.Instance, core.VnicAttachment, core.Vnic) as JSON;
 //     errors OCI's {"code", "message"}.
+//   - Virtual Network's part the security rules of Service load
+//     balancers use (vcn.go): GetSubnet (cidrBlock, securityListIds,
+//     vcnId; a subnet's CIDR must be inside 127.0.0.0/8), GetSecurityList
+//     and UpdateSecurityList (PUT: the arrays given replace the list's;
+//     an etag that changes with every change, If-Match compared, 412
+//     NoEtagMatch on a stale one; BeforeSecurityListUpdate runs a test's
+//     writer in between), and NSGs: CreateNetworkSecurityGroup (compartment
+//     and a known VCN required; opc-retry-token answers the same NSG, 409
+//     InvalidatedRetryToken once it is deleted), ListNetworkSecurityGroups
+//     (compartmentId, vcnId or vlanId; displayName exact; sortBy and
+//     sortOrder; paged), Get, Update (tags, If-Match) and Delete
+//     (If-Match; 409 while NSGInUse says something holds it; other NSGs'
+//     rules naming it stay with isValid false), the rules' list (by
+//     direction, paged), addSecurityRules (1 to 25 rules, ids given as
+//     six hex digits, at most 120 rules per NSG: 400 LimitExceeded; an NSG
+//     named as a peer must exist) and removeSecurityRules (1 to 25 ids of
+//     its rules). Rules are checked: protocol all or an IANA number,
+//     addresses CIDR blocks or NSG OCIDs of the right type, options only of
+//     their protocol, port ranges 1 <= min <= max <= 65535, descriptions 1
+//     to 255 characters. Bodies are read strictly (an unknown field is 400
+//     InvalidParameter, bad JSON 400 CannotParseRequest); counters and
+//     faults by method (GetSubnet, GetSecurityList, UpdateSecurityList,
+//     CreateNetworkSecurityGroup, GetNetworkSecurityGroup,
+//     ListNetworkSecurityGroups, UpdateNetworkSecurityGroup,
+//     DeleteNetworkSecurityGroup, ListNetworkSecurityGroupSecurityRules,
+//     AddNetworkSecurityGroupSecurityRules,
+//     RemoveNetworkSecurityGroupSecurityRules). PutSubnet,
+//     PutSecurityList and PutNSG seed them.
 //   - The auth service's GET /v1/instancePrincipalRootCACertificates
 //     (Cloud.AuthEndpoint, the API's listener), which answers the region's
 //     instance identity roots to any signed caller (Oracle's "Retrieving
@@ -70,8 +98,11 @@
 //     roots; refused signatures count as unauthenticated.
 //
 // Not modelled: the SDK's region and realm lookups (the tests set the
-// endpoints), any write API, filters and sorting of lists (lifecycleState,
-// displayName, sortBy), subcompartments, IAM policies (every signed request
+// endpoints), any other write API of Core Services (VCNs, subnets and
+// security lists are made by the tests only),
+// UpdateNetworkSecurityGroupSecurityRules, NSGs' VNIC members, the rule
+// limits of security lists, filters and sorting of the instance lists
+// (lifecycleState, displayName, sortBy), subcompartments, IAM policies (every signed request
 // may read everything), secondary VNICs and more than one IPv6 address,
 // OCI's own certificate lifetimes (not published), how Oracle rotates its
 // roots (not published), the auth service's other paths (federation,
