@@ -23,6 +23,13 @@ import (
 
 const apiPrefix = "/20160918/"
 
+// lbPrefix and nlbPrefix are the Load Balancer's and the Network Load
+// Balancer's API versions, served on the same listener.
+const (
+	lbPrefix  = "/20170115/"
+	nlbPrefix = "/20200501/"
+)
+
 // maxBody is the largest request body read.
 const maxBody = 1 << 20
 
@@ -58,12 +65,21 @@ const rootsPath = "/v1/instancePrincipalRootCACertificates"
 
 func (c *Cloud) apiHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lbPath, isLB := strings.CutPrefix(r.URL.Path, lbPrefix)
+		nlbPath, isNLB := strings.CutPrefix(r.URL.Path, nlbPrefix)
 		path, ok := strings.CutPrefix(r.URL.Path, apiPrefix)
-		if !ok && r.URL.Path != rootsPath {
+		if !ok && !isLB && !isNLB && r.URL.Path != rootsPath {
 			ociError(w, http.StatusNotFound, "NotFound", "unknown API version or path")
 			return
 		}
 		switch {
+		case isLB || isNLB:
+			switch r.Method {
+			case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
+			default:
+				ociError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "method not modelled")
+				return
+			}
 		case r.Method != http.MethodGet && !(ok && vcnPath(path)):
 			ociError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "only GET is modelled")
 			return
@@ -74,6 +90,12 @@ func (c *Cloud) apiHandler() http.Handler {
 			return
 		}
 		switch {
+		case isLB:
+			c.advance()
+			c.serveLB(w, r, lbPath)
+		case isNLB:
+			c.advance()
+			c.serveNLB(w, r, nlbPath)
 		case ok && vcnPath(path):
 			c.serveVCN(w, r, path)
 		case r.URL.Path == rootsPath:

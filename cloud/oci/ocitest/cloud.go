@@ -40,6 +40,8 @@ const (
 	MaxPageSize = 1000
 	// DefaultPageSize is a list's page without a limit.
 	DefaultPageSize = 100
+	// DefaultWorkRequestTime is how long a work request runs.
+	DefaultWorkRequestTime = 20 * time.Millisecond
 )
 
 // Options configure a Cloud.
@@ -57,6 +59,10 @@ type Options struct {
 	CertLifetime, RotateEvery time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// WorkRequestTime is how long a load balancer's work request runs
+	// before it finishes (default DefaultWorkRequestTime); see
+	// HoldWorkRequests and Settle.
+	WorkRequestTime time.Duration
 }
 
 // Instance is one OCI instance.
@@ -109,6 +115,8 @@ type Cloud struct {
 	roots []*CA
 	// devices are the intermediates instances' certificates come from.
 	devices map[string]*CA
+	// lbs are the load balancers of both kinds (loadbalancers.go).
+	lbs lbStore
 	// vcn is Virtual Network's subnets, security lists and NSGs (vcn.go).
 	vcn vcnState
 }
@@ -129,6 +137,7 @@ func New(opts Options) (*Cloud, error) {
 	opts.MaxPageSize = cloudtest.AtMost(opts.MaxPageSize, MaxPageSize)
 	opts.CertLifetime = cloudtest.Positive(opts.CertLifetime, DefaultCertLifetime)
 	opts.RotateEvery = cloudtest.Positive(opts.RotateEvery, DefaultRotateEvery)
+	opts.WorkRequestTime = cloudtest.Positive(opts.WorkRequestTime, DefaultWorkRequestTime)
 	ca, err := NewCA("ocitest", opts.Now())
 	if err != nil {
 		return nil, err
