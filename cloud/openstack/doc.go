@@ -29,6 +29,11 @@
 //     Nova's addresses: fixed ones as InternalIP, floating ones as
 //     ExternalIP). Each server's created time is what a join ticket's
 //     server must fall within;
+//   - routes.go is Routes with a routerID: the Nodes' pod CIDRs as extra
+//     routes of that Neutron router via the Nodes' InternalIPs, as the
+//     OpenStack CCM makes them (add_extraroutes/remove_extraroutes with
+//     extraroute-atomic, else the routes written whole under If-Match),
+//     touching only routes via the cluster's servers inside --cluster-cidr;
 //   - agentid (cloud/openstack/agentid, all mooring-agent links of the
 //     backend) is the node side: the metadata service's
 //     /openstack/latest/meta_data.json (uuid, name) and the EC2-compatible
