@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,10 +84,50 @@ type Config struct {
 	// one has been superseded, and is taken as revoked. Default 24h, at
 	// most 7 days.
 	MaxCertificateAge metav1.Duration `json:"maxCertificateAge,omitempty"`
+	// LoadBalancerEndpoint and NetworkLoadBalancerEndpoint override the
+	// Load Balancer and Network Load Balancer APIs' endpoints (default:
+	// networkEndpoint when set, else https://iaas.<region>.oraclecloud.com;
+	// https://network-load-balancer-api.<region>.oci.oraclecloud.com):
+	// https, or http to loopback (tests).
+	LoadBalancerEndpoint        string `json:"loadBalancerEndpoint,omitempty"`
+	NetworkLoadBalancerEndpoint string `json:"networkLoadBalancerEndpoint,omitempty"`
+	// LoadBalancer configures Services' load balancers (docs/oci.md).
+	LoadBalancer LoadBalancerConfig `json:"loadBalancer,omitempty"`
 	// ViewConfig: instanceMaxAge, minRefreshInterval, and requestTimeout
 	// (one API call).
 	kit.ViewConfig
 }
+
+// LoadBalancerConfig configures the load balancers of Services of type
+// LoadBalancer, as the loadBalancer block of OCI's CCM's config does.
+type LoadBalancerConfig struct {
+	// Compartment is where load balancers are made (a Service's
+	// oci.oraclecloud.com/compartment-id overrides it); default the first
+	// of compartments. It must be one of compartments: those are listed.
+	Compartment string `json:"compartment,omitempty"`
+	// Subnet1 and Subnet2 are the default subnets of load balancers (OCI's
+	// CCM's subnet1, subnet2): an LB takes Subnet1 (and Subnet2, when
+	// public and both are AD-specific), an NLB Subnet1. Services'
+	// subnet annotations override them; without either, a Service must
+	// name its subnet.
+	Subnet1 string `json:"subnet1,omitempty"`
+	Subnet2 string `json:"subnet2,omitempty"`
+	// NodeSubnets are the nodes' subnets, whose security lists the rule
+	// mode All opens to the load balancers (OCI's CCM finds them from the
+	// nodes' VNICs).
+	NodeSubnets []string `json:"nodeSubnets,omitempty"`
+	// NamePrefix is prefixed, with a hyphen, to an LB's display name (the
+	// Service's UID), as OCI's CCM's LOAD_BALANCER_PREFIX; NLBs are named
+	// <namespace>/<name>/<UID> without it.
+	NamePrefix string `json:"namePrefix,omitempty"`
+	// WorkRequestWait is how long a change waits for each work request
+	// before the Service is asked about again (its load balancer is then
+	// reported still being built); default 2m.
+	WorkRequestWait metav1.Duration `json:"workRequestWait,omitempty"`
+}
+
+// DefaultWorkRequestWait is LoadBalancerConfig.WorkRequestWait's default.
+const DefaultWorkRequestWait = 2 * time.Minute
 
 // Auth methods.
 const (
@@ -125,7 +167,8 @@ func (c *Config) durations() []kit.Duration {
 	return append(c.ViewConfig.Durations(),
 		kit.Duration{Name: "maxClockSkew", Value: &c.MaxClockSkew, Default: DefaultMaxClockSkew},
 		kit.Duration{Name: "maxEvidenceAge", Value: &c.MaxEvidenceAge, Default: DefaultMaxEvidenceAge},
-		kit.Duration{Name: "maxCertificateAge", Value: &c.MaxCertificateAge, Default: DefaultMaxCertificateAge})
+		kit.Duration{Name: "maxCertificateAge", Value: &c.MaxCertificateAge, Default: DefaultMaxCertificateAge},
+		kit.Duration{Name: "loadBalancer.workRequestWait", Value: &c.LoadBalancer.WorkRequestWait, Default: DefaultWorkRequestWait})
 }
 
 func (c *Config) defaults() {
@@ -140,6 +183,9 @@ func (c *Config) defaults() {
 	}
 	if c.Profile == "" && c.Auth == AuthAPIKey {
 		c.Profile = DefaultProfile
+	}
+	if c.LoadBalancer.Compartment == "" && len(c.Compartments) > 0 {
+		c.LoadBalancer.Compartment = c.Compartments[0]
 	}
 	kit.DefaultDurations(c.durations())
 }
@@ -179,7 +225,8 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("auth %q: want %s or %s", c.Auth, AuthAPIKey, AuthInstancePrincipal))
 	}
 	for _, ep := range []struct{ name, url string }{{"computeEndpoint", c.ComputeEndpoint}, {"networkEndpoint", c.NetworkEndpoint},
-		{"authEndpoint", c.AuthEndpoint}} {
+		{"authEndpoint", c.AuthEndpoint}, {"loadBalancerEndpoint", c.LoadBalancerEndpoint},
+		{"networkLoadBalancerEndpoint", c.NetworkLoadBalancerEndpoint}} {
 		if ep.url == "" {
 			continue
 		}
@@ -196,8 +243,28 @@ func (c *Config) validate() error {
 	if c.MaxCertificateAge.Duration > MaxMaxCertificateAge {
 		errs = append(errs, fmt.Errorf("maxCertificateAge %s: at most %s", c.MaxCertificateAge.Duration, MaxMaxCertificateAge))
 	}
+	errs = append(errs, c.LoadBalancer.validate(c.Compartments)...)
 	errs = append(errs, kit.CheckDurations(c.durations())...)
 	return kit.ConfigError("oci", errs)
+}
+
+func (l *LoadBalancerConfig) validate(compartments []string) []error {
+	var errs []error
+	if l.Compartment != "" && !slices.Contains(compartments, l.Compartment) {
+		errs = append(errs, fmt.Errorf("loadBalancer.compartment %q: not one of compartments (those are listed)", l.Compartment))
+	}
+	for _, s := range append([]string{l.Subnet1, l.Subnet2}, l.NodeSubnets...) {
+		if s != "" && !agentid.ValidOCID(s, "subnet") {
+			errs = append(errs, fmt.Errorf("loadBalancer: subnet %q: want a subnet's OCID", s))
+		}
+	}
+	if l.Subnet2 != "" && l.Subnet1 == "" {
+		errs = append(errs, errors.New("loadBalancer.subnet2 without subnet1"))
+	}
+	if len(l.NamePrefix) > 100 || strings.ContainsAny(l.NamePrefix, " /") {
+		errs = append(errs, fmt.Errorf("loadBalancer.namePrefix %q: at most 100 characters, no space or slash", l.NamePrefix))
+	}
+	return errs
 }
 
 // ReadRoots reads the certificates of a roots file (PEM): at least one,

@@ -52,8 +52,8 @@ func configYAML(t *testing.T, ep *ocitest.Cloud, extra string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nauthEndpoint: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\nminRefreshInterval: 1ms\n%s",
-		ep.Tenancy(), ep.Compartment(), ep.Region(), cluster, cfgFile, ep.AuthEndpoint(), ep.Endpoint(), ep.Endpoint(), extra)
+	return fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nauthEndpoint: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\nnetworkLoadBalancerEndpoint: %s\nminRefreshInterval: 1ms\n%s",
+		ep.Tenancy(), ep.Compartment(), ep.Region(), cluster, cfgFile, ep.AuthEndpoint(), ep.Endpoint(), ep.Endpoint(), ep.Endpoint(), extra)
 }
 
 func tagged(c string) map[string]string { return map[string]string{oci.DefaultClusterTag: c} }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/kit"
+	kitlb "github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/oci/agentid"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
@@ -28,16 +29,21 @@ const ProviderName = agentid.Name
 var Factory = kit.Factory(ParseConfig, New)
 
 // Cloud is OCI as Kubernetes and mooring see it: InstancesV2 and Zones over
-// the shared view of the cluster's instances, and the approver's instance
-// principal verifier. It has no load balancers and no routes.
+// the shared view of the cluster's instances, the approver's instance
+// principal verifier, and Services' load balancers (loadbalancers.go). It
+// has no routes.
 type Cloud struct {
 	kit.Base          // InstancesV2 and Zones over the view, the Attester
-	kit.InstancesOnly // no load balancers or routes (docs/oci.md)
+	kit.InstancesOnly // no routes (docs/oci.md); LoadBalancer and Initialize are its own
 
 	cfg     Config
 	compute *core.ComputeClient
 	network *core.VirtualNetworkClient
 	src     Source
+	// lbc is the load balancers' cloud (loadbalancers.go), lbs the kit's
+	// Balancers over it.
+	lbc *lbCloud
+	lbs *kitlb.Balancers[lbSpec]
 }
 
 // New builds the provider with oci-go-sdk's Core Services clients and a
@@ -149,6 +155,10 @@ func NewWithClients(cfg Config, compute *core.ComputeClient, network *core.Virtu
 		"clusterTag", cfg.ClusterTag, "clusterTagNamespace", cfg.ClusterTagNamespace, "clusterID", cfg.ClusterID, "auth", cfg.Auth,
 		"computeEndpoint", compute.Host, "networkEndpoint", network.Host, "roots", rootsFrom)
 	c := &Cloud{cfg: cfg, compute: compute, network: network, src: src}
+	c.lbc = newLBCloud(c)
+	if c.lbs, err = kitlb.New[lbSpec](c.lbc, kitlb.Options{Cluster: cfg.ClusterID}); err != nil {
+		return nil, err
+	}
 	v := view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: v, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Verifiers: []cloud.EvidenceVerifier{ver}, Metadata: metadata,
