@@ -228,18 +228,18 @@ func (c *Cloud) serveRouters(w http.ResponseWriter, r *http.Request, rest string
 		switch method {
 		case "router-update":
 			for _, x := range routes {
-				next = append(next, Route{Destination: x.Destination, NextHop: x.NextHop})
+				next = append(next, Route(x))
 			}
 		case "router-add-routes":
 			next = slices.Clone(rt.Routes)
 			for _, x := range routes {
-				if rr := (Route{Destination: x.Destination, NextHop: x.NextHop}); !slices.Contains(next, rr) {
+				if rr := Route(x); !slices.Contains(next, rr) {
 					next = append(next, rr)
 				}
 			}
 		case "router-remove-routes":
 			next = slices.DeleteFunc(slices.Clone(rt.Routes), func(rr Route) bool {
-				return slices.Contains(routes, routeWire{Destination: rr.Destination, NextHop: rr.NextHop})
+				return slices.Contains(routes, routeWire(rr))
 			})
 		}
 		if len(next) > c.opts.MaxRoutes {
@@ -350,7 +350,7 @@ func (n *neutron) checkRoutes(rt *Router, routes []routeWire) (status int, typ, 
 func (c *Cloud) routerWire(rt *Router) map[string]any {
 	routes := []routeWire{}
 	for _, x := range rt.Routes {
-		routes = append(routes, routeWire{Destination: x.Destination, NextHop: x.NextHop})
+		routes = append(routes, routeWire(x))
 	}
 	return map[string]any{
 		"id": rt.ID, "name": rt.Name, "description": "", "status": "ACTIVE", "admin_state_up": true,
