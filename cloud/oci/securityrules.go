@@ -707,7 +707,53 @@ func (s *SecurityRules) ensureNSG(ctx context.Context, rs RuleSet) (string, erro
 			return front, err
 		}
 	}
+	// A backend NSG no longer named (the annotation changed) keeps none of
+	// the Service's rules.
+	tagged, err := s.taggedBackends(ctx, rs)
+	if err != nil {
+		return front, err
+	}
+	for _, b := range tagged {
+		if b != front && !slices.Contains(rs.BackendNSGs, b) {
+			if err := s.reconcileNSG(ctx, b, desc, nil, core.ListNetworkSecurityGroupSecurityRulesDirectionIngress); err != nil {
+				return front, err
+			}
+		}
+	}
 	return front, nil
+}
+
+// taggedBackends are the NSGs of the load balancer's VCN (of its first
+// subnet) in its compartment that carry ManagedBy=CCM: the backend NSGs
+// whose rules mode NSG manages (OCI's CCM tags them so). Through them a
+// Service's rules leave a backend NSG no longer named, and go on a delete
+// that knows the load balancer only. Without subnet or compartment: none.
+func (s *SecurityRules) taggedBackends(ctx context.Context, rs RuleSet) ([]string, error) {
+	if len(rs.LBSubnets) == 0 || rs.Compartment == "" {
+		return nil, nil
+	}
+	sub, err := s.network.GetSubnet(ctx, core.GetSubnetRequest{SubnetId: common.String(rs.LBSubnets[0])})
+	if err != nil {
+		return nil, fmt.Errorf("oci GetSubnet %s (the backend NSGs' VCN): %w", rs.LBSubnets[0], err)
+	}
+	var out []string
+	var page *string
+	for range maxPages {
+		resp, err := s.network.ListNetworkSecurityGroups(ctx, core.ListNetworkSecurityGroupsRequest{CompartmentId: common.String(rs.Compartment),
+			VcnId: sub.VcnId, Page: page, Limit: common.Int(pageSize)})
+		if err != nil {
+			return nil, fmt.Errorf("oci ListNetworkSecurityGroups of VCN %s: %w", deref(sub.VcnId), err)
+		}
+		for _, n := range resp.Items {
+			if n.FreeformTags["ManagedBy"] == "CCM" && n.LifecycleState == core.NetworkSecurityGroupLifecycleStateAvailable {
+				out = append(out, deref(n.Id))
+			}
+		}
+		if page = resp.OpcNextPage; page == nil {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("oci ListNetworkSecurityGroups of VCN %s: more than %d pages", deref(sub.VcnId), maxPages)
 }
 
 // nodePorts are the node ports of rs and its health check port, once each.
@@ -932,12 +978,29 @@ func (s *SecurityRules) markManaged(ctx context.Context, nsg string) error {
 	}
 }
 
-// removeNSG removes the Service's rules from its backend NSGs (those of
-// its description only), then deletes its frontend NSG (the load balancer
+// removeNSG removes the Service's rules from its backend NSGs (those
+// named and those tagged ManagedBy=CCM in the load balancer's VCN; rules
+// of its description only), then deletes its frontend NSG (the load balancer
 // must no longer hold it: OCI refuses, and the error says so).
 func (s *SecurityRules) removeNSG(ctx context.Context, rs RuleSet) error {
 	desc := ruleDescription(rs.UID)
-	for _, b := range rs.BackendNSGs {
+	tagged, err := s.taggedBackends(ctx, rs)
+	if se, ok := common.IsServiceError(errors.Unwrap(err)); ok && se.GetHTTPStatusCode() == http.StatusNotFound {
+		tagged, err = nil, nil // no subnet: only the NSGs named
+	}
+	if err != nil {
+		return err
+	}
+	backends := slices.Clone(rs.BackendNSGs)
+	for _, b := range tagged {
+		if !slices.Contains(backends, b) {
+			backends = append(backends, b)
+		}
+	}
+	for _, b := range backends {
+		if b == rs.FrontendNSG {
+			continue
+		}
 		have, err := s.nsgRules(ctx, b, core.ListNetworkSecurityGroupSecurityRulesDirectionIngress)
 		if se, ok := common.IsServiceError(errors.Unwrap(err)); ok && se.GetHTTPStatusCode() == http.StatusNotFound {
 			continue // no NSG, no rules

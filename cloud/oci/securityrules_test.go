@@ -575,3 +575,51 @@ func TestRuleMode(t *testing.T) {
 		t.Errorf("NSGDisplayName: %d characters, want 255", len(got))
 	}
 }
+
+func TestNSGModeBackendsFoundByTag(t *testing.T) {
+	b := newRuleBed(t)
+	ctx := context.Background()
+	second := b.ep.PutNSG(ocitest.NSG{DisplayName: "workers-2", VcnID: b.lbSubnet.VcnID, Rules: []core.SecurityRule{b.userNSG}}).ID
+	untagged := b.ep.PutNSG(ocitest.NSG{DisplayName: "elsewhere", VcnID: b.lbSubnet.VcnID}).ID
+	rs := b.ruleSet(oci.RuleModeNSG)
+	rs.BackendNSGs = []string{b.backend, second}
+	front, err := b.rules.Ensure(ctx, rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const desc = "service-uid-uid-1"
+	b.wantNSG(t, second, "INGRESS:127.0.0.0/8:22:ssh", "INGRESS:"+front+":30080:"+desc, "INGRESS:"+front+":10256:"+desc)
+	// A rule of the Service's description in an NSG mooring never tagged
+	// (a user's copy): not the Service's to manage.
+	b.ep.PutNSG(ocitest.NSG{ID: untagged, DisplayName: "elsewhere", VcnID: b.lbSubnet.VcnID, Rules: []core.SecurityRule{{
+		Direction: core.SecurityRuleDirectionIngress, Protocol: common.String("6"), Source: common.String(front),
+		SourceType: core.SecurityRuleSourceTypeNetworkSecurityGroup, Description: common.String(desc), TcpOptions: &core.TcpOptions{
+			DestinationPortRange: &core.PortRange{Min: common.Int(30080), Max: common.Int(30080)}}}}})
+
+	// The annotation drops the second NSG: its rules of the Service go
+	// (it is tagged ManagedBy=CCM in the load balancer's VCN).
+	rs.BackendNSGs = []string{b.backend}
+	rs.FrontendNSG = front
+	if _, err := b.rules.Ensure(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	b.wantNSG(t, second, "INGRESS:127.0.0.0/8:22:ssh")
+	b.wantNSG(t, b.backend, "INGRESS:127.0.0.0/8:22:ssh", "INGRESS:127.0.0.0/8:30999:service-uid-other",
+		"INGRESS:"+front+":30080:"+desc, "INGRESS:"+front+":10256:"+desc)
+
+	// Removed knowing the load balancer only (no backend NSGs named, as a
+	// delete of a load balancer whose Service is gone): the tagged
+	// backend NSG's rules of the Service go all the same.
+	held := oci.RuleSet{UID: rs.UID, Mode: oci.RuleModeNSG, Namespace: "default", Name: "web", Compartment: rs.Compartment,
+		LBSubnets: rs.LBSubnets, FrontendNSG: front}
+	if err := b.rules.Remove(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	b.wantNSG(t, b.backend, "INGRESS:127.0.0.0/8:22:ssh", "INGRESS:127.0.0.0/8:30999:service-uid-other")
+	if _, ok := b.ep.NSG(front); ok {
+		t.Error("the frontend NSG is still there")
+	}
+	if n, _ := b.ep.NSG(untagged); len(n.Rules) != 1 {
+		t.Errorf("an NSG never tagged lost its rules: %+v", n.Rules)
+	}
+}
