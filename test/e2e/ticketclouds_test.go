@@ -564,7 +564,8 @@ func checkLoopback(t *testing.T, vs *harness.VSphereCloud) {
 // authenticates again.
 func startOpenStack(t *testing.T, tickets *harness.TicketIssuer) *cloudRecord {
 	const driveOnly = "nova-3"
-	osc := harness.StartOpenStackCloud(t, tickets, openstacktest.Options{MaxLimit: 2})
+	osc := harness.StartOpenStackCloud(t, tickets, openstacktest.Options{MaxLimit: 2, LB: openstacktest.LBOptions{PendingFor: openstackLBPending}})
+	osc.LBConfig = true
 	osc.ConfigDriveOnly(driveOnly)
 	osc.UseRouter(openstackForeignRoute)
 	calls := func() string {
@@ -618,6 +619,7 @@ func startOpenStack(t *testing.T, tickets *harness.TicketIssuer) *cloudRecord {
 			}
 		},
 		ccmArgs: openstackCCMArgs,
+		lb:      openstackLB(osc),
 		routes: func(ctx context.Context, t *testing.T, c *testbed.Cluster, names []string) {
 			openstackRoutes(ctx, t, c, osc, names)
 		},

@@ -28,6 +28,10 @@ type OpenStackCloud struct {
 	// RouterID, set by UseRouter, is the Neutron router the config names
 	// (routerID): mooring-ccm's routes go there.
 	RouterID string
+	// LBConfig, when set, gives the config a loadBalancer block: VIPs
+	// on openstacktest's tenant subnet, floating IPs from its external
+	// network.
+	LBConfig bool
 
 	mu        sync.Mutex
 	nextOctet int
@@ -201,6 +205,10 @@ func (o *OpenStackCloud) WriteProviderConfig(dir, cluster, extra string) (string
 	path := filepath.Join(dir, "cloud.yaml")
 	if o.RouterID != "" {
 		extra = "routerID: " + o.RouterID + "\n" + extra
+	}
+	if o.LBConfig {
+		extra = fmt.Sprintf("loadBalancer:\n  subnetID: %s\n  floatingNetworkID: %s\n", openstacktest.DefaultSubnetID,
+			openstacktest.DefaultFloatingNetworkID) + extra
 	}
 	cfg := fmt.Sprintf("authURL: %s\napplicationCredentialID: %s\nsecretFile: %s\nregion: %s\nclusterID: %s\n%s",
 		o.AuthURL(), id, o.SecretFile, o.Region(), cluster, extra)
