@@ -34,6 +34,12 @@
 //     OpenStack CCM makes them (add_extraroutes/remove_extraroutes with
 //     extraroute-atomic, else the routes written whole under If-Match),
 //     touching only routes via the cluster's servers inside --cluster-cidr;
+//   - loadbalancers.go (loadbalancers_annotations.go,
+//     loadbalancers_config.go) is the Service load balancers on Octavia
+//     over the kit (cloud/kit/loadbalancer), as the OpenStack CCM makes
+//     them: its names, load-balancer-id and annotations, one fully
+//     populated create, a floating IP on the VIP port, each change waited
+//     for until ACTIVE, Octavia's 409 while pending a wait;
 //   - agentid (cloud/openstack/agentid, all mooring-agent links of the
 //     backend) is the node side: the metadata service's
 //     /openstack/latest/meta_data.json (uuid, name) and the EC2-compatible

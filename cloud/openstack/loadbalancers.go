@@ -145,8 +145,10 @@ func (l *lbCloud) call(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 // Name is the upstream CCM's name of svc's load balancer.
-func (l *lbCloud) Name(svc *v1.Service) string {
-	name := "kube_service_" + l.c.cfg.LoadBalancer.ClusterName + "_" + svc.Namespace + "_" + svc.Name
+func (l *lbCloud) Name(svc *v1.Service) string { return l.name(svc.Namespace, svc.Name) }
+
+func (l *lbCloud) name(namespace, service string) string {
+	name := "kube_service_" + l.c.cfg.LoadBalancer.ClusterName + "_" + namespace + "_" + service
 	if len(name) > 255 {
 		name = name[:255]
 	}
@@ -581,6 +583,17 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 		}
 	}
 	id, name := h.ID, h.Name
+	if h.Owner.Zero() {
+		// Adopting: not a load balancer the upstream CCM made for another
+		// Service, or shares between Services (its load-balancer-id on a
+		// second Service): mooring does not share them.
+		own := l.name(spec.create.Namespace, spec.create.Service)
+		for _, tag := range append([]string{name}, t.lb.Tags...) {
+			if strings.HasPrefix(tag, "kube_service_") && tag != own {
+				return h, fmt.Errorf("load balancer %s (%s) is the upstream CCM's for another Service (%s): mooring does not share load balancers between Services (or loadBalancer.clusterName is not the upstream CCM's --cluster-name)", name, id, tag)
+			}
+		}
+	}
 	step := func(what string, err error) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", what, busy(name, err))

@@ -236,6 +236,15 @@ func TestLBAdoptOCCM(t *testing.T) {
 	b := &bed{world: w.world}
 	before := b.putLB(t, occmLoadBalancer(svc, w.nodes), true)
 	fipCreates := w.os.Calls("fip-create")
+	// Another Service naming it (the upstream CCM's sharing) does not get it.
+	other := lbSvc("sharer", 81)
+	other.Annotations = map[string]string{AnnotationLoadBalancerID: before.ID}
+	if _, err := w.lbs.EnsureLoadBalancer(context.Background(), "kubernetes", other, w.nodes); err == nil || !strings.Contains(err.Error(), "share") {
+		t.Errorf("a second Service naming the load balancer: %v, want an error", err)
+	}
+	if n := w.writes(); n != 0 {
+		t.Errorf("writes: %d, want none", n)
+	}
 	svc.Annotations = map[string]string{AnnotationLoadBalancerID: before.ID, AnnotationLoadBalancerAddress: before.IP}
 	st := w.ensure(t, svc)
 	l := w.only(t)

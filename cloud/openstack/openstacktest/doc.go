@@ -81,6 +81,25 @@
 //     30: 400 RoutesExhausted), strict bodies, Neutron's error bodies;
 //     methods router-get, router-update, router-add-routes,
 //     router-remove-routes, extensions;
+//   - Octavia v2 (octavia.go, octavia_api.go, octavia_validate.go, at the
+//     catalog's load-balancer endpoint, /load-balancer, its version
+//     document at the root, /v2 and /v2.0): load balancers made fully
+//     populated in one POST (listeners with named default pools, members,
+//     health monitors; the VIP on DefaultSubnetID), listeners, pools,
+//     members (the batch PUT), health monitors; every change leaves the
+//     load balancer PENDING_* until it settles (LBOptions.PendingFor, or
+//     Settle), then ACTIVE (or ERROR: FailBuilds), a change meanwhile
+//     answered 409; LBOptions.Quota (403), cascade delete, list filters and
+//     tags filters, limit/marker pages, strict bodies, Octavia's error
+//     bodies; PutLoadBalancer and SetProvisioning for out of band states;
+//     methods lb-*, listener-*, pool-*, member-list, member-batch,
+//     monitor-*;
+//   - Neutron's floating IPs (floatingips.go): made on
+//     DefaultFloatingNetworkID, associated with a load balancer's VIP port
+//     (port_id null detaches), freed when the port goes; methods fip-*;
+//   - a data plane (cloudtest.DataPlane, DataPlanePrefix 127.84.0.0/16):
+//     each ACTIVE load balancer's listeners on its VIP and its floating
+//     IPs, forwarded to its members with its monitors' checks (LBHealthy);
 //   - counters (Calls: auth, list, get, metadata, unauthorized) and faults:
 //     Fail (the next n calls of auth, list, get or metadata answer a status
 //     with the service's error body), SetDown (an outage: connections close
@@ -90,7 +109,9 @@
 // Its listeners, counters, faults and hang-ups are cloud/cloudtest's; what
 // is here is OpenStack's own.
 //
-// Not modelled: every other service (Neutron beyond the above, Octavia, Glance, Cinder) and
+// Not modelled: every other service (Neutron beyond the above, Octavia's
+// L7 policies, TLS, flavors beyond one and quotas beyond load balancers,
+// Glance, Cinder) and
 // Compute resource, password and token auth, scoped-token rules beyond the
 // application credential's project, policy (every credential may list),
 // the admin-only fields and filters, changes-since, several sort keys at
