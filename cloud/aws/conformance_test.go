@@ -30,9 +30,14 @@ import (
 // AWS's provider, in its default mode (no upstream load balancers or
 // routes) and node name policy (private DNS names), keeps the kit's
 // promises (cloud/cloudtest/conformance). Its pages are of 1,000
-// (TestSourcePagination); the bed's are of 5, EC2's smallest.
+// (TestSourcePagination); the bed's are of 5, EC2's smallest. Its routes
+// (Options.Routes: loadBalancers: upstream) are the upstream provider's
+// over awstest's route tables (routes_conformance_test.go); that provider
+// names the Node of every instance route, so a route via an instance that
+// is no Node fails its ListRoutes (RoutesForeignInstanceIsError).
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend{Name: ProviderName, EveryNameANode: true, Evidence: []string{agentid.EvidenceType},
+		Routes: true, RoutesForeignInstanceIsError: true,
 		BadProviderIDs: []string{"aws:///", "aws:///us-east-1a/", "aws:///us-east-1a/x-123", "aws:///us-east-1a/i-1/extra",
 			"aws://us-east-1a/i-0123456789abcdef0", "aws:///us east/i-0123"},
 		New: newEC2Bed,
@@ -60,6 +65,8 @@ type ec2Bed struct {
 	mu       sync.Mutex
 	key      awstest.User
 	getFails bool
+
+	routes *routesBed // with Options.Routes
 }
 
 // pagesOf is the EC2 client asking for pages of size (0: as asked).
@@ -102,11 +109,17 @@ func newEC2Bed(t *testing.T, o conformance.Options) conformance.Bed {
 		Retryer: aws.NopRetryer{}, HTTPClient: awstest.HTTPClient()})
 	cfg := e.config()
 	cfg.MinRefreshInterval = metav1.Duration{Duration: time.Millisecond}
+	if o.Routes {
+		b.routes = upstreamRoutesOn(t, e.aws, &cfg)
+	}
 	p, err := NewWithClients(cfg, pagesOf{client, b.pageSize}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.p = p
+	if b.routes != nil {
+		b.routes.startNodes(t, p)
+	}
 	return b
 }
 
@@ -165,8 +178,12 @@ func (b *ec2Bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	}
 	in := b.aws.Put(awstest.Instance{ID: id, PrivateIP: s.Addr("127.0.87"), PublicIP: s.Addr("127.0.88"),
 		Tags: tags, Created: s.Created})
-	return conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.Zone, in.ID), ID: in.ID,
+	m := conformance.Made{Spec: s, ProviderID: agentid.ProviderID(in.Zone, in.ID), ID: in.ID,
 		NodeName: b.p.policy.NodeName(in.ID, in.PrivateDNSName, tags), InternalIP: in.PrivateIP}
+	if b.routes != nil && !s.Foreign {
+		b.routes.addNode(t, m)
+	}
+	return m
 }
 
 // Delete deletes the instance after the provider has asked EC2 for it
@@ -174,6 +191,10 @@ func (b *ec2Bed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 // EC2's miss of an id it was never shown for eventual consistency, not
 // an answer, for NewInstanceWindow (TestNodeOfInstanceNotYetVisible).
 func (b *ec2Bed) Delete(t testing.TB, m conformance.Made) {
+	if b.routes != nil {
+		b.routes.terminate(t, m)
+		return
+	}
 	if _, err := b.p.describeByID(context.Background(), m.ID); err != nil {
 		t.Logf("describing %s before its deletion: %v", m.ID, err)
 	}
@@ -193,6 +214,9 @@ func (b *ec2Bed) SetState(t testing.TB, m conformance.Made, s view.State) bool {
 // rate limiting with an empty bucket (RequestLimitExceeded); GetFails
 // fails the DescribeInstances calls by id alone (failGets).
 func (b *ec2Bed) Fail(t testing.TB, f conformance.Failure) func() {
+	if b.routes != nil && f != conformance.GetFails {
+		return b.routes.fail(b, f)
+	}
 	switch f {
 	case conformance.Outage:
 		b.aws.Fail(awstest.ActionDescribeInstances, 1<<20, 503, "Unavailable")
@@ -232,6 +256,9 @@ func (b *ec2Bed) PageSize() int { return b.pageSize }
 
 // Calls: the lists of the fleet, and the DescribeInstances calls by id.
 func (b *ec2Bed) Calls(c conformance.Call) int {
+	if a, ok := routeActions[c]; ok {
+		return b.aws.Calls(a)
+	}
 	if c == conformance.List {
 		return b.aws.Describes().Listed
 	}

@@ -1,6 +1,7 @@
 package aws
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -151,13 +152,70 @@ func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	return c.upstream.LoadBalancer()
 }
 
-// Routes are the upstream AWS provider's, with loadBalancers: upstream;
-// otherwise there are none and the CCM runs no route controller.
+// Routes are the upstream AWS provider's, with loadBalancers: upstream
+// (behind upstreamRoutes' two guards); otherwise there are none and the CCM
+// runs no route controller.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
 	if c.upstream == nil {
 		return nil, false
 	}
-	return c.upstream.Routes()
+	r, ok := c.upstream.Routes()
+	if !ok || r == nil {
+		return nil, false
+	}
+	return upstreamRoutes{r}, true
+}
+
+// upstreamRoutes are the upstream's routes with two guards, each a read of
+// the routes (the upstream's ListRoutes: DescribeRouteTables and one
+// DescribeInstances of the routes' instances) before a change:
+//   - CreateRoute of a route the table holds already, to the same Node, is
+//     done (EC2's CreateRoute answers RouteAlreadyExists for any route of the
+//     destination, and the upstream makes no exception for its own);
+//   - DeleteRoute deletes the table's route of the destination only while it
+//     is still the one listed: a blackhole, or to the listed Node. EC2's
+//     DeleteRoute names the destination alone, so the upstream's deleted a
+//     route made since for a moved pod range's new Node, which the route
+//     controller creates in the same pass as it deletes the old route (listed
+//     as a blackhole). A route already gone, or one the upstream does not list
+//     (via a gateway), is left and no error.
+//
+// A read that fails fails the change. Between the read and the change a
+// route may still be written by another hand: EC2 has no conditional write.
+type upstreamRoutes struct{ cloudprovider.Routes }
+
+func (u upstreamRoutes) CreateRoute(ctx context.Context, clusterName, nameHint string, route *cloudprovider.Route) error {
+	rs, err := u.ListRoutes(ctx, clusterName)
+	if err != nil {
+		return fmt.Errorf("aws routes: route %s to Node %s: reading the route table: %w", route.DestinationCIDR, route.TargetNode, err)
+	}
+	for _, r := range rs {
+		if r.DestinationCIDR == route.DestinationCIDR && !r.Blackhole && r.TargetNode == route.TargetNode {
+			klog.V(2).InfoS("Route exists", "destination", route.DestinationCIDR, "node", route.TargetNode)
+			return nil
+		}
+	}
+	return u.Routes.CreateRoute(ctx, clusterName, nameHint, route)
+}
+
+func (u upstreamRoutes) DeleteRoute(ctx context.Context, clusterName string, route *cloudprovider.Route) error {
+	rs, err := u.ListRoutes(ctx, clusterName)
+	if err != nil {
+		return fmt.Errorf("aws routes: route %s: reading the route table: %w", route.DestinationCIDR, err)
+	}
+	for _, r := range rs {
+		if r.DestinationCIDR != route.DestinationCIDR {
+			continue
+		}
+		if !r.Blackhole && r.TargetNode != route.TargetNode {
+			klog.InfoS("Leaving a route made since for another Node", "destination", r.DestinationCIDR, "node", r.TargetNode,
+				"listedNode", route.TargetNode, "listedBlackhole", route.Blackhole)
+			return nil
+		}
+		return u.Routes.DeleteRoute(ctx, clusterName, route)
+	}
+	klog.V(2).InfoS("Route already gone", "destination", route.DestinationCIDR)
+	return nil
 }
 
 // SetInformers passes the CCM's informers on to the upstream provider,

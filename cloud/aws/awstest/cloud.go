@@ -68,20 +68,22 @@ type Cloud struct {
 	now      func() time.Time
 	lifetime time.Duration
 
-	mu        sync.Mutex
-	users     map[string]User              // by access key id
-	instances map[string]Instance          // by instance id
-	order     []string                     // instance ids, sorted; nil: to be made again
-	describe  DescribeStats                // DescribeInstances calls answered, by kind
-	seq       uint64                       // instance ids handed out
-	roleCreds map[string]*roleCred         // every set ever issued, by access key id
-	current   map[string]*roleCred         // the set IMDS serves, by instance id
-	roleIDs   map[string]string            // unique ids of recreated roles, by name
-	imds      map[string]*imdsServer       // by instance id
-	delay     time.Duration                // NewInstanceDelay
-	visibleAt map[string]time.Time         // instances hidden until then, by id
-	zones     []string                     // Options.Zones
-	buckets   map[string]*cloudtest.Bucket // by action; nil: no throttling
+	mu           sync.Mutex
+	users        map[string]User              // by access key id
+	instances    map[string]Instance          // by instance id
+	order        []string                     // instance ids, sorted; nil: to be made again
+	describe     DescribeStats                // DescribeInstances calls answered, by kind
+	seq          uint64                       // instance ids handed out
+	roleCreds    map[string]*roleCred         // every set ever issued, by access key id
+	current      map[string]*roleCred         // the set IMDS serves, by instance id
+	roleIDs      map[string]string            // unique ids of recreated roles, by name
+	imds         map[string]*imdsServer       // by instance id
+	delay        time.Duration                // NewInstanceDelay
+	visibleAt    map[string]time.Time         // instances hidden until then, by id
+	zones        []string                     // Options.Zones
+	buckets      map[string]*cloudtest.Bucket // by action; nil: no throttling
+	tables       map[string]*RouteTable       // route tables, by id (routetables.go)
+	noSourceDest map[string]bool              // instances whose source/destination check is off
 
 	servers   cloudtest.Servers[string] // the API; metadata services by instance id
 	calls     cloudtest.Counter         // by action

@@ -59,6 +59,20 @@
 //     types are simply not returned. InstanceId.N (up to 100), GroupName.N,
 //     Filter.N on availability-zone, instance-type and zone-id, MaxResults
 //     1-100 (default 20, not with InstanceId.N), NextToken, DryRun.
+//   - EC2 route tables (routetables.go; PutRouteTable, RouteTable) of the
+//     account's one VPC (VPCCIDR, loopback, its local route first):
+//     DescribeRouteTables (RouteTableId.N, InvalidRouteTableID.NotFound;
+//     Filter.N on route-table-id, vpc-id, tag-key and tag:<key>; MaxResults
+//     5-100 and NextToken in id order; DryRun) with each route's target (an
+//     instance with its owner and network interface, or a gateway), origin
+//     and state, blackhole once its instance is shutting down, terminated or
+//     gone; CreateRoute to one instance or gateway (RouteAlreadyExists for a
+//     destination the table routes already, whatever its target;
+//     InvalidInstanceID.NotFound, IncorrectInstanceState, a malformed CIDR
+//     block InvalidParameterValue); DeleteRoute by destination
+//     (InvalidRoute.NotFound; the local route refused); and
+//     ModifyInstanceAttribute's SourceDestCheck.Value, which
+//     DescribeInstances then shows (SourceDestCheck).
 //   - EC2 request rate limiting (Throttle, Options.Throttle; off by
 //     default): a token bucket per action (DefaultBuckets: AWS's documented
 //     100 tokens refilled by 20 a second for the Describe actions, or a

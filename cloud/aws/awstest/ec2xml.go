@@ -151,7 +151,7 @@ type xmlPrivateIP struct {
 	Association    *xmlAssociation `xml:"association,omitempty"`
 }
 
-// wireInstance is an instance as DescribeInstances shows it. As on AWS, a
+// wireInstance is an instance as DescribeInstances shows it (c.mu held). As on AWS, a
 // stopped (or stopping) instance has lost its public address, and a
 // terminated (or shutting-down) one its addresses, DNS names and network
 // interface.
@@ -172,7 +172,7 @@ func (c *Cloud) wireInstance(in Instance) xmlInstance {
 		VpcID:              vpc,
 		PrivateIP:          in.PrivateIP,
 		PublicIP:           in.PublicIP,
-		SourceDestCheck:    true,
+		SourceDestCheck:    !c.noSourceDest[in.ID],
 		Architecture:       "x86_64",
 		RootDeviceType:     "ebs",
 		RootDeviceName:     "/dev/xvda",
@@ -224,7 +224,7 @@ func (c *Cloud) wireInstance(in Instance) xmlInstance {
 		MacAddress:      macAddress(in.ID),
 		PrivateIP:       x.PrivateIP,
 		PrivateDNSName:  x.PrivateDNSName,
-		SourceDestCheck: true,
+		SourceDestCheck: x.SourceDestCheck,
 		Attachment: xmlAttachment{
 			ID:                  fakeID("eni-attach", in.ID),
 			Status:              "attached",
