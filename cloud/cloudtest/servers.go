@@ -20,13 +20,13 @@ var ErrClosed = errors.New("closed")
 type Servers[K comparable] struct {
 	mu     sync.Mutex
 	apiLn  net.Listener
-	api    *http.Server
+	api    *server
 	per    map[K]*instanceServer
 	closed bool
 }
 
 type instanceServer struct {
-	srv  *http.Server
+	srv  *server
 	addr string
 }
 
@@ -108,7 +108,7 @@ func (s *Servers[K]) Close() error {
 		return nil
 	}
 	s.closed = true
-	var servers []*http.Server
+	var servers []*server
 	if s.api != nil {
 		servers = append(servers, s.api)
 	}
@@ -125,18 +125,51 @@ func (s *Servers[K]) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range servers {
-		if err := srv.Shutdown(ctx); err != nil {
+		if err := srv.shutdown(ctx); err != nil {
 			errs = append(errs, srv.Close())
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func newServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// server is an http.Server that knows the connections no request has come
+// on yet: Shutdown counts those as busy for 5 s, and a client that sends
+// two requests at once may dial a connection it then does not need and
+// keep it, unused, among its idle ones (the stock http.Transport does), so
+// that closing the endpoint took 5 s.
+type server struct {
+	*http.Server
+	mu    sync.Mutex
+	fresh map[net.Conn]struct{}
 }
 
-func serve(srv *http.Server, ln net.Listener) { _ = srv.Serve(ln) }
+func newServer(h http.Handler) *server {
+	s := &server{fresh: map[net.Conn]struct{}{}}
+	s.Server = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnState: s.track}
+	return s
+}
+
+func (s *server) track(c net.Conn, st http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st == http.StateNew {
+		s.fresh[c] = struct{}{}
+	} else {
+		delete(s.fresh, c)
+	}
+}
+
+// shutdown is Shutdown after closing the connections no request came on.
+func (s *server) shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	for c := range s.fresh {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	return s.Shutdown(ctx)
+}
+
+func serve(srv *server, ln net.Listener) { _ = srv.Serve(ln) }
 
 // Endpoint is what Start starts.
 type Endpoint interface {
