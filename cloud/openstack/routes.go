@@ -13,10 +13,14 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/extraroutes"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/routers"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/portsecurity"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
+
+	"github.com/mooring-dev/mooring/cloud/view"
 )
 
 // Routes is the route controller's access to the configured Neutron
@@ -73,7 +77,7 @@ type routes struct {
 	mu           sync.Mutex
 	known        map[string]string // next hops seen as cluster servers' InternalIPs -> Node names
 	clusterCIDRs []netip.Prefix
-	atomic       *bool // extraroute-atomic listed; nil until Neutron's extensions were read
+	exts         *neutronExts // nil until Neutron's extensions were read
 
 	// changing serializes this process's read-modify-write updates of the
 	// router (without extraroute-atomic).
@@ -81,6 +85,16 @@ type routes struct {
 }
 
 var _ cloudprovider.Routes = (*routes)(nil)
+
+// neutronExts are the extensions of Neutron that routes use.
+type neutronExts struct {
+	// atomic: extraroute-atomic (add_extraroutes, remove_extraroutes).
+	atomic bool
+	// pairs: allowed-address-pairs, so a pod CIDR is added to its Node's
+	// port's allowed_address_pairs (port security drops its packets
+	// otherwise).
+	pairs bool
+}
 
 // errForeignRoute is wrapped by the error of a route the provider will not
 // change: its next hop is not one of the cluster's servers.
@@ -108,25 +122,25 @@ func (r *routes) inCluster(dest netip.Prefix) bool {
 	return false
 }
 
-// hops maps the cluster's servers' InternalIPs to their Node names, from
-// the instance view (whole lists or errors), and adds them to known.
-func (r *routes) hops(ctx context.Context) (map[string]string, error) {
+// hops maps the cluster's servers' InternalIPs to the servers, from the
+// instance view (whole lists or errors), and adds them to known.
+func (r *routes) hops(ctx context.Context) (map[string]view.Instance, error) {
 	ins, err := r.c.view.List(ctx, r.c.cfg.InstanceMaxAge.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("openstack routes: listing the cluster's servers: %w", err)
 	}
-	out := map[string]string{}
+	out := map[string]view.Instance{}
 	for _, in := range ins {
 		for _, a := range in.Addresses {
 			if a.Type == v1.NodeInternalIP {
-				out[canonicalIP(a.Address)] = in.NodeName
+				out[canonicalIP(a.Address)] = in
 			}
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for ip, node := range out {
-		r.known[ip] = node
+	for ip, in := range out {
+		r.known[ip] = in.NodeName
 	}
 	return out, nil
 }
@@ -136,21 +150,6 @@ func (r *routes) wasKnown(hop string) (string, bool) {
 	defer r.mu.Unlock()
 	n, ok := r.known[hop]
 	return n, ok
-}
-
-// ours is nil when hop is, or was, a cluster server's InternalIP.
-func (r *routes) ours(ctx context.Context, hop string) error {
-	hops, err := r.hops(ctx)
-	if err != nil {
-		return err
-	}
-	if _, ok := hops[hop]; ok {
-		return nil
-	}
-	if _, ok := r.wasKnown(hop); ok {
-		return nil
-	}
-	return errForeignRoute
 }
 
 // canonicalIP is an address's canonical text (as netip writes it), or s
@@ -165,40 +164,42 @@ func canonicalIP(s string) string {
 // client is the Neutron client, after checking (once) that Neutron keeps
 // extra routes: extraroute-atomic (add_extraroutes/remove_extraroutes) or
 // at least extraroute (the router's whole routes replaced).
-func (r *routes) client(ctx context.Context) (*gophercloud.ServiceClient, bool, error) {
+func (r *routes) client(ctx context.Context) (*gophercloud.ServiceClient, neutronExts, error) {
 	nc, err := r.c.networkClient(ctx)
 	if err != nil {
-		return nil, false, err
+		return nil, neutronExts{}, err
 	}
 	r.mu.Lock()
-	atomic := r.atomic
+	known := r.exts
 	r.mu.Unlock()
-	if atomic != nil {
-		return nc, *atomic, nil
+	if known != nil {
+		return nc, *known, nil
 	}
 	cctx, cancel := r.c.callContext(ctx)
 	defer cancel()
 	pages, err := extensions.List(nc).AllPages(cctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("openstack routes: listing Neutron's extensions: %w", err)
+		return nil, neutronExts{}, fmt.Errorf("openstack routes: listing Neutron's extensions: %w", err)
 	}
-	exts, err := extensions.ExtractExtensions(pages)
+	list, err := extensions.ExtractExtensions(pages)
 	if err != nil {
-		return nil, false, fmt.Errorf("openstack routes: reading Neutron's extensions: %w", err)
+		return nil, neutronExts{}, fmt.Errorf("openstack routes: reading Neutron's extensions: %w", err)
 	}
-	plain, at := false, false
-	for _, e := range exts {
+	plain := false
+	var exts neutronExts
+	for _, e := range list {
 		plain = plain || e.Alias == "extraroute"
-		at = at || e.Alias == "extraroute-atomic"
+		exts.atomic = exts.atomic || e.Alias == "extraroute-atomic"
+		exts.pairs = exts.pairs || e.Alias == "allowed-address-pairs"
 	}
-	if !plain && !at {
-		return nil, false, errors.New("openstack routes: Neutron lists neither the extraroute nor the extraroute-atomic extension: its routers hold no extra routes")
+	if !plain && !exts.atomic {
+		return nil, neutronExts{}, errors.New("openstack routes: Neutron lists neither the extraroute nor the extraroute-atomic extension: its routers hold no extra routes")
 	}
-	klog.InfoS("Neutron keeps extra routes", "router", r.c.cfg.RouterID, "atomic", at)
+	klog.InfoS("Neutron keeps extra routes", "router", r.c.cfg.RouterID, "atomic", exts.atomic, "allowedAddressPairs", exts.pairs)
 	r.mu.Lock()
-	r.atomic = &at
+	r.exts = &exts
 	r.mu.Unlock()
-	return nc, at, nil
+	return nc, exts, nil
 }
 
 // router reads the configured router (GET /v2.0/routers/{id}).
@@ -262,8 +263,8 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 		dest = dest.Masked()
 		hop := canonicalIP(x.NextHop)
 		route := &cloudprovider.Route{Name: routeName(rt.ID, dest.String(), hop), DestinationCIDR: dest.String()}
-		if node, ok := hops[hop]; ok {
-			route.TargetNode = types.NodeName(node)
+		if in, ok := hops[hop]; ok {
+			route.TargetNode = types.NodeName(in.NodeName)
 		} else if node, ok := r.wasKnown(hop); ok {
 			klog.V(2).InfoS("Listing a route via a former cluster server's address as a blackhole", "router", rt.ID,
 				"destination", dest, "nexthop", hop, "formerNode", node)
@@ -317,7 +318,7 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 	r.mu.Lock()
 	r.known[hop] = in.NodeName
 	r.mu.Unlock()
-	nc, atomic, err := r.client(ctx)
+	nc, exts, err := r.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -325,27 +326,58 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 	if err != nil {
 		return err
 	}
+	exists := false
 	for _, x := range rt.Routes {
 		if d, err := netip.ParsePrefix(x.DestinationCIDR); err != nil || d.Masked() != dest {
 			continue
 		}
 		old := canonicalIP(x.NextHop)
 		if old == hop {
-			klog.V(2).InfoS("Route exists", "router", rt.ID, "destination", dest, "nexthop", hop, "node", route.TargetNode)
-			return nil
+			exists = true
+			continue
 		}
-		if err := r.ours(ctx, old); err != nil {
+		hops, err := r.hops(ctx)
+		if err != nil {
+			return err
+		}
+		oldIn, live := hops[old]
+		if _, was := r.wasKnown(old); !live && !was {
 			return fmt.Errorf("openstack routes: route %s for Node %s: router %s routes it via %s: %w; not replaced",
-				dest, route.TargetNode, rt.ID, old, err)
+				dest, route.TargetNode, rt.ID, old, errForeignRoute)
 		}
 		klog.InfoS("Replacing a route via another cluster server", "router", rt.ID, "destination", dest, "oldNexthop", old,
 			"nexthop", hop, "node", route.TargetNode)
-		if err := r.change(ctx, nc, atomic, false, routers.Route{DestinationCIDR: x.DestinationCIDR, NextHop: x.NextHop}); err != nil {
+		if err := r.change(ctx, nc, exts.atomic, false, routers.Route{DestinationCIDR: x.DestinationCIDR, NextHop: x.NextHop}); err != nil {
 			return err
 		}
+		if exts.pairs && live {
+			if err := r.pair(ctx, nc, oldIn.ID, old, dest, false); err != nil {
+				klog.ErrorS(err, "Leaving the pod CIDR in the former server's port's allowed address pairs", "destination", dest,
+					"server", oldIn.ID)
+			}
+		}
 	}
-	if err := r.change(ctx, nc, atomic, true, routers.Route{DestinationCIDR: dest.String(), NextHop: hop}); err != nil {
-		return fmt.Errorf("%w (Node %s)", err, route.TargetNode)
+	if !exists {
+		if err := r.change(ctx, nc, exts.atomic, true, routers.Route{DestinationCIDR: dest.String(), NextHop: hop}); err != nil {
+			return fmt.Errorf("%w (Node %s)", err, route.TargetNode)
+		}
+	}
+	if exts.pairs {
+		if err := r.pair(ctx, nc, in.ID, hop, dest, true); err != nil {
+			if !exists {
+				// As the upstream CCM: the route goes again, so that the
+				// controller, which creates only missing routes, tries both
+				// once more.
+				if uerr := r.change(ctx, nc, exts.atomic, false, routers.Route{DestinationCIDR: dest.String(), NextHop: hop}); uerr != nil {
+					klog.ErrorS(uerr, "Could not remove the route again after its port failed", "router", rt.ID, "destination", dest)
+				}
+			}
+			return fmt.Errorf("%w (Node %s)", err, route.TargetNode)
+		}
+	}
+	if exists {
+		klog.V(2).InfoS("Route exists", "router", rt.ID, "destination", dest, "nexthop", hop, "node", route.TargetNode)
+		return nil
 	}
 	klog.InfoS("Created route", "router", rt.ID, "destination", dest, "nexthop", hop, "node", route.TargetNode)
 	return nil
@@ -377,7 +409,7 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 	if !r.inCluster(dest) {
 		return fmt.Errorf("openstack routes: route %s: destination %s outside the cluster CIDRs; not deleted", route.Name, dest)
 	}
-	nc, atomic, err := r.client(ctx)
+	nc, exts, err := r.client(ctx)
 	if err != nil {
 		return err
 	}
@@ -399,19 +431,111 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 			return nil
 		}
 	}
+	hops, err := r.hops(ctx)
+	if err != nil {
+		return err
+	}
 	for _, x := range gone {
-		if err := r.ours(ctx, canonicalIP(x.NextHop)); err != nil {
+		hop := canonicalIP(x.NextHop)
+		if _, was := r.wasKnown(hop); !was {
 			return fmt.Errorf("openstack routes: route %s: router %s routes %s via %s: %w; not deleted",
-				route.Name, r.c.cfg.RouterID, dest, x.NextHop, err)
+				route.Name, r.c.cfg.RouterID, dest, x.NextHop, errForeignRoute)
 		}
 	}
 	for _, x := range gone {
-		if err := r.change(ctx, nc, atomic, false, x); err != nil {
+		if err := r.change(ctx, nc, exts.atomic, false, x); err != nil {
 			return err
 		}
 		klog.InfoS("Deleted route", "router", r.c.cfg.RouterID, "destination", dest, "nexthop", x.NextHop, "node", route.TargetNode)
+		// The pod CIDR leaves the port of a server still there (a gone
+		// server's port is gone with it, as the upstream CCM leaves
+		// blackholes' ports alone).
+		if in, live := hops[canonicalIP(x.NextHop)]; exts.pairs && live {
+			if err := r.pair(ctx, nc, in.ID, canonicalIP(x.NextHop), dest, false); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// pair adds dest to, or removes it from, the allowed_address_pairs of
+// server's Neutron port that holds hop (GET /v2.0/ports?device_id=&
+// fixed_ips=ip_address=, then PUT /v2.0/ports/{id} under If-Match of the
+// revision read; a 412 reads it again), as the upstream CCM does so that
+// Neutron's port security lets the pods' packets through. A port without
+// port security is left alone; no such port is an error.
+func (r *routes) pair(ctx context.Context, nc *gophercloud.ServiceClient, server, hop string, dest netip.Prefix, add bool) error {
+	type portWithSecurity struct {
+		ports.Port
+		portsecurity.PortSecurityExt
+	}
+	what := "removing"
+	if add {
+		what = "adding"
+	}
+	for try := 1; ; try++ {
+		cctx, cancel := r.c.callContext(ctx)
+		pages, err := ports.List(nc, ports.ListOpts{DeviceID: server, FixedIPs: []ports.FixedIPOpts{{IPAddress: hop}}}).AllPages(cctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("openstack routes: %s %s in the allowed address pairs of server %s's port of %s: listing its ports: %w",
+				what, dest, server, hop, err)
+		}
+		var found []portWithSecurity
+		if err := ports.ExtractPortsInto(pages, &found); err != nil {
+			return fmt.Errorf("openstack routes: reading server %s's ports: %w", server, err)
+		}
+		var port *portWithSecurity
+		for i := range found {
+			for _, ip := range found[i].FixedIPs {
+				if found[i].DeviceID == server && canonicalIP(ip.IPAddress) == hop {
+					port = &found[i]
+				}
+			}
+		}
+		switch {
+		case port == nil:
+			return fmt.Errorf("openstack routes: %s %s in the allowed address pairs: server %s has no Neutron port with the address %s",
+				what, dest, server, hop)
+		case !port.PortSecurityEnabled:
+			klog.V(2).InfoS("Port without port security: no allowed address pairs needed", "port", port.ID, "server", server)
+			return nil
+		}
+		var next []ports.AddressPair
+		has := false
+		for _, p := range port.AllowedAddressPairs {
+			if q, err := netip.ParsePrefix(p.IPAddress); err == nil && q.Masked() == dest || p.IPAddress == dest.String() {
+				has = true
+				if !add {
+					continue
+				}
+			}
+			next = append(next, p)
+		}
+		if has == add {
+			return nil
+		}
+		if add {
+			next = append(next, ports.AddressPair{IPAddress: dest.String()})
+		}
+		if next == nil {
+			next = []ports.AddressPair{}
+		}
+		rev := port.RevisionNumber
+		cctx, cancel = r.c.callContext(ctx)
+		_, err = ports.Update(cctx, nc, port.ID, ports.UpdateOpts{AllowedAddressPairs: &next, RevisionNumber: &rev}).Extract()
+		cancel()
+		switch {
+		case err == nil:
+			klog.InfoS("Changed a port's allowed address pairs", "port", port.ID, "server", server, "destination", dest, "added", add)
+			return nil
+		case gophercloud.ResponseCodeIs(err, http.StatusPreconditionFailed) && try < maxRevisionRetries:
+			continue
+		default:
+			return fmt.Errorf("openstack routes: %s %s in the allowed address pairs of port %s (server %s): %w", what, dest, port.ID, server, err)
+		}
+	}
 }
 
 // maxRevisionRetries bounds the re-reads of a router another client

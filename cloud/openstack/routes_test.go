@@ -342,3 +342,88 @@ func TestRouterIDConfig(t *testing.T) {
 		}
 	}
 }
+
+// portPairs are the allowed address pairs of the port of server's address
+// addr.
+func portPairs(t *testing.T, w *world, server, addr string) []string {
+	t.Helper()
+	for _, p := range w.os.Ports() {
+		if p.DeviceID == server && p.IPAddress == addr {
+			return p.AllowedAddressPairs
+		}
+	}
+	t.Fatalf("no port of %s with %s", server, addr)
+	return nil
+}
+
+// With allowed-address-pairs, a route's pod CIDR is added to its Node's
+// port's allowed_address_pairs (port security drops the pods' packets
+// otherwise), and removed with the route or when the CIDR moves; a port
+// without port security is left alone; a port that cannot be changed
+// takes the route back, so that the controller tries both again.
+func TestRoutesAllowedAddressPairs(t *testing.T) {
+	ctx := context.Background()
+	w, r, id := routesWorld(t, openstacktest.Options{})
+	web1, web2 := w.add("web-1", 10), w.add("web-2", 11)
+	if err := r.CreateRoute(ctx, "c1", "", &cloudprovider.Route{TargetNode: "web-1", DestinationCIDR: "10.244.1.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := portPairs(t, w, web1.ID, "127.0.87.10"); !slices.Equal(got, []string{"10.244.1.0/24"}) {
+		t.Fatalf("web-1's pairs %v", got)
+	}
+	// Again: nothing changes.
+	if err := r.CreateRoute(ctx, "c1", "", &cloudprovider.Route{TargetNode: "web-1", DestinationCIDR: "10.244.1.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.os.Calls("port-update"); n != 1 {
+		t.Fatalf("%d port updates, want 1", n)
+	}
+	// The pod CIDR moves to web-2: the old route and web-1's pair go.
+	if err := r.CreateRoute(ctx, "c1", "", &cloudprovider.Route{TargetNode: "web-2", DestinationCIDR: "10.244.1.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	if got1, got2 := portPairs(t, w, web1.ID, "127.0.87.10"), portPairs(t, w, web2.ID, "127.0.87.11"); len(got1) != 0 ||
+		!slices.Equal(got2, []string{"10.244.1.0/24"}) {
+		t.Fatalf("pairs after the move: web-1 %v, web-2 %v", got1, got2)
+	}
+	listed, err := r.ListRoutes(ctx, "c1")
+	if err != nil || len(listed) != 1 {
+		t.Fatal(routeSet(listed), err)
+	}
+	if err := r.DeleteRoute(ctx, "c1", listed[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := portPairs(t, w, web2.ID, "127.0.87.11"); len(got) != 0 {
+		t.Fatalf("web-2's pairs after the deletion %v", got)
+	}
+	// Port security off: the route alone.
+	w.os.SetPortSecurity(web1.ID, "127.0.87.10", false)
+	before := w.os.Calls("port-update")
+	if err := r.CreateRoute(ctx, "c1", "", &cloudprovider.Route{TargetNode: "web-1", DestinationCIDR: "10.244.5.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.os.Calls("port-update"); n != before {
+		t.Fatalf("%d port updates for a port without port security", n-before)
+	}
+	// The port refuses: an error, and the route is taken back.
+	w.os.Fail("port-update", 1, 403)
+	err = r.CreateRoute(ctx, "c1", "", &cloudprovider.Route{TargetNode: "web-2", DestinationCIDR: "10.244.6.0/24"})
+	if err == nil || !strings.Contains(err.Error(), "allowed address pairs") {
+		t.Fatalf("create with the port refusing: %v", err)
+	}
+	if got, want := routerRoutes(t, w, id), []string{"10.244.5.0/24>127.0.87.10"}; !slices.Equal(got, want) {
+		t.Fatalf("router routes %v, want %v", got, want)
+	}
+}
+
+// Without the allowed-address-pairs extension no port is read or changed.
+func TestRoutesWithoutAllowedAddressPairs(t *testing.T) {
+	ctx := context.Background()
+	w, r, _ := routesWorld(t, openstacktest.Options{NoAllowedAddressPairs: true})
+	if err := r.CreateRoute(ctx, "c1", "", &cloudprovider.Route{TargetNode: "web-1", DestinationCIDR: "10.244.1.0/24"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.os.Calls("port-list") + w.os.Calls("port-update"); n != 0 {
+		t.Fatalf("%d port calls", n)
+	}
+}

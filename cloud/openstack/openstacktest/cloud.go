@@ -76,6 +76,9 @@ type Options struct {
 	// extensions (add_extraroutes and remove_extraroutes answer 404), as
 	// on clouds older than Stein.
 	NoAtomicExtraRoutes bool
+	// NoAllowedAddressPairs leaves allowed-address-pairs and
+	// port-security out of Neutron's extensions (ports.go still serves).
+	NoAllowedAddressPairs bool
 	// LB configures Octavia and the floating IPs (octavia.go).
 	LB LBOptions
 }

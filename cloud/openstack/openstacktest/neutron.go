@@ -67,6 +67,9 @@ func (c *Cloud) neutronExtensions() []string {
 	if !c.opts.NoAtomicExtraRoutes {
 		out = append(out, "extraroute-atomic")
 	}
+	if !c.opts.NoAllowedAddressPairs {
+		out = append(out, "allowed-address-pairs", "port-security")
+	}
 	return out
 }
 
@@ -87,9 +90,10 @@ func (c *Cloud) serveExtensions(w http.ResponseWriter, r *http.Request) {
 	cloudtest.WriteJSON(w, http.StatusOK, map[string]any{"extensions": exts})
 }
 
-// neutron is Neutron's state: subnets and routers.
+// neutron is Neutron's state: subnets, routers, and the ports' state.
 type neutron struct {
 	mu      sync.Mutex
 	subnets map[string]Subnet
 	routers map[string]*Router
+	ports   map[string]*portState // by port id (ports.go)
 }

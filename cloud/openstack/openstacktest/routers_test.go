@@ -3,6 +3,7 @@ package openstacktest
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,4 +107,54 @@ func TestRoutersWire(t *testing.T) {
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// The servers' ports: listed by device and address, their allowed address
+// pairs written under If-Match, Neutron's refusals.
+func TestPortsWire(t *testing.T) {
+	c := NewStarted(t, Options{})
+	id, secret := c.Credential()
+	resp, _ := token(t, c, appCred(id, secret))
+	tok := resp.Header.Get("X-Subject-Token")
+	c.PutSubnet(Subnet{CIDR: "127.0.87.0/24"})
+	s := c.Put(Server{Name: "web-1", Addresses: []Address{{Addr: "127.0.87.10"}, {Addr: "127.0.99.10", Floating: true}}})
+	c.Put(Server{Name: "off-subnet", Addresses: []Address{{Addr: "127.0.88.10"}}})
+	resp, body := get(t, c.NetworkURL()+"/v2.0/ports?device_id="+s.ID+"&fixed_ips=ip_address%3D127.0.87.10", tok)
+	list, _ := body["ports"].([]any)
+	if resp.StatusCode != http.StatusOK || len(list) != 1 {
+		t.Fatalf("ports: %d %v", resp.StatusCode, body)
+	}
+	if _, body := get(t, c.NetworkURL()+"/v2.0/ports", tok); len(body["ports"].([]any)) != 1 {
+		t.Fatalf("every port: %v (a port per fixed address in a subnet)", body)
+	}
+	if resp, _ := get(t, c.NetworkURL()+"/v2.0/ports?name=x", tok); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("an unmodelled filter: %d", resp.StatusCode)
+	}
+	port := list[0].(map[string]any)
+	url := c.NetworkURL() + "/v2.0/ports/" + port["id"].(string)
+	for _, tc := range []struct {
+		body, ifMatch string
+		status        int
+	}{
+		{`{"port":{"allowed_address_pairs":[{"ip_address":"10.244.1.0/24"}]}}`, "revision_number=0", 200},
+		{`{"port":{"allowed_address_pairs":[]}}`, "revision_number=0", 412},
+		{`{"port":{"allowed_address_pairs":[{"ip_address":"not-an-ip"}]}}`, "", 400},
+		{`{"port":{"allowed_address_pairs":[{"ip_address":"10.244.1.0/24"},{"ip_address":"10.244.1.0/24"}]}}`, "", 400},
+		{`{"port":{"name":"x"}}`, "", 400},
+	} {
+		h := []string{}
+		if tc.ifMatch != "" {
+			h = []string{"If-Match", tc.ifMatch}
+		}
+		if resp, body := put(t, url, tok, tc.body, h...); resp.StatusCode != tc.status {
+			t.Errorf("%s: %d %v, want %d", tc.body, resp.StatusCode, body, tc.status)
+		}
+	}
+	if p := c.Ports()[0]; !slices.Equal(p.AllowedAddressPairs, []string{"10.244.1.0/24"}) || p.Revision != 1 {
+		t.Fatalf("port %+v", p)
+	}
+	c.SetPortSecurity(s.ID, "127.0.87.10", false)
+	if resp, body := put(t, url, tok, `{"port":{"allowed_address_pairs":[{"ip_address":"10.244.2.0/24"}]}}`); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("pairs without port security: %d %v", resp.StatusCode, body)
+	}
 }
