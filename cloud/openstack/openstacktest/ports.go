@@ -274,7 +274,6 @@ func portWire(p Port) map[string]any {
 		"device_id": p.DeviceID, "device_owner": "compute:" + DefaultZone, "security_groups": []string{},
 		"allowed_address_pairs": pairs, "port_security_enabled": p.PortSecurity, "tags": []string{},
 		"project_id": DefaultProjectID, "tenant_id": DefaultProjectID, "revision_number": p.Revision,
-		"propagate_uplink_status": false,
-		"created_at": p.Created.UTC().Format(neutronTime), "updated_at": p.Updated.UTC().Format(neutronTime),
+		"propagate_uplink_status": false, "created_at": p.Created.UTC().Format(neutronTime), "updated_at": p.Updated.UTC().Format(neutronTime),
 	}
 }
