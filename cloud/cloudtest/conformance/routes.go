@@ -3,14 +3,25 @@ package conformance
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	cloudprovider "k8s.io/cloud-provider"
+	routecontroller "k8s.io/cloud-provider/controllers/route"
+	"k8s.io/component-base/metrics/prometheus/controllers"
+	_ "k8s.io/controller-manager/pkg/features/register" // the route controller asks for its feature gate
 )
 
 // RoutesBed is a Bed whose cloud routes the Nodes' pod ranges
@@ -101,6 +112,10 @@ func podCIDR(i int) string { return fmt.Sprintf("10.244.%d.0/24", i) }
 //     made (the controller deletes and creates in the same pass), leaves
 //     the new route. Skipped for a cloud that cannot tell
 //     (Backend.RoutesNoBlackholes).
+//   - Controller: the stock route controller itself over the provider,
+//     with the Nodes of the bed's instances: their pod ranges are routed, a
+//     stale route of the cluster's is deleted, a deleted Node's route goes,
+//     a route that is not the cluster's stays.
 //   - Failures: while the API fails (an outage, refused credentials,
 //     throttling) every call is an error and nothing changes; while the
 //     instance list alone fails ListRoutes is an error or the right list,
@@ -118,6 +133,7 @@ func RunRoutes(t *testing.T, b Backend) {
 		routesGone(t, b)
 	})
 	t.Run("Failures", func(t *testing.T) { routesFailures(t, b) })
+	t.Run("Controller", func(t *testing.T) { routesController(t, b) })
 }
 
 // routeRig is a routes bed with the cluster's instances and Nodes.
@@ -537,4 +553,84 @@ func routesFailures(t *testing.T, b Backend) {
 		same(t, string(f))
 		r.mustList(t, m, held)
 	}
+}
+
+// Controller: k8s.io/cloud-provider's route controller, as mooring-ccm runs
+// it with --configure-cloud-routes, over the provider.
+func routesController(t *testing.T, b Backend) {
+	r := newRouteRig(t, b, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	stale := podCIDR(30)
+	r.mustCreate(t, r.made[0], stale) // its Node's pod range is another
+	var foreign []CloudRoute
+	if fr, ok := r.bed.AddForeignRoute(t, podCIDR(230), nil); ok {
+		foreign = append(foreign, fr)
+	} else if !b.RoutesForeignInstanceIsError {
+		theirs := r.bed.Make(t, Spec{Name: "rtother-2", N: 151, Foreign: true})
+		if fr, ok := r.bed.AddForeignRoute(t, podCIDR(230), &theirs); ok {
+			foreign = append(foreign, fr)
+		}
+	}
+
+	var nodes []runtime.Object
+	for i, m := range r.made {
+		n := node(m.NodeName, m.ProviderID)
+		n.Spec.PodCIDR, n.Spec.PodCIDRs = podCIDR(31+i), []string{podCIDR(31 + i)}
+		if m.InternalIP != "" {
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: m.InternalIP}}
+		}
+		nodes = append(nodes, n)
+	}
+	kube := fake.NewClientset(nodes...)
+	inf := informers.NewSharedInformerFactory(kube, 0)
+	_, cidr, err := net.ParseCIDR(ClusterCIDR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := routecontroller.New(r.routes, kube, inf.Core().V1().Nodes(), "kubernetes", []*net.IPNet{cidr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		inf.Shutdown()
+		<-done
+	})
+	inf.Start(ctx.Done())
+	go func() {
+		defer close(done)
+		rc.Run(ctx, 100*time.Millisecond, controllers.NewControllerManagerMetrics("conformance"))
+	}()
+
+	// wait waits until the cloud's routes inside ClusterCIDR are want's
+	// (destination to instance) and the foreign ones.
+	wait := func(want map[string]string) {
+		t.Helper()
+		for i, fr := range foreign {
+			want[fr.Destination] = foreign[i].Target
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got := map[string]string{}
+			for _, cr := range r.cloudRoutes(t) {
+				if p, err := netip.ParsePrefix(cr.Destination); err == nil && netip.MustParsePrefix(ClusterCIDR).Overlaps(p) {
+					got[cr.Destination] = cr.Target
+				}
+			}
+			if maps.Equal(got, want) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the cloud's routes in %s: %v, want %v", ClusterCIDR, got, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wait(map[string]string{podCIDR(31): r.made[0].ID, podCIDR(32): r.made[1].ID})
+
+	if err := kube.CoreV1().Nodes().Delete(ctx, r.made[1].NodeName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wait(map[string]string{podCIDR(31): r.made[0].ID})
 }
