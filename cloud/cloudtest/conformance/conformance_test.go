@@ -70,8 +70,10 @@ func toyBackend(flaw string) conformance.Backend {
 	return conformance.Backend{
 		Name:           "toy",
 		BadProviderIDs: []string{"toy://", "toy://x", "toy://-1", "toy:///1"},
+		Routes:         true,
 		New: func(t *testing.T, o conformance.Options) conformance.Bed {
-			c := &toyCloud{pageSize: o.PageSize, flaw: flaw, ins: map[int]*toyInstance{}, next: 100, first: 100}
+			c := &toyCloud{pageSize: o.PageSize, flaw: flaw, ins: map[int]*toyInstance{}, next: 100, first: 100,
+				routes: map[string]toyRoute{}}
 			if c.pageSize == 0 {
 				c.pageSize = 100
 			}
@@ -104,6 +106,8 @@ type toyCloud struct {
 	before         func(int)
 	lists, confirm int
 	flaw           string
+	routes         map[string]toyRoute // by destination (routes_test.go)
+	failRoute      conformance.Call    // FailCall's
 }
 
 func parseToyID(providerID string) (int, error) {
