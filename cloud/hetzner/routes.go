@@ -289,7 +289,7 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		}
 		klog.InfoS("Replacing a route via another cluster server", "network", n.ID, "destination", dest, "oldGateway", old,
 			"gateway", gw, "node", route.TargetNode)
-		if err := r.change(ctx, n, "delete", dest, old); err != nil {
+		if err := r.change(ctx, n, "delete", dest, old); err != nil && !errors.Is(err, errRouteGone) {
 			return err
 		}
 	}
@@ -356,15 +356,23 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 	if err := r.ours(ctx, gw); err != nil {
 		return fmt.Errorf("hetzner routes: route %s: network %d routes %s via %s: %w; not deleted", route.Name, id, dest, gw, err)
 	}
-	if err := r.change(ctx, &hcloud.Network{ID: id}, "delete", dest, gw); err != nil {
+	switch err := r.change(ctx, &hcloud.Network{ID: id}, "delete", dest, gw); {
+	case errors.Is(err, errRouteGone):
+		klog.V(2).InfoS("Route already gone", "network", id, "destination", dest, "gateway", gw)
+		return nil
+	case err != nil:
 		return err
 	}
 	klog.InfoS("Deleted route", "network", id, "destination", dest, "gateway", gw, "node", route.TargetNode)
 	return nil
 }
 
+// errRouteGone: the route change deletes is not in the network (any more).
+var errRouteGone = errors.New("route not in the network")
+
 // change adds or deletes one route and waits for its action, one change
-// at a time.
+// at a time; a route to delete that the network does not have is
+// errRouteGone.
 func (r *routes) change(ctx context.Context, n *hcloud.Network, op string, dest netip.Prefix, gw string) error {
 	r.changing.Lock()
 	defer r.changing.Unlock()
@@ -384,7 +392,7 @@ func (r *routes) change(ctx context.Context, n *hcloud.Network, op string, dest 
 	noteRateLimit(resp)
 	if err != nil {
 		if op == "delete" && hcloud.IsError(err, hcloud.ErrorCodeNotFound) {
-			return nil
+			return errRouteGone
 		}
 		return fmt.Errorf("hetzner routes: %s route %s via %s in network %d: %w", op, dest, gw, n.ID, err)
 	}
