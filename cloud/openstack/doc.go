@@ -33,7 +33,8 @@
 //     routes of that Neutron router via the Nodes' InternalIPs, as the
 //     OpenStack CCM makes them (add_extraroutes/remove_extraroutes with
 //     extraroute-atomic, else the routes written whole under If-Match),
-//     touching only routes via the cluster's servers inside --cluster-cidr;
+//     touching only routes via the cluster's servers inside --cluster-cidr,
+//     and the pod CIDR in the Node's port's allowed_address_pairs;
 //   - loadbalancers.go (loadbalancers_annotations.go,
 //     loadbalancers_config.go) is the Service load balancers on Octavia
 //     over the kit (cloud/kit/loadbalancer), as the OpenStack CCM makes

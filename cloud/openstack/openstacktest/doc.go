@@ -81,6 +81,13 @@
 //     30: 400 RoutesExhausted), strict bodies, Neutron's error bodies;
 //     methods router-get, router-update, router-add-routes,
 //     router-remove-routes, extensions;
+//   - the servers' ports (ports.go): one per fixed address in a subnet,
+//     its id derived from the server's and the address; GET /v2.0/ports
+//     (device_id, network_id, id, fixed_ips=ip_address=...) and PUT
+//     /v2.0/ports/{id} with allowed_address_pairs (If-Match; 409 without
+//     port security, SetPortSecurity); allowed-address-pairs and
+//     port-security listed unless Options.NoAllowedAddressPairs; methods
+//     port-list, port-update;
 //   - Octavia v2 (octavia.go, octavia_api.go, octavia_validate.go, at the
 //     catalog's load-balancer endpoint, /load-balancer, its version
 //     document at the root, /v2 and /v2.0): load balancers made fully
