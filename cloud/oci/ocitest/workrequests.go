@@ -106,6 +106,21 @@ func (c *Cloud) FailWorkRequests(n int) {
 	c.lbs.failNext = max(n, 0)
 }
 
+// StartWorkRequest starts a work request on the load balancer of id that
+// changes nothing, as another client's change would: while it runs (held
+// or for WorkRequestTime), writes to it are 409.
+func (c *Cloud) StartWorkRequest(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lbs.init()
+	b, ok := c.lbs.balancers[id]
+	if !ok {
+		return fmt.Errorf("ocitest: no load balancer %s", id)
+	}
+	c.accept(b.Kind, id, "UpdateLoadBalancer", false, false, nil)
+	return nil
+}
+
 // WorkRequests are the work requests accepted, oldest first.
 func (c *Cloud) WorkRequests() []WorkRequest {
 	c.advance()
