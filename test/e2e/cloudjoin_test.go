@@ -75,6 +75,8 @@ func joinThree[P provisioningCloud](t *testing.T, bed *signedBed, startCloud fun
 // issuer's, say).
 type joinOptions struct {
 	ApproverArgs, CCMArgs []string
+	// CCMConfig are lines added to mooring-ccm's cloud config.
+	CCMConfig string
 }
 
 // joinThreeWith is joinThree with opts.
@@ -88,7 +90,8 @@ func joinThreeWith[P provisioningCloud](t *testing.T, bed *signedBed, startCloud
 	// Registered before the fleet's, so it runs once the fleet stopped.
 	var procs []*testbed.Process
 	t.Cleanup(func() { endCloud(t, j.C, procs) })
-	procs = append(procs, harness.StartCCM(t, j.C, bed.ccm, j.Cloud, harness.CCMOptions{Cluster: e2eCluster, Args: append([]string{"--v=2"}, opts.CCMArgs...)}))
+	procs = append(procs, harness.StartCCM(t, j.C, bed.ccm, j.Cloud, harness.CCMOptions{Cluster: e2eCluster, CloudConfig: opts.CCMConfig,
+		Args: append([]string{"--v=2"}, opts.CCMArgs...)}))
 	procs = append(procs, harness.StartApprover(t, j.C, bed.approver, j.Cloud, e2eCluster, opts.ApproverArgs...).Process)
 
 	j.Start = time.Now()

@@ -39,7 +39,8 @@ import (
 func ociNodesJoin(t *testing.T, bed *signedBed) {
 	// The approver judges against a record at most 2 s old (default 10 s),
 	// so that the attack of a terminated instance waits little.
-	j := joinThreeWith(t, bed, harness.StartOCICloud, "OCI instances", "oci", joinOptions{ApproverArgs: []string{"--instance-max-age=" + ociInstanceMaxAge.String()}})
+	j := joinThreeWith(t, bed, harness.StartOCICloud, "OCI instances", "oci", joinOptions{ApproverArgs: []string{"--instance-max-age=" + ociInstanceMaxAge.String()},
+		CCMArgs: ociLBCCMArgs, CCMConfig: ociLBConfig})
 	c, o, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	for _, m := range fleet.Machines {
@@ -82,6 +83,13 @@ func ociNodesJoin(t *testing.T, bed *signedBed) {
 	}
 
 	ociAttacks(ctx, t, c, o, fleet.Machines[0].Name)
+
+	// Service load balancers (cloudjoin_lb_oci_test.go).
+	var names []string
+	for _, m := range fleet.Machines {
+		names = append(names, m.Name)
+	}
+	testCloudLB(ctx, t, c, names, ociLB(t, o, c))
 }
 
 // ociInstanceMaxAge is the approver's --instance-max-age.

@@ -90,8 +90,8 @@ func (o *OCICloud) WriteProviderConfig(dir, cluster, extra string) (string, erro
 		return "", err
 	}
 	path := filepath.Join(dir, "cloud.yaml")
-	cfg := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nauthEndpoint: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\n%s",
-		o.Tenancy(), o.Compartment(), o.Region(), cluster, cfgFile, o.AuthEndpoint(), o.Endpoint(), o.Endpoint(), extra)
+	cfg := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nauthEndpoint: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\nnetworkLoadBalancerEndpoint: %s\n%s",
+		o.Tenancy(), o.Compartment(), o.Region(), cluster, cfgFile, o.AuthEndpoint(), o.Endpoint(), o.Endpoint(), o.Endpoint(), extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 
