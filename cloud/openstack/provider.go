@@ -34,10 +34,11 @@ var Factory = kit.Factory(ParseConfig, New)
 // approver's Attester. OpenStack signs no server identity that mooring can
 // check, so it has no evidence verifier: its servers join with join
 // tickets, whose verifier the approver adds itself (--ticket-keys-file).
-// With a routerID it has Routes: the router's extra routes (routes.go).
+// With a routerID it has Routes: the router's extra routes (routes.go);
+// unless loadBalancer.disabled, LoadBalancer: Octavia's (loadbalancers.go).
 type Cloud struct {
 	kit.Base          // InstancesV2 and Zones over the view, the Attester
-	kit.InstancesOnly // Initialize, LoadBalancer, Clusters; Routes is routes.go's
+	kit.InstancesOnly // Initialize, Clusters; Routes is routes.go's, LoadBalancer loadbalancers.go's
 
 	cfg      Config
 	secret   string
