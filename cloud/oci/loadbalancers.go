@@ -460,6 +460,11 @@ func (l *lbCloud) Create(ctx context.Context, name string, o kitlb.Owner, spec l
 	if err == nil && !ok {
 		err = fmt.Errorf("load balancer %s of work request %s is not there", str(wr.LoadBalancerId), str(wr.Id))
 	}
+	if err == nil && h.Pending == "" && rules == "" {
+		// Built already: the kit asks nothing more of a built load
+		// balancer, so its security rules (and frontend NSG) are made now.
+		return l.Update(ctx, h, o, spec)
+	}
 	return h, err
 }
 

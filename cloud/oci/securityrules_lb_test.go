@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/oracle/oci-go-sdk/v65/common"
 	"github.com/oracle/oci-go-sdk/v65/core"
@@ -34,9 +35,9 @@ type rulesRig struct {
 	backendNSG string
 }
 
-func newRulesRig(t *testing.T) *rulesRig {
+func newRulesRig(t *testing.T, opts ocitest.Options) *rulesRig {
 	t.Helper()
-	ep, c := setup(t, ocitest.Options{}, lbNetwork)
+	ep, c := setup(t, opts, lbNetwork)
 	putLBNetwork(ep)
 	r := &rulesRig{ep: ep, kube: fake.NewClientset()}
 	c.SetKubeClient(r.kube)
@@ -142,7 +143,7 @@ func (r *rulesRig) wantList(t *testing.T, id string, in, out []string) {
 // in it and the backend NSG, changed with its port, gone with it (the
 // frontend NSG after the load balancer); the security lists untouched.
 func TestLoadBalancerNSGModeJoined(t *testing.T) {
-	r := newRulesRig(t)
+	r := newRulesRig(t, ocitest.Options{})
 	svc := r.service("web", map[string]string{oci.AnnotationRuleMode: "NSG", oci.AnnotationBackendNSGs: r.backendNSG}, 80, 30080)
 	r.put(t, svc)
 	r.ensure(t, svc)
@@ -210,9 +211,12 @@ func TestLoadBalancerNSGModeJoined(t *testing.T) {
 // Two Services in the LB's default mode, All, end to end: the rules of
 // each in the LB and node subnets' lists; the first deleted while the
 // second (also policy Cluster) still checks kube-proxy's port: the
-// health check rules stay until the second goes too.
+// health check rules stay until the second goes too. The work requests
+// finish at once, so that a load balancer is built by the time its
+// create returns (the kit asks nothing more of it then: its rules must
+// be made all the same).
 func TestLoadBalancerListModeJoined(t *testing.T) {
-	r := newRulesRig(t)
+	r := newRulesRig(t, ocitest.Options{WorkRequestTime: time.Nanosecond})
 	a := r.service("a", nil, 80, 30080)
 	b := r.service("b", nil, 443, 30443)
 	for _, svc := range []*v1.Service{a, b} {
