@@ -45,6 +45,43 @@
 //     AddNetworkSecurityGroupSecurityRules,
 //     RemoveNetworkSecurityGroupSecurityRules). PutSubnet,
 //     PutSecurityList and PutNSG seed them.
+//   - The Load Balancer API 20170115 (loadbalancers_api.go) and the
+//     Network Load Balancer API 20200501 (networkloadbalancers.go), on the
+//     API's listener (the SDK's LB host is Core Services'; the NLB's is
+//     the config's networkLoadBalancerEndpoint), one model of both
+//     (loadbalancers.go: Balancer, PutBalancer, Balancers): a create of the
+//     whole tree (listeners, backend sets, certificates; the NLB answers
+//     its body, CREATING), the load balancer's Get, List (compartmentId
+//     required; displayName and lifecycleState exact; creation order;
+//     paged as the Core lists, LB a bare array, NLB {"items"}), Update
+//     (displayName, freeformTags), Delete, updateShape (LB),
+//     networkSecurityGroups (at most 5), backend sets' and listeners'
+//     Create, Update and Delete, CreateCertificate and ListCertificates
+//     (LB), the LB's workRequests and GetWorkRequest of both. Every write
+//     answers opc-work-request-id and changes nothing at once: its work
+//     request (workrequests.go) is ACCEPTED, IN_PROGRESS, and SUCCEEDED
+//     (the change made; the load balancer ACTIVE, an NLB back from
+//     UPDATING) once Options.WorkRequestTime (default 20 ms) has passed,
+//     or when Settle is called while HoldWorkRequests holds them;
+//     FailWorkRequests makes the next ones FAILED (errorDetails BAD_INPUT;
+//     a load balancer being created, and an NLB, go FAILED), and
+//     StartWorkRequest starts one that changes nothing (another client's).
+//     A write while one runs, or to an LB not ACTIVE, is 409
+//     (IncorrectState; an NLB's Conflict, "Invalid State Transition");
+//     DELETING ends in the load balancer gone (404). Bodies are read
+//     strictly and checked: mandatory fields (400 MissingParameter),
+//     shapes (fixed names, or flexible with 10 <= min <= max <= 8000
+//     Mbps), policies, protocols, health checkers (LB interval
+//     1000-1800000 ms, NLB from 10000), a listener's backend set and
+//     certificate existing, certificates parsed (and their keys matched),
+//     one or two subnet OCIDs (NLB one), display names of 1-1024
+//     characters, the compartment known (400
+//     RelatedResourceNotAuthorizedOrNotFound); an opc-retry-token seen
+//     answers the same work request. A cloudtest.DataPlane on
+//     127.85.0.0/16 (DataPlanePrefix) gives each load balancer its IP once
+//     ACTIVE and forwards its listeners (TCP, UDP, TCP_AND_UDP) to its
+//     backends that pass its health checker (HTTP path or TCP, checked at
+//     most every 2 s); LBHealthy reports them.
 //   - The auth service's GET /v1/instancePrincipalRootCACertificates
 //     (Cloud.AuthEndpoint, the API's listener), which answers the region's
 //     instance identity roots to any signed caller (Oracle's "Retrieving
@@ -55,7 +92,9 @@
 //   - Request signing: every request must carry OCI's Authorization:
 //     Signature header with the keyId tenancy/user/fingerprint of the
 //     endpoint's API key, algorithm rsa-sha256, the headers date
-//     (request-target) host, and a date within 5 minutes of now; the
+//     (request-target) host (a POST or PUT also content-length
+//     content-type x-content-sha256, whose values must be the body's length
+//     and base64 SHA-256), and a date within 5 minutes of now; the
 //     signature is checked with the API key's public key (crypto/rsa) over
 //     the digest of the signing string that oci-go-sdk's own signer builds
 //     for the request as received (the SDK hands it to the key's
@@ -95,10 +134,15 @@
 //     intermediates are its), RetireRoots withdraws all but the newest.
 //   - Fault injection (Fail) and counters (Calls) per method:
 //     ListInstances, GetInstance, ListVnicAttachments, GetVnic, identity,
-//     roots; refused signatures count as unauthenticated.
+//     roots, and the Method* constants of the load balancer APIs; refused
+//     signatures count as unauthenticated.
 //
 // Not modelled: the SDK's region and realm lookups (the tests set the
-// endpoints), any other write API of Core Services (VCNs, subnets and
+// endpoints), of the load balancers: hostnames, path route sets, rule
+// sets, routing policies, SSL cipher suites, backend-set SSL, session
+// persistence, reserved and IPv6 addresses, defined tags, backends' own
+// calls, work request logs and the NLB's list of work requests; any
+// other write API of Core Services (VCNs, subnets and
 // security lists are made by the tests only),
 // UpdateNetworkSecurityGroupSecurityRules, NSGs' VNIC members, the rule
 // limits of security lists, filters and sorting of the instance lists
