@@ -452,7 +452,13 @@ func stopAll(procs []*process, grace map[string]time.Duration) error {
 			errs = append(errs, err)
 		}
 	}
-	if alive := processGroupsAlive(pgids); len(alive) > 0 {
+	// A process killed by the group's SIGKILL is gone once the kernel
+	// has run it to its exit, which a loaded machine takes a moment for.
+	alive := processGroupsAlive(pgids)
+	for deadline := time.Now().Add(5 * time.Second); len(alive) > 0 && time.Now().Before(deadline); alive = processGroupsAlive(pgids) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(alive) > 0 {
 		errs = append(errs, fmt.Errorf("processes left after stop: %s", strings.Join(alive, ", ")))
 	}
 	return errors.Join(errs...)
