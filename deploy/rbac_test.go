@@ -108,9 +108,11 @@ var approverNeeds = []need{
 }
 
 // tlsSecretsNeeds: what components/linode-tls-secrets (the chart's
-// ccm.tlsSecrets) grants: the GET of the Secret a Linode https port names.
+// ccm.tlsSecrets) grants: the GET of the Secret a Linode https port or an
+// OCI LB listener (ssl-ports) names.
 var tlsSecretsNeeds = []need{
 	{grant{"", "secrets", "get", "", ""}, "cloud/linode/tls.go", "Secrets(svc.Namespace).Get("},
+	{grant{"", "secrets", "get", "", ""}, "cloud/oci/loadbalancers.go", "CoreV1().Secrets(ns).Get("},
 }
 
 // standaloneNeeds: mooring-csr-approver's own leader election.

@@ -11,6 +11,9 @@
 // answers to mooring's own signed request, kept and refreshed (roots.go),
 // or those of the configuration's rootCAFile. Node names are display names, providerIDs
 // oci://<instance OCID>, zones the availability domain's name and the
-// fault domain a label, as the upstream OCI CCM writes them. The node
+// fault domain a label, as the upstream OCI CCM writes them; Services'
+// load balancers, flexible Load Balancers and Network Load Balancers as
+// the upstream CCM makes them (loadbalancers.go), with their security
+// rules (securityrules.go). The node
 // agent's side is agentid; the test endpoint ocitest. See docs/oci.md.
 package oci
