@@ -340,6 +340,9 @@ func (l *lbCloud) Desired(ctx context.Context, svc *v1.Service, nodes []*v1.Node
 	if mode == RuleModeAll && len(cfg.NodeSubnets) == 0 {
 		fail("security rule mode All needs loadBalancer.nodeSubnets in the cloud config (the nodes' subnets); or set %s: None, SL-Frontend or NSG", AnnotationRuleMode)
 	}
+	if err := rs.ProtocolErr(); err != nil {
+		fail("%v", err)
+	}
 	spec.rules = rs
 	spec.Rules = rulesTag(rs)
 	if err := a.Err(); err != nil {

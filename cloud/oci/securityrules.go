@@ -235,6 +235,39 @@ func frontendTags(uid string) map[string]string {
 	return map[string]string{"CreatedBy": "CCM", "ServiceUid": uid}
 }
 
+// ProtocolErr refuses a port other than TCP in a mode that manages rules:
+// OCI's CCM makes TCP rules only, and refuses UDP ports unless the mode is
+// None; so does mooring, before anything is made (call it where the
+// Service is read).
+func (rs RuleSet) ProtocolErr() error {
+	if rs.Mode == RuleModeNone {
+		return nil
+	}
+	for _, p := range rs.Ports {
+		if !isTCP(p) {
+			return fmt.Errorf("port %d is %s: security rule mode %s manages TCP rules only, as OCI's CCM; a UDP port needs mode None (%s)",
+				p.Listener, p.Protocol, rs.Mode, AnnotationRuleMode)
+		}
+	}
+	return nil
+}
+
+func isTCP(p RulePort) bool {
+	return p.Protocol == "" || strings.EqualFold(p.Protocol, string(v1.ProtocolTCP))
+}
+
+// ownedPorts are the Service's ports and the TCP ones the load balancer
+// holds (a UDP port the Service had made no rule).
+func (rs RuleSet) ownedPorts() []RulePort {
+	out := slices.Clone(rs.Ports)
+	for _, p := range rs.HeldPorts {
+		if isTCP(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (rs RuleSet) check() error {
 	var errs []error
 	switch rs.Mode {
@@ -248,10 +281,10 @@ func (rs RuleSet) check() error {
 	if rs.Mode == RuleModeNone {
 		return errors.Join(errs...)
 	}
+	if err := rs.ProtocolErr(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, p := range append(slices.Clone(rs.Ports), rs.HeldPorts...) {
-		if !strings.EqualFold(p.Protocol, string(v1.ProtocolTCP)) && p.Protocol != "" {
-			errs = append(errs, fmt.Errorf("port %d is %s: security rule mode %s manages TCP rules only (OCI's CCM too); UDP needs mode None", p.Listener, p.Protocol, rs.Mode))
-		}
 		if p.Listener < 1 || p.Listener > 65535 || p.NodePort < 0 || p.NodePort > 65535 {
 			errs = append(errs, fmt.Errorf("port %d (node port %d): out of range", p.Listener, p.NodePort))
 		}
@@ -439,7 +472,7 @@ func (s *SecurityRules) syncLists(ctx context.Context, rs RuleSet, remove bool) 
 		if err != nil {
 			return err
 		}
-		for _, port := range append(slices.Clone(rs.Ports), rs.HeldPorts...) {
+		for _, port := range rs.ownedPorts() {
 			own(p.ownsIn, port.Listener, used.listener(port.Listener))
 		}
 		if !remove {
@@ -452,7 +485,7 @@ func (s *SecurityRules) syncLists(ctx context.Context, rs RuleSet, remove bool) 
 		if rs.Mode != RuleModeAll {
 			continue
 		}
-		for _, port := range append(slices.Clone(rs.Ports), rs.HeldPorts...) {
+		for _, port := range rs.ownedPorts() {
 			own(p.ownsOut, port.NodePort, false)
 		}
 		for _, h := range health {
@@ -474,7 +507,7 @@ func (s *SecurityRules) syncLists(ctx context.Context, rs RuleSet, remove bool) 
 		if err != nil {
 			return err
 		}
-		for _, port := range append(slices.Clone(rs.Ports), rs.HeldPorts...) {
+		for _, port := range rs.ownedPorts() {
 			own(p.ownsIn, port.NodePort, false)
 		}
 		for _, h := range health {

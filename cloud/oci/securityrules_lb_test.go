@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -251,4 +252,37 @@ func sorted(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)
 	return out
+}
+
+// An NLB with a UDP port in a mode that manages rules: refused before
+// anything is made, as OCI's CCM refuses it ("only None for UDP").
+func TestLoadBalancerUDPNeedsModeNone(t *testing.T) {
+	r := newRulesRig(t, ocitest.Options{})
+	svc := r.service("dns", map[string]string{oci.AnnType: "nlb", oci.AnnotationNLBListMode: "All"}, 53, 30053)
+	svc.Spec.Ports[0].Protocol = v1.ProtocolUDP
+	_, err := r.lbs.EnsureLoadBalancer(context.Background(), "kubernetes", svc, r.nodes)
+	if err == nil || !strings.Contains(err.Error(), "UDP port needs mode None") {
+		t.Fatalf("EnsureLoadBalancer: %v", err)
+	}
+	if n := len(r.ep.Balancers()); n != 0 || r.ep.Calls("UpdateSecurityList") != 0 {
+		t.Errorf("%d load balancers made, %d lists written", n, r.ep.Calls("UpdateSecurityList"))
+	}
+	// With None it is made, and nothing of the network is touched.
+	svc.Annotations[oci.AnnotationNLBListMode] = "None"
+	r.ensure(t, svc)
+	if n := len(r.ep.Balancers()); n != 1 || r.ep.Calls("GetSecurityList")+r.ep.Calls("UpdateSecurityList") != 0 {
+		t.Errorf("%d load balancers, %d list calls", n, r.ep.Calls("GetSecurityList")+r.ep.Calls("UpdateSecurityList"))
+	}
+}
+
+func TestRuleSetHeldUDPPortIgnored(t *testing.T) {
+	// A port that was UDP (mode None then) and is TCP now in mode
+	// Frontend: the held UDP port is no error and owns no rule.
+	b := newRuleBed(t)
+	rs := b.ruleSet(oci.RuleModeFrontend)
+	rs.HeldPorts = []oci.RulePort{{Listener: 22, NodePort: 30022, Protocol: "UDP"}}
+	if _, err := b.rules.Ensure(context.Background(), rs); err != nil {
+		t.Fatal(err)
+	}
+	b.wantList(t, b.lbList, []string{"127.0.0.0/8:22", "127.85.200.0/24:80"}, []string{"other:127.0.0.0/8"})
 }
