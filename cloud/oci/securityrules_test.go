@@ -234,6 +234,16 @@ func TestSecurityListsModeFrontend(t *testing.T) {
 	}
 	b.wantList(t, b.lbList, []string{"127.0.0.0/8:22", "127.85.200.0/24:80"}, []string{"other:127.0.0.0/8"})
 	b.wantList(t, b.nodeList, []string{"127.0.0.0/8:22"}, nil)
+	// The port and the source change; the node subnets' list and the LB
+	// subnets' egress stay as they are.
+	rs.HeldPorts, rs.Ports = rs.Ports, []oci.RulePort{{Listener: 8443, NodePort: 30443, Protocol: "TCP"}}
+	rs.SourceCIDRs = []string{"127.85.201.0/24"}
+	if _, err := b.rules.Ensure(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	b.wantList(t, b.lbList, []string{"127.0.0.0/8:22", "127.85.201.0/24:8443"}, []string{"other:127.0.0.0/8"})
+	b.wantList(t, b.nodeList, []string{"127.0.0.0/8:22"}, nil)
+	rs.HeldPorts = nil
 	if err := b.rules.Remove(ctx, rs); err != nil {
 		t.Fatal(err)
 	}
