@@ -567,7 +567,8 @@ func (s *SecurityRules) subnets(ctx context.Context, ids []string, gone bool) ([
 }
 
 // listOf is the security list of a subnet whose rules are managed: the
-// oldest one attached to it, as OCI's CCM picks it.
+// oldest one attached to it, as OCI's CCM picks it (of two made in the
+// same millisecond, the lesser OCID).
 func (s *SecurityRules) listOf(ctx context.Context, sub core.Subnet) (string, error) {
 	if len(sub.SecurityListIds) == 1 {
 		return sub.SecurityListIds[0], nil
@@ -585,7 +586,7 @@ func (s *SecurityRules) listOf(ctx context.Context, sub core.Subnet) (string, er
 		if resp.TimeCreated != nil {
 			t = resp.TimeCreated.Time
 		}
-		if best == "" || t.Before(bestAge) {
+		if best == "" || t.Before(bestAge) || t.Equal(bestAge) && id < best {
 			best, bestAge = id, t
 		}
 	}

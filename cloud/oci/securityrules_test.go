@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oracle/oci-go-sdk/v65/common"
 	"github.com/oracle/oci-go-sdk/v65/core"
@@ -255,7 +256,8 @@ func TestSecurityListsOneListForBoth(t *testing.T) {
 	// two: every rule goes into it, written once.
 	b := newRuleBed(t)
 	ctx := context.Background()
-	newer := b.ep.PutSecurityList(ocitest.SecurityList{DisplayName: "newer"}).ID
+	old, _ := b.ep.SecurityList(b.lbList)
+	newer := b.ep.PutSecurityList(ocitest.SecurityList{DisplayName: "newer", Created: old.Created.Add(time.Second)}).ID
 	sub := b.ep.PutSubnet(ocitest.Subnet{CIDR: "127.85.3.0/24", VcnID: b.lbSubnet.VcnID, SecurityLists: []string{newer, b.lbList}})
 	rs := b.ruleSet(oci.RuleModeAll)
 	rs.LBSubnets, rs.NodeSubnets = []string{b.lbSubnet.ID}, []string{sub.ID}
