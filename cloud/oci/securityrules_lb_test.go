@@ -286,3 +286,60 @@ func TestRuleSetHeldUDPPortIgnored(t *testing.T) {
 	}
 	b.wantList(t, b.lbList, []string{"127.0.0.0/8:22", "127.85.200.0/24:80"}, []string{"other:127.0.0.0/8"})
 }
+
+// A load balancer OCI's CCM made in mode NSG, adopted: its frontend NSG
+// (found by OCI's CCM's name and tags) and the rules of its description
+// are mooring's as they are: nothing made, added or removed.
+func TestLoadBalancerNSGModeAdoptedJoined(t *testing.T) {
+	r := newRulesRig(t, ocitest.Options{})
+	svc := r.service("old", map[string]string{oci.AnnotationRuleMode: "nsg", oci.AnnotationBackendNSGs: r.backendNSG}, 80, 30080)
+	r.put(t, svc)
+	const desc = "service-uid-uid-old"
+	rule := func(dir core.SecurityRuleDirectionEnum, peer string, nsg bool, port int) core.SecurityRule {
+		out := core.SecurityRule{Direction: dir, Protocol: common.String("6"), Description: common.String(desc), IsStateless: common.Bool(false),
+			TcpOptions: &core.TcpOptions{DestinationPortRange: &core.PortRange{Min: common.Int(port), Max: common.Int(port)}}}
+		typ := "CIDR_BLOCK"
+		if nsg {
+			typ = "NETWORK_SECURITY_GROUP"
+		}
+		if dir == core.SecurityRuleDirectionIngress {
+			out.Source, out.SourceType = common.String(peer), core.SecurityRuleSourceTypeEnum(typ)
+		} else {
+			out.Destination, out.DestinationType = common.String(peer), core.SecurityRuleDestinationTypeEnum(typ)
+		}
+		return out
+	}
+	front := r.ep.PutNSG(ocitest.NSG{DisplayName: "shop/old/uid-old/nsg", FreeformTags: map[string]string{"CreatedBy": "CCM", "ServiceUid": "uid-old"},
+		Rules: []core.SecurityRule{rule(core.SecurityRuleDirectionIngress, "0.0.0.0/0", false, 80),
+			rule(core.SecurityRuleDirectionEgress, r.backendNSG, true, 30080), rule(core.SecurityRuleDirectionEgress, r.backendNSG, true, 10256)}}).ID
+	backend, _ := r.ep.NSG(r.backendNSG)
+	backend.FreeformTags = map[string]string{"ManagedBy": "CCM"}
+	backend.Rules = append(backend.Rules, rule(core.SecurityRuleDirectionIngress, front, true, 30080), rule(core.SecurityRuleDirectionIngress, front, true, 10256))
+	r.ep.PutNSG(backend)
+	before := map[string][]string{}
+	for id, n := range r.ep.NSGs() {
+		before[id] = nsgKeys(n)
+	}
+	made := ccmBalancer(svc, r.nodes)
+	made.NSGs = []string{front}
+	made, err := r.ep.PutBalancer(made)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.ensure(t, svc)
+	got, _ := r.ep.Balancer(made.ID)
+	if !slices.Equal(got.NSGs, []string{front}) || got.FreeformTags["mooring/service-uid"] != "uid-old" {
+		t.Errorf("adopted load balancer: NSGs %v, tags %v", got.NSGs, got.FreeformTags)
+	}
+	for _, m := range []string{"CreateNetworkSecurityGroup", "AddNetworkSecurityGroupSecurityRules", "RemoveNetworkSecurityGroupSecurityRules",
+		"DeleteNetworkSecurityGroup", "UpdateSecurityList"} {
+		if n := r.ep.Calls(m); n != 0 {
+			t.Errorf("%s called %d times adopting", m, n)
+		}
+	}
+	for id, n := range r.ep.NSGs() {
+		if !slices.Equal(nsgKeys(n), before[id]) {
+			t.Errorf("NSG %s: %v, was %v", id, nsgKeys(n), before[id])
+		}
+	}
+}
