@@ -343,3 +343,35 @@ func TestLoadBalancerNSGModeAdoptedJoined(t *testing.T) {
 		}
 	}
 }
+
+// A load balancer OCI's CCM made in mode All, adopted: the rules it wrote
+// in the lists are the ones mooring would write, so no list is written.
+func TestLoadBalancerListModeAdoptedJoined(t *testing.T) {
+	r := newRulesRig(t, ocitest.Options{})
+	svc := r.service("old", nil, 80, 30080)
+	r.put(t, svc)
+	const lbNet, nodeNet = "127.85.0.0/16", "127.0.91.0/24"
+	if err := r.ep.EditSecurityList(r.lbList, func(l *ocitest.SecurityList) {
+		l.Ingress = append(l.Ingress, tcpIn("0.0.0.0/0", 80))
+		for _, p := range []int{30080, 10256} {
+			l.Egress = append(l.Egress, core.EgressSecurityRule{Destination: common.String(nodeNet), Protocol: common.String("6"), IsStateless: common.Bool(false),
+				TcpOptions: &core.TcpOptions{DestinationPortRange: &core.PortRange{Min: common.Int(p), Max: common.Int(p)}}})
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ep.EditSecurityList(r.nodeList, func(l *ocitest.SecurityList) {
+		l.Ingress = append(l.Ingress, tcpIn(lbNet, 30080), tcpIn(lbNet, 10256))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ep.PutBalancer(ccmBalancer(svc, r.nodes)); err != nil {
+		t.Fatal(err)
+	}
+	r.ensure(t, svc)
+	if n := r.ep.Calls("UpdateSecurityList"); n != 0 {
+		t.Errorf("%d lists written adopting", n)
+	}
+	r.wantList(t, r.lbList, []string{"0.0.0.0/0:80"}, []string{nodeNet + ":30080", nodeNet + ":10256"})
+	r.wantList(t, r.nodeList, []string{lbNet + ":30080", lbNet + ":10256"}, nil)
+}
