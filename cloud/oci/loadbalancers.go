@@ -158,6 +158,13 @@ func busy(name string, err error) error {
 	return err
 }
 
+// invalidatedToken: OCI refuses a create's opc-retry-token whose earlier
+// load balancer was deleted since (409 InvalidatedRetryToken).
+func invalidatedToken(err error) bool {
+	var se common.ServiceError
+	return errors.As(err, &se) && se.GetHTTPStatusCode() == http.StatusConflict && se.GetCode() == "InvalidatedRetryToken"
+}
+
 func notFound(err error) bool {
 	var se common.ServiceError
 	return errors.As(err, &se) && se.GetHTTPStatusCode() == http.StatusNotFound
@@ -421,6 +428,10 @@ func (l *lbCloud) Create(ctx context.Context, name string, o kitlb.Owner, spec l
 		}
 		resp, err := l.nlb.CreateNetworkLoadBalancer(ctx, networkloadbalancer.CreateNetworkLoadBalancerRequest{CreateNetworkLoadBalancerDetails: d,
 			OpcRetryToken: common.String(retryToken(o.UID))})
+		if invalidatedToken(err) {
+			// The Service's earlier load balancer was deleted: a new token.
+			resp, err = l.nlb.CreateNetworkLoadBalancer(ctx, networkloadbalancer.CreateNetworkLoadBalancerRequest{CreateNetworkLoadBalancerDetails: d})
+		}
 		if err != nil {
 			return kitlb.Held[lbSpec]{}, busy(name, err)
 		}
@@ -446,6 +457,9 @@ func (l *lbCloud) Create(ctx context.Context, name string, o kitlb.Owner, spec l
 	}
 	resp, err := l.lb.CreateLoadBalancer(ctx, loadbalancer.CreateLoadBalancerRequest{CreateLoadBalancerDetails: d,
 		OpcRetryToken: common.String(retryToken(o.UID))})
+	if invalidatedToken(err) {
+		resp, err = l.lb.CreateLoadBalancer(ctx, loadbalancer.CreateLoadBalancerRequest{CreateLoadBalancerDetails: d})
+	}
 	if err != nil {
 		return kitlb.Held[lbSpec]{}, busy(name, err)
 	}

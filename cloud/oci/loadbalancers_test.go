@@ -304,3 +304,21 @@ func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd})
 }
+
+// A load balancer deleted by hand is made again: the Service's UID, its
+// create's opc-retry-token, was spent on the first (OCI answers 409
+// InvalidatedRetryToken), so the second create goes with a new token.
+func TestLBMadeAgainAfterDeletedByHand(t *testing.T) {
+	r := newLBRig(t)
+	for _, typ := range []string{oci.TypeLB, oci.TypeNLB} {
+		svc := lbSvc("again-"+typ, map[string]string{oci.AnnType: typ, oci.AnnotationRuleMode: none})
+		r.ensure(t, svc)
+		first := r.only(t)
+		r.ep.DeleteBalancer(first.ID)
+		r.ensure(t, svc)
+		if again := r.only(t); again.ID == first.ID || again.DisplayName != first.DisplayName {
+			t.Errorf("%s: made again as %+v, want a new one of the same name", typ, again)
+		}
+		r.ep.DeleteBalancer(r.only(t).ID)
+	}
+}

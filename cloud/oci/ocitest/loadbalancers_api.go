@@ -373,6 +373,10 @@ func (c *Cloud) lbCreate(w http.ResponseWriter, r *http.Request) {
 	defer c.mu.Unlock()
 	c.lbs.init()
 	if wid, ok := c.retried(w, r); ok {
+		if _, ok := c.lbs.balancers[c.lbs.work[wid].Balancer]; !ok {
+			ociError(w, http.StatusConflict, "InvalidatedRetryToken", "the retry token's load balancer is gone")
+			return
+		}
 		w.Header().Set("opc-work-request-id", wid)
 		w.WriteHeader(http.StatusOK)
 		return
