@@ -20,6 +20,9 @@ import (
 // CSR key's binding with their instance certificate's key.
 type OCICloud struct {
 	*ocitest.Cloud
+	// LBConfig are lines every provider config written gets (a
+	// loadBalancer block), besides the caller's.
+	LBConfig string
 
 	mu   sync.Mutex
 	next int
@@ -91,7 +94,7 @@ func (o *OCICloud) WriteProviderConfig(dir, cluster, extra string) (string, erro
 	}
 	path := filepath.Join(dir, "cloud.yaml")
 	cfg := fmt.Sprintf("tenancy: %s\ncompartments: [%s]\nregion: %s\nclusterID: %s\nconfigFile: %s\nauthEndpoint: %s\ncomputeEndpoint: %s\nnetworkEndpoint: %s\nnetworkLoadBalancerEndpoint: %s\n%s",
-		o.Tenancy(), o.Compartment(), o.Region(), cluster, cfgFile, o.AuthEndpoint(), o.Endpoint(), o.Endpoint(), o.Endpoint(), extra)
+		o.Tenancy(), o.Compartment(), o.Region(), cluster, cfgFile, o.AuthEndpoint(), o.Endpoint(), o.Endpoint(), o.Endpoint(), o.LBConfig+extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 
