@@ -322,3 +322,21 @@ func TestLBMadeAgainAfterDeletedByHand(t *testing.T) {
 		r.ep.DeleteBalancer(r.only(t).ID)
 	}
 }
+
+// The loadBalancer block is checked with the rest of the config.
+func TestLBConfigErrors(t *testing.T) {
+	base := "tenancy: ocid1.tenancy.oc1..aaaa\ncompartments: [ocid1.compartment.oc1..aaaa]\nregion: us-ashburn-1\nclusterID: c\nconfigFile: /c\n"
+	_, err := oci.ParseConfig(strings.NewReader(base + "loadBalancer:\n  compartment: ocid1.compartment.oc1..other\n  subnet1: subnet-1\n" +
+		"  subnet2: ocid1.subnet.oc1.iad.b\n  nodeSubnets: [ocid1.vcn.oc1.iad.c]\n  namePrefix: 'a b'\n  workRequestWait: -1s\n" +
+		"networkLoadBalancerEndpoint: ftp://nlb\n"))
+	for _, want := range []string{"loadBalancer.compartment", `subnet "subnet-1"`, `subnet "ocid1.vcn.oc1.iad.c"`, "namePrefix", "workRequestWait",
+		"networkLoadBalancerEndpoint"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want an error naming %s: %v", want, err)
+		}
+	}
+	cfg, err := oci.ParseConfig(strings.NewReader(base + "loadBalancer:\n  subnet1: ocid1.subnet.oc1.iad.a\n"))
+	if err != nil || cfg.LoadBalancer.Compartment != "ocid1.compartment.oc1..aaaa" || cfg.LoadBalancer.WorkRequestWait.Duration != oci.DefaultWorkRequestWait {
+		t.Errorf("defaults: %+v, %v", cfg.LoadBalancer, err)
+	}
+}
