@@ -562,7 +562,9 @@ func (l *lbCloud) waitActive(ctx context.Context, octavia *gophercloud.ServiceCl
 
 // Update makes the load balancer do spec and carry o's tags: each change
 // a call of its own (tags; listeners gone, new and changed; pools, members,
-// monitors; the floating IP), waiting for ACTIVE after each Octavia call.
+// monitors; the floating IP), waiting for ACTIVE between Octavia's calls
+// but not after the last (the load balancer it answers is pending: the kit
+// asks again, without holding a worker).
 func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loadbalancer.Owner, spec lbSpec) (loadbalancer.Held[lbSpec], error) {
 	octavia, neutron, err := l.clients(ctx)
 	if err != nil {
@@ -594,13 +596,23 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 			}
 		}
 	}
-	step := func(what string, err error) error {
-		if err != nil {
-			return fmt.Errorf("%s: %w", what, busy(name, err))
-		}
+	// step makes one Octavia call, after the last one's change is built
+	// (Octavia refuses a change while one is pending); the last one's is
+	// not waited for: the kit asks again while it is pending.
+	changed := false
+	step := func(what string, f func(ctx context.Context) error) error {
 		cctx, cancel := l.call(ctx)
 		defer cancel()
-		return l.waitActive(cctx, octavia, id, name)
+		if changed {
+			if err := l.waitActive(cctx, octavia, id, name); err != nil {
+				return err
+			}
+		}
+		if err := f(cctx); err != nil {
+			return fmt.Errorf("%s: %w", what, busy(name, err))
+		}
+		changed = true
+		return nil
 	}
 	run := func(f func(ctx context.Context) error) error {
 		cctx, cancel := l.call(ctx)
@@ -609,11 +621,10 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 	}
 	want := tags(t.lb.Tags, name, o, spec)
 	if !slices.Equal(want, t.lb.Tags) {
-		err := run(func(ctx context.Context) error {
+		if err := step("tag it", func(ctx context.Context) error {
 			_, err := loadbalancers.Update(ctx, octavia, id, loadbalancers.UpdateOpts{Tags: &want}).Extract()
 			return err
-		})
-		if err := step("tag it", err); err != nil {
+		}); err != nil {
 			return h, err
 		}
 	}
@@ -633,12 +644,12 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 			continue
 		}
 		if p, ok := t.pools[k]; ok {
-			if err := step("delete pool "+p.ID, run(func(ctx context.Context) error { return notGone(pools.Delete(ctx, octavia, p.ID).ExtractErr()) })); err != nil {
+			if err := step("delete pool "+p.ID, func(ctx context.Context) error { return notGone(pools.Delete(ctx, octavia, p.ID).ExtractErr()) }); err != nil {
 				return h, err
 			}
 		}
 		lid := t.listeners[k].ID
-		if err := step("delete listener "+lid, run(func(ctx context.Context) error { return notGone(listeners.Delete(ctx, octavia, lid).ExtractErr()) })); err != nil {
+		if err := step("delete listener "+lid, func(ctx context.Context) error { return notGone(listeners.Delete(ctx, octavia, lid).ExtractErr()) }); err != nil {
 			return h, err
 		}
 	}
@@ -648,7 +659,7 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 		if !ok {
 			opts := listenerCreate(i, name, ln)
 			opts.LoadbalancerID = id
-			if err := step("create listener "+k, run(func(ctx context.Context) error { _, err := listeners.Create(ctx, octavia, opts).Extract(); return err })); err != nil {
+			if err := step("create listener "+k, func(ctx context.Context) error { _, err := listeners.Create(ctx, octavia, opts).Extract(); return err }); err != nil {
 				return h, err
 			}
 			continue
@@ -661,10 +672,10 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 			}
 			opts := listeners.UpdateOpts{ConnLimit: &ln.ConnectionLimit, TimeoutClientData: &ln.Timeouts[0], TimeoutMemberConnect: &ln.Timeouts[1],
 				TimeoutMemberData: &ln.Timeouts[2], TimeoutTCPInspect: &ln.Timeouts[3], AllowedCIDRs: &cidrs}
-			if err := step("update listener "+lid, run(func(ctx context.Context) error {
+			if err := step("update listener "+lid, func(ctx context.Context) error {
 				_, err := listeners.Update(ctx, octavia, lid, opts).Extract()
 				return err
-			})); err != nil {
+			}); err != nil {
 				return h, err
 			}
 		}
@@ -673,13 +684,13 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 			// A pool's protocol is fixed, and gophercloud cannot send a
 			// null session persistence: a new pool.
 			if hasPool {
-				if err := step("delete pool "+p.ID, run(func(ctx context.Context) error { return notGone(pools.Delete(ctx, octavia, p.ID).ExtractErr()) })); err != nil {
+				if err := step("delete pool "+p.ID, func(ctx context.Context) error { return notGone(pools.Delete(ctx, octavia, p.ID).ExtractErr()) }); err != nil {
 					return h, err
 				}
 			}
 			opts := poolCreate(i, name, ln)
 			opts.ListenerID = lid
-			if err := step("create pool for "+k, run(func(ctx context.Context) error { _, err := pools.Create(ctx, octavia, opts).Extract(); return err })); err != nil {
+			if err := step("create pool for "+k, func(ctx context.Context) error { _, err := pools.Create(ctx, octavia, opts).Extract(); return err }); err != nil {
 				return h, err
 			}
 			continue
@@ -689,10 +700,10 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 			if ln.Persistence != "" {
 				opts.Persistence = &pools.SessionPersistence{Type: ln.Persistence}
 			}
-			if err := step("update pool "+p.ID, run(func(ctx context.Context) error {
+			if err := step("update pool "+p.ID, func(ctx context.Context) error {
 				_, err := pools.Update(ctx, octavia, p.ID, opts).Extract()
 				return err
-			})); err != nil {
+			}); err != nil {
 				return h, err
 			}
 		}
@@ -708,13 +719,13 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 				}
 				batch = append(batch, bm)
 			}
-			if err := step("update the members of pool "+p.ID, run(func(ctx context.Context) error {
+			if err := step("update the members of pool "+p.ID, func(ctx context.Context) error {
 				return pools.BatchUpdateMembers(ctx, octavia, p.ID, batch).ExtractErr()
-			})); err != nil {
+			}); err != nil {
 				return h, err
 			}
 		}
-		if err := l.updateMonitor(ctx, octavia, step, run, i, name, p, old.Monitor, ln.Monitor); err != nil {
+		if err := l.updateMonitor(octavia, step, i, name, p, old.Monitor, ln.Monitor); err != nil {
 			return h, err
 		}
 	}
@@ -744,15 +755,15 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 }
 
 // updateMonitor makes a pool's monitor m (nil: none).
-func (l *lbCloud) updateMonitor(ctx context.Context, octavia *gophercloud.ServiceClient, step func(string, error) error,
-	run func(func(context.Context) error) error, i int, name string, p pools.Pool, old, m *lbMonitor) error {
+func (l *lbCloud) updateMonitor(octavia *gophercloud.ServiceClient, step func(string, func(context.Context) error) error,
+	i int, name string, p pools.Pool, old, m *lbMonitor) error {
 	switch {
 	case old == nil && m == nil, old != nil && m != nil && *old == *m:
 		return nil
 	case old != nil && (m == nil || old.Type != m.Type):
-		if err := step("delete health monitor "+p.MonitorID, run(func(ctx context.Context) error {
+		if err := step("delete health monitor "+p.MonitorID, func(ctx context.Context) error {
 			return notGone(monitors.Delete(ctx, octavia, p.MonitorID).ExtractErr())
-		})); err != nil {
+		}); err != nil {
 			return err
 		}
 		if m == nil {
@@ -761,17 +772,17 @@ func (l *lbCloud) updateMonitor(ctx context.Context, octavia *gophercloud.Servic
 		fallthrough
 	case old == nil:
 		opts := monitorCreate(i, name, p.ID, *m)
-		return step("create a health monitor of pool "+p.ID, run(func(ctx context.Context) error {
+		return step("create a health monitor of pool "+p.ID, func(ctx context.Context) error {
 			_, err := monitors.Create(ctx, octavia, opts).Extract()
 			return err
-		}))
+		})
 	}
 	opts := monitors.UpdateOpts{Delay: m.Delay, Timeout: m.Timeout, MaxRetries: m.MaxRetries, MaxRetriesDown: m.MaxRetriesDown,
 		URLPath: m.URLPath, HTTPMethod: m.HTTPMethod, ExpectedCodes: m.ExpectedCodes}
-	return step("update health monitor "+p.MonitorID, run(func(ctx context.Context) error {
+	return step("update health monitor "+p.MonitorID, func(ctx context.Context) error {
 		_, err := monitors.Update(ctx, octavia, p.MonitorID, opts).Extract()
 		return err
-	}))
+	})
 }
 
 func notGone(err error) error {

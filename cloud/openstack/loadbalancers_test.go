@@ -320,14 +320,24 @@ func TestLBPending(t *testing.T) {
 	if got, _ := w.os.LoadBalancer(l.ID); got.Listeners[0].ConnectionLimit != -1 {
 		t.Error("the listener changed while immutable")
 	}
-	// Once ACTIVE, the change is made; Octavia takes longer than the
-	// provider waits (activeWait): it answers "still changing".
+	// Once ACTIVE, the change is made, and not waited for: the load
+	// balancer answered is pending.
 	w.os.Settle()
-	if _, err := lbc.Update(ctx, h, h.Owner, spec); !cloud.IsPending(err) {
-		t.Fatalf("Update once ACTIVE: %v, want a PendingError while Octavia builds it", err)
+	if got, err := lbc.Update(ctx, h, h.Owner, spec); err != nil || got.Pending != openstacktest.StatusPendingUpdate {
+		t.Fatalf("Update once ACTIVE: %+v, %v; want it PENDING_UPDATE", got, err)
 	}
-	if got, _ := w.os.LoadBalancer(l.ID); w.writes() != before+2 || got.Listeners[0].ConnectionLimit != 10 {
-		t.Errorf("calls %d, connection limit %d; want two (the one refused, the one made), 10", w.writes()-before, got.Listeners[0].ConnectionLimit)
+	// A change of two calls waits between them, here longer than the
+	// provider waits (activeWait): it answers "still changing".
+	h, _, _ = lbc.Get(ctx, l.ID)
+	w.os.Settle()
+	h, _, _ = lbc.Get(ctx, l.ID)
+	spec.Listeners[0].ConnectionLimit, spec.Listeners[0].Algorithm = 20, "SOURCE_IP"
+	if _, err := lbc.Update(ctx, h, h.Owner, spec); !cloud.IsPending(err) {
+		t.Fatalf("a change of two calls while Octavia builds the first: %v, want a PendingError", err)
+	}
+	if got, _ := w.os.LoadBalancer(l.ID); w.writes() != before+3 || got.Listeners[0].ConnectionLimit != 20 || got.Pools[0].Algorithm != "ROUND_ROBIN" {
+		t.Errorf("calls %d, connection limit %d, algorithm %s; want three (the one refused, two made), 20, ROUND_ROBIN (not yet)",
+			w.writes()-before, got.Listeners[0].ConnectionLimit, got.Pools[0].Algorithm)
 	}
 }
 
