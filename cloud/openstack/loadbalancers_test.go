@@ -391,3 +391,32 @@ func TestLBProtocols(t *testing.T) {
 		t.Errorf("pools and monitors by listener protocol: %v", got)
 	}
 }
+
+// The loadBalancer block: defaults, and every bad value an error at start.
+func TestLBConfig(t *testing.T) {
+	good := "authURL: https://keystone.example:5000/v3\napplicationCredentialID: abc\nregion: RegionOne\nclusterID: c1\n"
+	c, err := ParseConfig(strings.NewReader(good + "loadBalancer:\n  subnetID: " + openstacktest.DefaultSubnetID +
+		"\n  floatingNetworkID: " + openstacktest.DefaultFloatingNetworkID + "\n"))
+	lb := c.LoadBalancer
+	if err != nil || lb.ClusterName != "kubernetes" || lb.LBMethod != "ROUND_ROBIN" || !*lb.CreateMonitor || lb.MonitorDelay != 5 ||
+		lb.MonitorTimeout != 3 || lb.MonitorMaxRetries != 1 || lb.MonitorMaxRetriesDown != 3 || lb.Disabled {
+		t.Fatalf("%+v %v", lb, err)
+	}
+	for _, bad := range []string{
+		"loadBalancer:\n  subnetID: subnet-1\n", "loadBalancer:\n  floatingSubnetID: " + openstacktest.DefaultFloatingSubnetID + "\n",
+		"loadBalancer:\n  lbMethod: RANDOM\n", "loadBalancer:\n  monitorTimeout: 9\n", "loadBalancer:\n  monitorMaxRetries: 11\n",
+		"loadBalancer:\n  clusterName: a b\n", "loadBalancer:\n  flavorID: small\n",
+	} {
+		if _, err := ParseConfig(strings.NewReader(good + bad)); err == nil || !strings.Contains(err.Error(), "loadBalancer") {
+			t.Errorf("%s: %v, want an error naming loadBalancer", bad, err)
+		}
+	}
+	if _, err := ParseConfig(strings.NewReader(good + "loadBalancer:\n  colour: red\n")); err == nil || !strings.Contains(err.Error(), "colour") {
+		t.Errorf("an unknown field: %v", err)
+	}
+	// Disabled: no load balancers.
+	w := newWorld(t, openstacktest.Options{}, func(c *Config) { c.LoadBalancer.Disabled = true })
+	if _, ok := w.cloud.LoadBalancer(); ok {
+		t.Error("load balancers with loadBalancer.disabled")
+	}
+}
