@@ -569,6 +569,33 @@ func lbWorkError(wr loadbalancer.WorkRequest) string {
 	return strings.Join(msgs, "; ")
 }
 
+// whenFree makes a write, and makes it again while OCI answers 409 (a
+// work request of another runs on the load balancer: OCI takes one at a
+// time), within loadBalancer.workRequestWait; then the 409 is the
+// caller's (the kit's wait). Waiting here, not in the controller, keeps a
+// change from being lost where a controller takes the wait for done (the
+// library's, whose node sync takes a load balancer still being built as
+// updated).
+func (l *lbCloud) whenFree(ctx context.Context, call func(ctx context.Context) (*string, error)) (*string, error) {
+	deadline := time.Now().Add(l.c.cfg.LoadBalancer.WorkRequestWait.Duration)
+	pause := l.poll
+	for {
+		cctx, cancel := l.call(ctx)
+		id, err := call(cctx)
+		cancel()
+		var se common.ServiceError
+		if err == nil || !errors.As(err, &se) || se.GetHTTPStatusCode() != http.StatusConflict || time.Now().After(deadline) {
+			return id, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
 // waitWork follows a work request of either API until it is done: nil
 // when it SUCCEEDED, an error when it FAILED, a *cloud.PendingError when
 // it still runs after loadBalancer.workRequestWait.
@@ -690,9 +717,7 @@ func (l *lbCloud) Update(ctx context.Context, h kitlb.Held[lbSpec], o kitlb.Owne
 	}
 	nlb := spec.Type == TypeNLB
 	step := func(what string, call func(ctx context.Context) (*string, error)) error {
-		cctx, cancel := l.call(ctx)
-		id, err := call(cctx)
-		cancel()
+		id, err := l.whenFree(ctx, call)
 		if err != nil {
 			return busy(h.Name, fmt.Errorf("%s: %w", what, err))
 		}
@@ -921,21 +946,18 @@ func (l *lbCloud) Delete(ctx context.Context, h kitlb.Held[lbSpec]) error {
 			return fmt.Errorf("security rules: %w", err)
 		}
 	}
-	cctx, cancel := l.call(ctx)
-	var id *string
-	var err error
 	kind := TypeLB
 	if strings.HasPrefix(h.ID, "ocid1.networkloadbalancer.") {
 		kind = TypeNLB
-		var r networkloadbalancer.DeleteNetworkLoadBalancerResponse
-		r, err = l.nlb.DeleteNetworkLoadBalancer(cctx, networkloadbalancer.DeleteNetworkLoadBalancerRequest{NetworkLoadBalancerId: common.String(h.ID)})
-		id = r.OpcWorkRequestId
-	} else {
-		var r loadbalancer.DeleteLoadBalancerResponse
-		r, err = l.lb.DeleteLoadBalancer(cctx, loadbalancer.DeleteLoadBalancerRequest{LoadBalancerId: common.String(h.ID)})
-		id = r.OpcWorkRequestId
 	}
-	cancel()
+	id, err := l.whenFree(ctx, func(ctx context.Context) (*string, error) {
+		if kind == TypeNLB {
+			r, err := l.nlb.DeleteNetworkLoadBalancer(ctx, networkloadbalancer.DeleteNetworkLoadBalancerRequest{NetworkLoadBalancerId: common.String(h.ID)})
+			return r.OpcWorkRequestId, err
+		}
+		r, err := l.lb.DeleteLoadBalancer(ctx, loadbalancer.DeleteLoadBalancerRequest{LoadBalancerId: common.String(h.ID)})
+		return r.OpcWorkRequestId, err
+	})
 	switch {
 	case notFound(err):
 	case err != nil:
