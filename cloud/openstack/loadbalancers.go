@@ -744,6 +744,14 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 			return h, fmt.Errorf("floating IP %s: %w", t.fip.FloatingIP, err)
 		}
 	}
+	if changed {
+		// Octavia is building the last change: the load balancer as it
+		// will be, pending (the kit asks again, and reads it then).
+		next := loadbalancer.Held[lbSpec]{ID: id, Name: name, Owner: o, Spec: spec, Pending: "PENDING_UPDATE"}
+		next.Spec.create = lbCreate{}
+		next.Ingress = ingress(t, spec)
+		return next, nil
+	}
 	next, ok, err := l.Get(ctx, id)
 	if err != nil {
 		return h, err
