@@ -153,6 +153,9 @@ func TestOctaviaWire(t *testing.T) {
 
 	// The member batch update replaces members; the data plane follows.
 	code, body = do(t, http.MethodGet, base+"/pools?loadbalancer_id="+id, tok, "")
+	if code != 200 {
+		t.Fatalf("pools of %s: %d %v", id, code, body)
+	}
 	pool := body["pools"].([]any)[0].(map[string]any)["id"].(string)
 	if code, _ := do(t, http.MethodPut, base+"/pools/"+pool+"/members", tok, `{"members": [{"address": "127.0.84.251", "protocol_port": 31000}]}`); code != 202 {
 		t.Fatalf("batch update: %d", code)
