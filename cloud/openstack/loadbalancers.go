@@ -210,8 +210,13 @@ func (l *lbCloud) List(ctx context.Context) ([]loadbalancer.Held[lbSpec], error)
 	return idx, nil
 }
 
+// pending is the kit's Held.Pending of a provisioning status: a load
+// balancer being made. One being changed (PENDING_UPDATE) serves as it
+// did and counts as built: a change of it waits for Octavia in Update, so
+// that no sync's change is put off (the stock service controller takes a
+// wait from a node sync for done, and would not come back).
 func pending(status string) string {
-	if strings.HasPrefix(status, "PENDING_") {
+	if status == "PENDING_CREATE" {
 		return status
 	}
 	return ""
@@ -562,9 +567,9 @@ func (l *lbCloud) waitActive(ctx context.Context, octavia *gophercloud.ServiceCl
 
 // Update makes the load balancer do spec and carry o's tags: each change
 // a call of its own (tags; listeners gone, new and changed; pools, members,
-// monitors; the floating IP), waiting for ACTIVE between Octavia's calls
-// but not after the last (the load balancer it answers is pending: the kit
-// asks again, without holding a worker).
+// monitors; the floating IP), waiting for ACTIVE before each Octavia call
+// while a change is being built, but not after the last (no worker of the
+// service controller is held while Octavia builds it).
 func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loadbalancer.Owner, spec lbSpec) (loadbalancer.Held[lbSpec], error) {
 	octavia, neutron, err := l.clients(ctx)
 	if err != nil {
@@ -599,7 +604,7 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 	// step makes one Octavia call, after the last one's change is built
 	// (Octavia refuses a change while one is pending); the last one's is
 	// not waited for: the kit asks again while it is pending.
-	changed := false
+	changed := t.lb.ProvisioningStatus != "ACTIVE" // another change is being built: wait for it first
 	step := func(what string, f func(ctx context.Context) error) error {
 		cctx, cancel := l.call(ctx)
 		defer cancel()
@@ -746,8 +751,8 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 	}
 	if changed {
 		// Octavia is building the last change: the load balancer as it
-		// will be, pending (the kit asks again, and reads it then).
-		next := loadbalancer.Held[lbSpec]{ID: id, Name: name, Owner: o, Spec: spec, Pending: "PENDING_UPDATE"}
+		// will be (read again at the next sync).
+		next := loadbalancer.Held[lbSpec]{ID: id, Name: name, Owner: o, Spec: spec}
 		next.Spec.create = lbCreate{}
 		next.Ingress = ingress(t, spec)
 		return next, nil
@@ -822,6 +827,13 @@ func (l *lbCloud) Delete(ctx context.Context, h loadbalancer.Held[lbSpec]) error
 		}
 	}
 	err = loadbalancers.Delete(cctx, octavia, h.ID, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
+	if cloud.IsPending(busy(h.Name, err)) {
+		// A change still being built (PENDING_UPDATE): once it is, delete.
+		if werr := l.waitActive(cctx, octavia, h.ID, h.Name); cloud.IsPending(werr) {
+			return werr
+		}
+		err = loadbalancers.Delete(cctx, octavia, h.ID, loadbalancers.DeleteOpts{Cascade: true}).ExtractErr()
+	}
 	if gophercloud.ResponseCodeIs(err, http.StatusNotFound) {
 		l.forget(h.ID)
 		return nil
