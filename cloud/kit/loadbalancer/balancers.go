@@ -131,13 +131,20 @@ type IngressWorder[S any] interface {
 // still building it, it answers a *cloud.PendingError and changes it only
 // once it is built.
 func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	st, _, err := b.ensure(ctx, svc, nodes)
+	return st, err
+}
+
+// ensure is EnsureLoadBalancer; deferred says a change was left for once
+// the load balancer is built (or the cloud answered a write "busy").
+func (b *Balancers[S]) ensure(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (_ *v1.LoadBalancerStatus, deferred bool, _ error) {
 	spec, err := b.cloud.Desired(ctx, svc, nodes)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	h, ok, err := b.find(ctx, svc)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	owner := OwnerOf(b.opts.Cluster, svc)
 	logger := klog.FromContext(ctx).WithValues("service", klog.KObj(svc))
@@ -145,31 +152,32 @@ func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1
 	case !ok:
 		name := b.cloud.Name(svc)
 		if h, err = b.cloud.Create(ctx, name, owner, spec); err != nil {
-			return nil, fmt.Errorf("create load balancer %s: %w", name, err)
+			return nil, cloud.IsPending(err), fmt.Errorf("create load balancer %s: %w", name, err)
 		}
 		logger.Info("Created a load balancer", "loadBalancer", h.Name, "id", h.ID)
 	case h.Pending != "":
 		// Still being built: the cloud takes no change to it (Octavia and
 		// OCI answer 409) until it is ready; asked again below.
-		logger.V(4).Info("Load balancer still being built; changing it later", "loadBalancer", h.Name, "id", h.ID, "state", h.Pending)
+		deferred = Fingerprint(h.Spec) != Fingerprint(spec) || h.Owner.Zero()
+		logger.V(4).Info("Load balancer still being built; changing it later", "loadBalancer", h.Name, "id", h.ID, "state", h.Pending, "changeWaits", deferred)
 	case h.Owner.Zero():
 		next, err := b.cloud.Update(ctx, h, owner, spec)
 		if err != nil {
-			return nil, fmt.Errorf("adopt load balancer %s (%s): %w", h.Name, h.ID, err)
+			return nil, cloud.IsPending(err), fmt.Errorf("adopt load balancer %s (%s): %w", h.Name, h.ID, err)
 		}
 		h = next
 		logger.Info("Adopted a load balancer the cluster did not make", "loadBalancer", h.Name, "id", h.ID)
 	case Fingerprint(h.Spec) != Fingerprint(spec):
 		next, err := b.cloud.Update(ctx, h, owner, spec)
 		if err != nil {
-			return nil, fmt.Errorf("update load balancer %s (%s): %w", h.Name, h.ID, err)
+			return nil, cloud.IsPending(err), fmt.Errorf("update load balancer %s (%s): %w", h.Name, h.ID, err)
 		}
 		h = next
 		logger.V(2).Info("Updated a load balancer", "loadBalancer", h.Name, "id", h.ID)
 	}
 	b.remember(string(svc.UID), h.ID)
 	if h.Failed != "" {
-		return nil, fmt.Errorf("load balancer %s (%s) is %s: the cloud could not build it (delete it to have it made again)", h.Name, h.ID, h.Failed)
+		return nil, false, fmt.Errorf("load balancer %s (%s) is %s: the cloud could not build it (delete it to have it made again)", h.Name, h.ID, h.Failed)
 	}
 	if w, worded := b.cloud.(IngressWorder[S]); worded && h.Pending == "" {
 		h.Ingress = w.Ingress(h, spec)
@@ -179,18 +187,20 @@ func (b *Balancers[S]) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1
 		if state == "" {
 			state = "without an address"
 		}
-		return nil, &cloud.PendingError{LoadBalancer: h.Name, State: state, After: b.wait(string(svc.UID))}
+		return nil, deferred, &cloud.PendingError{LoadBalancer: h.Name, State: state, After: b.wait(string(svc.UID))}
 	}
 	b.built(string(svc.UID))
-	return status(h), nil
+	return status(h), false, nil
 }
 
 // UpdateLoadBalancer is EnsureLoadBalancer: the fingerprint keeps it from
 // writing what the cloud already holds. A load balancer still being built
-// is no error here.
-func (b *Balancers[S]) UpdateLoadBalancer(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) error {
-	_, err := b.EnsureLoadBalancer(ctx, cluster, svc, nodes)
-	if cloud.IsPending(err) {
+// is no error here once the change is written; a change left for once it
+// is built is (the library's service controller retries a Service whose
+// update failed, and forgets one that succeeded).
+func (b *Balancers[S]) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) error {
+	_, deferred, err := b.ensure(ctx, svc, nodes)
+	if cloud.IsPending(err) && !deferred {
 		return nil
 	}
 	return err

@@ -206,10 +206,14 @@ func TestPending(t *testing.T) {
 	if m.calls["create"] != 1 || m.calls["update"] != 0 {
 		t.Errorf("calls %v", m.calls)
 	}
-	// A change asked for while it is built waits for it.
+	// A change asked for while it is built waits for it; the library's
+	// controller, which retries only a failed update, is told so.
 	s2 := svc("u1", 80, 443)
 	if _, err := b.EnsureLoadBalancer(ctx, "", s2, nil); !errors.As(err, &p) || m.calls["update"] != 0 {
 		t.Fatalf("a change while pending: %v, calls %v; want a PendingError and no update", err, m.calls)
+	}
+	if err := b.UpdateLoadBalancer(ctx, "", s2, nil); !errors.As(err, &p) {
+		t.Fatalf("UpdateLoadBalancer of a change left for later: %v, want the PendingError", err)
 	}
 	// Built: its status, and a later build starts at 1s again.
 	h := m.lbs["1"]
