@@ -91,7 +91,7 @@ func NewWithClient(cfg Config, client *hcloud.Client) (*Cloud, error) {
 		"clusterID", cfg.ClusterID, "network", cfg.Network.String(), "addressFamily", cfg.AddressFamily)
 	c := &Cloud{cfg: cfg, client: client}
 	c.network = &networkResolver{ref: cfg.Network, client: &client.Network, timeout: cfg.RequestTimeout.Duration}
-	c.routes = &routes{c: c, known: map[string]string{}}
+	c.routes = &routes{c: c}
 	lbs, err := loadbalancer.New[lbSpec](newLBCloud(c), loadbalancer.Options{Cluster: cfg.ClusterID})
 	if err != nil {
 		return nil, err

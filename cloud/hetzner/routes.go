@@ -15,6 +15,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -35,20 +36,11 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
 // with other destinations are neither listed nor created nor deleted. ""
 // leaves the narrowing to the route controller's own (see routes).
 func (c *Cloud) SetClusterCIDRs(cidrs string) error {
-	var out []netip.Prefix
-	for _, s := range strings.Split(cidrs, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return fmt.Errorf("hetzner routes: cluster CIDR %q: %w", s, err)
-		}
-		out = append(out, p.Masked())
+	out, err := kit.ParseClusterCIDRs(cidrs)
+	if err != nil {
+		return fmt.Errorf("hetzner routes: %w", err)
 	}
-	c.routes.mu.Lock()
-	defer c.routes.mu.Unlock()
-	c.routes.clusterCIDRs = out
+	c.routes.scope.SetClusterCIDRs(out)
 	return nil
 }
 
@@ -69,11 +61,9 @@ func (c *Cloud) SetClusterCIDRs(cidrs string) error {
 type routes struct {
 	c *Cloud
 
-	mu sync.Mutex
-	// known are the gateways seen as cluster servers' addresses, to the
-	// Node names of those servers.
-	known        map[string]string
-	clusterCIDRs []netip.Prefix
+	// scope holds the cluster CIDRs and the gateways seen as cluster
+	// servers' addresses, to the Node names of those servers.
+	scope kit.RouteScope
 
 	// changing serializes this process's changes of the network: the API
 	// refuses a change while the network's previous action runs
@@ -87,25 +77,9 @@ var _ cloudprovider.Routes = (*routes)(nil)
 // change: its gateway is not one of the cluster's servers.
 var errForeignRoute = errors.New("route via a gateway that is not one of the cluster's servers")
 
-// inCluster reports whether dest may be touched: inside one of the cluster
-// CIDRs, or any when none were set.
-func (r *routes) inCluster(dest netip.Prefix) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.clusterCIDRs) == 0 {
-		return true
-	}
-	for _, p := range r.clusterCIDRs {
-		if p.Bits() <= dest.Bits() && p.Contains(dest.Addr()) {
-			return true
-		}
-	}
-	return false
-}
-
 // gateways maps the cluster's servers' addresses in the network (their
 // InternalIPs: the view lists only the configured network's) to the
-// servers' Node names, from the instance view, and adds them to known.
+// servers' Node names, from the instance view, and remembers them in scope.
 func (r *routes) gateways(ctx context.Context) (map[string]string, error) {
 	ins, err := r.c.view.List(ctx, r.c.cfg.InstanceMaxAge.Duration)
 	if err != nil {
@@ -119,20 +93,8 @@ func (r *routes) gateways(ctx context.Context) (map[string]string, error) {
 			}
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for ip, node := range out {
-		r.known[ip] = node
-	}
+	r.scope.Remember(out)
 	return out, nil
-}
-
-// wasKnown is the Node name of a gateway once seen as a cluster server's.
-func (r *routes) wasKnown(gw string) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n, ok := r.known[gw]
-	return n, ok
 }
 
 // network reads the configured network (GET /networks/{id}).
@@ -204,14 +166,14 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 			continue
 		}
 		dest, ok := prefixOf(nr.Destination)
-		if !ok || !r.inCluster(dest) {
+		if !ok || !r.scope.InCluster(dest) {
 			continue
 		}
 		gw := nr.Gateway.String()
 		rt := &cloudprovider.Route{Name: routeName(n.ID, dest.String(), gw), DestinationCIDR: dest.String()}
 		if node, ok := gws[gw]; ok {
 			rt.TargetNode = types.NodeName(node)
-		} else if node, ok := r.wasKnown(gw); ok {
+		} else if node, ok := r.scope.WasKnown(gw); ok {
 			klog.V(2).InfoS("Listing a route via a former cluster server's address as a blackhole", "network", n.ID,
 				"destination", rt.DestinationCIDR, "gateway", gw, "formerNode", node)
 			rt.Blackhole = true
@@ -253,7 +215,7 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		return fmt.Errorf("hetzner routes: route for Node %s: destination %q: %w", route.TargetNode, route.DestinationCIDR, err)
 	case !dest.Addr().Is4():
 		return fmt.Errorf("hetzner routes: route %s for Node %s: Hetzner private networks carry IPv4 only", dest, route.TargetNode)
-	case !r.inCluster(dest):
+	case !r.scope.InCluster(dest):
 		return fmt.Errorf("hetzner routes: route %s for Node %s: outside the cluster CIDRs; not created", dest, route.TargetNode)
 	}
 	dest = dest.Masked()
@@ -309,7 +271,7 @@ func (r *routes) ours(ctx context.Context, gw string) error {
 	if _, ok := gws[gw]; ok {
 		return nil
 	}
-	if _, ok := r.wasKnown(gw); ok {
+	if _, ok := r.scope.WasKnown(gw); ok {
 		return nil
 	}
 	return errForeignRoute
@@ -330,7 +292,7 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 		return fmt.Errorf("hetzner routes: route %s: destination %q: %w", route.Name, route.DestinationCIDR, err)
 	}
 	dest = dest.Masked()
-	if !r.inCluster(dest) {
+	if !r.scope.InCluster(dest) {
 		return fmt.Errorf("hetzner routes: route %s: destination %s outside the cluster CIDRs; not deleted", route.Name, dest)
 	}
 	id, err := r.c.network.ID(ctx)

@@ -85,7 +85,7 @@ func New(cfg Config) (*Cloud, error) {
 	c := &Cloud{cfg: cfg, secret: secret, httpc: httpc, sources: sources}
 	c.view = view.New(c.source(), cfg.ViewOptions())
 	if cfg.RouterID != "" {
-		c.routes = &routes{c: c, known: map[string]string{}}
+		c.routes = &routes{c: c}
 	}
 	if c.lbs, err = newLoadBalancers(c); err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/mooring-dev/mooring/cloud/kit"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -39,23 +40,14 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
 // routes with other destinations are neither listed nor created nor
 // deleted. "" leaves the narrowing to the route controller's own.
 func (c *Cloud) SetClusterCIDRs(cidrs string) error {
-	var out []netip.Prefix
-	for _, s := range strings.Split(cidrs, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return fmt.Errorf("openstack routes: cluster CIDR %q: %w", s, err)
-		}
-		out = append(out, p.Masked())
+	out, err := kit.ParseClusterCIDRs(cidrs)
+	if err != nil {
+		return fmt.Errorf("openstack routes: %w", err)
 	}
 	if c.routes == nil {
 		return nil
 	}
-	c.routes.mu.Lock()
-	defer c.routes.mu.Unlock()
-	c.routes.clusterCIDRs = out
+	c.routes.scope.SetClusterCIDRs(out)
 	return nil
 }
 
@@ -74,10 +66,10 @@ func (c *Cloud) SetClusterCIDRs(cidrs string) error {
 type routes struct {
 	c *Cloud
 
-	mu           sync.Mutex
-	known        map[string]string // next hops seen as cluster servers' InternalIPs -> Node names
-	clusterCIDRs []netip.Prefix
-	exts         *neutronExts // nil until Neutron's extensions were read
+	scope kit.RouteScope // the cluster CIDRs; next hops seen as cluster servers' InternalIPs -> Node names
+
+	mu   sync.Mutex
+	exts *neutronExts // nil until Neutron's extensions were read
 
 	// changing serializes this process's read-modify-write updates of the
 	// router (without extraroute-atomic).
@@ -108,22 +100,8 @@ func (c *Cloud) callContext(ctx context.Context) (context.Context, context.Cance
 	return context.WithCancel(ctx)
 }
 
-func (r *routes) inCluster(dest netip.Prefix) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.clusterCIDRs) == 0 {
-		return true
-	}
-	for _, p := range r.clusterCIDRs {
-		if p.Bits() <= dest.Bits() && p.Contains(dest.Addr()) {
-			return true
-		}
-	}
-	return false
-}
-
 // hops maps the cluster's servers' InternalIPs to the servers, from the
-// instance view (whole lists or errors), and adds them to known.
+// instance view (whole lists or errors), and remembers them in scope.
 func (r *routes) hops(ctx context.Context) (map[string]view.Instance, error) {
 	ins, err := r.c.view.List(ctx, r.c.cfg.InstanceMaxAge.Duration)
 	if err != nil {
@@ -137,19 +115,12 @@ func (r *routes) hops(ctx context.Context) (map[string]view.Instance, error) {
 			}
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	nodes := make(map[string]string, len(out))
 	for ip, in := range out {
-		r.known[ip] = in.NodeName
+		nodes[ip] = in.NodeName
 	}
+	r.scope.Remember(nodes)
 	return out, nil
-}
-
-func (r *routes) wasKnown(hop string) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n, ok := r.known[hop]
-	return n, ok
 }
 
 // canonicalIP is an address's canonical text (as netip writes it), or s
@@ -257,7 +228,7 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 	var out []*cloudprovider.Route
 	for _, x := range rt.Routes {
 		dest, err := netip.ParsePrefix(x.DestinationCIDR)
-		if err != nil || !r.inCluster(dest.Masked()) {
+		if err != nil || !r.scope.InCluster(dest.Masked()) {
 			continue
 		}
 		dest = dest.Masked()
@@ -265,7 +236,7 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 		route := &cloudprovider.Route{Name: routeName(rt.ID, dest.String(), hop), DestinationCIDR: dest.String()}
 		if in, ok := hops[hop]; ok {
 			route.TargetNode = types.NodeName(in.NodeName)
-		} else if node, ok := r.wasKnown(hop); ok {
+		} else if node, ok := r.scope.WasKnown(hop); ok {
 			klog.V(2).InfoS("Listing a route via a former cluster server's address as a blackhole", "router", rt.ID,
 				"destination", dest, "nexthop", hop, "formerNode", node)
 			route.Blackhole = true
@@ -292,7 +263,7 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 	switch {
 	case err != nil:
 		return fmt.Errorf("openstack routes: route for Node %s: destination %q: %w", route.TargetNode, route.DestinationCIDR, err)
-	case !r.inCluster(dest.Masked()):
+	case !r.scope.InCluster(dest.Masked()):
 		return fmt.Errorf("openstack routes: route %s for Node %s: outside the cluster CIDRs; not created", dest, route.TargetNode)
 	}
 	dest = dest.Masked()
@@ -315,9 +286,7 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 		return fmt.Errorf("openstack routes: route %s for Node %s: its server's address %s is not among the Node's InternalIPs yet",
 			dest, route.TargetNode, hop)
 	}
-	r.mu.Lock()
-	r.known[hop] = in.NodeName
-	r.mu.Unlock()
+	r.scope.Remember(map[string]string{hop: in.NodeName})
 	nc, exts, err := r.client(ctx)
 	if err != nil {
 		return err
@@ -341,7 +310,7 @@ func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *clo
 			return err
 		}
 		oldIn, live := hops[old]
-		if _, was := r.wasKnown(old); !live && !was {
+		if _, was := r.scope.WasKnown(old); !live && !was {
 			return fmt.Errorf("openstack routes: route %s for Node %s: router %s routes it via %s: %w; not replaced",
 				dest, route.TargetNode, rt.ID, old, errForeignRoute)
 		}
@@ -406,7 +375,7 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 		return fmt.Errorf("openstack routes: route %s: destination %q: %w", route.Name, route.DestinationCIDR, err)
 	}
 	dest = dest.Masked()
-	if !r.inCluster(dest) {
+	if !r.scope.InCluster(dest) {
 		return fmt.Errorf("openstack routes: route %s: destination %s outside the cluster CIDRs; not deleted", route.Name, dest)
 	}
 	nc, exts, err := r.client(ctx)
@@ -437,7 +406,7 @@ func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider
 	}
 	for _, x := range gone {
 		hop := canonicalIP(x.NextHop)
-		if _, was := r.wasKnown(hop); !was {
+		if _, was := r.scope.WasKnown(hop); !was {
 			return fmt.Errorf("openstack routes: route %s: router %s routes %s via %s: %w; not deleted",
 				route.Name, r.c.cfg.RouterID, dest, x.NextHop, errForeignRoute)
 		}
