@@ -25,7 +25,10 @@
 //   - the view's source: ReadWhole (a paged list whole or an error, read
 //     again while it changes between its pages), NumericProviderID,
 //     TagLabels; BearerClient (OrBearer), for an API that takes a bearer
-//     token.
+//     token;
+//   - RouteScope, which of a cloud's routes are the cluster's: inside the
+//     cluster CIDRs (ParseClusterCIDRs), via a next hop that is, or was, a
+//     cluster server's address.
 //
 // cloud/cloudtest is its counterpart for the test endpoints.
 package kit
