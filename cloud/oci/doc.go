@@ -14,6 +14,7 @@
 // fault domain a label, as the upstream OCI CCM writes them; Services'
 // load balancers, flexible Load Balancers and Network Load Balancers as
 // the upstream CCM makes them (loadbalancers.go), with their security
-// rules (securityrules.go). The node
+// rules (securityrules.go; the security lists of modes All and Frontend in
+// securitylists.go, the NSGs of mode NSG in securitygroups.go). The node
 // agent's side is agentid; the test endpoint ocitest. See docs/oci.md.
 package oci
