@@ -116,8 +116,8 @@ unit: deps helm-bin ## unit and integration tests (no Kubernetes binaries needed
 adversarial: ## the join path's adversarial suite (unit cases), with its count of cases and wrong approvals
 	$(GO) test -count=1 -run '^TestAdversarial' -v ./csrapprover/ | grep -E '^(--- FAIL|    --- FAIL|adversarial suite|ok|FAIL)'
 
-FUZZ_TIME ?= 30s
-fuzz: ## run every fuzz target for FUZZ_TIME (default 30s) each
+FUZZ_TIME ?= 20s
+fuzz: ## run every fuzz target for FUZZ_TIME (default 20s) each
 	@grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u | while read -r dir; do \
 		for target in $$(grep -h -o '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -d' ' -f2); do \
 			echo "fuzz $$dir $$target ($(FUZZ_TIME))"; \
