@@ -26,10 +26,13 @@
 //     NICs and public IPs in Azure's JSON with nextLink pagination,
 //     requiring the bearer token it issued, and a managed identity token
 //     endpoint in App Service's protocol (IDENTITY_ENDPOINT,
-//     IDENTITY_HEADER), which azidentity reads.
+//     IDENTITY_HEADER), which azidentity reads;
+//   - ARM's writes (arm.go): long-running operations (Azure-AsyncOperation
+//     and Location), provisioningState, etags with If-Match and 412,
+//     AnotherOperationInProgress and injected faults (429 with
+//     Retry-After), for the kinds of resource registered.
 //
-// What it does not model: ARM's throttling and caching, long-running
-// operations and writes, IMDS's 410/500 answers while a VM starts, the
+// What it does not model: ARM's own throttling limits and caching, IMDS's 410/500 answers while a VM starts, the
 // exact window of IMDS's document cache (not documented; ours is a
 // parameter), national clouds' names, and CRL or OCSP.
 package azuretest
@@ -72,6 +75,13 @@ type Options struct {
 	// answered before 429s (default 5, IMDS's documented limit;
 	// negative: no limit).
 	IMDSRateLimit int
+	// ProvisionTime is how long an ARM write stays in progress
+	// (provisioningState Updating or Deleting) before it is done; 0: done
+	// at once, still answered as a long-running operation (arm.go).
+	ProvisionTime time.Duration
+	// RetryAfter is the Retry-After ARM answers with its 429s and
+	// operations in progress (whole seconds, at least 1).
+	RetryAfter time.Duration
 }
 
 // DefaultDocumentCacheWindow is the modelled window of IMDS's document
@@ -123,6 +133,8 @@ type Cloud struct {
 	servers cloudtest.Servers[string] // the one listener: ARM, IMDS, AIA, identity
 	addr    string
 	calls   cloudtest.Counter
+	faults  cloudtest.Faults // Fail, FailCode (arm.go)
+	arm     armStore         // ARM's written resources (arm.go)
 }
 
 type cachedDoc struct {
@@ -260,8 +272,15 @@ func Started(t testing.TB, o Options) *Cloud {
 	return c
 }
 
-// Close stops serving.
-func (c *Cloud) Close() error { return c.servers.Close() }
+// Close stops serving and ARM's running operations.
+func (c *Cloud) Close() error {
+	c.arm.mu.Lock()
+	for _, t := range c.arm.timers {
+		t.Stop()
+	}
+	c.arm.mu.Unlock()
+	return c.servers.Close()
+}
 
 // Endpoint is ARM's URL (armEndpoint).
 func (c *Cloud) Endpoint() string { return "http://" + c.addr }

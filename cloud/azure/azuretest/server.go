@@ -349,12 +349,20 @@ func (c *Cloud) serveARM(w http.ResponseWriter, r *http.Request) {
 		armError(w, http.StatusUnauthorized, "InvalidAuthenticationToken", "The access token is invalid.")
 		return
 	}
-	if r.Method != http.MethodGet {
-		armError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "only GET is modelled")
-		return
-	}
 	if r.URL.Query().Get("api-version") == "" {
 		armError(w, http.StatusBadRequest, "MissingApiVersionParameter", "The api-version query parameter (?api-version=) is required for all requests.")
+		return
+	}
+	if f := strings.Split(strings.Trim(r.URL.Path, "/"), "/"); len(f) < 2 || !strings.EqualFold(f[1], c.opts.Subscription) {
+		armError(w, http.StatusNotFound, "SubscriptionNotFound", "The subscription could not be found.")
+		return
+	}
+	// Resources written through ARM, and its operations (arm.go).
+	if c.serveARMWrite(w, r) {
+		return
+	}
+	if r.Method != http.MethodGet {
+		armError(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "only GET is modelled")
 		return
 	}
 	f := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
