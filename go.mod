@@ -8,6 +8,7 @@ require (
 	github.com/Azure/azure-sdk-for-go/sdk/azidentity v1.15.0
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6 v6.4.0
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v7 v7.2.0
+	github.com/GoogleCloudPlatform/k8s-cloud-provider v1.25.0
 	github.com/ProtonMail/go-crypto v1.4.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.16
@@ -43,6 +44,7 @@ require (
 	k8s.io/client-go v0.36.3
 	k8s.io/cloud-provider v0.36.3
 	k8s.io/cloud-provider-aws v1.36.2
+	k8s.io/cloud-provider-gcp/providers v0.28.2
 	k8s.io/cluster-bootstrap v0.36.3
 	k8s.io/component-base v0.36.3
 	k8s.io/controller-manager v0.36.3
@@ -60,6 +62,7 @@ require (
 require (
 	github.com/cloudflare/circl v1.6.2 // indirect
 	github.com/gofrs/flock v0.10.0 // indirect
+	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
 )
@@ -182,7 +185,7 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e // indirect
 	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/oauth2 v0.37.0 // indirect
+	golang.org/x/oauth2 v0.37.0
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect

@@ -53,6 +53,14 @@ type Config struct {
 	// ViewConfig: instanceMaxAge, minRefreshInterval, and requestTimeout
 	// (one Compute API call or key fetch).
 	kit.ViewConfig
+	// LoadBalancers says who manages the load balancers of LoadBalancer
+	// Services and the cloud routes: "none" (the default: nobody here) or
+	// "upstream", the upstream GCE cloud provider (upstream.go), configured
+	// by Upstream.
+	LoadBalancers string `json:"loadBalancers,omitempty"`
+	// Upstream configures the upstream GCE provider; required with
+	// loadBalancers: upstream and allowed only then.
+	Upstream *UpstreamConfig `json:"upstream,omitempty"`
 }
 
 // Defaults.
@@ -101,6 +109,7 @@ func (c *Config) defaults() {
 		c.CertsURL = DefaultCertsURL
 	}
 	kit.DefaultDurations(c.durations())
+	c.defaultsUpstream()
 }
 
 func (c *Config) validate() error {
@@ -130,6 +139,7 @@ func (c *Config) validate() error {
 		errs = append(errs, fmt.Errorf("maxClockSkew %s: want 0-%s", c.MaxClockSkew.Duration, MaxMaxClockSkew))
 	}
 	errs = append(errs, kit.CheckDurations(c.ViewConfig.Durations())...)
+	errs = append(errs, c.validateUpstream()...)
 	return kit.ConfigError("gce", errs)
 }
 

@@ -10,6 +10,7 @@ import (
 	compute "google.golang.org/api/compute/v1"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
+	upstreamgce "k8s.io/cloud-provider-gcp/providers/gce"
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
@@ -28,14 +29,18 @@ var Factory = kit.Factory(ParseConfig, func(cfg Config) (*Cloud, error) { return
 
 // Cloud is GCE as Kubernetes and mooring see it: InstancesV2 and Zones over
 // the shared view of the cluster's instances, and the approver's identity
-// token verifier. It has no load balancers and no routes.
+// token verifier. With loadBalancers: upstream, its load balancers and
+// routes are the upstream GCE provider's (upstream.go); otherwise it has
+// none.
 type Cloud struct {
 	kit.Base          // InstancesV2 and Zones over the view, the Attester
-	kit.InstancesOnly // no load balancers or routes (docs/gce.md)
+	kit.InstancesOnly // Clusters and the rest; LoadBalancer and Routes are upstream.go's
 
 	cfg     Config
 	compute *compute.Service
 	view    *view.View
+	// upstream is the upstream GCE provider, nil without load balancers.
+	upstream *upstreamgce.Cloud
 }
 
 // New builds the provider with the Compute API client of
@@ -64,6 +69,11 @@ func New(cfg Config, opts ...option.ClientOption) (*Cloud, error) {
 // HTTP client that fetches Google's signing keys (nil: the verifier's
 // default). It makes no call.
 func NewWithClients(cfg Config, svc *compute.Service, keysClient *http.Client) (*Cloud, error) {
+	return newCloud(cfg, svc, keysClient, upstreamOptions{})
+}
+
+// newCloud is NewWithClients with the options of the upstream provider.
+func newCloud(cfg Config, svc *compute.Service, keysClient *http.Client, uo upstreamOptions) (*Cloud, error) {
 	cfg.defaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -78,11 +88,17 @@ func NewWithClients(cfg Config, svc *compute.Service, keysClient *http.Client) (
 	if err != nil {
 		return nil, fmt.Errorf("gce: evidence verifier: %w", err)
 	}
+	var up *upstreamgce.Cloud
+	if cfg.LoadBalancers == LoadBalancersUpstream {
+		if up, err = buildUpstream(&cfg, uo); err != nil {
+			return nil, err
+		}
+	}
 	src := Source{Compute: svc, Projects: cfg.Projects, ClusterLabel: cfg.ClusterLabel, ClusterID: cfg.ClusterID,
 		RequestTimeout: cfg.RequestTimeout.Duration}
 	klog.InfoS("GCE cloud provider configured", "projects", cfg.Projects, "clusterLabel", cfg.ClusterLabel, "clusterID", cfg.ClusterID,
-		"computeEndpoint", cfg.ComputeEndpoint, "certsURL", cfg.CertsURL, "tokenIssuer", cfg.TokenIssuer)
-	c := &Cloud{cfg: cfg, compute: svc, view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})}
+		"computeEndpoint", cfg.ComputeEndpoint, "certsURL", cfg.CertsURL, "tokenIssuer", cfg.TokenIssuer, "loadBalancers", cfg.LoadBalancers)
+	c := &Cloud{cfg: cfg, compute: svc, upstream: up, view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})}
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Verifiers: []cloud.EvidenceVerifier{ver},
 		ProviderID: func(id string) (string, error) { _, _, _, err := ParseProviderID(id); return id, err }})

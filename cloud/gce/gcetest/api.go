@@ -32,6 +32,9 @@ var (
 )
 
 func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
+	if c.serveTable(w, r) {
+		return
+	}
 	if r.Method != http.MethodGet {
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed")
 		return
@@ -53,10 +56,16 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request) {
 
 // writeError writes Google's JSON error form.
 func writeError(w http.ResponseWriter, status int, msg string) {
-	reason := map[int]string{400: "invalid", 404: "notFound", 403: "forbidden", 429: "rateLimitExceeded"}[status]
+	reason := map[int]string{400: "invalid", 404: "notFound", 403: "forbidden", 409: "alreadyExists", 429: "rateLimitExceeded"}[status]
 	if reason == "" {
 		reason = "backendError"
 	}
+	writeReason(w, status, reason, msg)
+}
+
+// writeReason writes Google's JSON error form with a reason of its own
+// (alreadyExists, resourceNotReady, quotaExceeded, ...).
+func writeReason(w http.ResponseWriter, status int, reason, msg string) {
 	writeJSON(w, status, map[string]any{"error": map[string]any{
 		"code": status, "message": msg,
 		"errors": []map[string]string{{"domain": "global", "reason": reason, "message": msg}},

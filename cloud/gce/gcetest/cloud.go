@@ -44,6 +44,9 @@ type Options struct {
 	// CertsMaxAge is the max-age of the certs endpoint's Cache-Control
 	// (default DefaultCertsMaxAge).
 	CertsMaxAge time.Duration
+	// OperationDelay is how long a Compute API operation runs before it is
+	// DONE (default DefaultOperationDelay; operations.go).
+	OperationDelay time.Duration
 }
 
 // DefaultCertsMaxAge is the certs endpoint's default max-age: Google's is
@@ -86,6 +89,10 @@ type Cloud struct {
 	keys    []*signingKey // published, in publication order
 	signing string        // the kid that signs
 	unreach map[string]bool
+
+	// net holds the networking resources and their operations
+	// (operations.go).
+	net netState
 }
 
 type signingKey struct {
@@ -100,6 +107,7 @@ func New(opts Options) (*Cloud, error) {
 	opts.MaxPageSize = cloudtest.AtMost(opts.MaxPageSize, maxPageSize)
 	opts.Now = cloudtest.Clock(opts.Now)
 	opts.CertsMaxAge = cloudtest.Positive(opts.CertsMaxAge, DefaultCertsMaxAge)
+	opts.OperationDelay = cloudtest.Positive(opts.OperationDelay, DefaultOperationDelay)
 	c := &Cloud{opts: opts, nextID: 4242000000000000001, unreach: map[string]bool{},
 		instances: cloudtest.Store[string, Instance]{
 			KeyOf:   func(in *Instance) string { return instanceKey(in.Project, in.Zone, in.Name) },
