@@ -71,6 +71,15 @@ type Config struct {
 	// MaxClockSkew is tolerated between Azure's clock and the approver's,
 	// on createdOn (either way) and expiresOn. Default 1m, at most 5m.
 	MaxClockSkew metav1.Duration `json:"maxClockSkew,omitempty"`
+	// RouteTableName names the route table where the route controller
+	// (--configure-cloud-routes) routes each Node's pod CIDR via its VM's
+	// private IP, kubenet's routes (docs/azure.md, Routes); the table must
+	// exist, associated with the nodes' subnet. "" gives the provider no
+	// routes. cloud-provider-azure's field of the same name.
+	RouteTableName string `json:"routeTableName,omitempty"`
+	// RouteTableResourceGroup holds the route table; default
+	// resourceGroup.
+	RouteTableResourceGroup string `json:"routeTableResourceGroup,omitempty"`
 	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout
 	// (defaults 30s, 2s, 30s).
 	kit.ViewConfig
@@ -102,7 +111,18 @@ var (
 	// not ending in '.'.
 	resourceGroupRE = regexp.MustCompile(`^[-\w.()]{0,89}[-\w()]$`)
 	clusterIDRE     = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	// Azure route table names: 1-80 of letters, digits, _ . -, starting
+	// with a letter or digit, ending with a letter, digit or _.
+	routeTableRE = regexp.MustCompile(`^[A-Za-z0-9]([-\w.]{0,78}\w)?$`)
 )
+
+// routeTableGroup is the route table's resource group.
+func (c *Config) routeTableGroup() string {
+	if c.RouteTableResourceGroup != "" {
+		return c.RouteTableResourceGroup
+	}
+	return c.ResourceGroup
+}
 
 // ParseConfig reads a cloud config strictly; every problem is reported.
 func ParseConfig(r io.Reader) (Config, error) {
@@ -145,6 +165,12 @@ func (c *Config) validate() error {
 	}
 	if !clusterIDRE.MatchString(c.ClusterID) {
 		errs = append(errs, fmt.Errorf("clusterID %q: want 1-100 letters, digits or ._- (it ends the tag name %s<clusterID>)", c.ClusterID, ClusterTagPrefix))
+	}
+	if c.RouteTableName != "" && !routeTableRE.MatchString(c.RouteTableName) {
+		errs = append(errs, fmt.Errorf("routeTableName %q: want a route table name (1-80 letters, digits, _ . -)", c.RouteTableName))
+	}
+	if c.RouteTableResourceGroup != "" && (c.RouteTableName == "" || !resourceGroupRE.MatchString(c.RouteTableResourceGroup)) {
+		errs = append(errs, fmt.Errorf("routeTableResourceGroup %q: want a resource group name, with routeTableName", c.RouteTableResourceGroup))
 	}
 	errs = append(errs, kit.CheckEndpointField("armEndpoint", c.ARMEndpoint, true))
 	switch c.Credential {

@@ -28,7 +28,7 @@ import (
 // over azuretest behind a proxy of the bed's (armBed) that fails ARM's
 // calls and runs the page hook.
 func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Backend{Name: "azure", Zones: true, Evidence: []string{agentid.EvidenceType},
+	conformance.Run(t, conformance.Backend{Name: "azure", Zones: true, Routes: true, Evidence: []string{agentid.EvidenceType},
 		BadProviderIDs: []string{"azure://", "azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Network/networkInterfaces/n",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines",
@@ -58,6 +58,8 @@ type armBed struct {
 
 	mu   sync.Mutex
 	fail conformance.Failure
+
+	routes armRoutes // conformance_routes_test.go
 }
 
 func newARMBed(t *testing.T, o conformance.Options) conformance.Bed {
@@ -73,6 +75,9 @@ func newARMBed(t *testing.T, o conformance.Options) conformance.Bed {
 	t.Cleanup(b.proxy.Close)
 	cfg := azure.Config{SubscriptionID: b.c.Subscription(), ResourceGroup: b.c.ResourceGroup(), ClusterID: cluster, ARMEndpoint: b.proxy.URL,
 		ViewConfig: kit.ViewConfig{MinRefreshInterval: metav1.Duration{Duration: time.Millisecond}}}
+	if o.Routes {
+		b.routeTable(&cfg) // conformance_routes_test.go
+	}
 	if b.p, err = azure.NewWithCredential(cfg, b.c.Credential()); err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +92,9 @@ func (b *armBed) handler(next http.Handler) http.Handler {
 		if strings.HasSuffix(p, "/resourcegroups/"+strings.ToLower(b.c.ResourceGroup())+"/providers/microsoft.compute/virtualmachines") {
 			skip, _ := strconv.Atoi(r.URL.Query().Get("$skiptoken"))
 			b.pages.Run(skip/b.pageSize + 1)
+		}
+		if b.failRouteCall(w, r) { // conformance_routes_test.go
+			return
 		}
 		b.mu.Lock()
 		f := b.fail
@@ -128,11 +136,15 @@ func (b *armBed) Make(t testing.TB, s conformance.Spec) conformance.Made {
 	vm := b.c.Put(azuretest.VM{Name: s.Name, PrivateIP: s.Addr("127.0.85"), PublicIP: s.Addr("127.0.86"),
 		Tags: tg, Created: s.Created})
 	r := agentid.Resource{Subscription: b.c.Subscription(), ResourceGroup: b.c.ResourceGroup(), Name: vm.Name}
+	b.routes.made(vm.PrivateIP, strings.ToLower(vm.VMID))
 	return conformance.Made{Spec: s, ProviderID: r.ProviderID(), ID: strings.ToLower(vm.VMID), NodeName: agentid.NodeName(r, ""),
 		InternalIP: vm.PrivateIP}
 }
 
-func (b *armBed) Delete(t testing.TB, m conformance.Made) { b.c.Delete(m.ID) }
+func (b *armBed) Delete(t testing.TB, m conformance.Made) {
+	b.c.Delete(m.ID)
+	b.routes.gone(m.InternalIP)
+}
 
 // SetState: deallocated is stopped, starting pending; Azure has no power
 // state that is gone (a VM being deleted is, by its provisioning state,
@@ -161,8 +173,13 @@ func (b *armBed) Fail(t testing.TB, f conformance.Failure) func() {
 }
 
 func (b *armBed) Calls(c conformance.Call) int {
-	if c == conformance.List {
+	switch c {
+	case conformance.List:
 		return b.c.Calls("ListVMs")
+	case conformance.RouteList:
+		return b.c.Calls("GetRouteTable")
+	case conformance.RouteCreate, conformance.RouteDelete:
+		return b.c.Calls("PutRouteTable")
 	}
 	return b.c.Calls("GetVM")
 }

@@ -17,7 +17,9 @@
 //     SDK's paginated ARM lists, with their NIC addresses, into the shared
 //     instance view, with the Azure CCM's providerIDs (agentid's names.go);
 //   - provider.go and instances.go are the CCM's provider: InstancesV2 and
-//     Zones over that view, cloud.Attester; no load balancers or routes.
+//     Zones over that view, cloud.Attester; routes.go its Routes, kubenet's
+//     routes in the route table routeTableName names, written whole under
+//     its ETag.
 //
 // ARM calls take a token from azidentity (managed identity by default).
 // Tests run against azuretest, an IMDS, attested-document signer, token

@@ -29,7 +29,8 @@ var Factory = kit.Factory(ParseConfig, New)
 
 // Cloud is Azure as Kubernetes and mooring see it: InstancesV2 and Zones
 // over the shared view of the cluster's VMs, and the approver's attested
-// document verifier. It has no load balancers and no routes (docs/azure.md).
+// document verifier, and with a routeTableName the route table's routes
+// (routes.go). It has no load balancers (docs/azure.md).
 type Cloud struct {
 	kit.Base          // InstancesV2 and Zones over the view, the Attester
 	kit.InstancesOnly // no load balancers or routes (docs/azure.md)
@@ -37,6 +38,7 @@ type Cloud struct {
 	cfg     Config
 	clients *Clients
 	view    *view.View
+	routes  *routes // nil without a routeTableName (routes.go)
 }
 
 // New builds the provider with the credential the config names
@@ -112,6 +114,9 @@ func NewWithCredential(cfg Config, cred azcore.TokenCredential) (*Cloud, error) 
 		return nil, err
 	}
 	c := &Cloud{cfg: cfg, clients: clients}
+	if c.routes, err = newRoutes(c, cred, ClientOptions(cfg)); err != nil {
+		return nil, err
+	}
 	c.view = view.New(c.source(), view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Verifiers: []cloud.EvidenceVerifier{v},
