@@ -93,6 +93,9 @@ type Cloud struct {
 	// net holds the networking resources and their operations
 	// (operations.go).
 	net netState
+	// rt holds the routes, instance groups, backend services and health
+	// checks, under net.mu (routes.go).
+	rt routing
 }
 
 type signingKey struct {
