@@ -80,6 +80,32 @@ type Config struct {
 	// RouteTableResourceGroup holds the route table; default
 	// resourceGroup.
 	RouteTableResourceGroup string `json:"routeTableResourceGroup,omitempty"`
+	// LoadBalancerName names the cluster's Standard load balancer, which
+	// holds a frontend IP configuration per Service of type LoadBalancer
+	// (docs/azure.md, Load balancers), and with "-internal" the internal
+	// one; default kubernetes, the name cloud-provider-azure gives it
+	// (its --cluster-name's default).
+	LoadBalancerName string `json:"loadBalancerName,omitempty"`
+	// LoadBalancerResourceGroup holds the load balancers and the public
+	// IPs made for Services; default resourceGroup.
+	LoadBalancerResourceGroup string `json:"loadBalancerResourceGroup,omitempty"`
+	// VnetName and SubnetName name the subnet of internal load balancers'
+	// frontends (the azure-load-balancer-internal-subnet annotation names
+	// another of the virtual network's); VnetResourceGroup holds the
+	// virtual network (default resourceGroup). Internal Services are
+	// refused without them.
+	VnetName          string `json:"vnetName,omitempty"`
+	SubnetName        string `json:"subnetName,omitempty"`
+	VnetResourceGroup string `json:"vnetResourceGroup,omitempty"`
+	// SecurityGroupName names the network security group of the nodes
+	// (or their subnet) where each Service's ports are allowed in from its
+	// source ranges; SecurityGroupResourceGroup holds it (default
+	// resourceGroup). "" writes no security rules.
+	SecurityGroupName          string `json:"securityGroupName,omitempty"`
+	SecurityGroupResourceGroup string `json:"securityGroupResourceGroup,omitempty"`
+	// DisableLoadBalancers gives the provider no load balancers (another
+	// controller, such as cloud-provider-azure's, serves the Services).
+	DisableLoadBalancers bool `json:"disableLoadBalancers,omitempty"`
 	// ViewConfig: instanceMaxAge, minRefreshInterval, requestTimeout
 	// (defaults 30s, 2s, 30s).
 	kit.ViewConfig
@@ -140,6 +166,7 @@ func (c *Config) durations() []kit.Duration {
 func (c *Config) ClusterTagKey() string { return ClusterTagPrefix + c.ClusterID }
 
 func (c *Config) defaults() {
+	c.loadBalancerDefaults() // loadbalancers_config.go
 	if c.ARMEndpoint == "" {
 		c.ARMEndpoint = DefaultARMEndpoint
 	}
@@ -166,6 +193,7 @@ func (c *Config) validate() error {
 	if !clusterIDRE.MatchString(c.ClusterID) {
 		errs = append(errs, fmt.Errorf("clusterID %q: want 1-100 letters, digits or ._- (it ends the tag name %s<clusterID>)", c.ClusterID, ClusterTagPrefix))
 	}
+	errs = append(errs, c.validateLoadBalancers()...) // loadbalancers_config.go
 	if c.RouteTableName != "" && !routeTableRE.MatchString(c.RouteTableName) {
 		errs = append(errs, fmt.Errorf("routeTableName %q: want a route table name (1-80 letters, digits, _ . -)", c.RouteTableName))
 	}

@@ -29,6 +29,7 @@ import (
 // calls and runs the page hook.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend{Name: "azure", Zones: true, Routes: true, Evidence: []string{agentid.EvidenceType},
+		LoadBalancer: true, LBAnnotationPrefixes: []string{azure.AnnotationPrefix}, // loadbalancers_conformance_test.go
 		BadProviderIDs: []string{"azure://", "azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachines",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Network/networkInterfaces/n",
 			"azure:///subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/ss/virtualMachines",
@@ -78,6 +79,7 @@ func newARMBed(t *testing.T, o conformance.Options) conformance.Bed {
 	if o.Routes {
 		b.routeTable(&cfg) // conformance_routes_test.go
 	}
+	b.lbSetup(&cfg) // loadbalancers_conformance_test.go
 	if b.p, err = azure.NewWithCredential(cfg, b.c.Credential()); err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +175,9 @@ func (b *armBed) Fail(t testing.TB, f conformance.Failure) func() {
 }
 
 func (b *armBed) Calls(c conformance.Call) int {
+	if n, ok := b.lbCalls(c); ok { // loadbalancers_conformance_test.go
+		return n
+	}
 	switch c {
 	case conformance.List:
 		return b.c.Calls("ListVMs")

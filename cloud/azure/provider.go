@@ -16,6 +16,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/kit/loadbalancer"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -30,15 +31,17 @@ var Factory = kit.Factory(ParseConfig, New)
 // Cloud is Azure as Kubernetes and mooring see it: InstancesV2 and Zones
 // over the shared view of the cluster's VMs, and the approver's attested
 // document verifier, and with a routeTableName the route table's routes
-// (routes.go). It has no load balancers (docs/azure.md).
+// (routes.go), and unless disableLoadBalancers the Services' load
+// balancers (loadbalancers.go).
 type Cloud struct {
 	kit.Base          // InstancesV2 and Zones over the view, the Attester
-	kit.InstancesOnly // no load balancers or routes (docs/azure.md)
+	kit.InstancesOnly // Initialize; LoadBalancer and Routes are this backend's own
 
 	cfg     Config
 	clients *Clients
 	view    *view.View
-	routes  *routes // nil without a routeTableName (routes.go)
+	routes  *routes                         // nil without a routeTableName (routes.go)
+	lbs     *loadbalancer.Balancers[lbSpec] // nil with disableLoadBalancers (loadbalancers.go)
 }
 
 // New builds the provider with the credential the config names
@@ -128,6 +131,9 @@ func NewWithCredential(cfg Config, cred azcore.TokenCredential) (*Cloud, error) 
 			}
 			return r.ProviderID(), nil
 		}})
+	if c.lbs, err = newLoadBalancers(c, cred, ClientOptions(cfg)); err != nil {
+		return nil, fmt.Errorf("azure: load balancers: %w", err)
+	}
 	klog.InfoS("Azure cloud provider configured", "subscription", cfg.SubscriptionID, "resourceGroup", cfg.ResourceGroup,
 		"clusterID", cfg.ClusterID, "armEndpoint", cfg.ARMEndpoint, "credential", cfg.Credential,
 		"maxDocumentAge", cfg.MaxDocumentAge.Duration, "maxClockSkew", cfg.MaxClockSkew.Duration)

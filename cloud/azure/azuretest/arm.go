@@ -68,6 +68,10 @@ type ARMKind struct {
 	// (a lower-case collection path) what ARM holds of the kind besides
 	// what was written through it (the VMs' public IPs).
 	ListExtra func(c *Cloud, prefix string) []any
+	// Show, when set, completes a copy of a resource as it is answered
+	// with what ARM reads from elsewhere (a backend pool's members, from
+	// the NICs that name it); it must not call the ARM store.
+	Show func(c *Cloud, body map[string]any)
 }
 
 // ARMError is an error as ARM answers it: status and
@@ -371,8 +375,17 @@ func (c *Cloud) serveARMWrite(w http.ResponseWriter, r *http.Request) bool {
 		}
 		return false
 	}
-	if len(f) < 8 || !strings.EqualFold(f[2], "resourceGroups") || !strings.EqualFold(f[4], "providers") {
+	if len(f) < 7 || !strings.EqualFold(f[2], "resourceGroups") || !strings.EqualFold(f[4], "providers") {
 		return false
+	}
+	// A VM's NIC, by name: its backend pools are written (nics.go).
+	if len(f) == 8 && strings.EqualFold(f[5], "Microsoft.Network") && strings.EqualFold(f[6], "networkInterfaces") {
+		if !strings.EqualFold(f[3], c.opts.ResourceGroup) {
+			armError(w, http.StatusNotFound, "ResourceGroupNotFound", fmt.Sprintf("Resource group '%s' could not be found.", f[3]))
+			return true
+		}
+		c.serveNIC(w, r, f[7])
+		return true
 	}
 	p := armPath{rg: f[3], provider: f[5]}
 	for i := 6; i < len(f); i += 2 {
@@ -442,6 +455,11 @@ func (c *Cloud) armList(w http.ResponseWriter, r *http.Request, k *ARMKind, pref
 		}
 	}
 	c.arm.mu.Unlock()
+	if k.Show != nil {
+		for _, it := range items {
+			k.Show(c, it.(map[string]any))
+		}
+	}
 	if k.ListExtra != nil {
 		items = append(k.ListExtra(c, lp), items...)
 	}
@@ -456,6 +474,9 @@ func (c *Cloud) armGetOne(w http.ResponseWriter, k *ARMKind, id string) {
 	if !ok {
 		notFound(w, k, id, rgOf(id))
 		return
+	}
+	if k.Show != nil {
+		k.Show(c, body)
 	}
 	writeJSON(w, http.StatusOK, body)
 }
@@ -568,6 +589,9 @@ func (c *Cloud) armPut(w http.ResponseWriter, r *http.Request, k *ARMKind, id st
 	out := cloneJSON(body)
 	c.arm.mu.Unlock()
 	c.schedule(op.id)
+	if k.Show != nil {
+		k.Show(c, out)
+	}
 	w.Header().Set("Azure-AsyncOperation", c.opURL(op.id, false))
 	status := http.StatusOK
 	if old == nil {

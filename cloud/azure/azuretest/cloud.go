@@ -135,6 +135,7 @@ type Cloud struct {
 	calls   cloudtest.Counter
 	faults  cloudtest.Faults // Fail, FailCode (arm.go)
 	arm     armStore         // ARM's written resources (arm.go)
+	lbs     lbState          // NICs' pools, the data plane (loadbalancers.go)
 }
 
 type cachedDoc struct {
@@ -180,6 +181,7 @@ func New(o Options) (*Cloud, error) {
 		},
 		token: randomHex(24), header: randomHex(16),
 		published: map[string]*x509.Certificate{}, lastDoc: map[string]cachedDoc{}, imdsHits: map[string]*cloudtest.Window{}}
+	c.registerNetwork() // loadbalancers.go
 	// The address is taken now: the signer's AIA URL names it.
 	addr, err := c.servers.Listen()
 	if err != nil {
@@ -279,6 +281,7 @@ func (c *Cloud) Close() error {
 		t.Stop()
 	}
 	c.arm.mu.Unlock()
+	_ = c.lbs.dp.Close()
 	return c.servers.Close()
 }
 

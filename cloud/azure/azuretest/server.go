@@ -323,8 +323,16 @@ func (c *Cloud) nicJSON(vm VM) map[string]any {
 	if vm.PublicIP != "" {
 		ipProps["publicIPAddress"] = map[string]string{"id": c.publicIPID(vm)}
 	}
+	if pools := c.nicPools(c.nicID(vm)); len(pools) > 0 { // nics.go
+		var refs []any
+		for _, p := range pools {
+			refs = append(refs, map[string]string{"id": p})
+		}
+		ipProps["loadBalancerBackendAddressPools"] = refs
+	}
 	return map[string]any{
 		"id": c.nicID(vm), "name": c.nicID(vm)[strings.LastIndex(c.nicID(vm), "/")+1:], "location": c.opts.Location,
+		"etag": c.nicETag(c.nicID(vm)),
 		"properties": map[string]any{
 			"primary":          true,
 			"virtualMachine":   map[string]string{"id": c.vmID(vm)},
