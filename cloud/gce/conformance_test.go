@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"google.golang.org/api/option"
-
 	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
 	"github.com/mooring-dev/mooring/cloud/gce/agentid"
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
@@ -21,6 +19,7 @@ import (
 // is GCE's stopped), and every name GCE allows is a Node name.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Backend{Name: ProviderName, EveryNameANode: true, Zones: true, Evidence: []string{agentid.EvidenceType},
+		Routes: true, RoutesNoBlackholes: true, // the upstream's (routes_conformance_test.go)
 		BadProviderIDs: []string{"gce://", "gce://p/europe-west1-b/n1", "gce://mooring-test/us-central1-a",
 			"gce://mooring-test/us-central1-a/", "gce://mooring-test/us-central1-a/n/x", "gce://mooring-test/us-central1-a/Node",
 			"gce://mooring-test/central/n1", "gce:///us-central1-a/n1"},
@@ -73,7 +72,11 @@ func newBed(t *testing.T, o conformance.Options) *bed {
 		}
 		return http.DefaultTransport.RoundTrip(r)
 	})
-	c, err := New(b.cfg, option.WithHTTPClient(&http.Client{Transport: hook, Timeout: b.cfg.RequestTimeout.Duration}))
+	if o.Routes {
+		upstreamOn(t, &b.cfg)
+		b.Endpoint.Route = routeMethods
+	}
+	c, err := newBedCloud(b.cfg, &http.Client{Transport: hook, Timeout: b.cfg.RequestTimeout.Duration})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -276,7 +276,11 @@ func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
 	if c.upstream == nil {
 		return nil, false
 	}
-	return c.upstream.Routes()
+	r, ok := c.upstream.Routes()
+	if !ok {
+		return nil, false
+	}
+	return upstreamRoutes{r}, true // routes.go
 }
 
 // Initialize is called by the CCM before its controllers start; it is

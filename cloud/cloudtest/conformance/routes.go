@@ -2,6 +2,8 @@ package conformance
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"net"
@@ -184,7 +186,26 @@ func route(m Made, dest string) *cloudprovider.Route {
 }
 
 func (r *routeRig) create(ctx context.Context, m Made, dest string) error {
-	return r.routes.CreateRoute(ctx, "kubernetes", m.NodeName, route(m, dest))
+	return r.routes.CreateRoute(ctx, "kubernetes", routeHint(m, dest), route(m, dest))
+}
+
+// routeHint is the name hint of the suite's route of dest to m. The
+// controller's is the Node's UID, one per Node, which has one pod range
+// (per family) that never changes; a cloud may name the route by it (the
+// upstream GCE provider's <cluster>-<hint>, a create of a name taken being
+// "already there"). Where the suite routes two pod ranges to one Node, or
+// moves one to another, it stands for Nodes of their own: each route it
+// makes has a hint of its own.
+func routeHint(m Made, dest string) string {
+	return m.NodeName + "-" + strings.NewReplacer(".", "-", "/", "-", ":", "-").Replace(dest)
+}
+
+// nodeUID is a Node's UID as the API server writes them (a random UUID),
+// made of its name.
+func nodeUID(name string) types.UID {
+	h := sha256.Sum256([]byte(name))
+	x := hex.EncodeToString(h[:16])
+	return types.UID(x[:8] + "-" + x[8:12] + "-4" + x[13:16] + "-8" + x[17:20] + "-" + x[20:32])
 }
 
 func (r *routeRig) mustCreate(t testing.TB, m Made, dest string) {
@@ -575,6 +596,7 @@ func routesController(t *testing.T, b Backend) {
 	var nodes []runtime.Object
 	for i, m := range r.made {
 		n := node(m.NodeName, m.ProviderID)
+		n.UID = nodeUID(m.NodeName) // the controller's name hint
 		n.Spec.PodCIDR, n.Spec.PodCIDRs = podCIDR(31+i), []string{podCIDR(31 + i)}
 		if m.InternalIP != "" {
 			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: m.InternalIP}}

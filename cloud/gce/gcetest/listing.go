@@ -244,7 +244,9 @@ type listQuery struct {
 // names the list (its path) for the page tokens.
 func (c *Cloud) parseListQuery(r *http.Request, list string, t reflect.Type) (listQuery, *apiError) {
 	q := r.URL.Query()
-	invalid := func(msg string) *apiError { return &apiError{status: http.StatusBadRequest, reason: "invalid", msg: msg} }
+	invalid := func(msg string) *apiError {
+		return &apiError{status: http.StatusBadRequest, reason: "invalid", msg: msg}
+	}
 	for k := range q {
 		switch k {
 		case "filter", "maxResults", "pageToken", "alt", "prettyPrint", "returnPartialSuccess":
