@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +62,7 @@ type netState struct {
 	seq     uint64 // ids of operations and resources
 	wg      sync.WaitGroup
 	dp      cloudtest.DataPlane
+	lb      lbState // lb.go
 }
 
 func (n *netState) init() {
@@ -332,6 +332,3 @@ func (c *Cloud) serveOpDelete(w http.ResponseWriter, r *http.Request, m []string
 
 // answerOp writes an operation just begun.
 func answerOp(w http.ResponseWriter, op *compute.Operation) { writeJSON(w, http.StatusOK, op) }
-
-// idString is a resource id as the API writes it in links' messages.
-func idString(id uint64) string { return strconv.FormatUint(id, 10) }
