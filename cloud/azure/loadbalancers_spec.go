@@ -178,6 +178,9 @@ func (l *lbCloud) desired(ctx context.Context, svc *v1.Service, nodes []*v1.Node
 		s.Rules = append(s.Rules, fmt.Sprintf("%s/%d/%d/%s", proto, p.Port, p.NodePort, probe))
 	}
 	slices.Sort(s.Rules)
+	if !slices.ContainsFunc(s.Rules, func(r string) bool { return strings.HasPrefix(r, "Tcp/") }) {
+		s.Idle = 0 // only TCP rules have an idle timeout
+	}
 	if cfg.SecurityGroupName != "" {
 		ranges, err := loadbalancer.SourceRanges(svc)
 		if err != nil {
