@@ -37,12 +37,10 @@ var routeMethods = map[conformance.Call][]string{conformance.RouteList: {"routes
 	conformance.RouteCreate: {"routes.insert"}, conformance.RouteDelete: {"routes.delete"}}
 
 // upstreamOn makes cfg's provider one with the upstream's load balancers
-// and routes in gcetest's default project and zone. The upstream's
-// CreateGCECloud makes a TPU API client of Application Default Credentials
-// whatever token source it is given, and fails without any: off GCE they
-// are the metadata server's here (one that is never asked).
-func upstreamOn(t testing.TB, cfg *Config) {
-	t.Setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+// and routes in gcetest's default project and zone (with fakeADC's
+// credentials, which the upstream needs to be built).
+func upstreamOn(t *testing.T, cfg *Config) {
+	fakeADC(t)
 	cfg.LoadBalancers = LoadBalancersUpstream
 	cfg.Upstream = &UpstreamConfig{Zone: gcetest.DefaultZone, NodeTags: []string{bedNodeTag}}
 }
