@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 	compute "google.golang.org/api/compute/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 	upstreamgce "k8s.io/cloud-provider-gcp/providers/gce"
@@ -90,7 +91,20 @@ type UpstreamConfig struct {
 	// NodeInstancePrefix, if set, is a prefix of every node's instance name
 	// (it narrows the upstream's instance lists).
 	NodeInstancePrefix string `json:"nodeInstancePrefix,omitempty"`
+	// OperationPollInterval is the least time between two reads of a
+	// write's operation (default 1s, the upstream's own; 10ms-10s). Every
+	// write waits for its operation, so this bounds how fast a load
+	// balancer is made; a test endpoint whose operations end at once
+	// (gcetest) is read sooner.
+	OperationPollInterval metav1.Duration `json:"operationPollInterval,omitempty"`
 }
+
+// Bounds of upstream.operationPollInterval.
+const (
+	DefaultOperationPollInterval = time.Second
+	minOperationPollInterval     = 10 * time.Millisecond
+	maxOperationPollInterval     = 10 * time.Second
+)
 
 var (
 	zonePattern    = regexp.MustCompile(`^([a-z]+-[a-z]+[0-9]+)-[a-z][a-z0-9]*$`)
@@ -148,6 +162,9 @@ func (c *Config) validateUpstream() []error {
 			errs = append(errs, fmt.Errorf("upstream.nodeTags: %q is not a network tag (1-63 lower-case letters, digits or hyphens, starting with a letter)", tag))
 		}
 	}
+	if d := u.OperationPollInterval.Duration; d < minOperationPollInterval || d > maxOperationPollInterval {
+		errs = append(errs, fmt.Errorf("upstream.operationPollInterval %s: want %s-%s", d, minOperationPollInterval, maxOperationPollInterval))
+	}
 	if u.NodeInstancePrefix != "" && !resNamePattern.MatchString(u.NodeInstancePrefix) && !regexp.MustCompile(`^[a-z][-a-z0-9]*$`).MatchString(u.NodeInstancePrefix) {
 		errs = append(errs, fmt.Errorf("upstream.nodeInstancePrefix %q: want the start of an instance name", u.NodeInstancePrefix))
 	}
@@ -168,6 +185,9 @@ func (c *Config) defaultsUpstream() {
 		}
 		if len(u.ManagedZones) == 0 && u.Zone != "" {
 			u.ManagedZones = []string{u.Zone}
+		}
+		if u.OperationPollInterval.Duration == 0 {
+			u.OperationPollInterval.Duration = DefaultOperationPollInterval
 		}
 	}
 }
@@ -233,11 +253,16 @@ func buildUpstream(cfg *Config, o upstreamOptions) (*upstreamgce.Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gce: upstream GCE provider: %w", err)
 	}
+	poll := u.OperationPollInterval.Duration
 	if o.opPoll > 0 {
-		up.SetRateLimiter(opPollLimiter{min: o.opPoll})
+		poll = o.opPoll
+	}
+	if poll != DefaultOperationPollInterval {
+		up.SetRateLimiter(opPollLimiter{min: poll})
 	}
 	klog.InfoS("Load balancers and routes from the upstream GCE provider", "project", u.Project, "region", region, "zone", u.Zone,
-		"managedZones", u.ManagedZones, "network", uc.NetworkURL, "subnetwork", uc.SubnetworkURL, "nodeTags", u.NodeTags)
+		"managedZones", u.ManagedZones, "network", uc.NetworkURL, "subnetwork", uc.SubnetworkURL, "nodeTags", u.NodeTags,
+		"operationPollInterval", poll)
 	return up, nil
 }
 
