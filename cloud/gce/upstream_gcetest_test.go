@@ -151,7 +151,7 @@ func newLBWorld(t *testing.T, nodes int, edit func(*Config)) *lbWorld {
 		t.Fatal(err)
 	}
 	w := &lbWorld{gc: gc, cloud: c, kube: newKubeStub(t, testUID), nodePorts: map[int]int{}}
-	gc.SetKubeProxy(func(_, _ string, port int) int {
+	gc.SetKubeProxy(func(_ *compute.ForwardingRule, port int) int {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		return w.nodePorts[port]

@@ -161,7 +161,8 @@ func (c *Cloud) listeners(fr *compute.ForwardingRule) []lb.Listener {
 // nodePort is the stand-in for kube-proxy's answer (0: none).
 func (c *Cloud) nodePort(fr *compute.ForwardingRule, port int) int {
 	if f := c.net.lb.kubeProxy; f != nil {
-		return f(fr.IPAddress, fr.IPProtocol, port)
+		cp := cloneWire(*fr)
+		return f(&cp, port)
 	}
 	return 0
 }

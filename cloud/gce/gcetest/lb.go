@@ -76,8 +76,8 @@ type lbState struct {
 	// vips: an address of the data plane -> its id there.
 	vips   map[string]string
 	quotas map[string]int // COLLECTION -> most items per project and scope
-	// kubeProxy maps a rule's address and port to the nodes' port.
-	kubeProxy   func(ip, protocol string, port int) int
+	// kubeProxy maps a rule's port to the nodes' port.
+	kubeProxy   func(rule *compute.ForwardingRule, port int) int
 	checkHealth bool
 	hooked      bool
 }
@@ -109,8 +109,10 @@ func (c *Cloud) SetQuota(collection string, limit int) {
 
 // SetKubeProxy sets the stand-in for kube-proxy's rules of load balancer
 // addresses: the nodes' port a forwarding rule's port is delivered to
-// (the Service's node port); 0, or no function, is the same port.
-func (c *Cloud) SetKubeProxy(f func(ip, protocol string, port int) int) {
+// (the Service's node port: the upstream GCE provider names the Service in
+// the rule's description); 0, or no function, is the same port. f is
+// called with a copy of the rule, while the endpoint is locked.
+func (c *Cloud) SetKubeProxy(f func(rule *compute.ForwardingRule, port int) int) {
 	c.net.mu.Lock()
 	defer c.net.mu.Unlock()
 	c.lbInit().kubeProxy = f
