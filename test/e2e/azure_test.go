@@ -28,7 +28,7 @@ import (
 // azure:/// providerIDs; serving certificates are approved. Then
 // Azure-specific attacks are denied by the real approver.
 func azureNodesJoin(t *testing.T, bed *signedBed) {
-	j := joinThree(t, bed, harness.StartAzureCloud, "VMs", "vm")
+	j := joinThreeWith(t, bed, startAzureCloud, "VMs", "vm", azureJoinOptions()) // azure_routes_test.go
 	c, az, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	prefix := "azure:///subscriptions/" + az.Subscription() + "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/"
@@ -48,6 +48,12 @@ func azureNodesJoin(t *testing.T, bed *signedBed) {
 	}
 	t.Logf("cloud calls: ListVMs %d, ListVMStatuses %d, ListNICs %d, Token %d, AttestedDocument %d",
 		az.Calls("ListVMs"), az.Calls("ListVMStatuses"), az.Calls("ListNICs"), az.Calls("Token"), az.Calls("AttestedDocument"))
+
+	var names []string
+	for _, m := range fleet.Machines {
+		names = append(names, m.Name)
+	}
+	azureRoutes(ctx, t, c, az, names) // azure_routes_test.go
 
 	azureAttacks(ctx, t, c, az, fleet.Machines[0].Name)
 }
