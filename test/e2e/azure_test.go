@@ -28,7 +28,7 @@ import (
 // azure:/// providerIDs; serving certificates are approved. Then
 // Azure-specific attacks are denied by the real approver.
 func azureNodesJoin(t *testing.T, bed *signedBed) {
-	j := joinThreeWith(t, bed, startAzureCloud, "VMs", "vm", azureJoinOptions()) // azure_routes_test.go
+	j := joinThreeWith(t, bed, startAzureCloud, "VMs", "vm", azureLBOptions(azureJoinOptions())) // azure_routes_test.go, azure_lb_test.go
 	c, az, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	prefix := "azure:///subscriptions/" + az.Subscription() + "/resourceGroups/mooring-rg/providers/Microsoft.Compute/virtualMachines/"
@@ -54,6 +54,9 @@ func azureNodesJoin(t *testing.T, bed *signedBed) {
 		names = append(names, m.Name)
 	}
 	azureRoutes(ctx, t, c, az, names) // azure_routes_test.go
+
+	// Service load balancers (azure_lb_test.go).
+	testCloudLB(ctx, t, c, names, azureLB(t, az, c))
 
 	azureAttacks(ctx, t, c, az, fleet.Machines[0].Name)
 }
