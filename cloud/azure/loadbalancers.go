@@ -547,6 +547,10 @@ func (l *lbCloud) write(ctx context.Context, name string, o loadbalancer.Owner, 
 				return loadbalancer.Held[lbSpec]{}, err
 			}
 		}
+		if l.holds(cur, name, spec, o) {
+			lb = cur // its part is as called for: only pool members or security rules differ
+			break
+		}
 		next := l.withFrontend(cur, spec, name, pipID, location, o)
 		lb, err = l.putLB(ctx, next)
 		if isStale(err) && try < lbWrites {
@@ -877,4 +881,19 @@ func (l *lbCloud) location(ctx context.Context) (string, error) {
 		}
 	}
 	return "", errors.New("the cluster's region: no VM of the cluster to read it from")
+}
+
+// holds reports whether lb's part for frontend name already does what
+// spec says, tagged for o.
+func (l *lbCloud) holds(lb *armnetwork.LoadBalancer, name string, spec lbSpec, o loadbalancer.Owner) bool {
+	for _, f := range frontends(lb) {
+		if deref(f.Name) != name {
+			continue
+		}
+		h := l.held(lb, f, &lbView{pips: map[string]string{}})
+		got := h.Spec
+		return h.Owner == o && got.Internal == spec.Internal && got.Subnet == spec.Subnet && got.PIP == spec.PIP &&
+			got.PIPGroup == spec.PIPGroup && got.Idle == spec.Idle && slices.Equal(got.Rules, spec.Rules)
+	}
+	return false
 }
