@@ -134,7 +134,7 @@ func (l *lbCloud) lock(lbID string) func() {
 // Name is the frontend's name, cloud-provider-azure's.
 func (l *lbCloud) Name(svc *v1.Service) string {
 	subnet := ""
-	if svc.Annotations[AnnotationInternal] == "true" {
+	if internal, _ := strconv.ParseBool(svc.Annotations[AnnotationInternal]); internal {
 		subnet = svc.Annotations[AnnotationInternalSubnet]
 	}
 	return frontendName(svc, subnet)

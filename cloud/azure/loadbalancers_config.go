@@ -27,18 +27,18 @@ func (c *Config) validateLoadBalancers() []error {
 	if !networkNameRE.MatchString(c.LoadBalancerName) || len(c.LoadBalancerName) > 80-len("-internal") {
 		errs = append(errs, fmt.Errorf("loadBalancerName %q: want a load balancer name (1-71 letters, digits, _ . -)", c.LoadBalancerName))
 	}
-	for name, v := range map[string]string{"vnetName": c.VnetName, "subnetName": c.SubnetName, "securityGroupName": c.SecurityGroupName} {
-		if v != "" && !networkNameRE.MatchString(v) {
-			errs = append(errs, fmt.Errorf("%s %q: want an Azure resource name (1-80 letters, digits, _ . -)", name, v))
+	for _, f := range [][2]string{{"vnetName", c.VnetName}, {"subnetName", c.SubnetName}, {"securityGroupName", c.SecurityGroupName}} {
+		if f[1] != "" && !networkNameRE.MatchString(f[1]) {
+			errs = append(errs, fmt.Errorf("%s %q: want an Azure resource name (1-80 letters, digits, _ . -)", f[0], f[1]))
 		}
 	}
 	if (c.VnetName == "") != (c.SubnetName == "") {
 		errs = append(errs, fmt.Errorf("vnetName %q and subnetName %q: set both (the internal load balancers' subnet) or neither", c.VnetName, c.SubnetName))
 	}
-	for name, v := range map[string]string{"loadBalancerResourceGroup": c.LoadBalancerResourceGroup, "vnetResourceGroup": c.VnetResourceGroup,
-		"securityGroupResourceGroup": c.SecurityGroupResourceGroup} {
-		if v != "" && !resourceGroupRE.MatchString(v) {
-			errs = append(errs, fmt.Errorf("%s %q: want a resource group name", name, v))
+	for _, f := range [][2]string{{"loadBalancerResourceGroup", c.LoadBalancerResourceGroup}, {"vnetResourceGroup", c.VnetResourceGroup},
+		{"securityGroupResourceGroup", c.SecurityGroupResourceGroup}} {
+		if f[1] != "" && !resourceGroupRE.MatchString(f[1]) {
+			errs = append(errs, fmt.Errorf("%s %q: want a resource group name", f[0], f[1]))
 		}
 	}
 	return errs
