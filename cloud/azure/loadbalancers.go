@@ -640,16 +640,17 @@ func (l *lbCloud) withFrontend(cur *armnetwork.LoadBalancer, spec lbSpec, name, 
 	for _, r := range spec.Rules {
 		proto, port, nodePort, probe := parseRule(r)
 		ruleName := fmt.Sprintf("%s-%s-%d", name, strings.ToUpper(proto), port)
-		pp := probeProps(probe)
-		p.Probes = append(p.Probes, &armnetwork.Probe{Name: to.Ptr(ruleName), Properties: pp})
 		rp := &armnetwork.LoadBalancingRulePropertiesFormat{
 			FrontendIPConfiguration: &armnetwork.SubResource{ID: to.Ptr(frontendID)},
 			BackendAddressPool:      &armnetwork.SubResource{ID: to.Ptr(poolID)},
-			Probe:                   &armnetwork.SubResource{ID: to.Ptr(lbID + "/probes/" + ruleName)},
 			Protocol:                to.Ptr(armnetwork.TransportProtocol(proto)),
 			FrontendPort:            to.Ptr(port), BackendPort: to.Ptr(nodePort),
 			EnableFloatingIP: to.Ptr(false), DisableOutboundSnat: to.Ptr(true),
 			LoadDistribution: to.Ptr(armnetwork.LoadDistributionDefault),
+		}
+		if probe != "" {
+			p.Probes = append(p.Probes, &armnetwork.Probe{Name: to.Ptr(ruleName), Properties: probeProps(probe)})
+			rp.Probe = &armnetwork.SubResource{ID: to.Ptr(lbID + "/probes/" + ruleName)}
 		}
 		if proto == "Tcp" {
 			rp.EnableTCPReset = to.Ptr(true)

@@ -150,6 +150,9 @@ func (l *lbCloud) desired(ctx context.Context, svc *v1.Service, nodes []*v1.Node
 		a.Fail(AnnotationProbeNumOfProbe, "an interval times number of probes under 2^31")
 	}
 	s.Idle = a.Int(AnnotationIdleTimeout, 0, 4, 100)
+	if s.Idle == 4 {
+		s.Idle = 0 // Azure's default, as a rule without the annotation holds it
+	}
 	// Floating IP (direct server return) is not written: rules forward to
 	// the node ports.
 	if a.Has(AnnotationDisableFloatingIP) && !a.Bool(AnnotationDisableFloatingIP, true) {
@@ -175,6 +178,12 @@ func (l *lbCloud) desired(ctx context.Context, svc *v1.Service, nodes []*v1.Node
 			probe = fmt.Sprintf("Http:%d:%s:%d:%d", hcPort, hcPath, interval, count)
 		}
 		proto := map[v1.Protocol]string{v1.ProtocolTCP: "Tcp", v1.ProtocolUDP: "Udp"}[p.Protocol]
+		if proto == "Udp" && !local {
+			// As cloud-provider-azure: no probe of a UDP node port (a TCP
+			// probe there would find nothing listening); every member
+			// gets the traffic.
+			probe = ""
+		}
 		s.Rules = append(s.Rules, fmt.Sprintf("%s/%d/%d/%s", proto, p.Port, p.NodePort, probe))
 	}
 	slices.Sort(s.Rules)

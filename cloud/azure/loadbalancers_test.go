@@ -337,3 +337,78 @@ func TestLBConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestLBHeldAsDesired: what Azure holds after a write reads back as what
+// the Service calls for (no write at every sync): an idle timeout of 4
+// (Azure's default), a UDP-only Service with an idle timeout (TCP rules
+// only have one), an Http probe with a path, externalTrafficPolicy Local
+// (probed at the health check node port), source ranges.
+func TestLBHeldAsDesired(t *testing.T) {
+	w := newLBWorld(t, azuretest.Options{}, nil)
+	ctx := context.Background()
+	idle := lbSvc("idle", 80)
+	idle.Annotations = map[string]string{azure.AnnotationIdleTimeout: "4"}
+	udp := lbSvc("udp", 53)
+	udp.Spec.Ports[0].Protocol = v1.ProtocolUDP
+	udp.Annotations = map[string]string{azure.AnnotationIdleTimeout: "10"}
+	httpProbe := lbSvc("http", 80)
+	httpProbe.Annotations = map[string]string{azure.AnnotationProbeProtocol: "Http", azure.AnnotationProbeRequestPath: "/ready",
+		azure.AnnotationProbeInterval: "7", azure.AnnotationProbeNumOfProbe: "3"}
+	local := lbSvc("local", 80)
+	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	local.Spec.HealthCheckNodePort = 32000
+	ranged := lbSvc("ranged", 80)
+	ranged.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "192.168.1.0/24"}
+	for _, svc := range []*v1.Service{idle, udp, httpProbe, local, ranged} {
+		w.ensure(t, svc)
+	}
+	owned, err := w.lbs.ListOwnedLoadBalancers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []*v1.Service{idle, udp, httpProbe, local, ranged} {
+		fp, err := w.lbs.DesiredFingerprint(ctx, svc, w.nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, o := range owned {
+			if o.UID == string(svc.UID) {
+				found = true
+				if o.Fingerprint != fp {
+					t.Errorf("%s: held differs from desired", svc.Name)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: not listed", svc.Name)
+		}
+	}
+	for _, p := range jsonList(jsonMap(w.lb(t, "kubernetes")["properties"])["probes"]) {
+		pp := jsonMap(p["properties"])
+		switch {
+		case strings.HasPrefix(jsonStr(p["name"]), frontendOf(local)):
+			if pp["protocol"] != "Http" || pp["port"] != 32000.0 || pp["requestPath"] != "/healthz" {
+				t.Errorf("Local's probe %v", pp)
+			}
+		case strings.HasPrefix(jsonStr(p["name"]), frontendOf(httpProbe)):
+			if pp["protocol"] != "Http" || pp["requestPath"] != "/ready" || pp["intervalInSeconds"] != 7.0 || pp["probeThreshold"] != 3.0 {
+				t.Errorf("Http probe %v", pp)
+			}
+		}
+	}
+}
+
+// TestLBUDPWithoutProbe: a UDP port's rule has no probe, as
+// cloud-provider-azure writes it (every member gets the traffic).
+func TestLBUDPWithoutProbe(t *testing.T) {
+	w := newLBWorld(t, azuretest.Options{}, nil)
+	udp := lbSvc("dns", 53)
+	udp.Spec.Ports[0].Protocol = v1.ProtocolUDP
+	w.ensure(t, udp)
+	props := jsonMap(w.lb(t, "kubernetes")["properties"])
+	rules := jsonList(props["loadBalancingRules"])
+	if len(rules) != 1 || jsonMap(rules[0]["properties"])["probe"] != nil || len(jsonList(props["probes"])) != 0 {
+		t.Errorf("rules %v, probes %v; want one rule without a probe", rules, props["probes"])
+	}
+}
