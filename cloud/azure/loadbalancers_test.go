@@ -1,8 +1,10 @@
 package azure_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -20,6 +22,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud/azure"
 	"github.com/mooring-dev/mooring/cloud/azure/agentid"
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/cloud/cloudtest"
 	"github.com/mooring-dev/mooring/cloud/kit"
 )
 
@@ -410,5 +413,53 @@ func TestLBUDPWithoutProbe(t *testing.T) {
 	rules := jsonList(props["loadBalancingRules"])
 	if len(rules) != 1 || jsonMap(rules[0]["properties"])["probe"] != nil || len(jsonList(props["probes"])) != 0 {
 		t.Errorf("rules %v, probes %v; want one rule without a probe", rules, props["probes"])
+	}
+}
+
+// firstLine is the first line read through addr ("" when none comes).
+func firstLine(addr string) string {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	line, _ := bufio.NewReader(conn).ReadString('\n')
+	return strings.TrimSpace(line)
+}
+
+// TestLBSourceRanges: the Service's source ranges become its security
+// rule's sources, and azuretest's data plane lets only them through: a
+// client on 127.0.0.1 reaches a node while the ranges hold it, and not
+// once they are 10.0.0.0/8 alone.
+func TestLBSourceRanges(t *testing.T) {
+	w := newLBWorld(t, azuretest.Options{}, nil)
+	svc := lbSvc("ranged", 80)
+	svc.Spec.LoadBalancerSourceRanges = []string{"127.0.0.0/8"}
+	for _, n := range w.nodes {
+		cloudtest.ServeName(t, net.JoinHostPort(n.Status.Addresses[0].Address, "30100"), n.Name)
+	}
+	st := w.ensure(t, svc)
+	addr := net.JoinHostPort(st.Ingress[0].IP, "80")
+	reached := func() bool {
+		for range 50 {
+			if line := firstLine(addr); strings.HasPrefix(line, "lb-") {
+				return true
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return false
+	}
+	if !reached() {
+		t.Fatal("no traffic from inside the source ranges")
+	}
+	svc.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8"}
+	w.ensure(t, svc)
+	nsg, _ := w.c.SecurityGroup(w.c.ResourceID("", azuretest.TypeSecurityGroup, bedSecurityGroup))
+	if sr := jsonList(jsonMap(nsg["properties"])["securityRules"]); len(sr) != 1 || jsonMap(sr[0]["properties"])["sourceAddressPrefix"] != "10.0.0.0/8" {
+		t.Fatalf("security rules %v", sr)
+	}
+	if line := firstLine(addr); line != "" {
+		t.Errorf("a client outside the source ranges got %q", line)
 	}
 }
