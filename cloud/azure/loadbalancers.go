@@ -56,6 +56,13 @@ const (
 	tagClusterName = "k8s-azure-cluster-name"
 )
 
+// A public IP whose frontend went is deleted again after pipDeleteWait
+// while Azure says it is in use, pipDeleteTries more times at most.
+var (
+	pipDeleteWait  = 2 * time.Second
+	pipDeleteTries = 5
+)
+
 // lbWrites bounds the read-modify-write rounds of one change that other
 // writers' etags keep refusing (412).
 const lbWrites = 4
@@ -859,9 +866,24 @@ func (l *lbCloud) dropPIP(ctx context.Context, h loadbalancer.Held[lbSpec]) erro
 		klog.FromContext(ctx).Info("Keeping a public IP not made for the Service", "publicIP", h.Spec.PIP)
 		return nil
 	}
-	_, err = l.pips.BeginDelete(ifMatch(ctx, resp.Etag), rg, h.Spec.PIP, nil)
+	// The frontend that used it is gone from the load balancer, whose
+	// update may still run: Azure refuses the deletion meanwhile. Asked
+	// again a few times here, since once the frontend is gone nothing
+	// would find this public IP again.
+	for try := 0; ; try++ {
+		_, err = l.pips.BeginDelete(ifMatch(ctx, resp.Etag), rg, h.Spec.PIP, nil)
+		re, ok := respErr(err)
+		if !ok || !(re.ErrorCode == "PublicIPAddressCannotBeDeleted" || isBusy(err)) || try == pipDeleteTries {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pipDeleteWait):
+		}
+	}
 	if re, ok := respErr(err); ok && (re.ErrorCode == "PublicIPAddressCannotBeDeleted" || isBusy(err)) {
-		return pending(h.Spec.PIP, "still in use")
+		return fmt.Errorf("public IP %s is still in use after its frontend went; delete it by hand: %w", h.Spec.PIP, err)
 	}
 	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("delete public IP %s: %w", h.Spec.PIP, err)

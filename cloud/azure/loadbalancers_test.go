@@ -463,3 +463,20 @@ func TestLBSourceRanges(t *testing.T) {
 		t.Errorf("a client outside the source ranges got %q", line)
 	}
 }
+
+// TestLBPublicIPStillInUse: a public IP whose frontend just went is
+// refused deletion while Azure finishes the load balancer's update; it is
+// deleted again, not left behind.
+func TestLBPublicIPStillInUse(t *testing.T) {
+	defer azure.SetPIPDeleteWait(azure.SetPIPDeleteWait(10 * time.Millisecond))
+	w := newLBWorld(t, azuretest.Options{}, nil)
+	svc := lbSvc("web", 80)
+	w.ensure(t, svc)
+	w.c.FailCode("DeletePublicIP", 2, http.StatusBadRequest, "PublicIPAddressCannotBeDeleted")
+	if err := w.lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", svc); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(w.c.PublicIPs()); n != 0 || w.c.Calls("DeletePublicIP") != 3 {
+		t.Errorf("public IPs left: %d after %d deletions", n, w.c.Calls("DeletePublicIP"))
+	}
+}
