@@ -121,6 +121,7 @@ var composed = [][2]string{
 	{"overlays/approver-only", "components/join-tickets"},
 	{"overlays/aws", "components/join-tickets"},
 	{"overlays/linode", "components/linode-tls-secrets"},
+	{"overlays/gce", "components/gce-upstream-load-balancers"},
 }
 
 // renderComposed renders overlay with components added, from a

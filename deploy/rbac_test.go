@@ -115,6 +115,22 @@ var tlsSecretsNeeds = []need{
 	{grant{"", "secrets", "get", "", ""}, "cloud/oci/loadbalancers.go", "CoreV1().Secrets(ns).Get("},
 }
 
+// gceUpstreamNeeds: what components/gce-upstream-load-balancers grants:
+// the upstream GCE provider's informer of its cluster id ConfigMap and its
+// internal load balancers' finalizer (its code, in the module cache).
+var gceUpstreamNeeds = []need{
+	// Every ConfigMap of kube-system: the field selector it sets is
+	// replaced by NewListWatchFromClient's (fields.Everything()).
+	{grant{"", "configmaps", "list", "kube-system", ""}, gceUpstreamFile("gce_clusterid.go"), `"configmaps", UIDNamespace, fields.Everything())`},
+	{grant{"", "configmaps", "watch", "kube-system", ""}, gceUpstreamFile("gce_clusterid.go"), `"configmaps", UIDNamespace, fields.Everything())`},
+	{grant{"", "services", "patch", "", ""}, gceUpstreamFile("gce_util.go"), "servicehelper.PatchService(kubeClient, service, updated)"},
+}
+
+// gceUpstreamFile is a file of the upstream GCE provider in the module cache.
+func gceUpstreamFile(name string) string {
+	return "k8s.io/cloud-provider-gcp/providers@v0.28.2/gce/" + name
+}
+
 // standaloneNeeds: mooring-csr-approver's own leader election.
 var standaloneNeeds = []need{
 	{grant{"coordination.k8s.io", "leases", "create", "kube-system", ""}, "csrapprover/cmd/mooring-csr-approver/main.go", "resourcelock.LeasesResourceLock"},
@@ -150,7 +166,7 @@ var delegation = []rbacv1.RoleRef{
 // exactly the verbs the code uses (every grant used, every use granted), on
 // the listed call sites, plus bindings of the delegation roles.
 func TestRBACIsWhatTheCodeUses(t *testing.T) {
-	checkCallSites(t, slices.Concat(ccmNeeds, approverNeeds, standaloneNeeds, ticketNeeds, tlsSecretsNeeds))
+	checkCallSites(t, slices.Concat(ccmNeeds, approverNeeds, standaloneNeeds, ticketNeeds, tlsSecretsNeeds, gceUpstreamNeeds))
 	ccm := slices.Concat(ccmNeeds, approverNeeds)
 	ccmTickets := slices.Concat(ccm, ticketNeeds)
 	for _, tc := range []struct {
@@ -177,6 +193,8 @@ func TestRBACIsWhatTheCodeUses(t *testing.T) {
 		{"overlays/approver-only", []string{"components/join-tickets"}, "mooring-csr-approver", slices.Concat(approverNeeds, standaloneNeeds, ticketNeeds)},
 		// Reading Secrets is opt-in: only with this component.
 		{"overlays/linode", []string{"components/linode-tls-secrets"}, "cloud-controller-manager", slices.Concat(ccmTickets, tlsSecretsNeeds)},
+		// The upstream GCE provider's load balancers: opt-in.
+		{"overlays/gce", []string{"components/gce-upstream-load-balancers"}, "cloud-controller-manager", slices.Concat(ccm, gceUpstreamNeeds)},
 	} {
 		name := strings.Join(append([]string{tc.dir}, tc.components...), " + ")
 		t.Run(strings.NewReplacer("/", "-", " ", "").Replace(name), func(t *testing.T) {
