@@ -155,6 +155,10 @@ func installer(ctx context.Context, t *testing.T, c *testbed.Cluster) (*dynamic.
 	if err != nil {
 		t.Fatal(err)
 	}
+	// client-go's default limit (5 requests a second, bursts of 10) would
+	// make this test wait about 7 s per manifest set: the bed's apiserver
+	// is the only thing it protects, and it takes them all.
+	cfg.QPS, cfg.Burst = -1, 0
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

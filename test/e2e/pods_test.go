@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/mooring-dev/mooring/test/harness"
@@ -464,7 +465,11 @@ func checkGone(t *testing.T, ctx context.Context, c *testbed.Cluster, objs []*un
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(c.AdminConfig)
+	// Unthrottled (client-go's default is 5 requests a second): one Get per
+	// object, against the bed's own apiserver.
+	cfg := rest.CopyConfig(c.AdminConfig)
+	cfg.QPS, cfg.Burst = -1, 0
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
