@@ -652,7 +652,7 @@ func (l *lbCloud) withFrontend(cur *armnetwork.LoadBalancer, spec lbSpec, name, 
 			BackendAddressPool:      &armnetwork.SubResource{ID: to.Ptr(poolID)},
 			Protocol:                to.Ptr(armnetwork.TransportProtocol(proto)),
 			FrontendPort:            to.Ptr(port), BackendPort: to.Ptr(nodePort),
-			EnableFloatingIP: to.Ptr(false), DisableOutboundSnat: to.Ptr(true),
+			EnableFloatingIP: to.Ptr(false),
 			LoadDistribution: to.Ptr(armnetwork.LoadDistributionDefault),
 		}
 		if probe != "" {
