@@ -2,14 +2,22 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+	"github.com/mooring-dev/mooring/test/testbed"
 )
 
 // GCECloud is a GCE-compatible endpoint (cloud/gce/gcetest: the Compute
@@ -22,6 +30,9 @@ type GCECloud struct {
 
 	mu     sync.Mutex
 	nextIP netip.Addr
+	// adc is a credentials file for Google's Application Default
+	// Credentials that no call uses (ProviderEnv).
+	adc string
 }
 
 // GCE test addresses (loopback; nobody else in test/ uses 127.0.79.x and
@@ -36,7 +47,11 @@ const (
 // StartGCECloud starts the endpoint; the test's cleanup stops it.
 func StartGCECloud(t testing.TB) *GCECloud {
 	t.Helper()
-	return &GCECloud{Cloud: gcetest.NewStarted(t, gcetest.Options{}), nextIP: netip.MustParseAddr(GCEAddressBase)}
+	adc := filepath.Join(t.TempDir(), "adc.json")
+	if err := os.WriteFile(adc, []byte(`{"type":"authorized_user","client_id":"gcetest","client_secret":"gcetest","refresh_token":"gcetest"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &GCECloud{Cloud: gcetest.NewStarted(t, gcetest.Options{}), nextIP: netip.MustParseAddr(GCEAddressBase), adc: adc}
 }
 
 // AddNode makes a running instance labelled as cluster's, on the next free
@@ -89,7 +104,42 @@ func (g *GCECloud) WriteProviderConfig(dir, cluster, extra string) (string, erro
 }
 
 // ProviderEnv keeps the Google libraries off any real metadata server and
-// credentials file.
+// credentials: the credentials file is an authorized user's that no call
+// uses (the Compute API is called without credentials), there because the
+// upstream GCE provider (loadBalancers: upstream) builds a TPU API client
+// with Application Default Credentials alone, and fails without them.
 func (g *GCECloud) ProviderEnv() []string {
-	return []string{"GCE_METADATA_HOST=127.0.0.1:9", "GOOGLE_APPLICATION_CREDENTIALS=", "NO_GCE_CHECK=True"}
+	return []string{"GCE_METADATA_HOST=127.0.0.1:9", "GOOGLE_APPLICATION_CREDENTIALS=" + g.adc, "NO_GCE_CHECK=True"}
+}
+
+// CCMSetup readies the cluster for mooring-ccm with the config's extra
+// lines (RunCCM): with loadBalancers: upstream, SetupUpstream.
+func (g *GCECloud) CCMSetup(ctx context.Context, c *testbed.ControlPlane, extra string) error {
+	if !strings.Contains(extra, "loadBalancers: upstream") {
+		return nil
+	}
+	return SetupGCEUpstream(ctx, c)
+}
+
+// SetupGCEUpstream makes what the upstream GCE provider's load balancers
+// need of the cluster, as docs/gce.md has an operator make it: the RBAC of
+// deploy/components/gce-upstream-load-balancers and the ConfigMap
+// kube-system/ingress-uid (a random uid; kept when it exists).
+func SetupGCEUpstream(ctx context.Context, c *testbed.ControlPlane) error {
+	if err := ApplyRBACWith(ctx, c, "ccm", "components/gce-upstream-load-balancers"); err != nil {
+		return err
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	uid := hex.EncodeToString(b[:])
+	_, err := c.Client.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "ingress-uid", Namespace: "kube-system"},
+		Data:       map[string]string{"uid": uid, "provider-uid": uid},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }

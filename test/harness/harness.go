@@ -371,6 +371,15 @@ func RunCCM(c *testbed.ControlPlane, bin string, cloud Provider, dir string, opt
 	} else if err := c.Apply(ctx, filepath.Join(RepoRoot(), "deploy", "ccm", "rbac.yaml")); err != nil {
 		return nil, err
 	}
+	// A provider that needs more of the cluster for its config (the GCE
+	// upstream's RBAC and ConfigMap) makes it here.
+	if s, ok := cloud.(interface {
+		CCMSetup(context.Context, *testbed.ControlPlane, string) error
+	}); ok {
+		if err := s.CCMSetup(ctx, c, opts.CloudConfig); err != nil {
+			return nil, err
+		}
+	}
 	kubeconfig, err := c.WriteKubeconfig("ccm", CCMUser, CCMGroups...)
 	if err != nil {
 		return nil, err

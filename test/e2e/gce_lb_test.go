@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	compute "google.golang.org/api/compute/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooring-dev/mooring/cloud/cloudtest/conformance"
+	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+	"github.com/mooring-dev/mooring/test/harness"
+	"github.com/mooring-dev/mooring/test/testbed"
+)
+
+// gceLBUpstreamLines are added to the upstream block of mooring-ccm's
+// config (gceUpstreamConfig): the upstream provider's operations read every
+// 50 ms (gcetest ends them at once; the upstream's own second a read would
+// make a load balancer take ten).
+const gceLBUpstreamLines = "  operationPollInterval: 50ms\n"
+
+// gceLB is GCE's face of testCloudLB: the upstream provider's external
+// load balancers, each a forwarding rule (its name stays when a port
+// change makes the upstream write it anew; its address stays the
+// Service's) to a target pool of the nodes' instances. The data plane
+// delivers a rule's port to the Service's node port there (kube-proxy's
+// part on GCE, whose load balancers pass packets through with their own
+// address and port), the Service found by the name the upstream writes in
+// the rule's description. No load balancer of the GCE CCM is adopted here:
+// the upstream is that CCM's code, finding a Service's by its UID.
+func gceLB(t *testing.T, gce *harness.GCECloud, c *testbed.Cluster) *lbFace {
+	gce.SetKubeProxy(func(rule *compute.ForwardingRule, port int) int {
+		var d map[string]string
+		if json.Unmarshal([]byte(rule.Description), &d) != nil {
+			return 0
+		}
+		ns, name, ok := strings.Cut(d["kubernetes.io/service-name"], "/")
+		if !ok {
+			return 0
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Logf("the data plane's kube-proxy: Service %s/%s: %v", ns, name, err)
+			return 0
+		}
+		for _, p := range svc.Spec.Ports {
+			if int(p.Port) == port && string(p.Protocol) == rule.IPProtocol {
+				return int(p.NodePort)
+			}
+		}
+		return 0
+	})
+	region := strings.TrimSuffix(gcetest.DefaultZone, "-a")
+	of := func(fr compute.ForwardingRule) conformance.LB {
+		out := conformance.LB{ID: fr.Name, Name: fr.Name, IP: fr.IPAddress}
+		lo, hi, _ := strings.Cut(fr.PortRange, "-")
+		a, _ := strconv.Atoi(lo)
+		b, err := strconv.Atoi(hi)
+		if err != nil {
+			b = a
+		}
+		for p := a; p > 0 && p <= b; p++ {
+			out.Ports = append(out.Ports, int32(p))
+		}
+		for _, tp := range gce.TargetPools(gcetest.DefaultProject, region) {
+			if tp.SelfLink == fr.Target {
+				out.Targets = len(tp.Instances)
+			}
+		}
+		return out
+	}
+	tier := "cloud.google.com/network-tier"
+	return &lbFace{
+		list: func() []conformance.LB {
+			var out []conformance.LB
+			for _, fr := range gce.ForwardingRules(gcetest.DefaultProject, region) {
+				out = append(out, of(fr))
+			}
+			return out
+		},
+		// The tier the rule already has (Premium, GCE's default): a change
+		// of tier makes the upstream delete the rule and its address.
+		annotations: map[string]string{tier: "Premium"},
+		applied: func(_ *testing.T, id string) bool {
+			i := slices.IndexFunc(gce.ForwardingRules(gcetest.DefaultProject, region), func(fr compute.ForwardingRule) bool { return fr.Name == id })
+			return i >= 0 && gce.ForwardingRules(gcetest.DefaultProject, region)[i].NetworkTier == "PREMIUM"
+		},
+		// A node leaving or coming is one removeInstance or addInstance of
+		// the target pool per sync; the stock service controller (the
+		// upstream's load balancers are no cloud.LoadBalancerInventory)
+		// may sync a batch of two label changes twice.
+		updates:  func() int { return gce.Calls("targetPools.addInstance") + gce.Calls("targetPools.removeInstance") },
+		perBatch: 2,
+	}
+}
