@@ -38,7 +38,8 @@ import (
 // Nodes with gce:// providerIDs; serving certificates are approved. Then
 // GCE-specific attacks are denied by the real approver.
 func gceNodesJoin(t *testing.T, bed *signedBed) {
-	j := joinThree(t, bed, harness.StartGCECloud, "GCE instances", "gce")
+	j := joinThreeWith(t, bed, harness.StartGCECloud, "GCE instances", "gce",
+		joinOptions{CCMArgs: gceRouteCCMArgs, CCMConfig: gceUpstreamConfig})
 	c, gce, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	for _, m := range fleet.Machines {
@@ -67,6 +68,12 @@ func gceNodesJoin(t *testing.T, bed *signedBed) {
 	}
 	t.Logf("cloud calls: aggregatedList %d, get %d, identity %d, certs %d",
 		gce.Calls("aggregatedList"), gce.Calls("get"), gce.Calls("identity"), gce.Calls("certs"))
+
+	var names []string
+	for _, m := range fleet.Machines {
+		names = append(names, m.Name)
+	}
+	gceRoutes(ctx, t, c, gce, names)
 
 	gceAttacks(ctx, t, c, gce, fleet.Machines[0].Name)
 }
