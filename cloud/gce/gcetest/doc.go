@@ -58,15 +58,30 @@
 //     fetched.
 //   - Fault injection (Fail) and counters (Calls) per method:
 //     aggregatedList, get, identity, certs.
+//   - Networking resources, each write answering an operation
+//     (operations.go): global routes (routes.go), zonal unmanaged instance
+//     groups and zones.list (instancegroups.go), regional backend services
+//     (backendservices.go), global and regional health checks
+//     (healthchecks.go); their file's comment says what each checks and
+//     answers. Their lists take both of the API's filter forms (regular
+//     expressions with eq/ne, comparisons with = and !=), maxResults and
+//     pageToken (listing.go); references are taken as full or partial
+//     URLs, of any host, and answered as full URLs of
+//     www.googleapis.com (refs.go). FailOperations makes a write's
+//     operation end in error.
 //
 // Not modelled: authentication of the Compute API (clients call it without
-// credentials); other filters and orderBy; eventual consistency (a Put or
+// credentials); other filters and orderBy; OR and NOT in filters; networks
+// as resources a route must name (any network name stands); an instance's
+// canIpForward, which GCE needs for a route's next hop to receive traffic;
+// the rule that an instance may be in one load-balanced instance group
+// only; eventual consistency (a Put or
 // Delete is seen by the next list at once, where Google's lists may lag a
 // change); Google's own rotation schedule (here keys change only when a
 // test says so); a max-age that varies between answers, Age, ETag and
 // conditional requests on the certs; regions other than the zones' own,
-// regional scopes (regions/R) in aggregated lists, zone lists of the
-// project (zones.list), IPv6, several network interfaces, rate limits
+// regional scopes (regions/R) in aggregated lists, zones beyond those of
+// a few regions and those the project uses (zones.list), IPv6, several network interfaces, rate limits
 // other than injected 429s, and metadata other than the paths above
 // (no wait-for-change, no recursive listing).
 package gcetest
