@@ -30,7 +30,11 @@
 //   - ARM's writes (arm.go): long-running operations (Azure-AsyncOperation
 //     and Location), provisioningState, etags with If-Match and 412,
 //     AnotherOperationInProgress and injected faults (429 with
-//     Retry-After), for the kinds of resource registered.
+//     Retry-After), for the kinds of resource registered;
+//   - the network resource provider's load balancers, public IPs, network
+//     security groups and NICs' backend pool membership, checked as it
+//     checks them, with a data plane on 127.87.0.0/16 that forwards each
+//     frontend's rules to the pool members (loadbalancers.go).
 //
 // What it does not model: ARM's own throttling limits and caching, IMDS's 410/500 answers while a VM starts, the
 // exact window of IMDS's document cache (not documented; ours is a
