@@ -55,6 +55,7 @@ type lbState struct {
 	etags  map[string]string   // lower NIC id -> etag
 	served map[string][]string // lower LB id -> data plane ids it serves
 	dp     cloudtest.DataPlane
+	apply  sync.Mutex // one applyDataPlane at a time
 }
 
 func (c *Cloud) registerNetwork() {
@@ -334,6 +335,8 @@ func (c *Cloud) memberAddresses(pool string) []string {
 // applyDataPlane makes the data plane do what every load balancer, the
 // NICs' pools and the security groups say.
 func (c *Cloud) applyDataPlane() {
+	c.lbs.apply.Lock()
+	defer c.lbs.apply.Unlock()
 	nsgs := c.ARMList(TypeSecurityGroup)
 	lbs := c.ARMList(TypeLoadBalancer)
 	c.lbs.mu.Lock()
