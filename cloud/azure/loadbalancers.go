@@ -522,7 +522,15 @@ func (l *lbCloud) Update(ctx context.Context, h loadbalancer.Held[lbSpec], o loa
 			return h, err
 		}
 	}
-	return l.write(ctx, h.Name, o, spec, &h)
+	next, err := l.write(ctx, h.Name, o, spec, &h)
+	if err == nil && !h.Spec.Internal && h.Spec.PIP != "" && !spec.Internal && (h.Spec.PIP != spec.PIP || h.Spec.PIPGroup != spec.PIPGroup) {
+		// The frontend moved to another public IP: the old one goes if
+		// it was made for the Service.
+		if err := l.dropPIP(ctx, h); err != nil {
+			klog.FromContext(ctx).Error(err, "Could not delete the public IP the frontend left", "publicIP", h.Spec.PIP)
+		}
+	}
+	return next, err
 }
 
 // write makes frontend name of the load balancer do spec for o: its

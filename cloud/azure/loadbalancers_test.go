@@ -480,3 +480,28 @@ func TestLBPublicIPStillInUse(t *testing.T) {
 		t.Errorf("public IPs left: %d after %d deletions", n, w.c.Calls("DeletePublicIP"))
 	}
 }
+
+// TestLBPublicIPRenamed: a Service given another public IP by name moves
+// its frontend there, keeping nothing of the one made for it.
+func TestLBPublicIPRenamed(t *testing.T) {
+	w := newLBWorld(t, azuretest.Options{}, nil)
+	svc := lbSvc("web", 80)
+	w.ensure(t, svc)
+	_, addr, err := w.c.PutPublicIP("", "reserved", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Annotations = map[string]string{azure.AnnotationPIPName: "reserved"}
+	if st := w.ensure(t, svc); st.Ingress[0].IP != addr {
+		t.Errorf("status %+v, want the reserved address %s", st, addr)
+	}
+	if pips := w.c.PublicIPs(); len(pips) != 1 || pips[0]["name"] != "reserved" {
+		t.Errorf("public IPs %v, want the reserved one alone", pips)
+	}
+	if err := w.lbs.EnsureLoadBalancerDeleted(context.Background(), "kubernetes", svc); err != nil {
+		t.Fatal(err)
+	}
+	if pips := w.c.PublicIPs(); len(pips) != 1 {
+		t.Errorf("the reserved public IP (not made for the Service) was deleted: %v", pips)
+	}
+}
