@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -151,10 +152,10 @@ func newLBWorld(t *testing.T, nodes int, edit func(*Config)) *lbWorld {
 		t.Fatal(err)
 	}
 	w := &lbWorld{gc: gc, cloud: c, kube: newKubeStub(t, testUID), nodePorts: map[int]int{}}
-	gc.SetKubeProxy(func(_ *compute.ForwardingRule, port int) int {
+	gc.SetKubeProxy(func(*compute.ForwardingRule) map[int]int {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		return w.nodePorts[port]
+		return maps.Clone(w.nodePorts)
 	})
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })

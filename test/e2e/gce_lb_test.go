@@ -25,53 +25,58 @@ import (
 const gceLBUpstreamLines = "  operationPollInterval: 50ms\n"
 
 // gceLB is GCE's face of testCloudLB: the upstream provider's external
-// load balancers, each a forwarding rule (its name stays when a port
-// change makes the upstream write it anew; its address stays the
-// Service's) to a target pool of the nodes' instances. The data plane
+// load balancers, each a target pool of the nodes' instances and the
+// forwarding rule to it (both named for the Service; the rule is written
+// anew for a change of ports, its address kept). The data plane
 // delivers a rule's port to the Service's node port there (kube-proxy's
 // part on GCE, whose load balancers pass packets through with their own
 // address and port), the Service found by the name the upstream writes in
 // the rule's description. No load balancer of the GCE CCM is adopted here:
 // the upstream is that CCM's code, finding a Service's by its UID.
 func gceLB(t *testing.T, gce *harness.GCECloud, c *testbed.Cluster) *lbFace {
-	gce.SetKubeProxy(func(rule *compute.ForwardingRule, port int) int {
+	gce.SetKubeProxy(func(rule *compute.ForwardingRule) map[int]int {
 		var d map[string]string
 		if json.Unmarshal([]byte(rule.Description), &d) != nil {
-			return 0
+			return nil
 		}
 		ns, name, ok := strings.Cut(d["kubernetes.io/service-name"], "/")
 		if !ok {
-			return 0
+			return nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		svc, err := c.Client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Logf("the data plane's kube-proxy: Service %s/%s: %v", ns, name, err)
-			return 0
+			return nil
 		}
+		out := map[int]int{}
 		for _, p := range svc.Spec.Ports {
-			if int(p.Port) == port && string(p.Protocol) == rule.IPProtocol {
-				return int(p.NodePort)
+			if string(p.Protocol) == rule.IPProtocol {
+				out[int(p.Port)] = int(p.NodePort)
 			}
 		}
-		return 0
+		return out
 	})
 	region := strings.TrimSuffix(gcetest.DefaultZone, "-a")
-	of := func(fr compute.ForwardingRule) conformance.LB {
-		out := conformance.LB{ID: fr.Name, Name: fr.Name, IP: fr.IPAddress}
-		lo, hi, _ := strings.Cut(fr.PortRange, "-")
-		a, _ := strconv.Atoi(lo)
-		b, err := strconv.Atoi(hi)
-		if err != nil {
-			b = a
-		}
-		for p := a; p > 0 && p <= b; p++ {
-			out.Ports = append(out.Ports, int32(p))
-		}
-		for _, tp := range gce.TargetPools(gcetest.DefaultProject, region) {
-			if tp.SelfLink == fr.Target {
-				out.Targets = len(tp.Instances)
+	// A load balancer is a target pool and the forwarding rule to it: the
+	// pool stays while the upstream deletes the rule and makes it anew for
+	// a change of ports (the rule's address stays too).
+	of := func(tp compute.TargetPool, rules []compute.ForwardingRule) conformance.LB {
+		out := conformance.LB{ID: tp.Name, Name: tp.Name, Targets: len(tp.Instances)}
+		for _, fr := range rules {
+			if fr.Target != tp.SelfLink {
+				continue
+			}
+			out.IP = fr.IPAddress
+			lo, hi, _ := strings.Cut(fr.PortRange, "-")
+			a, _ := strconv.Atoi(lo)
+			b, err := strconv.Atoi(hi)
+			if err != nil {
+				b = a
+			}
+			for p := a; p > 0 && p <= b; p++ {
+				out.Ports = append(out.Ports, int32(p))
 			}
 		}
 		return out
@@ -79,9 +84,10 @@ func gceLB(t *testing.T, gce *harness.GCECloud, c *testbed.Cluster) *lbFace {
 	tier := "cloud.google.com/network-tier"
 	return &lbFace{
 		list: func() []conformance.LB {
+			rules := gce.ForwardingRules(gcetest.DefaultProject, region)
 			var out []conformance.LB
-			for _, fr := range gce.ForwardingRules(gcetest.DefaultProject, region) {
-				out = append(out, of(fr))
+			for _, tp := range gce.TargetPools(gcetest.DefaultProject, region) {
+				out = append(out, of(tp, rules))
 			}
 			return out
 		},
@@ -89,8 +95,9 @@ func gceLB(t *testing.T, gce *harness.GCECloud, c *testbed.Cluster) *lbFace {
 		// of tier makes the upstream delete the rule and its address.
 		annotations: map[string]string{tier: "Premium"},
 		applied: func(_ *testing.T, id string) bool {
-			i := slices.IndexFunc(gce.ForwardingRules(gcetest.DefaultProject, region), func(fr compute.ForwardingRule) bool { return fr.Name == id })
-			return i >= 0 && gce.ForwardingRules(gcetest.DefaultProject, region)[i].NetworkTier == "PREMIUM"
+			rules := gce.ForwardingRules(gcetest.DefaultProject, region)
+			i := slices.IndexFunc(rules, func(fr compute.ForwardingRule) bool { return fr.Name == id })
+			return i >= 0 && rules[i].NetworkTier == "PREMIUM"
 		},
 		// A node leaving or coming is one removeInstance or addInstance of
 		// the target pool per sync; the stock service controller (the

@@ -137,15 +137,16 @@ func (c *Cloud) listeners(fr *compute.ForwardingRule) []lb.Listener {
 			}
 		}
 	}
+	mapped := c.nodePorts(fr)
 	if len(ports) > 64 {
 		// A wide range (a Service's ports span it): only the ports
 		// kube-proxy serves are listened on.
-		ports = slices.DeleteFunc(ports, func(p int) bool { return c.nodePort(fr, p) == 0 })
+		ports = slices.DeleteFunc(ports, func(p int) bool { return mapped[p] == 0 })
 	}
 	ins, hc := c.targets(fr)
 	var out []lb.Listener
 	for _, p := range ports {
-		np := c.nodePort(fr, p)
+		np := mapped[p]
 		if np == 0 {
 			np = p
 		}
@@ -158,11 +159,12 @@ func (c *Cloud) listeners(fr *compute.ForwardingRule) []lb.Listener {
 	return out
 }
 
-// nodePort is the stand-in for kube-proxy's answer (0: none).
-func (c *Cloud) nodePort(fr *compute.ForwardingRule, port int) int {
+// nodePorts is the stand-in for kube-proxy's answer for a rule (nil:
+// none).
+func (c *Cloud) nodePorts(fr *compute.ForwardingRule) map[int]int {
 	if f := c.net.lb.kubeProxy; f != nil {
 		cp := cloneWire(*fr)
-		return f(&cp, port)
+		return f(&cp)
 	}
-	return 0
+	return nil
 }

@@ -76,8 +76,8 @@ type lbState struct {
 	// vips: an address of the data plane -> its id there.
 	vips   map[string]string
 	quotas map[string]int // COLLECTION -> most items per project and scope
-	// kubeProxy maps a rule's port to the nodes' port.
-	kubeProxy   func(rule *compute.ForwardingRule, port int) int
+	// kubeProxy maps a rule's ports to the nodes' ports.
+	kubeProxy   func(rule *compute.ForwardingRule) map[int]int
 	checkHealth bool
 	hooked      bool
 }
@@ -108,11 +108,14 @@ func (c *Cloud) SetQuota(collection string, limit int) {
 }
 
 // SetKubeProxy sets the stand-in for kube-proxy's rules of load balancer
-// addresses: the nodes' port a forwarding rule's port is delivered to
-// (the Service's node port: the upstream GCE provider names the Service in
-// the rule's description); 0, or no function, is the same port. f is
-// called with a copy of the rule, while the endpoint is locked.
-func (c *Cloud) SetKubeProxy(f func(rule *compute.ForwardingRule, port int) int) {
+// addresses: the nodes' ports a forwarding rule's ports are delivered to
+// (the Service's node ports: the upstream GCE provider names the Service
+// in the rule's description). A port it does not map is delivered to the
+// same port; of a range wider than 64 ports (a Service's ports 80 and
+// 8080 are the range 80-8080) only the mapped ports are listened on. f is
+// called once a rule each time the data plane follows the resources, with
+// a copy of the rule, while the endpoint is locked: keep it quick.
+func (c *Cloud) SetKubeProxy(f func(rule *compute.ForwardingRule) map[int]int) {
 	c.net.mu.Lock()
 	defer c.net.mu.Unlock()
 	c.lbInit().kubeProxy = f

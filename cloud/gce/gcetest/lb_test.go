@@ -162,12 +162,7 @@ func TestLoadBalancerDataPlane(t *testing.T) {
 			}
 		}()
 	}
-	c.SetKubeProxy(func(_ *compute.ForwardingRule, port int) int {
-		if port == 443 {
-			return 30123
-		}
-		return 0
-	})
+	c.SetKubeProxy(func(*compute.ForwardingRule) map[int]int { return map[int]int{443: 30123} })
 	if err := done(s.TargetPools.Insert(p, region, &compute.TargetPool{Name: "tp", Instances: links}).Do()); err != nil {
 		t.Fatal(err)
 	}
