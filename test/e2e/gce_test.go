@@ -39,7 +39,7 @@ import (
 // GCE-specific attacks are denied by the real approver.
 func gceNodesJoin(t *testing.T, bed *signedBed) {
 	j := joinThreeWith(t, bed, harness.StartGCECloud, "GCE instances", "gce",
-		joinOptions{CCMArgs: gceRouteCCMArgs, CCMConfig: gceUpstreamConfig})
+		joinOptions{CCMArgs: gceRouteCCMArgs, CCMConfig: gceUpstreamConfig + gceLBUpstreamLines})
 	c, gce, ctx, start, fleet := j.C, j.Cloud, j.Ctx, j.Start, j.Fleet
 
 	for _, m := range fleet.Machines {
@@ -76,6 +76,9 @@ func gceNodesJoin(t *testing.T, bed *signedBed) {
 	gceRoutes(ctx, t, c, gce, names)
 
 	gceAttacks(ctx, t, c, gce, fleet.Machines[0].Name)
+
+	// Service load balancers, the upstream GCE provider's (gce_lb_test.go).
+	testCloudLB(ctx, t, c, names, gceLB(t, gce, c))
 }
 
 // gceAttacks joins through the real approver with GCE evidence an attacker
