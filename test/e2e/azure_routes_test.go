@@ -89,24 +89,7 @@ func azureRoutes(ctx context.Context, t *testing.T, c *testbed.Cluster, az *harn
 		}
 		return maps.Equal(got, want), nil
 	})
-	harness.WaitUntil(ctx, t, "the Nodes' NetworkUnavailable to clear", func() (bool, error) {
-		for _, name := range names {
-			node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			cleared := false
-			for _, cond := range node.Status.Conditions {
-				if cond.Type == corev1.NodeNetworkUnavailable && cond.Status == corev1.ConditionFalse {
-					cleared = true
-				}
-			}
-			if !cleared {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	waitNetworkAvailable(ctx, t, c, names)
 	t.Logf("%d pod ranges routed in route table %s via their VMs in %v (table reads %d, writes %d); the appliance's route left",
 		len(names), azureRouteTable, time.Since(start).Round(time.Millisecond), az.Calls("GetRouteTable"), az.Calls("PutRouteTable"))
 	if n := az.Calls("PutRouteTable"); n > len(names) {

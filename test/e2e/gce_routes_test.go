@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -74,24 +73,7 @@ func gceRoutes(ctx context.Context, t *testing.T, c *testbed.Cluster, gce *harne
 		}
 		return maps.Equal(got, want), nil
 	})
-	harness.WaitUntil(ctx, t, "the Nodes' NetworkUnavailable to clear", func() (bool, error) {
-		for _, name := range names {
-			node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			cleared := false
-			for _, cond := range node.Status.Conditions {
-				if cond.Type == corev1.NodeNetworkUnavailable && cond.Status == corev1.ConditionFalse {
-					cleared = true
-				}
-			}
-			if !cleared {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	waitNetworkAvailable(ctx, t, c, names)
 	t.Logf("%d pod ranges routed via their instances in %v (routes.insert %d, routes.list %d, operations.wait %d); an administrator's route left",
 		len(names), time.Since(start).Round(time.Millisecond), gce.Calls("routes.insert"), gce.Calls("routes.list"), gce.Calls("operations.wait"))
 	if n := gce.Calls("routes.delete"); n != 0 {

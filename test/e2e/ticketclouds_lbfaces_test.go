@@ -206,6 +206,16 @@ func hetznerRoutes(ctx context.Context, t *testing.T, c *testbed.Cluster, hz *ha
 		}
 		return maps.Equal(got, want), nil
 	})
+	waitNetworkAvailable(ctx, t, c, names)
+	t.Logf("%d pod ranges routed in network %d via their servers in %v (route-create calls %d); another gateway's route left",
+		len(names), harness.HetznerNetwork, time.Since(start).Round(time.Millisecond), hz.Calls("route-create"))
+}
+
+// waitNetworkAvailable waits until the route controller has cleared the
+// NetworkUnavailable condition of each Node of names (it does once the
+// Node's pod range is routed).
+func waitNetworkAvailable(ctx context.Context, t *testing.T, c *testbed.Cluster, names []string) {
+	t.Helper()
 	harness.WaitUntil(ctx, t, "the Nodes' NetworkUnavailable to clear", func() (bool, error) {
 		for _, name := range names {
 			node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
@@ -224,6 +234,4 @@ func hetznerRoutes(ctx context.Context, t *testing.T, c *testbed.Cluster, hz *ha
 		}
 		return true, nil
 	})
-	t.Logf("%d pod ranges routed in network %d via their servers in %v (route-create calls %d); another gateway's route left",
-		len(names), harness.HetznerNetwork, time.Since(start).Round(time.Millisecond), hz.Calls("route-create"))
 }

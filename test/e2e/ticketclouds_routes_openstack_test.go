@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -73,24 +72,7 @@ func openstackRoutes(ctx context.Context, t *testing.T, c *testbed.Cluster, osc 
 		}
 		return maps.Equal(got, wantPairs), nil
 	})
-	harness.WaitUntil(ctx, t, "the Nodes' NetworkUnavailable to clear", func() (bool, error) {
-		for _, name := range names {
-			node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
-			}
-			cleared := false
-			for _, cond := range node.Status.Conditions {
-				if cond.Type == corev1.NodeNetworkUnavailable && cond.Status == corev1.ConditionFalse {
-					cleared = true
-				}
-			}
-			if !cleared {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	waitNetworkAvailable(ctx, t, c, names)
 	t.Logf("%d pod ranges routed on router %s via their servers in %v (add_extraroutes %d, router updates %d, port updates %d); another next hop's route left",
 		len(names), osc.RouterID, time.Since(start).Round(time.Millisecond), osc.Calls("router-add-routes"), osc.Calls("router-update"),
 		osc.Calls("port-update"))
