@@ -58,6 +58,16 @@ type Backend struct {
 	// annotations (RunLoadBalancers: one under them that the backend does
 	// not know is refused, nothing written).
 	LBAnnotationPrefixes []string
+	// LBUpstream: the provider's load balancers are an upstream cloud
+	// provider's (a plain cloudprovider.LoadBalancer, no
+	// cloud.LoadBalancerInventory): they carry no cluster tag, so the
+	// cluster cannot list its own, tell another cluster's apart or find one
+	// whose Service is gone, and the upstream ignores annotations it does
+	// not know. RunLoadBalancers then runs Lifecycle (its checks against
+	// the listed load balancer's fingerprint left out; the endpoint's copy
+	// checked instead) and Failures (without ListOwnedLoadBalancers), and
+	// skips Adopt, OtherCluster, BadInput and Orphan, saying why.
+	LBUpstream bool
 	// Config is the text of a cloud config file for the provider over b,
 	// for the registry check (cloud.NewProvider builds it from the file);
 	// nil skips it.
