@@ -281,14 +281,10 @@ func routeName(node string, dest netip.Prefix) string {
 // another cluster VM (or a former one) is replaced in the same write; one
 // that is not the cluster's is an error, and stays.
 func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *cloudprovider.Route) error {
-	dest, err := netip.ParsePrefix(route.DestinationCIDR)
-	switch {
-	case err != nil:
-		return fmt.Errorf("azure routes: route for Node %s: destination %q: %w", route.TargetNode, route.DestinationCIDR, err)
-	case !r.scope.InCluster(dest.Masked()):
-		return fmt.Errorf("azure routes: route %s for Node %s: outside the cluster CIDRs; not created", dest, route.TargetNode)
+	dest, err := r.scope.CreateDest(route.DestinationCIDR, string(route.TargetNode))
+	if err != nil {
+		return fmt.Errorf("azure routes: %w", err)
 	}
-	dest = dest.Masked()
 	in, err := r.c.view.ByNodeName(ctx, string(route.TargetNode), r.c.cfg.InstanceMaxAge.Duration)
 	if err != nil {
 		return fmt.Errorf("azure routes: route %s for Node %s: finding its VM among the cluster's: %w", dest, route.TargetNode, err)
@@ -399,13 +395,9 @@ func hasInternalIP(addrs []v1.NodeAddress, ip string) bool {
 // CIDRs (when set), is deleted; another is an error, and stays. A route
 // already gone is no error.
 func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
-	dest, err := netip.ParsePrefix(route.DestinationCIDR)
+	dest, err := r.scope.DeleteDest(route.DestinationCIDR, route.Name)
 	if err != nil {
-		return fmt.Errorf("azure routes: route %s: destination %q: %w", route.Name, route.DestinationCIDR, err)
-	}
-	dest = dest.Masked()
-	if !r.scope.InCluster(dest) {
-		return fmt.Errorf("azure routes: route %s: destination %s outside the cluster CIDRs; not deleted", route.Name, dest)
+		return fmt.Errorf("azure routes: %w", err)
 	}
 	var gone []string
 	op := &routeOp{what: fmt.Sprintf("deletion of route %s (%s)", route.Name, dest),

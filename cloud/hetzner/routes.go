@@ -287,13 +287,9 @@ func (r *routes) ours(ctx context.Context, gw string) error {
 // the same conditions. A route via another gateway is an error, and stays;
 // a route already gone is no error.
 func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
-	dest, err := netip.ParsePrefix(route.DestinationCIDR)
+	dest, err := r.scope.DeleteDest(route.DestinationCIDR, route.Name)
 	if err != nil {
-		return fmt.Errorf("hetzner routes: route %s: destination %q: %w", route.Name, route.DestinationCIDR, err)
-	}
-	dest = dest.Masked()
-	if !r.scope.InCluster(dest) {
-		return fmt.Errorf("hetzner routes: route %s: destination %s outside the cluster CIDRs; not deleted", route.Name, dest)
+		return fmt.Errorf("hetzner routes: %w", err)
 	}
 	id, err := r.c.network.ID(ctx)
 	if err != nil {

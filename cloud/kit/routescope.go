@@ -62,6 +62,37 @@ func (s *RouteScope) InCluster(dest netip.Prefix) bool {
 	return false
 }
 
+// CreateDest is the destination of a route to create for node, masked:
+// route.DestinationCIDR as the route controller gives it (cidr). It is an
+// error when cidr is no prefix or lies outside the cluster CIDRs; the
+// backend prefixes its name.
+func (s *RouteScope) CreateDest(cidr, node string) (netip.Prefix, error) {
+	dest, err := netip.ParsePrefix(cidr)
+	switch {
+	case err != nil:
+		return netip.Prefix{}, fmt.Errorf("route for Node %s: destination %q: %w", node, cidr, err)
+	case !s.InCluster(dest.Masked()):
+		return netip.Prefix{}, fmt.Errorf("route %s for Node %s: outside the cluster CIDRs; not created", dest, node)
+	}
+	return dest.Masked(), nil
+}
+
+// DeleteDest is the destination of a route to delete, the route the
+// route controller names name of cidr, masked. It is an error when cidr is
+// no prefix or lies outside the cluster CIDRs (such a route is not the
+// cluster's, and stays); the backend prefixes its name.
+func (s *RouteScope) DeleteDest(cidr, name string) (netip.Prefix, error) {
+	dest, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("route %s: destination %q: %w", name, cidr, err)
+	}
+	dest = dest.Masked()
+	if !s.InCluster(dest) {
+		return netip.Prefix{}, fmt.Errorf("route %s: destination %s outside the cluster CIDRs; not deleted", name, dest)
+	}
+	return dest, nil
+}
+
 // Remember records next hops just seen as cluster servers' addresses, to
 // their servers' Node names, for the rest of the process's life.
 func (s *RouteScope) Remember(hops map[string]string) {

@@ -79,3 +79,32 @@ func TestRouteScopeKnown(t *testing.T) {
 		t.Error("a hop never remembered is known")
 	}
 }
+
+func TestRouteScopeDests(t *testing.T) {
+	var s RouteScope
+	s.SetClusterCIDRs([]netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")})
+	if got, err := s.CreateDest("10.244.1.7/24", "n1"); err != nil || got != netip.MustParsePrefix("10.244.1.0/24") {
+		t.Errorf("CreateDest inside: %v, %v; want 10.244.1.0/24", got, err)
+	}
+	if got, err := s.DeleteDest("10.244.2.0/24", "r2"); err != nil || got != netip.MustParsePrefix("10.244.2.0/24") {
+		t.Errorf("DeleteDest inside: %v, %v; want 10.244.2.0/24", got, err)
+	}
+	for name, c := range map[string]struct {
+		err  func() error
+		want string
+	}{
+		"create outside": {func() error { _, err := s.CreateDest("10.9.0.0/24", "n1"); return err },
+			"route 10.9.0.0/24 for Node n1: outside the cluster CIDRs; not created"},
+		"create malformed": {func() error { _, err := s.CreateDest("10.244.1.0", "n1"); return err },
+			`route for Node n1: destination "10.244.1.0": `},
+		"delete outside": {func() error { _, err := s.DeleteDest("10.9.0.7/24", "r1"); return err },
+			"route r1: destination 10.9.0.0/24 outside the cluster CIDRs; not deleted"},
+		"delete malformed": {func() error { _, err := s.DeleteDest("x", "r1"); return err },
+			`route r1: destination "x": `},
+	} {
+		err := c.err()
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error starting %q", name, err, c.want)
+		}
+	}
+}

@@ -259,14 +259,10 @@ func (r *routes) ListRoutes(ctx context.Context, _ string) ([]*cloudprovider.Rou
 // former one) is replaced; one via any other next hop is an error, and
 // stays.
 func (r *routes) CreateRoute(ctx context.Context, _ string, _ string, route *cloudprovider.Route) error {
-	dest, err := netip.ParsePrefix(route.DestinationCIDR)
-	switch {
-	case err != nil:
-		return fmt.Errorf("openstack routes: route for Node %s: destination %q: %w", route.TargetNode, route.DestinationCIDR, err)
-	case !r.scope.InCluster(dest.Masked()):
-		return fmt.Errorf("openstack routes: route %s for Node %s: outside the cluster CIDRs; not created", dest, route.TargetNode)
+	dest, err := r.scope.CreateDest(route.DestinationCIDR, string(route.TargetNode))
+	if err != nil {
+		return fmt.Errorf("openstack routes: %w", err)
 	}
-	dest = dest.Masked()
 	in, err := r.c.view.ByNodeName(ctx, string(route.TargetNode), r.c.cfg.InstanceMaxAge.Duration)
 	if err != nil {
 		return fmt.Errorf("openstack routes: route %s for Node %s: finding its server among the cluster's: %w", dest, route.TargetNode, err)
@@ -370,13 +366,9 @@ func hasInternalIP(addrs []v1.NodeAddress, ip string) bool {
 // another next hop is an error, and stays; a route already gone is no
 // error.
 func (r *routes) DeleteRoute(ctx context.Context, _ string, route *cloudprovider.Route) error {
-	dest, err := netip.ParsePrefix(route.DestinationCIDR)
+	dest, err := r.scope.DeleteDest(route.DestinationCIDR, route.Name)
 	if err != nil {
-		return fmt.Errorf("openstack routes: route %s: destination %q: %w", route.Name, route.DestinationCIDR, err)
-	}
-	dest = dest.Masked()
-	if !r.scope.InCluster(dest) {
-		return fmt.Errorf("openstack routes: route %s: destination %s outside the cluster CIDRs; not deleted", route.Name, dest)
+		return fmt.Errorf("openstack routes: %w", err)
 	}
 	nc, exts, err := r.client(ctx)
 	if err != nil {
