@@ -23,7 +23,10 @@ require (
 	github.com/digitalocean/godo v1.236.0
 	github.com/go-jose/go-jose/v4 v4.1.9
 	github.com/godbus/dbus/v5 v5.1.0
+	github.com/google/go-attestation v0.6.4
 	github.com/google/go-containerregistry v0.22.1
+	github.com/google/go-tpm v0.9.8
+	github.com/google/go-tpm-tools v0.4.7
 	github.com/google/uuid v1.6.0
 	github.com/gophercloud/gophercloud/v2 v2.15.0
 	github.com/hetznercloud/hcloud-go/v2 v2.52.0
@@ -63,6 +66,10 @@ require (
 	github.com/cloudflare/circl v1.6.2 // indirect
 	github.com/gofrs/flock v0.10.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/google/go-configfs-tsm v0.3.3-0.20240919001351-b4b5b84fdcbc // indirect
+	github.com/google/go-sev-guest v0.14.0 // indirect
+	github.com/google/go-tdx-guest v0.3.2-0.20241009005452-097ee70d0843 // indirect
+	github.com/google/logger v1.1.1 // indirect
 	github.com/sony/gobreaker/v2 v2.4.0 // indirect
 	github.com/youmark/pkcs8 v0.0.0-20240726163527-a2c0da244d78 // indirect
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 )
@@ -103,11 +104,43 @@ func (r *Rejection) Unwrap() error { return r.Err }
 // Reject makes a Rejection.
 func Reject(reason string, err error) error { return &Rejection{Reason: reason, Err: err} }
 
-// IsRejection reports whether err is a verdict rather than a failure.
+// IsRejection reports whether err is a verdict rather than a failure: a
+// *Rejection, or an error with a RejectReason method (tpm.Rejection).
 func IsRejection(err error) (*Rejection, bool) {
 	var r *Rejection
-	ok := errors.As(err, &r)
-	return r, ok
+	if errors.As(err, &r) {
+		return r, true
+	}
+	var other interface{ RejectReason() string }
+	if errors.As(err, &other) {
+		return &Rejection{Reason: other.RejectReason(), Err: err}, true
+	}
+	return nil, false
+}
+
+// TPMRequest is what the approver hands a TPMVerifier: the TPM evidence
+// block of a join CSR, the CSR key's binding, the CSR itself (a credential
+// activation challenge is bound to the CSR it was written on), the time,
+// and the operator's quote options (its PCR policy).
+type TPMRequest struct {
+	Data        []byte
+	Binding     string
+	CSR, CSRUID string
+	Now         time.Time
+	Quote       tpm.QuoteOptions
+}
+
+// TPMVerifier is an Attester whose instances can prove a join with their
+// TPM (cloud/tpm): after the cloud's evidence named the instance (att)
+// and the view found it (in), VerifyTPM checks that the TPM evidence's
+// quote binds the CSR key (tpm.VerifyQuote) and that its attestation key
+// is resident in that instance's TPM (a certificate the cloud issued for
+// it, the cloud's API, credential activation). nil: proven. A rejection
+// (*Rejection, *tpm.Rejection) denies; a *tpm.ChallengeNeeded asks the
+// approver to write the challenge on the CSR and deny it (the agent
+// answers with a new CSR); any other error is transient.
+type TPMVerifier interface {
+	VerifyTPM(ctx context.Context, req TPMRequest, att Attestation, in view.Instance) error
 }
 
 // Attester is a cloud backend that can back the CSR approver: it verifies

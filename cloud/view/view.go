@@ -69,6 +69,13 @@ type Instance struct {
 	// "" when it has none or the backend does not say. A backend's
 	// cloud.InstanceChecker may require one its configuration allows.
 	Identity string
+	// VTPM: the cloud's record says the instance has an enabled virtual
+	// TPM (GCE's shieldedInstanceConfig.enableVtpm, EC2's tpmSupport v2.0,
+	// Azure's securityProfile vTpmEnabled). Under the approver's TPM
+	// policy "preferred", such an instance must prove its join with its
+	// TPM (cloud/tpm), so that leaving the TPM evidence out is no way
+	// around it.
+	VTPM bool
 }
 
 // Source lists a cloud's instances; it is the boundary to a cloud backend.

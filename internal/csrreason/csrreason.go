@@ -64,6 +64,17 @@ const (
 	EvidenceNotBound  = "EvidenceNotBoundToKey"
 	EvidenceIssuer    = "EvidenceWrongIssuer"
 	EvidenceCluster   = "EvidenceOtherCluster"
+
+	// TPM evidence (cloud/tpm): the policy wants it and none came; the
+	// quote does not verify; its attestation key is not proven to be the
+	// instance's; its PCRs are outside the operator's policy; and the
+	// approver's credential activation challenge, which the agent answers
+	// with a new CSR (its annotation carries the challenge).
+	TPMEvidenceRequired  = "TPMEvidenceRequired"
+	TPMQuoteInvalid      = "TPMQuoteInvalid"
+	TPMKeyNotOfInstance  = "TPMKeyNotOfInstance"
+	TPMPCRsOutsidePolicy = "TPMPCRsOutsidePolicy"
+	TPMChallenge         = "TPMCredentialChallenge"
 )
 
 // retryable are the denials a join can outlive: they depend on timing or on
@@ -74,6 +85,7 @@ var retryable = map[string]string{
 	InstanceNotRunning: "the cloud's record still said pending or stopped; it changes as the instance boots",
 	NodeAlreadyJoined:  "the Node is still Ready from this instance's previous life (a reinstalled disk); it turns NotReady within the node monitor grace period",
 	TooManyPending:     "an older approver's flood guard; the backlog drains",
+	TPMChallenge:       "the approver asks the TPM to activate a credential; the agent answers with a new CSR",
 }
 
 // Final reports whether a denial with this reason ends the join for good.
