@@ -1,0 +1,224 @@
+package tpm
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/go-tpm/legacy/tpm2"
+	"github.com/google/go-tpm/legacy/tpm2/credactivation"
+)
+
+// ChallengeAnnotation is the annotation the CSR approver writes on a join
+// CSR it denies with csrreason.TPMChallenge: the challenge (Challenger.
+// Challenge's bytes) in standard base64 (EncodeAnnotation).
+const ChallengeAnnotation = "tpm.mooring.dev/credential-challenge"
+
+// challengeDomain separates the challenge secret's HMAC input from any
+// other use of the key.
+const challengeDomain = "mooring tpm credential activation v1"
+
+// maxChallenge bounds a challenge a node decodes (an RSA-4096 EK's
+// encrypted seed is 512 bytes; the credential blob is under 100).
+const maxChallenge = 4096
+
+// Challenge is the wire form of a credential activation challenge: the
+// TPM2B_ID_OBJECT (credential blob) and TPM2B_ENCRYPTED_SECRET that
+// go-tpm's credactivation.Generate makes, each with its TPM2B size prefix,
+// for TPM2_ActivateCredential with the AK as the activated object and the
+// EK as its protector.
+type Challenge struct {
+	Credential []byte `json:"credential"`
+	Secret     []byte `json:"secret"`
+}
+
+// ParseChallenge decodes a challenge (Challenger.Challenge's bytes).
+func ParseChallenge(data []byte) (*Challenge, error) {
+	if len(data) > maxChallenge {
+		return nil, fmt.Errorf("%w: challenge of %d bytes, limit %d", ErrMalformed, len(data), maxChallenge)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var c Challenge
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: challenge: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: data after the challenge", ErrMalformed)
+	}
+	if len(c.Credential) < 3 || len(c.Secret) < 3 {
+		return nil, fmt.Errorf("%w: the challenge lacks its credential or secret", ErrMalformed)
+	}
+	for _, b := range [][]byte{c.Credential, c.Secret} {
+		if int(binary.BigEndian.Uint16(b)) != len(b)-2 {
+			return nil, fmt.Errorf("%w: a challenge part's TPM2B size is not its length", ErrMalformed)
+		}
+	}
+	return &c, nil
+}
+
+// EncodeAnnotation is the ChallengeAnnotation value of a challenge.
+func EncodeAnnotation(challenge []byte) string {
+	return base64.StdEncoding.EncodeToString(challenge)
+}
+
+// DecodeAnnotation reads a ChallengeAnnotation value back.
+func DecodeAnnotation(v string) ([]byte, error) {
+	if len(v) > base64.StdEncoding.EncodedLen(maxChallenge) {
+		return nil, fmt.Errorf("%w: challenge annotation of %d bytes", ErrMalformed, len(v))
+	}
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: challenge annotation: %v", ErrMalformed, err)
+	}
+	return b, nil
+}
+
+// Challenger makes and checks credential activation challenges without
+// keeping state: the challenge's secret is an HMAC, under a key the
+// Challenger draws at random when it is made, over the CSR the challenge is
+// written on (its UID), the CSR key's binding, the AK's name and the EK's
+// name. Only a TPM holding that EK's private key, with that AK loaded, can
+// recover it (TPM2_ActivateCredential checks the AK's name), and the answer
+// is good for that CSR key only. A new approver process has a new key: the
+// agent's answer to an older one's challenge fails, and it asks again.
+type Challenger struct {
+	key []byte
+}
+
+// NewChallenger makes a Challenger with a fresh random key.
+func NewChallenger() (*Challenger, error) {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("TPM challenger key: %w", err)
+	}
+	return &Challenger{key: k}, nil
+}
+
+// keys decodes the EK's and AK's public areas (TPMT_PUBLIC) and checks
+// what the challenge needs of them: an AK with the attributes of one
+// (CheckAKAttributes), an RSA EK that is a restricted decryption key with
+// an AES symmetric scheme (the TCG EK templates). A *Rejection says which
+// is wrong.
+func keys(ekPublic, akPublic []byte) (ek tpm2.Public, akName, ekName tpm2.Name, err error) {
+	if err = CheckAKAttributes(akPublic); err != nil {
+		return
+	}
+	ak, err := tpm2.DecodePublic(akPublic)
+	if err != nil {
+		err = Reject(RejectMalformed, "attestation key: %v", err)
+		return
+	}
+	if akName, err = ak.Name(); err != nil || akName.Digest == nil {
+		err = Reject(RejectMalformed, "attestation key's name: %v", err)
+		return
+	}
+	if len(ekPublic) == 0 {
+		err = Reject(RejectMalformed, "no endorsement key public area for credential activation")
+		return
+	}
+	if ek, err = tpm2.DecodePublic(ekPublic); err != nil {
+		err = Reject(RejectMalformed, "endorsement key: %v", err)
+		return
+	}
+	if ek.Type != tpm2.AlgRSA || ek.RSAParameters == nil {
+		err = Reject(RejectKey, "the endorsement key is of type 0x%04x; credential activation here needs an RSA EK", uint16(ek.Type))
+		return
+	}
+	want := tpm2.FlagRestricted | tpm2.FlagDecrypt | tpm2.FlagFixedTPM | tpm2.FlagFixedParent
+	if ek.Attributes&want != want || ek.Attributes&tpm2.FlagSign != 0 {
+		err = Reject(RejectKey, "the endorsement key's attributes %#x are not a restricted decryption key's (fixedTPM, fixedParent)", uint32(ek.Attributes))
+		return
+	}
+	if sym := ek.RSAParameters.Symmetric; sym == nil || sym.Alg != tpm2.AlgAES || (sym.KeyBits != 128 && sym.KeyBits != 256) {
+		err = Reject(RejectKey, "the endorsement key has no AES-128 or AES-256 symmetric scheme")
+		return
+	}
+	if ekName, err = ek.Name(); err != nil || ekName.Digest == nil {
+		err = Reject(RejectMalformed, "endorsement key's name: %v", err)
+		return
+	}
+	return ek, akName, ekName, nil
+}
+
+// secret is the HMAC for one challenge: each part length-prefixed.
+func (c *Challenger) secret(csrUID, binding string, akName, ekName tpm2.Name) ([]byte, error) {
+	an, err := akName.Digest.Encode()
+	if err != nil {
+		return nil, err
+	}
+	en, err := ekName.Digest.Encode()
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, c.key)
+	for _, p := range [][]byte{[]byte(challengeDomain), []byte(csrUID), []byte(binding), an, en} {
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(p)))
+		m.Write(n[:])
+		m.Write(p)
+	}
+	return m.Sum(nil), nil
+}
+
+// Challenge makes the credential activation challenge for the AK and EK
+// (TPMT_PUBLIC each) of the CSR csrUID whose key has binding: go-tpm's
+// credactivation.Generate seals the secret to the EK, for the AK's name.
+// It returns the challenge's wire form (ParseChallenge;
+// EncodeAnnotation for the CSR's annotation). An AK that is not a
+// restricted TPM-resident signing key, or an EK unfit for it, is a
+// *Rejection: no challenge is made for them.
+func (c *Challenger) Challenge(ekPublic, akPublic []byte, csrUID, binding string) ([]byte, error) {
+	if csrUID == "" || binding == "" {
+		return nil, errors.New("TPM challenge: no CSR UID or binding")
+	}
+	ek, akName, ekName, err := keys(ekPublic, akPublic)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := c.secret(csrUID, binding, akName, ekName)
+	if err != nil {
+		return nil, fmt.Errorf("TPM challenge: %w", err)
+	}
+	pub, err := ek.Key()
+	if err != nil {
+		return nil, Reject(RejectMalformed, "endorsement key: %v", err)
+	}
+	if _, ok := pub.(*rsa.PublicKey); !ok {
+		return nil, Reject(RejectKey, "the endorsement key is no RSA key")
+	}
+	cred, encSecret, err := credactivation.Generate(akName.Digest, pub, int(ek.RSAParameters.Symmetric.KeyBits)/8, secret)
+	if err != nil {
+		return nil, Reject(RejectKey, "credential activation to this endorsement key: %v", err)
+	}
+	return json.Marshal(Challenge{Credential: cred, Secret: encSecret})
+}
+
+// Check checks a node's answer (a) to a challenge made for these AK and
+// EK public areas and the CSR key's binding, on the CSR a names. The
+// comparison is constant-time. A wrong or missing answer is a *Rejection
+// with RejectKey.
+func (c *Challenger) Check(ekPublic, akPublic []byte, a *Activation, binding string) error {
+	if a == nil {
+		return Reject(RejectKey, "no answer to the credential activation challenge")
+	}
+	_, akName, ekName, err := keys(ekPublic, akPublic)
+	if err != nil {
+		return err
+	}
+	want, err := c.secret(a.ChallengeUID, binding, akName, ekName)
+	if err != nil {
+		return fmt.Errorf("TPM challenge: %w", err)
+	}
+	if !hmac.Equal(want, a.Secret) {
+		return Reject(RejectKey, "the answer to the credential activation challenge on CSR %q is not the secret issued for this attestation key, endorsement key and CSR key (or an approver restarted since)", a.ChallengeCSR)
+	}
+	return nil
+}
