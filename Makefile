@@ -16,9 +16,10 @@ export KUBE_VERSION
 # back to the version Go recorded in them.
 LDFLAGS := $(shell hack/ldflags.sh)
 
-# Commands under test/ (the benchmarks' upstream CCM) are built by the tests
-# that run them, not into bin/.
-MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... | grep -v '/test/')
+# Commands under test/ (the benchmarks' upstream CCM) and the tests' TPM
+# simulator (cloud/tpm/tpmtest, cgo) are built by the tests that run them,
+# not into bin/.
+MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./... | grep -v -e '/test/' -e '/tpmtest/')
 # mooring-agent is built with grpc's grpcnotrace tag: without it grpc links
 # golang.org/x/net/trace, whose debug pages run templates, which keeps every
 # exported method of every type in the binary (a third of the agent's peak

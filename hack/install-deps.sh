@@ -10,7 +10,9 @@
 # and containerd, runc and containernetworking-plugins (its loopback plugin), which the e2e tests run
 # directly, one containerd per control-plane node, for nodes whose kubelets run real pods (test/testbed/containerd.go),
 # and apt-utils (apt-ftparchive) and gnupg, with which the booted machines' test builds and signs a kubelet package
-# repository for the user-data's --kubernetes-version (test/harness/aptrepo.go).
+# repository for the user-data's --kubernetes-version (test/harness/aptrepo.go),
+# and gcc, with which the tests build their TPM simulator (cloud/tpm/tpmtest's mooring-tpmsim links go-tpm-tools'
+# simulator with cgo; no mooring binary does).
 # Safe to run again; does nothing when all are present. Needs root (as on CI and the developers' machines).
 set -euo pipefail
 need=()
@@ -28,6 +30,7 @@ command -v containerd >/dev/null 2>&1 || need+=(containerd)
 [ -x /usr/lib/cni/loopback ] || need+=(containernetworking-plugins)
 command -v apt-ftparchive >/dev/null 2>&1 || need+=(apt-utils)
 command -v gpg >/dev/null 2>&1 || need+=(gnupg)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "install-deps: installing ${need[*]}" >&2
 # Only its schema check is wanted here: installing cloud-init starts nothing, but it would run at the next
