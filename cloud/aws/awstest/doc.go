@@ -59,6 +59,17 @@
 //     types are simply not returned. InstanceId.N (up to 100), GroupName.N,
 //     Filter.N on availability-zone, instance-type and zone-id, MaxResults
 //     1-100 (default 20, not with InstanceId.N), NextToken, DryRun.
+//   - NitroTPM (nitrotpm.go): an instance a test gives a NitroTPM (its
+//     endorsement keys' public areas: NitroTPMOf reads a TPM simulator's
+//     RSA EK) is described with tpmSupport v2.0, and EC2
+//     GetInstanceTpmEkPub serves its key: InstanceId, KeyType rsa-2048 or
+//     ecc-sec-p384, KeyFormat der (the DER public key) or tpmt (the
+//     TPMT_PUBLIC), all required, DryRun; keyValue base64. An instance EC2
+//     does not show is InvalidInstanceID.NotFound (NewInstanceDelay
+//     included), one without NitroTPM UnsupportedOperation (the model's
+//     code: AWS documents none). No endorsement key certificate is
+//     modelled: AWS documents none for NitroTPM, and documents this call
+//     as the way to get the key.
 //   - EC2 route tables (routetables.go; PutRouteTable, RouteTable) of the
 //     account's one VPC (VPCCIDR, loopback, its local route first):
 //     DescribeRouteTables (RouteTableId.N, InvalidRouteTableID.NotFound;

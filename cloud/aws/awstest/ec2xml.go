@@ -63,6 +63,7 @@ type xmlInstance struct {
 	EnaSupport         bool                  `xml:"enaSupport"`
 	MetadataOptions    xmlMetadataOptions    `xml:"metadataOptions"`
 	PrivateDNSOptions  xmlPrivateDNSSettings `xml:"privateDnsNameOptions"`
+	TPMSupport         string                `xml:"tpmSupport,omitempty"`
 }
 
 type xmlState struct {
@@ -199,6 +200,9 @@ func (c *Cloud) wireInstance(in Instance) xmlInstance {
 	}
 	if in.InstanceProfile != "" {
 		x.IAMInstanceProfile = &xmlIAMProfile{Arn: c.profileARN(in.InstanceProfile), ID: profileID(in.InstanceProfile)}
+	}
+	if in.NitroTPM != nil {
+		x.TPMSupport = TPMSupportV2
 	}
 	switch in.State {
 	case "stopped", "stopping":

@@ -61,6 +61,10 @@ type Instance struct {
 	Created time.Time
 	// ImageID defaults to ami- and 17 hex digits derived from the region.
 	ImageID string
+	// NitroTPM, when set, is the instance's NitroTPM: DescribeInstances
+	// shows tpmSupport v2.0 and GetInstanceTpmEkPub serves its endorsement
+	// keys. nil: an instance without NitroTPM.
+	NitroTPM *NitroTPM
 }
 
 // Instance states, with the codes EC2 gives them.
@@ -86,7 +90,7 @@ var loopback = netip.MustParsePrefix("127.0.0.0/8")
 func (c *Cloud) Put(in Instance) Instance {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	in.Tags = maps.Clone(in.Tags)
+	in = cloneInstance(in)
 	if in.ID == "" {
 		in.ID = c.newInstanceIDLocked()
 	}
@@ -125,6 +129,11 @@ func (c *Cloud) Put(in Instance) Instance {
 	}
 	if in.ImageID == "" {
 		in.ImageID = fakeID("ami", c.region)
+	}
+	if in.NitroTPM != nil {
+		if err := in.NitroTPM.check(); err != nil {
+			panic(fmt.Sprintf("awstest: instance %s: NitroTPM: %v", in.ID, err))
+		}
 	}
 	prev, existed := c.instances[in.ID]
 	if existed && in.LaunchTime.IsZero() {
@@ -282,6 +291,7 @@ func isLoopback(ip string) bool {
 
 func cloneInstance(in Instance) Instance {
 	in.Tags = maps.Clone(in.Tags)
+	in.NitroTPM = cloneNitroTPM(in.NitroTPM)
 	return in
 }
 
