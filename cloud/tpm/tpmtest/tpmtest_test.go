@@ -65,7 +65,7 @@ func TestSims(t *testing.T) {
 	}
 
 	big := bytes.Repeat([]byte("0123456789abcdef"), 100) // 1600 bytes: two NV writes
-	for range 2 {                                          // the second replaces the first
+	for range 2 {                                        // the second replaces the first
 		if err := b.Provision(0x01c10100, big); err != nil {
 			t.Fatal(err)
 		}
