@@ -19,6 +19,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/mooring-dev/mooring/cloud/tpm/node"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -58,6 +59,15 @@ type Identity interface {
 // Hetzner, OpenStack, bare metal); a node joins there with a join ticket
 // (docs/tickets.md).
 var ErrNoEvidence = errors.New("this cloud signs no instance identity")
+
+// TPMKeyer is implemented by the node identity of a cloud whose machines
+// can also prove a join with their (virtual) TPM: TPMKey names the
+// attestation key the cloud vouches for (node.GCEKey, node.DefaultKey with
+// the EK, ...). The agent then adds a TPM quote (cloud/tpm) after the
+// cloud's evidence, when its tpm setting and the machine's TPM device allow.
+type TPMKeyer interface {
+	TPMKey() node.Key
+}
 
 // Unsigned is implemented by the node identity of a cloud that signs no
 // instance identity, whose Evidence always wraps ErrNoEvidence: its
