@@ -17,6 +17,7 @@ import (
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/aws/agentid"
 	"github.com/mooring-dev/mooring/cloud/kit"
+	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/cloud/view"
 )
 
@@ -45,6 +46,9 @@ type Cloud struct {
 	// ids are the instance ids EC2 has shown, and its first misses of
 	// others (NewInstanceWindow).
 	ids *idTracker
+	// challenger makes and checks NitroTPM credential activation
+	// challenges (tpm.go), under a key of this process's.
+	challenger *tpm.Challenger
 }
 
 var _ cloudprovider.InformerUser = (*Cloud)(nil)
@@ -115,6 +119,10 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 			return nil, err
 		}
 	}
+	challenger, err := tpm.NewChallenger()
+	if err != nil {
+		return nil, fmt.Errorf("aws: %w", err)
+	}
 	ids := newIDTracker(time.Now)
 	src := Source{EC2: ec2Client, Region: cfg.Region, ClusterID: cfg.ClusterID, NamePolicy: policy, RequestTimeout: cfg.RequestTimeout.Duration, seen: ids}
 	klog.InfoS("AWS cloud provider configured", "region", cfg.Region, "clusterID", cfg.ClusterID, "nodeNamePolicy", policy.String(),
@@ -127,6 +135,8 @@ func newCloud(cfg Config, ec2Client EC2API, httpClient *http.Client, build upstr
 		verifier: v,
 		upstream: up,
 		ids:      ids,
+
+		challenger: challenger,
 	}
 	// FindInstance is the provider's own (by instance id), and so are
 	// EvidenceVerifiers (behind the gate of new instances).

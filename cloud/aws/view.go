@@ -124,8 +124,14 @@ func (s Source) toView(in *ec2types.Instance) (view.Instance, bool) {
 		Addresses:    nodeAddresses(in),
 		Created:      created,
 		Identity:     profileARN(in),
+		// EC2 describes an instance configured for NitroTPM with
+		// tpmSupport v2.0 (the EC2 API reference's Instance.TpmSupport).
+		VTPM: aws.ToString(in.TpmSupport) == nitroTPMSupport,
 	}, true
 }
+
+// nitroTPMSupport is the tpmSupport of an instance with NitroTPM.
+const nitroTPMSupport = "v2.0"
 
 // createdTime is when EC2 first launched the instance: the attachment time
 // of its primary network interface, the one at network card 0 and device

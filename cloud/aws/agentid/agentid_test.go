@@ -220,3 +220,12 @@ func postSigned(t *testing.T, c *awstest.Cloud, endpoint string, r STSRequest) i
 	_ = resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestTPMKey: an EC2 instance quotes with the default AK and sends its EK,
+// which the approver checks against GetInstanceTpmEkPub.
+func TestTPMKey(t *testing.T) {
+	k := (&NodeIdentity{}).TPMKey()
+	if !k.WithEK || k.Load == nil {
+		t.Fatalf("TPMKey %+v: want the default AK with the EK", k)
+	}
+}
