@@ -71,6 +71,15 @@ type Config struct {
 	// MaxClockSkew is tolerated between Azure's clock and the approver's,
 	// on createdOn (either way) and expiresOn. Default 1m, at most 5m.
 	MaxClockSkew metav1.Duration `json:"maxClockSkew,omitempty"`
+	// VTPMRootsFile holds PEM roots that Trusted Launch vTPMs' attestation
+	// key certificates must chain to (TPM evidence, docs/azure.md); ""
+	// is Microsoft's Azure Virtual TPM Root Certificate Authority 2023,
+	// built in.
+	VTPMRootsFile string `json:"vtpmRootsFile,omitempty"`
+	// VTPMIntermediatesFile optionally holds PEM issuing CA certificates
+	// of those AK certificates, besides the built-in Global Virtual TPM
+	// CA - 03 (the certificate in the vTPM is the leaf alone).
+	VTPMIntermediatesFile string `json:"vtpmIntermediatesFile,omitempty"`
 	// RouteTableName names the route table where the route controller
 	// (--configure-cloud-routes) routes each Node's pod CIDR via its VM's
 	// private IP, kubenet's routes (docs/azure.md, Routes); the table must
@@ -260,6 +269,30 @@ func (c *Config) VerifierOptions() (VerifierOptions, error) {
 	return o, nil
 }
 
+// VTPMOptions builds the vTPM check's options, reading the certificate
+// files.
+func (c *Config) VTPMOptions() (VTPMOptions, error) {
+	var o VTPMOptions
+	if c.VTPMRootsFile != "" {
+		certs, err := readCerts(c.VTPMRootsFile)
+		if err != nil {
+			return o, fmt.Errorf("azure: vtpmRootsFile: %w", err)
+		}
+		o.Roots = x509.NewCertPool()
+		for _, cert := range certs {
+			o.Roots.AddCert(cert)
+		}
+	}
+	if c.VTPMIntermediatesFile != "" {
+		certs, err := readCerts(c.VTPMIntermediatesFile)
+		if err != nil {
+			return o, fmt.Errorf("azure: vtpmIntermediatesFile: %w", err)
+		}
+		o.Intermediates = certs
+	}
+	return o, nil
+}
+
 // noAIA: the allow-list is ["none"].
 func (c *Config) noAIA() bool {
 	return len(c.AttestationAIAAllowedHosts) == 1 && c.AttestationAIAAllowedHosts[0] == "none"
@@ -272,6 +305,12 @@ func readCerts(path string) ([]*x509.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseCerts(path, data)
+}
+
+// parseCerts reads every CERTIFICATE block of PEM data (named path in
+// errors); at least one, and nothing else.
+func parseCerts(path string, data []byte) ([]*x509.Certificate, error) {
 	var out []*x509.Certificate
 	for rest := data; len(strings.TrimSpace(string(rest))) > 0; {
 		var b *pem.Block

@@ -42,6 +42,7 @@ type Cloud struct {
 	view    *view.View
 	routes  *routes                         // nil without a routeTableName (routes.go)
 	lbs     *loadbalancer.Balancers[lbSpec] // nil with disableLoadBalancers (loadbalancers.go)
+	vtpm    *vtpmVerifier                   // TPM evidence (tpm.go)
 }
 
 // New builds the provider with the credential the config names
@@ -116,7 +117,11 @@ func NewWithCredential(cfg Config, cred azcore.TokenCredential) (*Cloud, error) 
 	if err != nil {
 		return nil, err
 	}
-	c := &Cloud{cfg: cfg, clients: clients}
+	to, err := cfg.VTPMOptions()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cloud{cfg: cfg, clients: clients, vtpm: newVTPMVerifier(to)}
 	if c.routes, err = newRoutes(c, cred, ClientOptions(cfg)); err != nil {
 		return nil, err
 	}

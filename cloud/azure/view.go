@@ -353,7 +353,22 @@ func (s Source) vmToView(vm *armcompute.VirtualMachine, power map[string]view.St
 	}
 	in.Zone = zoneOf(in.Region, vm.Zones)
 	in.Addresses = addresses(nw, *vm.ID, primaryNIC(vm.Properties.NetworkProfile), in.NodeName)
+	in.VTPM = hasVTPM(vm.Properties.SecurityProfile)
 	return in, true
+}
+
+// hasVTPM: the Compute API's securityProfile says the VM has an enabled
+// vTPM: securityType TrustedLaunch or ConfidentialVM, and
+// uefiSettings.vTpmEnabled true (docs/azure.md, TPM).
+func hasVTPM(p *armcompute.SecurityProfile) bool {
+	if p == nil || p.SecurityType == nil || p.UefiSettings == nil {
+		return false
+	}
+	switch *p.SecurityType {
+	case armcompute.SecurityTypesTrustedLaunch, armcompute.SecurityTypesConfidentialVM:
+		return boolean(p.UefiSettings.VTpmEnabled)
+	}
+	return false
 }
 
 func (s Source) scaleSetVMToView(set *armcompute.VirtualMachineScaleSet, m *armcompute.VirtualMachineScaleSetVM, nw *network) (view.Instance, bool) {
@@ -390,6 +405,11 @@ func (s Source) scaleSetVMToView(set *armcompute.VirtualMachineScaleSet, m *armc
 	}
 	in.Zone = zoneOf(in.Region, m.Zones)
 	in.Addresses = addresses(nw, *m.ID, primaryNIC(m.Properties.NetworkProfile), in.NodeName)
+	sp := m.Properties.SecurityProfile
+	if sp == nil && set.Properties != nil && set.Properties.VirtualMachineProfile != nil {
+		sp = set.Properties.VirtualMachineProfile.SecurityProfile // the set's model
+	}
+	in.VTPM = hasVTPM(sp)
 	return in, true
 }
 

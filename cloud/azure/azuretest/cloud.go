@@ -110,6 +110,12 @@ type VM struct {
 	// Created is the VM's properties.timeCreated; Put sets it to Now when
 	// zero, keeping the one of the VM it replaces.
 	Created time.Time
+	// SecurityType is properties.securityProfile.securityType
+	// (SecurityTypeTrustedLaunch, SecurityTypeConfidentialVM; "" writes no
+	// securityProfile, a Standard VM), VTPM and SecureBoot its
+	// uefiSettings' vTpmEnabled and secureBootEnabled (vtpm.go).
+	SecurityType     string
+	VTPM, SecureBoot bool
 }
 
 // Cloud is the endpoint.
@@ -122,6 +128,9 @@ type Cloud struct {
 	// replaces them).
 	Root, Intermediate *CA
 	Signer             *Signer
+	// VTPMRoot stands for Azure's vTPM root CA and VTPMIntermediate for an
+	// issuing CA under it, which certifies the vTPMs' AKs (vtpm.go).
+	VTPMRoot, VTPMIntermediate *CA
 
 	mu        sync.Mutex
 	published map[string]*x509.Certificate // AIA path -> CA certificate
@@ -197,6 +206,10 @@ func New(o Options) (*Cloud, error) {
 		return nil, err
 	}
 	if _, err := c.RotateIntermediate(); err != nil {
+		_ = c.servers.Close()
+		return nil, err
+	}
+	if err := c.newVTPMCA(); err != nil {
 		_ = c.servers.Close()
 		return nil, err
 	}

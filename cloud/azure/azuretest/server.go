@@ -302,6 +302,10 @@ func (c *Cloud) vmJSON(vm VM, instanceView bool) map[string]any {
 	if instanceView {
 		props["instanceView"] = statusesJSON(vm)
 	}
+	if vm.SecurityType != "" {
+		props["securityProfile"] = map[string]any{"securityType": vm.SecurityType,
+			"uefiSettings": map[string]bool{"secureBootEnabled": vm.SecureBoot, "vTpmEnabled": vm.VTPM}}
+	}
 	out := map[string]any{"id": c.vmID(vm), "location": c.opts.Location, "tags": tagsJSON(vm.Tags), "properties": props}
 	if z := zonesJSON(vm); z != nil {
 		out["zones"] = z
