@@ -222,15 +222,21 @@ func wire(in Instance) *compute.Instance {
 		}
 		nic.AccessConfigs = []*compute.AccessConfig{ac}
 	}
+	var shielded *compute.ShieldedInstanceConfig
+	if sh := in.Shielded; sh != nil {
+		shielded = &compute.ShieldedInstanceConfig{EnableVtpm: sh.VTPM, EnableSecureBoot: sh.SecureBoot, EnableIntegrityMonitoring: sh.IntegrityMonitoring,
+			ForceSendFields: []string{"EnableVtpm", "EnableSecureBoot", "EnableIntegrityMonitoring"}}
+	}
 	return &compute.Instance{
 		Kind: "compute#instance", Id: in.ID, Name: in.Name, Zone: zoneURL,
-		MachineType:       zoneURL + "/machineTypes/" + in.MachineType,
-		Status:            in.Status,
-		Labels:            maps.Clone(in.Labels),
-		Hostname:          in.Hostname,
-		NetworkInterfaces: []*compute.NetworkInterface{nic},
-		CreationTimestamp: in.Created.Format("2006-01-02T15:04:05.000-07:00"),
-		SelfLink:          zoneURL + "/instances/" + in.Name,
+		ShieldedInstanceConfig: shielded,
+		MachineType:            zoneURL + "/machineTypes/" + in.MachineType,
+		Status:                 in.Status,
+		Labels:                 maps.Clone(in.Labels),
+		Hostname:               in.Hostname,
+		NetworkInterfaces:      []*compute.NetworkInterface{nic},
+		CreationTimestamp:      in.Created.Format("2006-01-02T15:04:05.000-07:00"),
+		SelfLink:               zoneURL + "/instances/" + in.Name,
 	}
 }
 

@@ -71,6 +71,9 @@ type Instance struct {
 	// milliseconds, in Created's zone); Put sets it to Now when zero,
 	// keeping the one of the instance it replaces.
 	Created time.Time
+	// Shielded is the instance's shieldedInstanceConfig (nil: the record
+	// has none); ProvisionVTPM sets it (shielded.go).
+	Shielded *Shielded
 }
 
 // Cloud is the endpoint.
@@ -96,6 +99,8 @@ type Cloud struct {
 	// rt holds the routes, instance groups, backend services and health
 	// checks, under net.mu (routes.go).
 	rt routing
+	// tpm is the EK/AK CA and the vTPMs it provisioned (shielded.go).
+	tpm tpmCA
 }
 
 type signingKey struct {
@@ -116,7 +121,14 @@ func New(opts Options) (*Cloud, error) {
 			KeyOf:   func(in *Instance) string { return instanceKey(in.Project, in.Zone, in.Name) },
 			Created: func(in *Instance) *time.Time { return &in.Created },
 			Now:     opts.Now,
-			Clone:   func(in Instance) Instance { in.Labels = maps.Clone(in.Labels); return in },
+			Clone: func(in Instance) Instance {
+				in.Labels = maps.Clone(in.Labels)
+				if in.Shielded != nil {
+					sh := *in.Shielded
+					in.Shielded = &sh
+				}
+				return in
+			},
 			Order: func(a, b *Instance) int {
 				return cmp.Or(strings.Compare(a.Zone, b.Zone), strings.Compare(a.Name, b.Name))
 			},
