@@ -61,6 +61,10 @@ type Config struct {
 	// Upstream configures the upstream GCE provider; required with
 	// loadBalancers: upstream and allowed only then.
 	Upstream *UpstreamConfig `json:"upstream,omitempty"`
+	// TPM configures joins proven by the instances' vTPMs (tpm.go): the
+	// CA of attestation key certificates. The approver's --tpm flag says
+	// whether TPM evidence is used.
+	TPM TPMConfig `json:"tpm,omitempty"`
 }
 
 // Defaults.
@@ -140,6 +144,9 @@ func (c *Config) validate() error {
 	}
 	errs = append(errs, kit.CheckDurations(c.ViewConfig.Durations())...)
 	errs = append(errs, c.validateUpstream()...)
+	if _, err := c.TPM.load(); err != nil {
+		errs = append(errs, err)
+	}
 	return kit.ConfigError("gce", errs)
 }
 

@@ -41,6 +41,8 @@ type Cloud struct {
 	view    *view.View
 	// upstream is the upstream GCE provider, nil without load balancers.
 	upstream *upstreamgce.Cloud
+	// tpmCAs verify AK certificates (tpm.go).
+	tpmCAs tpmCAs
 }
 
 // New builds the provider with the Compute API client of
@@ -94,11 +96,15 @@ func newCloud(cfg Config, svc *compute.Service, keysClient *http.Client, uo upst
 			return nil, err
 		}
 	}
+	cas, err := cfg.TPM.load()
+	if err != nil {
+		return nil, fmt.Errorf("gce: %w", err)
+	}
 	src := Source{Compute: svc, Projects: cfg.Projects, ClusterLabel: cfg.ClusterLabel, ClusterID: cfg.ClusterID,
 		RequestTimeout: cfg.RequestTimeout.Duration}
 	klog.InfoS("GCE cloud provider configured", "projects", cfg.Projects, "clusterLabel", cfg.ClusterLabel, "clusterID", cfg.ClusterID,
 		"computeEndpoint", cfg.ComputeEndpoint, "certsURL", cfg.CertsURL, "tokenIssuer", cfg.TokenIssuer, "loadBalancers", cfg.LoadBalancers)
-	c := &Cloud{cfg: cfg, compute: svc, upstream: up, view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})}
+	c := &Cloud{cfg: cfg, compute: svc, upstream: up, tpmCAs: cas, view: view.New(src, view.Options{MinRefreshInterval: cfg.MinRefreshInterval.Duration})}
 	c.Base = kit.NewBase(kit.Options{Name: ProviderName, View: c.view, MaxAge: cfg.InstanceMaxAge.Duration,
 		ClusterTag: cfg.ClusterID, Finder: c, Zones: true, Verifiers: []cloud.EvidenceVerifier{ver},
 		ProviderID: func(id string) (string, error) { _, _, _, err := ParseProviderID(id); return id, err }})

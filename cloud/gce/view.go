@@ -134,6 +134,9 @@ func (s Source) toView(project string, in *compute.Instance) (view.Instance, boo
 		Addresses:    nodeAddresses(project, zone, in),
 		Labels:       in.Labels,
 		Created:      created,
+		// The vTPM's own proof is the TPM evidence; this only says one is
+		// expected (view.Instance.VTPM).
+		VTPM: in.ShieldedInstanceConfig != nil && in.ShieldedInstanceConfig.EnableVtpm,
 	}, true
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/nodeid/linklocal"
+	"github.com/mooring-dev/mooring/cloud/tpm/node"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -135,6 +136,11 @@ func (n *NodeIdentity) Evidence(ctx context.Context, binding string) (evidence.B
 	klog.V(2).InfoS("Got an instance identity token as evidence")
 	return evidence.Block{Type: EvidenceType, Data: []byte(tok)}, nil
 }
+
+// TPMKey names the attestation key of a Shielded VM's vTPM: GCE's RSA AK,
+// whose template and certificate GCE provisions in NV (node.GCEKey). The
+// agent quotes with it when the machine has a TPM (its tpm setting).
+func (n *NodeIdentity) TPMKey() node.Key { return node.GCEKey }
 
 func (n *NodeIdentity) get(ctx context.Context, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, metadataTimeout)
