@@ -1,6 +1,11 @@
 package agentid
 
-import "github.com/mooring-dev/mooring/cloud/tpm/node"
+import (
+	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/tpm/node"
+)
+
+var _ nodeid.TPMKeyer = (*NodeIdentity)(nil)
 
 // TPMKey names the attestation key an EC2 instance's NitroTPM proves its
 // joins with: the TCG default RSA AK under the endorsement hierarchy, and
