@@ -2,6 +2,7 @@ package csrapprover
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	certinformers "k8s.io/client-go/informers/certificates/v1"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/csrapprover/spent"
 )
@@ -369,6 +372,16 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 	if d.Approve {
 		cond.Type = certificatesv1.CertificateApproved
 	}
+	if len(d.Challenge) > 0 {
+		// The challenge goes on the CSR before its denial, which is what
+		// the agent waits for. The patch names the resourceVersion the
+		// decision read: a CSR decided meanwhile is not written on.
+		patched, err := c.writeChallenge(ctx, csr, d.Challenge)
+		if err != nil {
+			return err
+		}
+		csr = patched
+	}
 	updated := csr.DeepCopy()
 	updated.Status.Conditions = append(updated.Status.Conditions, cond)
 	if _, err := c.client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, updated, metav1.UpdateOptions{}); err != nil {
@@ -379,10 +392,32 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 	// A denial is what an operator acts on: it gets an Event. An approval's
 	// reason and message are in its condition already; an Event for each
 	// would double the approver's writes when thousands of nodes join.
-	if !d.Approve {
+	switch {
+	case d.Reason == ReasonTPMChallenge:
+		// A step of a join, not a fault.
+		c.recorder.Event(csr, v1.EventTypeNormal, d.Reason, d.Message)
+	case !d.Approve:
 		c.recorder.Event(csr, v1.EventTypeWarning, d.Reason, d.Message)
 	}
 	logger.Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username,
 		"decision", verdict, "reason", d.Reason, "message", d.Message)
 	return nil
+}
+
+// writeChallenge writes a TPM credential activation challenge on the CSR
+// (annotation tpm.ChallengeAnnotation, base64) by a merge patch that names
+// the CSR's resourceVersion, and returns the CSR as written.
+func (c *Controller) writeChallenge(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, challenge []byte) (*certificatesv1.CertificateSigningRequest, error) {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": csr.ResourceVersion,
+		"annotations":     map[string]string{tpm.ChallengeAnnotation: tpm.EncodeAnnotation(challenge)},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	patched, err := c.client.CertificatesV1().CertificateSigningRequests().Patch(ctx, csr.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("write the TPM credential activation challenge on the CSR: %w", err)
+	}
+	return patched, nil
 }

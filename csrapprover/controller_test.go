@@ -52,6 +52,8 @@ type controllerSetup struct {
 	spentTickets bool
 	// apiNames are the apiserver's names, learned by Run.
 	apiNames *APIServerNames
+	// tpm is the TPM policy.
+	tpm TPMPolicy
 }
 
 func startController(t *testing.T, w *world, opts Options, csrs ...*certificatesv1.CertificateSigningRequest) *running {
@@ -89,7 +91,7 @@ func startControllerWith(t *testing.T, w *world, s controllerSetup, csrs ...*cer
 		s.nodes = factory.Core().V1().Nodes()
 	}
 	ctrl, err := New(client, factory.Certificates().V1().CertificateSigningRequests(), s.nodes,
-		Config{Cluster: cluster, APIServerNames: s.apiNames}, []cloud.EvidenceVerifier{s.verifier}, s.instances, s.opts)
+		Config{Cluster: cluster, APIServerNames: s.apiNames, TPM: s.tpm}, []cloud.EvidenceVerifier{s.verifier}, s.instances, s.opts)
 	if err != nil {
 		t.Fatal(err)
 	}

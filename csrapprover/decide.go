@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/cloud/view"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
@@ -32,6 +33,10 @@ type Decision struct {
 	// Reason is machine-readable: ReasonApproved or a deny reason.
 	Reason  string
 	Message string
+	// Challenge is the TPM credential activation challenge of a denial
+	// with ReasonTPMChallenge: the controller writes it on the CSR
+	// (annotation tpm.ChallengeAnnotation) before it records the denial.
+	Challenge []byte
 }
 
 func deny(check, reason, format string, args ...any) Decision {
@@ -96,6 +101,47 @@ type Config struct {
 	// the instance's record says, and no serving CSR is decided until they
 	// are known.
 	APIServerNames *APIServerNames
+	// TPM is the policy on TPM evidence in joins.
+	TPM TPMPolicy
+}
+
+// TPM policies (--tpm): what a join's TPM evidence (cloud/tpm) must prove.
+const (
+	// TPMOff: a TPM evidence block is ignored; joins rest on the cloud's
+	// evidence (or a join ticket) alone.
+	TPMOff = "off"
+	// TPMPreferred: a TPM evidence block present must verify; a join
+	// without one is judged on the cloud's evidence alone, unless the
+	// cloud's record says the instance has a virtual TPM (view.Instance.
+	// VTPM): then it is denied, so leaving the block out gains nothing.
+	TPMPreferred = "preferred"
+	// TPMRequired: every join must carry TPM evidence that verifies.
+	TPMRequired = "required"
+)
+
+// ParseTPMMode reads a TPM policy; "" is TPMPreferred, the default.
+func ParseTPMMode(s string) (string, error) {
+	switch s {
+	case "":
+		return TPMPreferred, nil
+	case TPMOff, TPMPreferred, TPMRequired:
+		return s, nil
+	}
+	return "", fmt.Errorf("TPM policy %q: want %s, %s or %s", s, TPMOff, TPMPreferred, TPMRequired)
+}
+
+// TPMPolicy is the approver's policy on TPM evidence in joins
+// (docs/attestation.md, "TPM-rooted identity").
+type TPMPolicy struct {
+	// Mode is TPMOff, TPMPreferred or TPMRequired; "" is TPMPreferred.
+	Mode string
+	// Verifier checks TPM evidence for the cloud backend (its Attester, a
+	// cloud.TPMVerifier); nil when the backend verifies none: a TPM block
+	// is then refused, and under TPMRequired every join is denied.
+	Verifier cloud.TPMVerifier
+	// Quote are the quote checks' options: the operator's PCR policy,
+	// the quote's time window.
+	Quote tpm.QuoteOptions
 }
 
 // Decider runs the checks of docs/csrapprover.md. It never approves on an
@@ -290,8 +336,16 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	if len(blocks) == 0 {
 		return deny("evidence", ReasonNoEvidence, "a join needs cloud-signed evidence or a join ticket after the CSR in spec.request; none found"), nil
 	}
-	if len(blocks) > 1 {
-		return deny("evidence", ReasonMalformedRequest, "exactly one piece of evidence is expected, got %d", len(blocks)), nil
+	// The cloud's evidence (or a join ticket) first, then at most one TPM
+	// evidence block.
+	var tpmBlock *evidence.Block
+	switch {
+	case blocks[0].Type == tpm.EvidenceType:
+		return deny("evidence", ReasonMalformedRequest, "the first piece of evidence is a %s block; the cloud's evidence (or a join ticket) comes first and the TPM's after it", tpm.EvidenceType), nil
+	case len(blocks) == 2 && blocks[1].Type == tpm.EvidenceType:
+		tpmBlock = &blocks[1]
+	case len(blocks) > 1:
+		return deny("evidence", ReasonMalformedRequest, "exactly one piece of cloud evidence (or a join ticket) is expected, and at most one %s block after it; got %d blocks", tpm.EvidenceType, len(blocks)), nil
 	}
 	v, ok := d.verifiers[blocks[0].Type]
 	if !ok {
@@ -344,6 +398,13 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	if dd, err := verifierAllows(v, att, in); dd != nil || err != nil {
 		return orZero(dd), err
 	}
+	tpmProven, dd, err := d.checkTPM(ctx, csr, tpmBlock, binding, att, in)
+	if dd != nil || err != nil {
+		return orZero(dd), err
+	}
+	if tpmProven {
+		attested += "; TPM-proven (a quote bound to the CSR key by an attestation key of the instance's TPM)"
+	}
 	if in.NodeName == "" || in.NodeName != name {
 		return deny("nodename", ReasonNodeNameMismatch, "instance %s may join only as node %q, not %q", in.ID, in.NodeName, name), nil
 	}
@@ -370,6 +431,67 @@ func (d *Decider) decideJoin(ctx context.Context, csr *certificatesv1.Certificat
 	}
 	return Decision{Approve: true, Check: "all", Reason: ReasonApproved,
 		Message: fmt.Sprintf("instance %s (%s) %s", in.ID, in.Name, attested)}, nil
+}
+
+// checkTPM applies the TPM policy to a join whose instance is found and
+// usable: proven reports that TPM evidence verified. Under TPMPreferred a
+// missing block denies only an instance the cloud says has a vTPM. A
+// *tpm.ChallengeNeeded becomes a denial carrying the challenge; any error
+// that is no verdict is returned to be retried.
+func (d *Decider) checkTPM(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, blk *evidence.Block, binding string,
+	att cloud.Attestation, in view.Instance) (proven bool, dd *Decision, err error) {
+	p := d.cfg.TPM
+	mode, err := ParseTPMMode(p.Mode)
+	if err != nil {
+		return false, nil, err
+	}
+	if mode == TPMOff {
+		return false, nil, nil
+	}
+	if blk == nil {
+		switch {
+		case mode == TPMRequired:
+			dd := deny("tpm", ReasonTPMEvidenceRequired, "the approver's TPM policy is %s and the request carries no %s block: instance %s must prove its join with its TPM", TPMRequired, tpm.EvidenceType, in.ID)
+			return false, &dd, nil
+		case in.VTPM:
+			dd := deny("tpm", ReasonTPMEvidenceRequired, "the cloud's record says instance %s has a virtual TPM, and the request carries no %s block: under the TPM policy %s such an instance proves its join with its TPM", in.ID, tpm.EvidenceType, TPMPreferred)
+			return false, &dd, nil
+		}
+		return false, nil, nil
+	}
+	if p.Verifier == nil {
+		reason := ReasonUnknownEvidence
+		if mode == TPMRequired {
+			reason = ReasonTPMEvidenceRequired
+		}
+		dd := deny("tpm", reason, "the request carries a %s block, and this cloud backend verifies no TPM evidence", tpm.EvidenceType)
+		return false, &dd, nil
+	}
+	err = p.Verifier.VerifyTPM(ctx, cloud.TPMRequest{
+		Data: blk.Data, Binding: binding, CSR: csr.Name, CSRUID: string(csr.UID), Now: d.now(), Quote: p.Quote,
+	}, att, in)
+	var challenge *tpm.ChallengeNeeded
+	if errors.As(err, &challenge) {
+		if len(challenge.Challenge) == 0 {
+			return false, nil, fmt.Errorf("instance %s: the TPM verifier asked for a credential activation round without a challenge", in.ID)
+		}
+		dd := deny("tpm", ReasonTPMChallenge, "the attestation key of instance %s is proven by credential activation: the challenge is in the annotation %s; the node answers with a new CSR", in.ID, tpm.ChallengeAnnotation)
+		dd.Challenge = challenge.Challenge
+		return false, &dd, nil
+	}
+	var tr *tpm.Rejection
+	if errors.As(err, &tr) {
+		dd := deny("tpm", tr.Reason, "TPM evidence of instance %s: %v", in.ID, tr.Err)
+		return false, &dd, nil
+	}
+	if r, rejected := cloud.IsRejection(err); rejected {
+		dd := deny("tpm", r.Reason, "TPM evidence of instance %s: %v", in.ID, r.Err)
+		return false, &dd, nil
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("TPM evidence of instance %s: %w", in.ID, err)
+	}
+	return true, nil, nil
 }
 
 // verifierAllows runs the verifier's own check of the instance's current

@@ -8,6 +8,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -22,7 +23,8 @@ func (c *Controller) gateKey(csr *certificatesv1.CertificateSigningRequest) gate
 		return k
 	}
 	blocks, err := evidence.Blocks(csr.Spec.Request)
-	if err != nil || len(blocks) != 1 {
+	// One piece of the cloud's evidence, and the TPM's after it or not.
+	if err != nil || len(blocks) == 0 || len(blocks) > 2 || (len(blocks) == 2 && blocks[1].Type != tpm.EvidenceType) {
 		return k
 	}
 	p, ok := c.verifiers[blocks[0].Type].(cloud.MachinePeeker)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mooring-dev/mooring/cloud"
 	"github.com/mooring-dev/mooring/cloud/local/attest"
+	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/internal/evidence"
 	"github.com/mooring-dev/mooring/internal/ticket"
 )
@@ -130,6 +131,13 @@ func TestGateKeyOfEachKindOfCSR(t *testing.T) {
 	twoBlocks.evidence = func(b string) []evidence.Block {
 		return []evidence.Block{{Type: attest.Type, Data: w.token(t, w.keys, "i-1", b, time.Now())}, {Type: "OTHER", Data: []byte("x")}}
 	}
+	withTPM, tpmFirst := w.joinSpec(t), w.joinSpec(t)
+	withTPM.evidence = func(b string) []evidence.Block {
+		return []evidence.Block{{Type: attest.Type, Data: w.token(t, w.keys, "i-1", b, time.Now())}, {Type: tpm.EvidenceType, Data: []byte("{}")}}
+	}
+	tpmFirst.evidence = func(b string) []evidence.Block {
+		return []evidence.Block{{Type: tpm.EvidenceType, Data: []byte("{}")}, {Type: attest.Type, Data: w.token(t, w.keys, "i-1", b, time.Now())}}
+	}
 	unreadable, unknownType, renewal := w.joinSpec(t), w.joinSpec(t), attackBase(w, t, "renewal")
 	unreadable.evidence, unknownType.evidence = garbage(attest.Type), garbage("SOME OTHER EVIDENCE")
 	renewalWithEvidence := renewal
@@ -147,6 +155,8 @@ func TestGateKeyOfEachKindOfCSR(t *testing.T) {
 		{"unreadable evidence", unreadable, plain(token)},
 		{"evidence of a type not accepted", unknownType, plain(token)},
 		{"two pieces of evidence", twoBlocks, plain(token)},
+		{"attested join with TPM evidence", withTPM, gateKey{token, attest.Type + "/i-1"}},
+		{"TPM evidence first", tpmFirst, plain(token)},
 		{"renewal", renewal, plain("system:node:node-1")},
 		{"renewal carrying evidence", renewalWithEvidence, plain("system:node:node-1")},
 		{"serving", servingSpec(), plain("system:node:node-1")},

@@ -2,6 +2,7 @@ package csrapprover
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud"
+	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/csrapprover/spent"
 	"github.com/mooring-dev/mooring/internal/ticket"
 	"github.com/mooring-dev/mooring/internal/trim"
@@ -39,6 +41,10 @@ type Flags struct {
 	MaxExpiration         time.Duration
 	TicketKeysFile        string
 	SpentTicketsNamespace string
+	// TPM is the TPM policy (TPMOff, TPMPreferred, TPMRequired; "" is
+	// TPMPreferred) and TPMPCRPolicy the PCR policy (tpm.ParsePCRPolicy).
+	TPM          string
+	TPMPCRPolicy string
 }
 
 // AddFlags registers the flags under prefix.
@@ -55,6 +61,8 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
 	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The public keys (public-keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. keys.json works too, but gives the approver the private keys. Empty: tickets are not accepted.")
 	fs.StringVar(&f.SpentTicketsNamespace, prefix+"spent-tickets-namespace", DefaultSpentTicketsNamespace, "Namespace of the ConfigMaps "+spent.NamePrefix+"0 to -f, where the approver records each join ticket it approves as spent until the ticket expires (so it stays spent after kube-controller-manager deletes the CSR); used with --"+prefix+"ticket-keys-file. The approver needs get and update on those names there, and does not create them: the installer ships them (docs/tickets.md).")
+	fs.StringVar(&f.TPM, prefix+"tpm", TPMPreferred, "Policy on TPM evidence in joins (a quote by the machine's TPM bound to the CSR key, after the cloud's evidence; docs/attestation.md): off (ignored: joins rest on the cloud's evidence or a join ticket alone), preferred (TPM evidence present must verify; a join without it goes on the cloud's evidence alone unless the cloud says the instance has a virtual TPM: then it is denied TPMEvidenceRequired), required (every join must prove itself with its TPM; refused at start on a cloud backend that verifies no TPM evidence).")
+	fs.StringVar(&f.TPMPCRPolicy, prefix+"tpm-pcr-policy", "", "PCR values TPM evidence must show, as INDEX=HEX[|HEX...],... over the SHA-256 bank (say 7=<secure boot state digest>): each listed PCR must be quoted with one of its listed values, or the join is denied TPMPCRsOutsidePolicy. Empty: PCR values are not checked.")
 	fs.DurationVar(&f.MaxExpiration, prefix+"max-expiration", 8760*time.Hour, "Longest spec.expirationSeconds a kubelet CSR may ask for; longer ones are denied (ExpirationTooLong). 0: no limit beyond the signer's --cluster-signing-duration.")
 }
 
@@ -68,6 +76,7 @@ const DefaultSpentTicketsNamespace = "kube-system"
 // apiserver: with f.ReserveAPIServerNames, the names of its serving
 // certificate are learned through it.
 func NewFromCloud(client kubernetes.Interface, restCfg *rest.Config, factory informers.SharedInformerFactory, a cloud.Attester, f Flags) (*Controller, error) {
+	var err error
 	cfg := Config{
 		Cluster: a.ClusterTag(), InstanceMaxAge: f.InstanceMaxAge,
 		MaxSANs: f.MaxSANs, ReservedNames: f.ReservedNames, MaxExpiration: f.MaxExpiration,
@@ -81,6 +90,9 @@ func NewFromCloud(client kubernetes.Interface, restCfg *rest.Config, factory inf
 			return nil, err
 		}
 		cfg.APIServerNames = names
+	}
+	if cfg.TPM, err = tpmPolicy(a, f); err != nil {
+		return nil, err
 	}
 	verifiers := a.EvidenceVerifiers()
 	var spentTickets *spent.Store
@@ -118,4 +130,31 @@ func NewFromCloud(client kubernetes.Interface, restCfg *rest.Config, factory inf
 		Options{Workers: f.Workers, DryRun: f.DryRun, MaxPendingPerRequester: f.MaxPendingPerRequester, MaxPending: f.MaxPending,
 			MaxPendingPerInstance: f.MaxPendingPerInstance, MaxPendingAttestedPerRequester: f.MaxPendingAttestedPerRequester,
 			SpentTickets: spentTickets})
+}
+
+// tpmPolicy reads the TPM flags against the backend: required on a backend
+// that verifies no TPM evidence is refused, as is a PCR policy that no
+// check would apply.
+func tpmPolicy(a cloud.Attester, f Flags) (TPMPolicy, error) {
+	mode, err := ParseTPMMode(f.TPM)
+	if err != nil {
+		return TPMPolicy{}, err
+	}
+	pcrs, err := tpm.ParsePCRPolicy(f.TPMPCRPolicy)
+	if err != nil {
+		return TPMPolicy{}, err
+	}
+	v, _ := a.(cloud.TPMVerifier)
+	switch {
+	case mode == TPMRequired && v == nil:
+		return TPMPolicy{}, fmt.Errorf("TPM policy %s: this cloud backend (%T) verifies no TPM evidence, so every join would be denied; use %s or %s", TPMRequired, a, TPMPreferred, TPMOff)
+	case pcrs != nil && mode == TPMOff:
+		return TPMPolicy{}, fmt.Errorf("a TPM PCR policy is set with the TPM policy %s, which checks no TPM evidence", TPMOff)
+	case pcrs != nil && v == nil:
+		return TPMPolicy{}, fmt.Errorf("a TPM PCR policy is set, and this cloud backend (%T) verifies no TPM evidence", a)
+	}
+	if v != nil && mode != TPMOff {
+		klog.InfoS("Joins may prove themselves with the machine's TPM", "tpmPolicy", mode, "pcrPolicy", f.TPMPCRPolicy != "")
+	}
+	return TPMPolicy{Mode: mode, Verifier: v, Quote: tpm.QuoteOptions{Policy: pcrs}}, nil
 }

@@ -48,4 +48,12 @@ const (
 	ReasonEvidenceNotBound  = csrreason.EvidenceNotBound
 	ReasonEvidenceIssuer    = csrreason.EvidenceIssuer
 	ReasonEvidenceCluster   = csrreason.EvidenceCluster
+
+	// TPM evidence (cloud/tpm): the policy wants it and none came; the
+	// verifier's verdicts; the credential activation round.
+	ReasonTPMEvidenceRequired  = csrreason.TPMEvidenceRequired
+	ReasonTPMQuoteInvalid      = csrreason.TPMQuoteInvalid
+	ReasonTPMKeyNotOfInstance  = csrreason.TPMKeyNotOfInstance
+	ReasonTPMPCRsOutsidePolicy = csrreason.TPMPCRsOutsidePolicy
+	ReasonTPMChallenge         = csrreason.TPMChallenge
 )

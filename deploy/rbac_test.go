@@ -93,6 +93,9 @@ var approverNeeds = []need{
 	{grant{"certificates.k8s.io", "certificatesigningrequests", "watch", "", ""}, "csrapprover/options.go", "factory.Certificates().V1().CertificateSigningRequests()"},
 	{grant{"", "nodes", "list", "", ""}, "csrapprover/options.go", "factory.Core().V1().Nodes()"},
 	{grant{"", "nodes", "watch", "", ""}, "csrapprover/options.go", "factory.Core().V1().Nodes()"},
+	// The TPM credential activation challenge, written on a join CSR
+	// (its metadata) before the CSR is denied.
+	{grant{"certificates.k8s.io", "certificatesigningrequests", "patch", "", ""}, "csrapprover/controller.go", "CertificateSigningRequests().Patch("},
 	// The decision: an update of the approval subresource ...
 	{grant{"certificates.k8s.io", "certificatesigningrequests/approval", "update", "", ""}, "csrapprover/controller.go", ".UpdateApproval("},
 	// ... which the apiserver's CertificateApproval admission allows only
