@@ -12,9 +12,11 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -27,6 +29,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/tpm"
+	"github.com/mooring-dev/mooring/cloud/tpm/node"
 	"github.com/mooring-dev/mooring/internal/atomicfile"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
@@ -78,6 +82,11 @@ type Agent struct {
 	DenialBackoff wait.Backoff
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// tpm is the attestation key whose quote the join adds, when the tpm
+	// setting, the backend and the machine's TPM allow (resolveTPM); nil:
+	// the cloud's evidence alone.
+	tpm *node.Key
 }
 
 func (a *Agent) defaults() {
@@ -167,6 +176,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	current := filepath.Join(cfg.CertDir, pairPrefix+"-current.pem")
 	if err := validCredentials(current, ca, nodeName, a.Now()); err != nil {
 		klog.InfoS("No usable kubelet credentials; joining", "node", nodeName, "reason", err)
+		if a.tpm, err = a.resolveTPM(); err != nil {
+			return err
+		}
 		if err := a.joinUntilDecided(ctx, inst, nodeName, ca); err != nil {
 			return err
 		}
@@ -247,26 +259,47 @@ func (a *Agent) join(ctx context.Context, inst nodeid.Instance, nodeName string,
 	if err != nil {
 		return err
 	}
-	name, err := CSRName(nodeName, key.Public())
+	base, err := CSRName(nodeName, key.Public())
 	if err != nil {
 		return err
 	}
-	var certPEM []byte
+	var (
+		certPEM []byte
+		// answer is the TPM's answer to the approver's credential
+		// activation challenge on the CSR of the round before.
+		answer *tpm.Activation
+		round  int
+	)
 	for {
-		reqName, reqUID, err := a.file(ctx, client, name, nodeName, key)
-		if err != nil {
+		name := roundName(base, round)
+		reqName, reqUID, err := a.file(ctx, client, name, nodeName, key, answer)
+		if err == nil {
+			a.status("waiting for the approval of certificate request %s (node %s, instance %s)", reqName, nodeName, inst.ID)
+			certPEM, err = a.waitIssued(ctx, client, reqName, reqUID)
+			if errors.Is(err, errCSRGone) {
+				klog.InfoS("The certificate request is gone before it was decided; filing it again", "csr", reqName)
+				continue
+			}
+			if err == nil {
+				break
+			}
+		}
+		var denied *DeniedError
+		if a.tpm == nil || !errors.As(err, &denied) || denied.Reason != csrreason.TPMChallenge {
 			return err
 		}
-		a.status("waiting for the approval of certificate request %s (node %s, instance %s)", reqName, nodeName, inst.ID)
-		certPEM, err = a.waitIssued(ctx, client, reqName, reqUID)
-		if errors.Is(err, errCSRGone) {
-			klog.InfoS("The certificate request is gone before it was decided; filing it again", "csr", reqName)
-			continue
+		// The approver asks the TPM to prove that it holds the AK (and the
+		// EK the cloud vouches for): the answer goes with the same key,
+		// fresh evidence, in the next round's CSR.
+		if round+1 >= MaxTPMRounds {
+			return fmt.Errorf("the approver asked the TPM for credential activation %d times for this key; giving up (last: %v)", MaxTPMRounds, denied)
 		}
-		if err != nil {
+		if answer, err = a.activate(ctx, client, denied.CSR); err != nil {
 			return err
 		}
-		break
+		round++
+		klog.InfoS("Answering the approver's credential activation challenge with a new certificate request", "challengedCSR", denied.CSR,
+			"csr", roundName(base, round), "round", round+1)
 	}
 	// Disk full, a read-only remount: the certificate is kept in memory and
 	// the write retried; a crash before it lands leaves the old files, and
@@ -283,10 +316,25 @@ func (a *Agent) join(ctx context.Context, inst nodeid.Instance, nodeName string,
 	return nil
 }
 
-// file files the CSR of the key (named by CSRName) with fresh evidence, or
-// finds the one an earlier run filed; it retries until the apiserver
-// answers.
-func (a *Agent) file(ctx context.Context, client Client, name, nodeName string, key crypto.Signer) (reqName string, reqUID types.UID, err error) {
+// MaxTPMRounds bounds the CSRs of one key in a join with a TPM: the first,
+// and the answers to the approver's credential activation challenges (one
+// is enough; an approver that restarted in between asks again).
+const MaxTPMRounds = 3
+
+// roundName is the name of the CSR of a join's round: base (CSRName) for
+// the first, base-tpmN for the Nth answer to a credential activation
+// challenge. A run resumed after a kill finds them by these names.
+func roundName(base string, round int) string {
+	if round == 0 {
+		return base
+	}
+	return base + "-tpm" + strconv.Itoa(round)
+}
+
+// file files the CSR of the key (named name) with fresh evidence (and a
+// TPM quote carrying answer, when the join uses the TPM), or finds the one
+// an earlier run filed; it retries until the apiserver answers.
+func (a *Agent) file(ctx context.Context, client Client, name, nodeName string, key crypto.Signer, answer *tpm.Activation) (reqName string, reqUID types.UID, err error) {
 	err = a.retry(ctx, "certificate request", func() error {
 		// A CSR of this key filed by an earlier run is found by its name.
 		if existing, err := client.CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
@@ -294,7 +342,9 @@ func (a *Agent) file(ctx context.Context, client Client, name, nodeName string, 
 				return &DeniedError{CSR: name, Reason: d.Reason, Message: d.Message}
 			}
 		}
-		_, request, err := JoinRequest(ctx, EvidenceFunc(a.evidence), nodeName, key)
+		request, err := joinRequest(ctx, func(ctx context.Context, binding string) ([]evidence.Block, error) {
+			return a.evidenceBlocks(ctx, binding, answer)
+		}, nodeName, key)
 		if err != nil {
 			return err
 		}
@@ -316,25 +366,31 @@ func JoinRequest(ctx context.Context, identity Evidencer, nodeName string, key c
 	if err != nil {
 		return "", nil, err
 	}
+	request, err = joinRequest(ctx, func(ctx context.Context, binding string) ([]evidence.Block, error) {
+		b, err := identity.Evidence(ctx, binding)
+		return []evidence.Block{b}, err
+	}, nodeName, key)
+	return name, request, err
+}
+
+// joinRequest is JoinRequest's spec.request with the evidence blocks
+// blocks gives for the key's binding.
+func joinRequest(ctx context.Context, blocks func(ctx context.Context, binding string) ([]evidence.Block, error), nodeName string, key crypto.Signer) ([]byte, error) {
 	binding, err := evidence.Binding(key.Public())
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject: pkix.Name{CommonName: "system:node:" + nodeName, Organization: []string{"system:nodes"}},
 	}, key)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	block, err := identity.Evidence(ctx, binding)
+	bs, err := blocks(ctx, binding)
 	if err != nil {
-		return "", nil, fmt.Errorf("evidence: %w", err)
+		return nil, fmt.Errorf("evidence: %w", err)
 	}
-	request, err = evidence.Encode(der, block)
-	if err != nil {
-		return "", nil, err
-	}
-	return name, request, nil
+	return evidence.Encode(der, bs...)
 }
 
 // Evidencer gives evidence bound to a binding value (the CSR key's,
@@ -459,6 +515,103 @@ func (a *Agent) evidence(ctx context.Context, binding string) (evidence.Block, e
 		return block, configErrorf("%w: give the agent a join ticket (joinTicketFile, docs/tickets.md)", err)
 	}
 	return block, err
+}
+
+// evidenceBlocks is the join's evidence (evidence), followed by the TPM's
+// quote for the same binding when the join uses the TPM, carrying answer
+// (the answer to a credential activation challenge, or nil).
+func (a *Agent) evidenceBlocks(ctx context.Context, binding string, answer *tpm.Activation) ([]evidence.Block, error) {
+	first, err := a.evidence(ctx, binding)
+	if err != nil {
+		return nil, err
+	}
+	if a.tpm == nil {
+		return []evidence.Block{first}, nil
+	}
+	dev := a.Config.TPMDevice
+	a.status("asking the TPM at %s for a quote bound to the CSR key", dev)
+	rw, err := node.Open(dev)
+	if err != nil {
+		return nil, fmt.Errorf("TPM: %w", err)
+	}
+	defer rw.Close()
+	quote, err := node.Quote(rw, *a.tpm, binding, a.Now(), answer)
+	if err != nil {
+		return nil, fmt.Errorf("TPM at %s: %w", dev, err)
+	}
+	return []evidence.Block{first, quote}, nil
+}
+
+// resolveTPM decides, once for a join, whether it adds the TPM's quote
+// (Config.TPM): under auto when the backend names a TPM key
+// (nodeid.TPMKeyer) and tpmDevice exists; under required the same, and a
+// ConfigError when either is missing; never under off.
+func (a *Agent) resolveTPM() (*node.Key, error) {
+	cfg := a.Config
+	if cfg.TPM == TPMOff {
+		return nil, nil
+	}
+	required := cfg.TPM == TPMRequired
+	keyer, ok := a.Identity.(nodeid.TPMKeyer)
+	if !ok {
+		if required {
+			return nil, configErrorf("tpm: required, but the %s backend proves no join with a TPM (it names no attestation key; docs/attestation.md)", cfg.Cloud)
+		}
+		klog.V(2).InfoS("The backend names no TPM key; the join presents the cloud's evidence alone", "cloud", cfg.Cloud)
+		return nil, nil
+	}
+	_, err := os.Stat(cfg.TPMDevice)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && required:
+		return nil, configErrorf("tpm: required, but there is no TPM at %s (tpmDevice): %w", cfg.TPMDevice, tpm.ErrNoTPM)
+	case errors.Is(err, fs.ErrNotExist):
+		klog.InfoS("No TPM on this machine; the join presents the cloud's evidence alone", "tpmDevice", cfg.TPMDevice, "tpm", cfg.TPM)
+		return nil, nil
+	case err != nil:
+		return nil, configErrorf("tpmDevice: %w", err)
+	}
+	k := keyer.TPMKey()
+	if k.Load == nil {
+		return nil, fmt.Errorf("the %s backend names a TPM key without a way to load it", cfg.Cloud)
+	}
+	klog.InfoS("The join adds a quote by the machine's TPM", "tpmDevice", cfg.TPMDevice, "tpm", cfg.TPM, "endorsementKey", k.WithEK)
+	return &k, nil
+}
+
+// activate answers the credential activation challenge the approver wrote
+// on the CSR name (its annotation) with the TPM: the answer names that CSR
+// and its UID. A challenge that is missing, malformed, or that this TPM
+// cannot activate ends the join with an error (a TPM that cannot be opened
+// is retried).
+func (a *Agent) activate(ctx context.Context, client Client, name string) (*tpm.Activation, error) {
+	var answer *tpm.Activation
+	err := a.retry(ctx, "answer the TPM challenge of "+name, func() error {
+		csr, err := client.CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		v, ok := csr.Annotations[tpm.ChallengeAnnotation]
+		if !ok {
+			return &permanentError{fmt.Errorf("certificate request %s was denied with %s but carries no %s annotation", name, csrreason.TPMChallenge, tpm.ChallengeAnnotation)}
+		}
+		challenge, err := tpm.DecodeAnnotation(v)
+		if err != nil {
+			return &permanentError{fmt.Errorf("certificate request %s: %w", name, err)}
+		}
+		rw, err := node.Open(a.Config.TPMDevice)
+		if err != nil {
+			return fmt.Errorf("TPM: %w", err)
+		}
+		defer rw.Close()
+		a.status("activating the credential the approver sealed to this TPM (certificate request %s)", name)
+		secret, err := node.Activate(rw, *a.tpm, challenge)
+		if err != nil {
+			return &permanentError{fmt.Errorf("the TPM at %s cannot answer the credential activation challenge of certificate request %s: %w", a.Config.TPMDevice, name, err)}
+		}
+		answer = &tpm.Activation{ChallengeCSR: name, ChallengeUID: string(csr.UID), Secret: secret}
+		return nil
+	})
+	return answer, err
 }
 
 // readTicket reads the join ticket joinTicketFile names; a file that

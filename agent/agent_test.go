@@ -33,6 +33,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/tpm/node"
 	"github.com/mooring-dev/mooring/internal/atomicfile"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
@@ -158,6 +159,8 @@ type env struct {
 	cfg      Config
 	// unsignedCloud: the identity is marked nodeid.Unsigned.
 	unsignedCloud bool
+	// tpmKey: the identity names this TPM key (nodeid.TPMKeyer).
+	tpmKey *node.Key
 }
 
 // unsignedIdentity is the identity of a cloud that marks itself as signing
@@ -242,6 +245,9 @@ func (e *env) agent() *Agent {
 	var identity nodeid.Identity = e.identity
 	if e.unsignedCloud {
 		identity = unsignedIdentity{e.identity}
+	}
+	if e.tpmKey != nil {
+		identity = tpmIdentity{e.identity, *e.tpmKey}
 	}
 	return &Agent{
 		Config: e.cfg, Identity: identity, Notifier: e.notifier, Units: systemd.NewUnits(e.units),

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
+	"github.com/mooring-dev/mooring/cloud/tpm/node"
 )
 
 // DefaultConfigPath is where cloud-init writes the agent's config.
@@ -47,6 +48,17 @@ type Config struct {
 	// `mooring-csr-approver ticket issue` prints it: the join presents it
 	// instead of evidence signed by the cloud, with any cloud.
 	JoinTicketFile string `json:"joinTicketFile,omitempty"`
+	// TPM says whether the join adds a quote by the machine's TPM after
+	// the cloud's evidence (docs/attestation.md, TPM-rooted identity):
+	// "auto" (the default) when the backend names a TPM key
+	// (nodeid.TPMKeyer) and TPMDevice exists, else the cloud's evidence
+	// alone; "required": the agent stops with an error when it cannot;
+	// "off": never.
+	TPM string `json:"tpm,omitempty"`
+	// TPMDevice is the TPM the agent uses: a character device (default
+	// /dev/tpmrm0, the kernel's resource manager) or a TPM simulator's
+	// Unix socket.
+	TPMDevice string `json:"tpmDevice,omitempty"`
 	// CertDir holds the kubelet's certificates (kubelet --cert-dir).
 	CertDir string `json:"certDir,omitempty"`
 	// Kubeconfig is the kubelet's kubeconfig (kubelet --kubeconfig).
@@ -80,6 +92,15 @@ const (
 	DefaultKubeletConfigFile = "/var/lib/kubelet/config.yaml"
 	DefaultKubeletUnit       = "kubelet.service"
 	DefaultWaitTimeout       = 10 * time.Minute
+	DefaultTPM               = TPMAuto
+	DefaultTPMDevice         = node.DefaultDevice
+)
+
+// The values of the tpm setting.
+const (
+	TPMAuto     = "auto"
+	TPMOff      = "off"
+	TPMRequired = "required"
 )
 
 var caHashRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -138,6 +159,12 @@ func (c *Config) SetDefaults() {
 	if c.WaitTimeout.Duration == 0 {
 		c.WaitTimeout.Duration = DefaultWaitTimeout
 	}
+	if c.TPM == "" {
+		c.TPM = DefaultTPM
+	}
+	if c.TPMDevice == "" {
+		c.TPMDevice = DefaultTPMDevice
+	}
 }
 
 // NodeConfig is the backend's part of the config.
@@ -188,6 +215,14 @@ func (c *Config) Validate() error {
 	}
 	if c.ContainerRuntimeEndpoint != "" && !isUnixEndpoint(c.ContainerRuntimeEndpoint) {
 		errs = append(errs, fmt.Errorf("containerRuntimeEndpoint: want unix:///<absolute path>, got %q", c.ContainerRuntimeEndpoint))
+	}
+	switch c.TPM {
+	case TPMAuto, TPMOff, TPMRequired:
+	default:
+		errs = append(errs, fmt.Errorf("tpm: want auto, off or required, got %q", c.TPM))
+	}
+	if !filepath.IsAbs(c.TPMDevice) {
+		errs = append(errs, fmt.Errorf("tpmDevice: want an absolute path, got %q", c.TPMDevice))
 	}
 	if c.WaitTimeout.Duration < 0 {
 		errs = append(errs, errors.New("waitTimeout: must not be negative"))

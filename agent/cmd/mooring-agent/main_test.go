@@ -177,12 +177,14 @@ func checkUserData(t *testing.T, path, cloudName string, packages bool) {
 // TestUserDataToStdout: without --output the user-data goes to stdout.
 func TestUserDataToStdout(t *testing.T) {
 	args := append(baseArgs("aws"), "--ca-cert-hash="+caHash, "--bootstrap-token="+token,
-		"--cloud-setting=region=eu-west-1", "--node-name-policy=InstanceID", "--agent-sha256=sha256:"+strings.ToUpper(digest))
+		"--cloud-setting=region=eu-west-1", "--node-name-policy=InstanceID", "--agent-sha256=sha256:"+strings.ToUpper(digest),
+		"--tpm=required", "--tpm-device=/run/tpm/tpm.sock")
 	stdout, stderr, code := runCLI(t, args...)
 	if code != 0 || !strings.HasPrefix(stdout, "#cloud-config\n") {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"cloud: aws", "region: eu-west-1", "nodeNamePolicy: InstanceID", "caCertHash: " + caHash, digest + "  "} {
+	for _, want := range []string{"cloud: aws", "region: eu-west-1", "nodeNamePolicy: InstanceID", "caCertHash: " + caHash, digest + "  ",
+		"tpm: required", "tpmDevice: /run/tpm/tpm.sock"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("no %q in\n%s", want, stdout)
 		}
@@ -217,6 +219,9 @@ func TestUserDataRefusesBadFlags(t *testing.T) {
 		{with("--node-name-policy=Bogus"), "--node-name-policy:"},
 		{with("--install-packages=kubelet;reboot"), "--install-packages"},
 		{with("--install-packages="), "--install-packages: empty list"},
+		{with("--tpm=maybe"), "--tpm: want auto, off or required"},
+		{with("--tpm-device=tpmrm0"), "--tpm-device: want an absolute path"},
+		{with("--tpm=required"), "--tpm=required: the local backend proves no join with a TPM"},
 		{with("--bogus"), "unknown flag: --bogus"},
 		{with("extra"), `unexpected argument "extra"`},
 		{append(baseArgs("local"), "--ca-cert-hash="+caHash, "--bootstrap-token="+token), "--metadata-url: local cloud: metadataURL is required"},

@@ -39,6 +39,7 @@ type userDataOptions struct {
 	ticketKeysDir      string
 	ticketLifetime     time.Duration
 	guestInfo          bool
+	tpm, tpmDevice     string
 	// The Kubernetes package repository (--kubernetes-version).
 	kubernetesVersion, kubernetesRepo, kubernetesRepoKey string
 	// release takes the agent's URL and SHA-256 from a release (release.go).
@@ -170,6 +171,8 @@ Bad flags exit 2, naming the flag. See docs/join.md.`,
 	fs.StringVar(&o.ticketCluster, "ticket-cluster", "", "the cluster the ticket is for: the approver's cluster tag (with --ticket-name)")
 	fs.StringVar(&o.ticketKeysDir, "ticket-keys-dir", "", "directory holding the join ticket keys (keys.json and signing-kid, as the keys Secret holds them; with --ticket-name)")
 	fs.DurationVar(&o.ticketLifetime, "ticket-lifetime", ticket.DefaultLifetime, "how long the issued ticket is valid: the instance must be created within it (1m to 24h)")
+	fs.StringVar(&o.tpm, "tpm", agent.DefaultTPM, "prove the join with the machine's TPM too: auto (when the cloud's backend names a TPM key and the device exists), required (the agent stops without one), off (docs/attestation.md)")
+	fs.StringVar(&o.tpmDevice, "tpm-device", agent.DefaultTPMDevice, "the machine's TPM: a character device, or a TPM simulator's Unix socket (tests)")
 	fs.BoolVar(&o.guestInfo, "guestinfo", false, "print a vSphere VM's guestinfo extra config keys (key=value lines) for cloud-init's VMware datasource instead of the #cloud-config")
 	fs.StringVarP(&o.output, "output", "o", "", "write the user-data to this file (mode 0600) instead of stdout")
 	fs.BoolP("help", "h", false, "show this help and exit")
@@ -182,6 +185,7 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 	p := cloudinit.Params{
 		Agent: agent.Config{
 			APIServer: o.apiServer, Cloud: o.cloud, MetadataURL: o.metadataURL, NodeNamePolicy: o.nodeNamePolicy,
+			TPM: o.tpm, TPMDevice: o.tpmDevice,
 		},
 		AgentURL: o.agentURL,
 		Packages: o.packages,
@@ -271,6 +275,14 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 		}
 		p.Agent.CloudSettings[k] = v
 	}
+	switch o.tpm {
+	case "", agent.TPMAuto, agent.TPMOff, agent.TPMRequired:
+	default:
+		bad("--tpm: want auto, off or required, got %q", o.tpm)
+	}
+	if o.tpmDevice != "" && !strings.HasPrefix(o.tpmDevice, "/") {
+		bad("--tpm-device: want an absolute path, got %q", o.tpmDevice)
+	}
 	o.joinTicket(&p, bad)
 	if o.guestInfo && o.vmName(p) == "" {
 		bad("--guestinfo: the VM's name is needed (its host name): give --cloud-setting vmName=NAME or a join ticket")
@@ -289,6 +301,8 @@ func (o *userDataOptions) params() (cloudinit.Params, error) {
 		nc := p.Agent.NodeConfig()
 		if id, err := nodeid.New(o.cloud, nc); err != nil {
 			bad("%s: %v", backendFlag(o.cloud, nc), err)
+		} else if _, ok := id.(nodeid.TPMKeyer); !ok && o.tpm == agent.TPMRequired {
+			bad("--tpm=required: the %s backend proves no join with a TPM (docs/attestation.md)", o.cloud)
 		} else if nodeid.NeedsTicket(id) && p.JoinTicket == "" {
 			bad("--cloud=%s signs no instance identity: its machine can join only with a join ticket; give --join-ticket-file, or --ticket-name, --ticket-cluster and --ticket-keys-dir to issue one (docs/tickets.md)", o.cloud)
 		}
