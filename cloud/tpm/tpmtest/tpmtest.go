@@ -55,43 +55,53 @@ type Sim struct {
 // the test ends, whether it passed or not.
 func Start(t testing.TB, dir string) *Sim {
 	t.Helper()
-	// A Unix socket's path has room for 107 bytes (sun_path).
-	if p := filepath.Join(dir, SocketName); len(p) > 107 {
-		t.Fatalf("tpmtest: socket path %s is %d bytes, more than a Unix socket takes (107)", p, len(p))
-	}
-	bin := Binary(t)
-	s := &Sim{Dir: dir, Socket: filepath.Join(dir, SocketName), log: filepath.Join(dir, "mooring-tpmsim.log"), done: make(chan struct{})}
-	logf, err := os.Create(s.log)
+	s, err := Run(Binary(t), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Run is Start outside a test, with the simulator command bin (Binary):
+// the caller stops the simulator (Stop). On an error nothing is left
+// running.
+func Run(bin, dir string) (*Sim, error) {
+	// A Unix socket's path has room for 107 bytes (sun_path).
+	if p := filepath.Join(dir, SocketName); len(p) > 107 {
+		return nil, fmt.Errorf("tpmtest: socket path %s is %d bytes, more than a Unix socket takes (107)", p, len(p))
+	}
+	s := &Sim{Dir: dir, Socket: filepath.Join(dir, SocketName), log: filepath.Join(dir, "mooring-tpmsim.log"), done: make(chan struct{})}
+	logf, err := os.Create(s.log)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(bin, "--socket", s.Socket)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatalf("start mooring-tpmsim: %v", err)
-	}
+	err = cmd.Start()
 	logf.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start mooring-tpmsim: %w", err)
+	}
 	s.pid = cmd.Process.Pid
 	go func() { _ = cmd.Wait(); close(s.done) }()
-	t.Cleanup(s.Stop)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if c, err := net.Dial("unix", s.Socket); err == nil {
 			c.Close()
-			break
+			return s, nil
 		}
 		select {
 		case <-s.done:
 			b, _ := os.ReadFile(s.log)
-			t.Fatalf("mooring-tpmsim exited at start: %s", b)
+			return nil, fmt.Errorf("mooring-tpmsim exited at start: %s", b)
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("mooring-tpmsim: no socket at %s after 30s", s.Socket)
+			s.Stop()
+			return nil, fmt.Errorf("mooring-tpmsim: no socket at %s after 30s", s.Socket)
 		}
 	}
-	return s
 }
 
 // Stop stops the simulator (SIGTERM, then SIGKILL after 5 s) and waits
@@ -224,6 +234,18 @@ func Binary(t testing.TB) string {
 	if dir == "" {
 		dir = t.TempDir()
 	}
+	out, err := Build(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if build.dir != "" {
+		build.bin = out
+	}
+	return out
+}
+
+// Build builds mooring-tpmsim (with cgo) into dir and returns its path.
+func Build(dir string) (string, error) {
 	out := filepath.Join(dir, filepath.Base(Pkg))
 	cmd := exec.Command("go", "build", "-o", out, "./"+Pkg)
 	cmd.Dir = repoRoot()
@@ -233,12 +255,9 @@ func Binary(t testing.TB) string {
 		if _, err := exec.LookPath("gcc"); err != nil {
 			hint = " (no gcc: `make deps` installs it)"
 		}
-		t.Fatalf("go build %s%s: %v\n%s", Pkg, hint, err, strings.TrimSpace(string(b)))
+		return "", fmt.Errorf("go build %s%s: %v\n%s", Pkg, hint, err, strings.TrimSpace(string(b)))
 	}
-	if build.dir != "" {
-		build.bin = out
-	}
-	return out
+	return out, nil
 }
 
 // repoRoot is the checkout this package was built from.
