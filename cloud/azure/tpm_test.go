@@ -246,54 +246,62 @@ func TestVTPMAttacks(t *testing.T) {
 			wantReject(t, err, tpm.RejectKey, "the attested document names")
 		})
 	})
-	// The TPM's AK certified for another VM (a certificate of another VM).
-	withTPM(t, func(rw io.ReadWriter) {
-		if _, err := azuretest.ProvisionVTPM(rw, bed.c.VTPMIntermediate, azuretest.AKCertName(bed.b.VMID)); err != nil {
-			t.Fatal(err)
-		}
-		wantReject(t, bed.verify(t, quote(t, rw, b, now), b, now, nil), tpm.RejectKey, "not this VM's")
+	// The TPM's AK certified for another VM.
+	t.Run("CertificateOfAnotherVM", func(t *testing.T) {
+		withTPM(t, func(rw io.ReadWriter) {
+			if _, err := azuretest.ProvisionVTPM(rw, bed.c.VTPMIntermediate, azuretest.AKCertName(bed.b.VMID)); err != nil {
+				t.Fatal(err)
+			}
+			wantReject(t, bed.verify(t, quote(t, rw, b, now), b, now, nil), tpm.RejectKey, "not this VM's")
+		})
 	})
 	// A label that is only part of the VM id (as the one public genuine
 	// certificate's 12 digits may be) names no VM for mooring.
-	withTPM(t, func(rw io.ReadWriter) {
-		label := bed.a.VMID[len(bed.a.VMID)-12:] + azuretest.AKCertNameSuffix
-		if _, err := azuretest.ProvisionVTPM(rw, bed.c.VTPMIntermediate, label); err != nil {
-			t.Fatal(err)
-		}
-		wantReject(t, bed.verify(t, quote(t, rw, b, now), b, now, nil), tpm.RejectKey, "not this VM's")
+	t.Run("PartOfTheVMID", func(t *testing.T) {
+		withTPM(t, func(rw io.ReadWriter) {
+			label := bed.a.VMID[len(bed.a.VMID)-12:] + azuretest.AKCertNameSuffix
+			if _, err := azuretest.ProvisionVTPM(rw, bed.c.VTPMIntermediate, label); err != nil {
+				t.Fatal(err)
+			}
+			wantReject(t, bed.verify(t, quote(t, rw, b, now), b, now, nil), tpm.RejectKey, "not this VM's")
+		})
 	})
 	// A certificate naming the VM from a CA under another root, offered
-	// with its intermediate in the evidence (a chain to another root).
-	withTPM(t, func(rw io.ReadWriter) {
-		root, err := azuretest.NewRootCA("rogue vTPM root")
-		if err != nil {
-			t.Fatal(err)
-		}
-		inter, err := root.NewIntermediate("Global Virtual TPM CA - 01")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := azuretest.ProvisionVTPM(rw, inter, azuretest.AKCertName(bed.a.VMID)); err != nil {
-			t.Fatal(err)
-		}
-		e := quote(t, rw, b, now)
-		e.Intermediates = [][]byte{inter.Cert.Raw}
-		wantReject(t, bed.verify(t, e, b, now, nil), tpm.RejectKey, "does not chain to the vTPM roots")
+	// with its intermediate in the evidence.
+	t.Run("ChainToAnotherRoot", func(t *testing.T) {
+		withTPM(t, func(rw io.ReadWriter) {
+			root, err := azuretest.NewRootCA("rogue vTPM root")
+			if err != nil {
+				t.Fatal(err)
+			}
+			inter, err := root.NewIntermediate("Global Virtual TPM CA - 01")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := azuretest.ProvisionVTPM(rw, inter, azuretest.AKCertName(bed.a.VMID)); err != nil {
+				t.Fatal(err)
+			}
+			e := quote(t, rw, b, now)
+			e.Intermediates = [][]byte{inter.Cert.Raw}
+			wantReject(t, bed.verify(t, e, b, now, nil), tpm.RejectKey, "does not chain to the vTPM roots")
+		})
 	})
 	// A certificate of the vTPM CA that is no AIK certificate.
-	withTPM(t, func(rw io.ReadWriter) {
-		good, err := bed.c.ProvisionVTPM(bed.a.VMID, rw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		other, err := bed.c.VTPMIntermediate.IssueCertFor(good.PublicKey, azuretest.AKCertName(bed.a.VMID), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := azuretest.WriteNV(rw, azuretest.AKCertNVIndex, other.Raw); err != nil {
-			t.Fatal(err)
-		}
-		wantReject(t, bed.verify(t, quote(t, rw, b, now), b, now, nil), tpm.RejectKey, "not an attestation key certificate")
+	t.Run("NotAnAIKCertificate", func(t *testing.T) {
+		withTPM(t, func(rw io.ReadWriter) {
+			good, err := bed.c.ProvisionVTPM(bed.a.VMID, rw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			other, err := bed.c.VTPMIntermediate.IssueCertFor(good.PublicKey, azuretest.AKCertName(bed.a.VMID), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := azuretest.WriteNV(rw, azuretest.AKCertNVIndex, other.Raw); err != nil {
+				t.Fatal(err)
+			}
+			wantReject(t, bed.verify(t, quote(t, rw, b, now), b, now, nil), tpm.RejectKey, "not an attestation key certificate")
+		})
 	})
 }
 
