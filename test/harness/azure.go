@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
+	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
 )
 
 // AzureCloud is an Azure-compatible endpoint (cloud/azure/azuretest: ARM,
@@ -22,8 +23,14 @@ import (
 type AzureCloud struct {
 	*azuretest.Cloud
 
+	// TrustedLaunch makes the VMs AddVM makes Trusted Launch VMs
+	// (securityProfile: vTPM and secure boot on), whose vTPM ProvisionTPM
+	// provisions as Azure does.
+	TrustedLaunch bool
+
 	mu     sync.Mutex
 	nextIP netip.Addr
+	vmIDs  map[string]string // VM name -> vmId
 }
 
 // AzureAddressBase is where VMs' private addresses start (loopback; AWS
@@ -41,7 +48,7 @@ func StartAzureCloud(t testing.TB) *AzureCloud {
 func StartAzureCloudWith(t testing.TB, opts azuretest.Options) *AzureCloud {
 	t.Helper()
 	c := azuretest.Started(t, opts)
-	return &AzureCloud{Cloud: c, nextIP: netip.MustParseAddr(AzureAddressBase)}
+	return &AzureCloud{Cloud: c, nextIP: netip.MustParseAddr(AzureAddressBase), vmIDs: map[string]string{}}
 }
 
 // AzureClusterTag is the tag name of cluster's VMs.
@@ -53,8 +60,35 @@ func (a *AzureCloud) AddVM(cluster, name string) azuretest.VM {
 	ip := a.nextIP
 	a.nextIP = ip.Next()
 	a.mu.Unlock()
-	return a.Put(azuretest.VM{Name: name, Zone: "1", PrivateIP: ip.String(),
-		Tags: map[string]string{AzureClusterTag(cluster): "owned"}})
+	vm := azuretest.VM{Name: name, Zone: "1", PrivateIP: ip.String(), Tags: map[string]string{AzureClusterTag(cluster): "owned"}}
+	if a.TrustedLaunch {
+		vm.SecurityType, vm.VTPM, vm.SecureBoot = azuretest.SecurityTypeTrustedLaunch, true, true
+	}
+	vm = a.Put(vm)
+	a.mu.Lock()
+	a.vmIDs[name] = vm.VMID
+	a.mu.Unlock()
+	return vm
+}
+
+// ProvisionTPM provisions machine name's TPM (BootOptions.ProvisionTPM) as
+// Azure provisions a Trusted Launch VM's vTPM: an AK persisted at
+// 0x81000003, its certificate from the cloud's test vTPM CA naming the
+// VM in NV 0x01C101D0.
+func (a *AzureCloud) ProvisionTPM(_ context.Context, name string, _ Provisioned, sim *tpmtest.Sim) error {
+	a.mu.Lock()
+	vmID, ok := a.vmIDs[name]
+	a.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no VM %s", name)
+	}
+	rw, err := sim.Open()
+	if err != nil {
+		return err
+	}
+	defer rw.Close()
+	_, err = a.ProvisionVTPM(vmID, rw)
+	return err
 }
 
 // Provisioner makes fleet machines as VMs of cluster whose agents use
@@ -74,15 +108,19 @@ func (a *AzureCloud) ProviderName() string { return "azure" }
 // for cluster: ARM here, the test root as the attested documents' trust,
 // and this endpoint on the AIA allow-list, so that the issuing CA is
 // fetched from the signer's CA Issuers URL (no intermediates file: the
-// CA may rotate mid-run).
+// CA may rotate mid-run); the test vTPM CA as the vTPMs' AK certificates'.
 func (a *AzureCloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
 	roots, err := a.WriteRoots(dir)
 	if err != nil {
 		return "", err
 	}
+	vroots, vinter, err := a.WriteVTPMRoots(dir)
+	if err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, "cloud.yaml")
-	cfg := fmt.Sprintf("subscriptionID: %s\nresourceGroup: %s\nclusterID: %s\narmEndpoint: %s\nattestationRootsFile: %s\nattestationAIAAllowedHosts: [%q]\n%s",
-		a.Subscription(), a.ResourceGroup(), cluster, a.Endpoint(), roots, a.AIAHost(), extra)
+	cfg := fmt.Sprintf("subscriptionID: %s\nresourceGroup: %s\nclusterID: %s\narmEndpoint: %s\nattestationRootsFile: %s\nattestationAIAAllowedHosts: [%q]\nvtpmRootsFile: %s\nvtpmIntermediatesFile: %s\n%s",
+		a.Subscription(), a.ResourceGroup(), cluster, a.Endpoint(), roots, a.AIAHost(), vroots, vinter, extra)
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
 }
 
