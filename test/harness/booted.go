@@ -25,6 +25,7 @@ import (
 
 	"github.com/mooring-dev/mooring/agent"
 	"github.com/mooring-dev/mooring/cloud/local/api"
+	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
 	"github.com/mooring-dev/mooring/test/fakecri"
 	"github.com/mooring-dev/mooring/test/harness/boot"
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -63,7 +64,30 @@ type BootOptions struct {
 	// (<base>/<version>/<file>), its agent renders the user-data with
 	// --version, and the machines download that release's agent.
 	Release *Release
+	// TPM names the machines that have a TPM: a TPM simulator of their
+	// own (cloud/tpm/tpmtest, a process per machine), its socket's
+	// directory bind-mounted at TPMDir in the machine, and the
+	// user-data's --tpm-device naming the socket there (TPMDevice). Booted.TPM
+	// is the simulator.
+	TPM []string
+	// ProvisionTPM, when set, is called for each machine with a TPM once
+	// its instance exists and its TPM runs, before the machines boot: a
+	// cloud's test endpoint provisions the vTPM there (NV indexes, as GCE
+	// writes its AK template and certificate) or records its endorsement
+	// key (as EC2 reports it).
+	ProvisionTPM func(ctx context.Context, name string, p Provisioned, sim *tpmtest.Sim) error
+	// TPMBin is the simulator command (tpmtest.Build); BootMachines builds
+	// it when TPM names a machine and it is empty.
+	TPMBin string
 }
+
+// Where a booted machine finds its TPM (BootOptions.TPM): the directory
+// bind-mounted from the host, and the simulator's socket in it, which
+// the agent config's tpmDevice names.
+const (
+	TPMDir    = "/run/mooring-tpm"
+	TPMDevice = TPMDir + "/" + tpmtest.SocketName
+)
 
 // Release is a release directory and its version.
 type Release struct{ Dir, Version string }
@@ -81,6 +105,8 @@ type Booted struct {
 	Instance          *api.Instance
 	// UserData is the user-data the machine was created with.
 	UserData []byte
+	// TPM is the machine's TPM (BootOptions.TPM), nil without one.
+	TPM *tpmtest.Sim
 
 	cri    *fakecri.Server
 	criDir string
@@ -108,6 +134,9 @@ type BootFleet struct {
 // machine's journal tail.
 func BootMachines(ctx context.Context, t testing.TB, c *testbed.Cluster, opts BootOptions) *BootFleet {
 	t.Helper()
+	if len(opts.TPM) > 0 && opts.TPMBin == "" {
+		opts.TPMBin = tpmtest.Binary(t)
+	}
 	f, err := RunBootFleet(ctx, c, opts)
 	t.Cleanup(func() {
 		if f == nil {
@@ -183,33 +212,41 @@ func RunBootFleet(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f 
 			return f, fmt.Errorf("provision %s: %w", name, err)
 		}
 		mdir := filepath.Join(dir, "machines", name)
-		ud, err := f.userData(opts.AgentBin, p, mdir, c.URL, caFile, tokenFile, opts.UserDataArgs[name]...)
-		if err != nil {
+		b := &Booted{NodeName: p.NodeName, Address: p.Address, Instance: in, criDir: filepath.Join(mdir, "containerd")}
+		f.Machines = append(f.Machines, b)
+		udArgs := opts.UserDataArgs[name]
+		var binds []boot.Bind
+		if slices.Contains(opts.TPM, name) {
+			if b.TPM, err = startTPM(ctx, opts, name, p, filepath.Join(mdir, "tpm")); err != nil {
+				return f, fmt.Errorf("machine %s: %w", name, err)
+			}
+			binds = append(binds, boot.Bind{Source: b.TPM.Dir, Target: TPMDir})
+			udArgs = append([]string{"--tpm-device=" + TPMDevice}, udArgs...)
+		}
+		if b.UserData, err = f.userData(opts.AgentBin, p, mdir, c.URL, caFile, tokenFile, udArgs...); err != nil {
 			return f, fmt.Errorf("machine %s: %w", name, err)
 		}
-		b := &Booted{NodeName: p.NodeName, Address: p.Address, Instance: in, UserData: ud, criDir: filepath.Join(mdir, "containerd")}
 		if err := os.MkdirAll(b.criDir, 0o755); err != nil {
 			return f, err
 		}
 		if b.cri, err = fakecri.Start(filepath.Join(b.criDir, "containerd.sock"), "/var/lib/kubelet"); err != nil {
 			return f, err
 		}
-		f.Machines = append(f.Machines, b)
 		files, err := kubeletImage(p.Address, slices.Contains(opts.Kubeadm, name))
 		if err != nil {
 			return f, err
 		}
-		binds := []boot.Bind{
+		binds = append([]boot.Bind{
 			{Source: c.Binaries().Kubelet, Target: "/usr/bin/kubelet", ReadOnly: true},
 			{Source: b.criDir, Target: "/run/containerd"},
-		}
+		}, binds...)
 		if slices.Contains(opts.Packages, name) {
 			if files, binds, err = packaged(files, binds); err != nil {
 				return f, err
 			}
 		}
 		cfgs = append(cfgs, boot.Config{Name: name, Dir: filepath.Join(mdir, "machine"), InstanceID: "i-" + name,
-			UserData: ud, Files: files, Binds: binds})
+			UserData: b.UserData, Files: files, Binds: binds})
 	}
 	if opts.Before != nil {
 		if err := opts.Before(); err != nil {
@@ -229,6 +266,27 @@ func RunBootFleet(ctx context.Context, c *testbed.Cluster, opts BootOptions) (f 
 	}
 	wg.Wait()
 	return f, errors.Join(errs...)
+}
+
+// startTPM starts a machine's TPM simulator in dir and lets the cloud's
+// test endpoint provision it (BootOptions.ProvisionTPM).
+func startTPM(ctx context.Context, opts BootOptions, name string, p Provisioned, dir string) (*tpmtest.Sim, error) {
+	if opts.TPMBin == "" {
+		return nil, errors.New("a TPM without BootOptions.TPMBin (tpmtest.Build)")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	sim, err := tpmtest.Run(opts.TPMBin, dir)
+	if err != nil {
+		return nil, err
+	}
+	if opts.ProvisionTPM != nil {
+		if err := opts.ProvisionTPM(ctx, name, p, sim); err != nil {
+			return sim, fmt.Errorf("provision its TPM: %w", err)
+		}
+	}
+	return sim, nil
 }
 
 // serveAgent serves the agent binary on loopback, for the user-data's
@@ -394,6 +452,9 @@ func (f *BootFleet) Remove() error {
 			}
 			if m.cri != nil {
 				m.cri.Stop()
+			}
+			if m.TPM != nil {
+				m.TPM.Stop()
 			}
 		}()
 	}

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/mooring-dev/mooring/cloud/local/client"
+	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
@@ -118,10 +119,13 @@ func ShareBuilds() (remove func(), err error) {
 	shared.mu.Lock()
 	shared.dir, shared.bins = dir, map[string]string{}
 	shared.mu.Unlock()
+	// The tests' TPM simulator too (booted machines with a TPM).
+	tpmtest.ShareBuild(dir)
 	return func() {
 		shared.mu.Lock()
 		defer shared.mu.Unlock()
 		shared.dir, shared.bins = "", nil
+		tpmtest.ShareBuild("")
 		_ = os.RemoveAll(dir)
 	}, nil
 }
