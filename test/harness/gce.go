@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/cloud/gce/gcetest"
+	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
 
@@ -95,12 +96,42 @@ func (g *GCECloud) AgentConfig(metadataURL string) string {
 func (g *GCECloud) ProviderName() string { return "gce" }
 
 // WriteProviderConfig writes the GCE provider's config (docs/gce.md) for
-// cluster, the Compute API and the keys pointing here.
+// cluster, the Compute API and the keys pointing here, and the endpoint's
+// EK/AK CA as the roots of vTPMs' AK certificates (tpm.rootsFile,
+// tpm.intermediatesFile) unless extra configures tpm itself.
 func (g *GCECloud) WriteProviderConfig(dir, cluster, extra string) (string, error) {
 	path := filepath.Join(dir, "cloud.yaml")
 	cfg := fmt.Sprintf("projects: [%s]\nclusterID: %s\ncomputeEndpoint: %s\nwithoutAuthentication: true\ncertsURL: %s\ntokenIssuer: %s\n%s",
 		gcetest.DefaultProject, cluster, g.Endpoint(), g.CertsURL(), g.Issuer(), extra)
+	if !strings.Contains("\n"+extra, "\ntpm:") {
+		roots, inter := filepath.Join(dir, "gce-tpm-roots.pem"), filepath.Join(dir, "gce-tpm-intermediates.pem")
+		for file, get := range map[string]func() ([]byte, error){roots: g.TPMRootPEM, inter: g.TPMIntermediatePEM} {
+			data, err := get()
+			if err != nil {
+				return "", err
+			}
+			if err := os.WriteFile(file, data, 0o600); err != nil {
+				return "", err
+			}
+		}
+		cfg += fmt.Sprintf("tpm:\n  rootsFile: %s\n  intermediatesFile: %s\n", roots, inter)
+	}
 	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+// ProvisionTPM makes a machine's TPM simulator its instance's vTPM, as
+// GCE provisions a Shielded VM's (gcetest.ProvisionVTPM: the AK template
+// and the AK certificate the endpoint's EK/AK CA issues in NV, the
+// instance's shieldedInstanceConfig with enableVtpm):
+// BootOptions.ProvisionTPM.
+func (g *GCECloud) ProvisionTPM(_ context.Context, name string, _ Provisioned, sim *tpmtest.Sim) error {
+	rw, err := sim.Open()
+	if err != nil {
+		return err
+	}
+	defer rw.Close()
+	_, err = g.ProvisionVTPM(rw, gcetest.DefaultProject, gcetest.DefaultZone, name, gcetest.VTPMOptions{})
+	return err
 }
 
 // ProviderEnv keeps the Google libraries off any real metadata server and
