@@ -52,7 +52,8 @@ func (f *fakeTPM) called() int {
 var tpmData = []byte(`{"version":1}`)
 
 // withBlocks makes a join's evidence: the cloud's token for i-1, and TPM
-// blocks placed by order ("c" the cloud's, "t" a TPM block).
+// blocks placed by order ("c" the cloud's, "t" a TPM block, "k" a join
+// ticket).
 func withBlocks(w *world, t *testing.T, order string) func(string) []evidence.Block {
 	return func(b string) []evidence.Block {
 		var out []evidence.Block
@@ -62,6 +63,8 @@ func withBlocks(w *world, t *testing.T, order string) func(string) []evidence.Bl
 				out = append(out, evidence.Block{Type: attest.Type, Data: w.token(t, w.keys, "i-1", b, time.Now())})
 			case 't':
 				out = append(out, evidence.Block{Type: tpm.EvidenceType, Data: tpmData})
+			case 'k':
+				out = append(out, ticketEvidence(w.ticketOf(t, "node-1"))...)
 			}
 		}
 		return out
@@ -109,7 +112,11 @@ func TestTPMPolicy(t *testing.T) {
 		{name: "preferred/backend verifies no TPM, none sent", mode: TPMPreferred, noTPM: true, order: "c", want: ReasonApproved},
 		{name: "off/bad TPM block ignored", mode: TPMOff, order: "ct", err: quoteBad, want: ReasonApproved},
 		{name: "off/vTPM, metadata alone", mode: TPMOff, vtpm: true, order: "c", want: ReasonApproved},
+		// A type twice is refused by the evidence framing already.
 		{name: "two TPM blocks", mode: TPMPreferred, order: "ctt", want: ReasonMalformedRequest},
+		{name: "a third block", mode: TPMPreferred, order: "ctk", want: ReasonMalformedRequest},
+		{name: "a ticket between", mode: TPMPreferred, order: "ckt", want: ReasonMalformedRequest},
+		{name: "ticket, then TPM", mode: TPMPreferred, order: "kt", want: ReasonApproved, called: true, proven: true},
 		{name: "TPM block first", mode: TPMPreferred, order: "tc", want: ReasonMalformedRequest},
 		{name: "TPM block alone", mode: TPMPreferred, order: "t", want: ReasonMalformedRequest},
 		{name: "off/TPM block first", mode: TPMOff, order: "tc", want: ReasonMalformedRequest},
