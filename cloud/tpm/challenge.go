@@ -87,19 +87,31 @@ func DecodeAnnotation(v string) ([]byte, error) {
 // written on (its UID), the CSR key's binding, the AK's name and the EK's
 // name. Only a TPM holding that EK's private key, with that AK loaded, can
 // recover it (TPM2_ActivateCredential checks the AK's name), and the answer
-// is good for that CSR key only. A new approver process has a new key: the
-// agent's answer to an older one's challenge fails, and it asks again.
+// is good for that CSR key only. The secret opens with the Challenger's
+// random id, so that an answer to another Challenger's challenge (an
+// approver process since restarted, another leader) is told from a wrong
+// one: Verify challenges such an answer again, and the agent's join costs
+// one more round.
 type Challenger struct {
+	id  []byte // challengerIDSize random bytes, not secret
 	key []byte
 }
 
-// NewChallenger makes a Challenger with a fresh random key.
+// The secret: the Challenger's id, then the HMAC-SHA-256 truncated to 24
+// bytes; 32 bytes in all, the largest secret every TPM 2.0 takes (the
+// size of a SHA-256 digest).
+const (
+	challengerIDSize = 8
+	secretMACSize    = 24
+)
+
+// NewChallenger makes a Challenger with a fresh random key and id.
 func NewChallenger() (*Challenger, error) {
-	k := make([]byte, 32)
-	if _, err := rand.Read(k); err != nil {
+	b := make([]byte, challengerIDSize+32)
+	if _, err := rand.Read(b); err != nil {
 		return nil, fmt.Errorf("TPM challenger key: %w", err)
 	}
-	return &Challenger{key: k}, nil
+	return &Challenger{id: b[:challengerIDSize], key: b[challengerIDSize:]}, nil
 }
 
 // keys decodes the EK's and AK's public areas (TPMT_PUBLIC) and checks
@@ -159,13 +171,13 @@ func (c *Challenger) secret(csrUID, binding string, akName, ekName tpm2.Name) ([
 		return nil, err
 	}
 	m := hmac.New(sha256.New, c.key)
-	for _, p := range [][]byte{[]byte(challengeDomain), []byte(csrUID), []byte(binding), an, en} {
+	for _, p := range [][]byte{[]byte(challengeDomain), c.id, []byte(csrUID), []byte(binding), an, en} {
 		var n [4]byte
 		binary.BigEndian.PutUint32(n[:], uint32(len(p)))
 		m.Write(n[:])
 		m.Write(p)
 	}
-	return m.Sum(nil), nil
+	return append(bytes.Clone(c.id), m.Sum(nil)[:secretMACSize]...), nil
 }
 
 // Challenge makes the credential activation challenge for the AK and EK
@@ -204,7 +216,8 @@ func (c *Challenger) Challenge(ekPublic, akPublic []byte, csrUID, binding string
 // Check checks a node's answer (a) to a challenge made for these AK and
 // EK public areas and the CSR key's binding, on the CSR a names. The
 // comparison is constant-time. A wrong or missing answer is a *Rejection
-// with RejectKey.
+// with RejectKey; so is an answer to another Challenger's challenge, which
+// Verify challenges again instead.
 func (c *Challenger) Check(ekPublic, akPublic []byte, a *Activation, binding string) error {
 	if a == nil {
 		return Reject(RejectKey, "no answer to the credential activation challenge")
@@ -218,7 +231,38 @@ func (c *Challenger) Check(ekPublic, akPublic []byte, a *Activation, binding str
 		return fmt.Errorf("TPM challenge: %w", err)
 	}
 	if !hmac.Equal(want, a.Secret) {
-		return Reject(RejectKey, "the answer to the credential activation challenge on CSR %q is not the secret issued for this attestation key, endorsement key and CSR key (or an approver restarted since)", a.ChallengeCSR)
+		if c.another(a) {
+			return Reject(RejectKey, "the answer to the credential activation challenge on CSR %q answers another approver process's challenge (one that restarted since, or another leader)", a.ChallengeCSR)
+		}
+		return Reject(RejectKey, "the answer to the credential activation challenge on CSR %q is not the secret issued for this attestation key, endorsement key and CSR key", a.ChallengeCSR)
 	}
 	return nil
+}
+
+// another: a's secret has the shape of a secret, made by another
+// Challenger.
+func (c *Challenger) another(a *Activation) bool {
+	return len(a.Secret) == challengerIDSize+secretMACSize && !bytes.Equal(a.Secret[:challengerIDSize], c.id)
+}
+
+// Verify is a backend's whole credential activation step once it has
+// checked the quote and that the EK is the instance's: without an answer
+// (a nil), or with an answer to another Challenger's challenge, it makes a
+// challenge for this CSR (csrUID) and returns *ChallengeNeeded; with an
+// answer, Check's verdict. An answer to another Challenger's challenge is
+// not refused: its approver may have restarted between the two rounds,
+// which costs the agent one more round, not its join; it cannot pass
+// either.
+func (c *Challenger) Verify(ekPublic, akPublic []byte, a *Activation, csrUID, binding string) error {
+	if a != nil {
+		err := c.Check(ekPublic, akPublic, a, binding)
+		if err == nil || !c.another(a) {
+			return err
+		}
+	}
+	challenge, err := c.Challenge(ekPublic, akPublic, csrUID, binding)
+	if err != nil {
+		return err
+	}
+	return &ChallengeNeeded{Challenge: challenge}
 }

@@ -79,12 +79,44 @@ func TestActivation(t *testing.T) {
 	t.Run("AnotherBinding", func(t *testing.T) {
 		wantReject(t, "another CSR key", ch.Check(e.EKPublic, e.AKPublic, answer, "binding-b"), tpm.RejectKey)
 	})
+	t.Run("Verify", func(t *testing.T) {
+		if err := ch.Verify(e.EKPublic, e.AKPublic, answer, "0b0f1c2e-uid-9", binding); err != nil {
+			t.Fatalf("the right answer: %v", err)
+		}
+		var need *tpm.ChallengeNeeded
+		if err := ch.Verify(e.EKPublic, e.AKPublic, nil, uid, binding); !errors.As(err, &need) || len(need.Challenge) == 0 {
+			t.Fatalf("no answer: %v, want a challenge", err)
+		}
+		a := *answer
+		a.Secret = append([]byte(nil), secret...)
+		a.Secret[len(a.Secret)-1] ^= 1
+		wantReject(t, "a wrong answer to this approver's challenge", ch.Verify(e.EKPublic, e.AKPublic, &a, uid, binding), tpm.RejectKey)
+	})
 	t.Run("AnotherApprover", func(t *testing.T) {
+		// The approver restarted between the rounds: Check refuses the
+		// answer, Verify challenges again (for the CSR at hand), and the
+		// TPM's answer to that passes.
 		other, err := tpm.NewChallenger()
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantReject(t, "another approver's key", other.Check(e.EKPublic, e.AKPublic, answer, binding), tpm.RejectKey)
+		const uid2 = "0b0f1c2e-uid-3"
+		var need *tpm.ChallengeNeeded
+		if err := other.Verify(e.EKPublic, e.AKPublic, answer, uid2, binding); !errors.As(err, &need) {
+			t.Fatalf("an answer to another approver's challenge: %v, want a new challenge", err)
+		}
+		s2, err := node.Activate(sim, node.DefaultKey, need.Challenge)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.Verify(e.EKPublic, e.AKPublic, &tpm.Activation{ChallengeCSR: "node-csr-3", ChallengeUID: uid2, Secret: s2}, "x-"+uid2, binding); err != nil {
+			t.Fatalf("the answer to the new challenge: %v", err)
+		}
+		// A secret of another shape is no other approver's: refused.
+		a := *answer
+		a.Secret = a.Secret[:16]
+		wantReject(t, "a short secret", other.Verify(e.EKPublic, e.AKPublic, &a, uid2, binding), tpm.RejectKey)
 	})
 	t.Run("WrongSecret", func(t *testing.T) {
 		a := *answer
