@@ -11,6 +11,7 @@ package aws
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,9 +46,10 @@ const maxEKPublic = 4 << 10
 //     attributes of one a TPM made and keeps (tpm.CheckAKAttributes);
 //   - the evidence's EK is the key GetInstanceTpmEkPub returns for the
 //     instance (rsa-2048, tpmt);
-//   - the AK is in the TPM of that EK: without an answer, a challenge
-//     sealed to EC2's EK for the AK's name (*tpm.ChallengeNeeded); with
-//     one, the answer (tpm.Challenger.Check).
+//   - the AK is in the TPM of that EK (tpm.Challenger.Verify): without an
+//     answer, or with an answer to another approver process's challenge,
+//     a challenge sealed to EC2's EK for the AK's name
+//     (*tpm.ChallengeNeeded); with an answer to this one's, the answer.
 //
 // Verdicts are *tpm.Rejection; an EC2 call that fails (throttling, an
 // instance EC2 does not show yet, an answer that cannot be read) is
@@ -79,15 +81,11 @@ func (c *Cloud) VerifyTPM(ctx context.Context, req cloud.TPMRequest, att cloud.A
 	if err := sameEK(e.EKPublic, ek); err != nil {
 		return err
 	}
-	if e.Activation == nil {
-		challenge, err := c.challenger.Challenge(ek, e.AKPublic, req.CSRUID, req.Binding)
-		if err != nil {
-			return err
+	if err := c.challenger.Verify(ek, e.AKPublic, e.Activation, req.CSRUID, req.Binding); err != nil {
+		var ch *tpm.ChallengeNeeded
+		if errors.As(err, &ch) {
+			klog.V(2).InfoS("NitroTPM credential activation challenge issued", "instance", in.ID, "csr", req.CSR)
 		}
-		klog.V(2).InfoS("NitroTPM credential activation challenge issued", "instance", in.ID, "csr", req.CSR)
-		return &tpm.ChallengeNeeded{Challenge: challenge}
-	}
-	if err := c.challenger.Check(ek, e.AKPublic, e.Activation, req.Binding); err != nil {
 		return err
 	}
 	klog.V(4).InfoS("NitroTPM evidence verified", "instance", in.ID, "csr", req.CSR, "challengeCSR", e.Activation.ChallengeCSR)

@@ -150,7 +150,8 @@ func answerTo(t *testing.T, seed int64, challenge []byte, csr string) *tpm.Activ
 // TestTPMJoin: an instance with NitroTPM proves its join in two rounds:
 // its first CSR's evidence (quote, AK, EK) gets a challenge sealed to the
 // EK EC2 reports, its TPM activates it, and the second CSR's evidence
-// with the answer is proven. Each round asks EC2 once.
+// with the answer is proven. Each round asks EC2 once. An approver
+// restarted between the rounds challenges again.
 func TestTPMJoin(t *testing.T) {
 	w := newTPMWorld(t, awstest.Options{})
 	in := w.instance("127.0.0.10", tpmA)
@@ -168,6 +169,18 @@ func TestTPMJoin(t *testing.T) {
 	}
 	if n := w.env.aws.Calls(awstest.ActionGetInstanceTpmEkPub); n != 2 {
 		t.Fatalf("%d GetInstanceTpmEkPub calls, want 2", n)
+	}
+	// An approver restarted between the rounds (a new process: another
+	// challenger) asks again rather than deny: one more round.
+	restarted, err := NewWithClients(w.env.config(), w.env.ec2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2 := &tpmWorld{t: t, env: w.env, cloud: restarted}
+	again := w2.verify(in, quoteWith(t, tpmA, nil, "binding-1", now, answer), "binding-1", "csr-r2", now, tpm.QuoteOptions{})
+	answer2 := answerTo(t, tpmA, challengeOf(t, again), "csr-r2")
+	if err := w2.verify(in, quoteWith(t, tpmA, nil, "binding-1", now, answer2), "binding-1", "csr-r3", now, tpm.QuoteOptions{}); err != nil {
+		t.Fatalf("after the restart, the third round: %v", err)
 	}
 	// Under a PCR policy the simulator's PCRs meet.
 	e, err := tpm.Parse(quoteWith(t, tpmA, nil, "binding-1", now, answer))
