@@ -172,7 +172,14 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.queue.Add(obj.(*certificatesv1.CertificateSigningRequest).Name) },
-			UpdateFunc: func(_, obj any) { c.queue.Add(obj.(*certificatesv1.CertificateSigningRequest).Name) },
+			UpdateFunc: func(oldObj, obj any) {
+				if challengeWritten(oldObj, obj) {
+					// The approver's own write, its denial on the way (or
+					// the CSR queued again by the error that stopped it).
+					return
+				}
+				c.queue.Add(obj.(*certificatesv1.CertificateSigningRequest).Name)
+			},
 		},
 	})
 	if err != nil {
@@ -402,6 +409,13 @@ func (c *Controller) apply(ctx context.Context, csr *certificatesv1.CertificateS
 	logger.Info("CSR decided", "csr", csr.Name, "signer", csr.Spec.SignerName, "requester", csr.Spec.Username,
 		"decision", verdict, "reason", d.Reason, "message", d.Message)
 	return nil
+}
+
+// challengeWritten: the update wrote a TPM challenge on the CSR.
+func challengeWritten(oldObj, obj any) bool {
+	old, ok1 := oldObj.(*certificatesv1.CertificateSigningRequest)
+	cur, ok2 := obj.(*certificatesv1.CertificateSigningRequest)
+	return ok1 && ok2 && cur.Annotations[tpm.ChallengeAnnotation] != "" && old.Annotations[tpm.ChallengeAnnotation] != cur.Annotations[tpm.ChallengeAnnotation]
 }
 
 // writeChallenge writes a TPM credential activation challenge on the CSR

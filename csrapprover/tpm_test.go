@@ -41,6 +41,12 @@ func (f *fakeTPM) VerifyTPM(_ context.Context, req cloud.TPMRequest, _ cloud.Att
 	return f.err
 }
 
+func (f *fakeTPM) last() (cloud.TPMRequest, view.Instance) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.req, f.in
+}
+
 func (f *fakeTPM) called() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -267,8 +273,13 @@ func TestTPMChallengeIsWrittenOnTheCSR(t *testing.T) {
 	if err != nil || string(got) != string([]byte{0, 1, 2, 0xff}) {
 		t.Fatalf("annotation %q: %v", c.Annotations[tpm.ChallengeAnnotation], err)
 	}
-	if f.req.CSRUID != "uid-round-1" {
-		t.Errorf("challenge made for CSR UID %q", f.req.CSRUID)
+	if req, _ := f.last(); req.CSRUID != "uid-round-1" {
+		t.Errorf("challenge made for CSR UID %q", req.CSRUID)
+	}
+	// The approver's own write does not make it decide the CSR again.
+	time.Sleep(200 * time.Millisecond)
+	if n := f.called(); n != 1 {
+		t.Errorf("the verifier was asked %d times, want 1", n)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
