@@ -91,7 +91,7 @@ func NewFromCloud(client kubernetes.Interface, restCfg *rest.Config, factory inf
 		}
 		cfg.APIServerNames = names
 	}
-	if cfg.TPM, err = tpmPolicy(a, f); err != nil {
+	if cfg.TPM, err = tpmPolicy(a, f, true); err != nil {
 		return nil, err
 	}
 	verifiers := a.EvidenceVerifiers()
@@ -132,10 +132,17 @@ func NewFromCloud(client kubernetes.Interface, restCfg *rest.Config, factory inf
 			SpentTickets: spentTickets})
 }
 
+// Validate checks the flags against the cloud backend as NewFromCloud
+// will, so that a command can refuse them at start, before it leads.
+func (f Flags) Validate(a cloud.Attester) error {
+	_, err := tpmPolicy(a, f, false)
+	return err
+}
+
 // tpmPolicy reads the TPM flags against the backend: required on a backend
 // that verifies no TPM evidence is refused, as is a PCR policy that no
 // check would apply.
-func tpmPolicy(a cloud.Attester, f Flags) (TPMPolicy, error) {
+func tpmPolicy(a cloud.Attester, f Flags, logIt bool) (TPMPolicy, error) {
 	mode, err := ParseTPMMode(f.TPM)
 	if err != nil {
 		return TPMPolicy{}, err
@@ -145,15 +152,19 @@ func tpmPolicy(a cloud.Attester, f Flags) (TPMPolicy, error) {
 		return TPMPolicy{}, err
 	}
 	v, _ := a.(cloud.TPMVerifier)
+	backend := fmt.Sprintf("%T", a)
+	if n, ok := a.(interface{ ProviderName() string }); ok {
+		backend = n.ProviderName()
+	}
 	switch {
 	case mode == TPMRequired && v == nil:
-		return TPMPolicy{}, fmt.Errorf("TPM policy %s: this cloud backend (%T) verifies no TPM evidence, so every join would be denied; use %s or %s", TPMRequired, a, TPMPreferred, TPMOff)
+		return TPMPolicy{}, fmt.Errorf("TPM policy %s (--tpm, in mooring-ccm --csr-approver-tpm): the cloud backend %s verifies no TPM evidence, so every join would be denied; use %s or %s", TPMRequired, backend, TPMPreferred, TPMOff)
 	case pcrs != nil && mode == TPMOff:
-		return TPMPolicy{}, fmt.Errorf("a TPM PCR policy is set with the TPM policy %s, which checks no TPM evidence", TPMOff)
+		return TPMPolicy{}, fmt.Errorf("a TPM PCR policy (tpm-pcr-policy) is set with the TPM policy %s, which checks no TPM evidence", TPMOff)
 	case pcrs != nil && v == nil:
-		return TPMPolicy{}, fmt.Errorf("a TPM PCR policy is set, and this cloud backend (%T) verifies no TPM evidence", a)
+		return TPMPolicy{}, fmt.Errorf("a TPM PCR policy (tpm-pcr-policy) is set, and the cloud backend %s verifies no TPM evidence", backend)
 	}
-	if v != nil && mode != TPMOff {
+	if logIt && v != nil && mode != TPMOff {
 		klog.InfoS("Joins may prove themselves with the machine's TPM", "tpmPolicy", mode, "pcrPolicy", f.TPMPCRPolicy != "")
 	}
 	return TPMPolicy{Mode: mode, Verifier: v, Quote: tpm.QuoteOptions{Policy: pcrs}}, nil

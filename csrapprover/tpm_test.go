@@ -353,7 +353,10 @@ func TestTPMFlags(t *testing.T) {
 		{"PCR policy, no TPM backend", noTPMAttester{}, Flags{TPMPCRPolicy: pcr7}, "verifies no TPM evidence", ""},
 		{"off", noTPMAttester{}, Flags{TPM: TPMOff}, "", TPMOff},
 	} {
-		p, err := tpmPolicy(tc.a, tc.f)
+		p, err := tpmPolicy(tc.a, tc.f, false)
+		if verr := tc.f.Validate(tc.a); (verr == nil) != (err == nil) {
+			t.Errorf("%s: Validate %v, tpmPolicy %v", tc.name, verr, err)
+		}
 		switch {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.wantErr)

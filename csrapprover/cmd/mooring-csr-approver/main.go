@@ -125,6 +125,10 @@ func run(ctx context.Context, o *options) error {
 	if !ok {
 		return fmt.Errorf("cloud provider %q cannot attest instances", o.cloudProvider)
 	}
+	// Refused here rather than once leading: every replica would fail.
+	if err := o.approver.Validate(a); err != nil {
+		return err
+	}
 	h := &health{leaderElect: o.leaderElect}
 	if o.leaderElect {
 		h.watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
