@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mooring-dev/mooring/cloud/aws/awstest"
+	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
 )
 
 // AWSCloud is an AWS-compatible endpoint (cloud/aws/awstest: EC2, STS and
@@ -25,6 +26,7 @@ type AWSCloud struct {
 
 	mu     sync.Mutex
 	nextIP netip.Addr
+	ids    map[string]string // instance ids by the name AddNode was given
 }
 
 // AWS test identities.
@@ -56,10 +58,41 @@ func (a *AWSCloud) AddNode(cluster, name string) awstest.Instance {
 	ip := a.nextIP
 	a.nextIP = ip.Next()
 	a.mu.Unlock()
-	return a.Put(awstest.Instance{
+	in := a.Put(awstest.Instance{
 		PrivateIP: ip.String(), Role: a.NodeRole,
 		Tags: map[string]string{ClusterTag(cluster): "owned", "Name": name},
 	})
+	a.mu.Lock()
+	if a.ids == nil {
+		a.ids = map[string]string{}
+	}
+	a.ids[name] = in.ID
+	a.mu.Unlock()
+	return in
+}
+
+// ProvisionTPM makes a booted machine's TPM simulator its instance's
+// NitroTPM (BootOptions.ProvisionTPM): EC2 then describes the instance
+// with tpmSupport v2.0 and GetInstanceTpmEkPub serves the simulator's
+// RSA endorsement key, as AWS reports a NitroTPM's.
+func (a *AWSCloud) ProvisionTPM(_ context.Context, name string, _ Provisioned, sim *tpmtest.Sim) error {
+	a.mu.Lock()
+	id, ok := a.ids[name]
+	a.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no instance was made for machine %s", name)
+	}
+	ek, err := sim.EKPublic()
+	if err != nil {
+		return fmt.Errorf("the TPM's endorsement key: %w", err)
+	}
+	in, ok := a.Get(id)
+	if !ok {
+		return fmt.Errorf("instance %s of machine %s is gone", id, name)
+	}
+	in.NitroTPM = &awstest.NitroTPM{RSA: ek}
+	a.Put(in)
+	return nil
 }
 
 // Provisioner makes fleet machines as EC2 instances of cluster whose agents
