@@ -10,11 +10,16 @@
 //   - in the approver, attest.go's Verifier replays that request to STS and
 //     accepts the answer only for a session of a configured node role in the
 //     cluster's account, whose session name is the instance id;
+//   - with TPM evidence (cloud/tpm), tpm.go's VerifyTPM (cloud.TPMVerifier)
+//     proves the join by the instance's NitroTPM: the quote binds the CSR
+//     key, its EK is the one EC2's GetInstanceTpmEkPub reports, and the
+//     AK is proven in that TPM by credential activation over two CSRs;
 //   - view.go lists the cluster's instances (tag
 //     kubernetes.io/cluster/<clusterID> = owned or shared) with paginated
 //     DescribeInstances calls into mooring's shared instance view, with the
 //     upstream AWS CCM's providerIDs (aws:///<zone>/<id>) and address order,
-//     and Node names under the node name policy of agentid's names.go;
+//     Node names under the node name policy of agentid's names.go, and
+//     whether EC2 describes NitroTPM (tpmSupport v2.0: view.Instance.VTPM);
 //   - provider.go and instances.go are the CCM's k8s.io/cloud-provider
 //     provider (InstancesV2 over that view, and cloud.Attester), configured
 //     by config.go's cloud-config;
