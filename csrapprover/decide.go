@@ -467,6 +467,12 @@ func (d *Decider) checkTPM(ctx context.Context, csr *certificatesv1.CertificateS
 		dd := deny("tpm", reason, "the request carries a %s block, and this cloud backend verifies no TPM evidence", tpm.EvidenceType)
 		return false, &dd, nil
 	}
+	if att.InstanceID == "" && att.InstanceName != "" {
+		// A join ticket names its instance; the lookup found which one
+		// (by name, created within the ticket's life). The TPM evidence
+		// must be that instance's, as it must be the signed evidence's.
+		att.InstanceID, att.ProviderID = in.ID, in.ProviderID
+	}
 	err = p.Verifier.VerifyTPM(ctx, cloud.TPMRequest{
 		Data: blk.Data, Binding: binding, CSR: csr.Name, CSRUID: string(csr.UID), Now: d.now(), Quote: p.Quote,
 	}, att, in)

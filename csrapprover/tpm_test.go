@@ -30,14 +30,15 @@ type fakeTPM struct {
 	err   error
 	calls int
 	req   cloud.TPMRequest
+	att   cloud.Attestation
 	in    view.Instance
 }
 
-func (f *fakeTPM) VerifyTPM(_ context.Context, req cloud.TPMRequest, _ cloud.Attestation, in view.Instance) error {
+func (f *fakeTPM) VerifyTPM(_ context.Context, req cloud.TPMRequest, att cloud.Attestation, in view.Instance) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	f.req, f.in = req, in
+	f.req, f.att, f.in = req, att, in
 	return f.err
 }
 
@@ -168,6 +169,10 @@ func TestTPMPolicy(t *testing.T) {
 				b, _ := evidence.Binding(mustDecode(t, csr).PublicKey)
 				if f.req.Binding != b || f.req.CSR != csr.Name || f.req.CSRUID != string(csr.UID) || string(f.req.Data) != string(tpmData) || f.in.ID != "i-1" {
 					t.Errorf("the verifier was asked %+v for instance %s", f.req, f.in.ID)
+				}
+				// A ticket's attestation names the instance the lookup found.
+				if f.att.InstanceID != "i-1" || f.att.ProviderID != "local://i-1" {
+					t.Errorf("the verifier was given the attestation %+v", f.att)
 				}
 			}
 		})
