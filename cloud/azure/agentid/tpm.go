@@ -11,8 +11,11 @@ import (
 	"github.com/google/go-tpm/legacy/tpm2"
 	"github.com/google/go-tpm/tpmutil"
 
+	"github.com/mooring-dev/mooring/cloud/nodeid"
 	"github.com/mooring-dev/mooring/cloud/tpm/node"
 )
+
+var _ nodeid.TPMKeyer = (*NodeIdentity)(nil)
 
 // Where Azure keeps a Trusted Launch (or confidential) VM's attestation
 // key: the key persisted at AKHandle, its certificate, issued by Azure's
