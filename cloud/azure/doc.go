@@ -16,6 +16,12 @@
 //     kubernetes.io_cluster_<clusterID> = owned or shared) with the Azure
 //     SDK's paginated ARM lists, with their NIC addresses, into the shared
 //     instance view, with the Azure CCM's providerIDs (agentid's names.go);
+//   - with a Trusted Launch VM's vTPM (tpm.go, docs/azure.md TPM), the
+//     agent also quotes with the AK Azure persisted at 0x81000003
+//     (agentid.TPMKey) and sends its certificate from NV 0x01C101D0;
+//     VerifyTPM (cloud.TPMVerifier) checks the quote and that the
+//     certificate chains to Azure's vTPM root, holds that AK and names the
+//     attested VM; the view's VTPM is the VM's securityProfile;
 //   - provider.go and instances.go are the CCM's provider: InstancesV2 and
 //     Zones over that view, cloud.Attester; routes.go its Routes, kubenet's
 //     routes in the route table routeTableName names, written whole under

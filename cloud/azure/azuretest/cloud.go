@@ -34,7 +34,11 @@
 //   - the network resource provider's load balancers, public IPs, network
 //     security groups and NICs' backend pool membership, checked as it
 //     checks them, with a data plane on 127.87.0.0/16 that forwards each
-//     frontend's rules to the pool members (loadbalancers.go).
+//     frontend's rules to the pool members (loadbalancers.go);
+//   - Trusted Launch (vtpm.go): VMs' securityProfile, a test CA standing
+//     for Azure's vTPM CA, and ProvisionVTPM, which provisions a TPM (a
+//     go-tpm-tools simulator) as Azure provisions a VM's vTPM: the AK at
+//     0x81000003, its certificate naming the VM at NV 0x01C101D0.
 //
 // What it does not model: ARM's own throttling limits and caching, IMDS's 410/500 answers while a VM starts, the
 // exact window of IMDS's document cache (not documented; ours is a
