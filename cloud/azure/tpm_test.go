@@ -413,3 +413,23 @@ func TestGenuineVTPMChain(t *testing.T) {
 		t.Fatal("verified under a root of the same name")
 	}
 }
+
+// TestVTPMConfigFiles: unreadable or non-certificate vTPM files stop the
+// provider at start, naming the field.
+func TestVTPMConfigFiles(t *testing.T) {
+	c := start(t)
+	dir := t.TempDir()
+	bad := dir + "/bad.pem"
+	if err := os.WriteFile(bad, []byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for field, cfg := range map[string]azure.Config{
+		"vtpmRootsFile":         {VTPMRootsFile: dir + "/missing.pem"},
+		"vtpmIntermediatesFile": {VTPMIntermediatesFile: bad},
+	} {
+		cfg.SubscriptionID, cfg.ResourceGroup, cfg.ClusterID, cfg.ARMEndpoint = c.Subscription(), c.ResourceGroup(), cluster, c.Endpoint()
+		if _, err := azure.NewWithCredential(cfg, c.Credential()); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v", field, err)
+		}
+	}
+}
