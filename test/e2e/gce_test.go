@@ -262,3 +262,40 @@ func publishedKeyPEM(t *testing.T, url, kid string) []byte {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
 }
+
+// gceTPMRequired (TestBootedMachines/gce, whose approver runs with
+// --tpm=required): the cloud's evidence alone is denied
+// TPMEvidenceRequired, for an instance without a vTPM and for the booted
+// Shielded VM's own token (what a process that reaches its metadata server
+// but not its TPM gets); booted is the booted machine's instance name.
+func gceTPMRequired(t *testing.T, c *testbed.Cluster, gce *harness.GCECloud, booted string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tokenOf := func(in gcetest.Instance) func(string) []evidence.Block {
+		return func(binding string) []evidence.Block {
+			md, err := gce.MetadataURL(in.Project, in.Zone, in.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := gceagentid.NewNodeIdentity(nodeid.Config{MetadataURL: md})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := id.Evidence(ctx, binding)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []evidence.Block{b}
+		}
+	}
+	plain := gce.AddNode(e2eCluster, "boot-gce-no-vtpm")
+	shielded, ok := gce.Get(gcetest.DefaultProject, gcetest.DefaultZone, booted)
+	if !ok || shielded.Shielded == nil || !shielded.Shielded.VTPM {
+		t.Fatalf("the booted instance %s is no Shielded VM with a vTPM: %+v", booted, shielded)
+	}
+	runAttacks(ctx, t, c, []attack{
+		{"an instance without a vTPM, its token alone", plain.Name, tokenOf(plain), "TPMEvidenceRequired"},
+		{"the Shielded VM's token without its TPM's quote", shielded.Name, tokenOf(shielded), "TPMEvidenceRequired"},
+	})
+}
