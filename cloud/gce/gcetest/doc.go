@@ -69,6 +69,20 @@
 //     URLs, of any host, and answered as full URLs of
 //     www.googleapis.com (refs.go). FailOperations makes a write's
 //     operation end in error.
+//   - Shielded VMs (shielded.go): an instance's shieldedInstanceConfig
+//     (enableVtpm, enableSecureBoot, enableIntegrityMonitoring) in its
+//     record; instances.getShieldedInstanceIdentity (GET .../instances/
+//     NAME/getShieldedInstanceIdentity: kind, signingKey {ekPub, ekCert},
+//     the AK's public key and certificate in PEM, encryptionKey {ekPub},
+//     the EK's; 400 for an instance without a vTPM); an EK/AK CA (a root
+//     and an intermediate, RSA, made on first use) issuing AK certificates
+//     as Google's EK/AK CA does (subject L=zone, O=Google Compute Engine,
+//     OU=project, CN=instance id; digital signature; the instance
+//     information extension 1.3.6.1.4.1.11129.2.1.21: zone, project number
+//     and id, instance id and name, isProduction), whose layout is that of
+//     a genuine certificate (../testdata/genuine-ak-cert.pem);
+//     ProvisionVTPM makes a TPM (a simulator) an instance's vTPM: the RSA
+//     AK template at NV 0x01c10001, the AK's certificate at 0x01c10000.
 //
 // Not modelled: authentication of the Compute API (clients call it without
 // credentials); other filters and orderBy; OR and NOT in filters; networks
@@ -83,5 +97,8 @@
 // regional scopes (regions/R) in aggregated lists, zones beyond those of
 // a few regions and those the project uses (zones.list), IPv6, several network interfaces, rate limits
 // other than injected 429s, and metadata other than the paths above
-// (no wait-for-change, no recursive listing).
+// (no wait-for-change, no recursive listing); Shielded VMs' ECC keys
+// (eccP256SigningKey), EK certificates, integrity monitoring's reports and
+// the Shielded VM update calls; the exact error of getShieldedInstanceIdentity
+// for an instance without a vTPM.
 package gcetest
