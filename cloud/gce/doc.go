@@ -24,6 +24,13 @@
 //   - provider.go is the CCM's k8s.io/cloud-provider provider (InstancesV2
 //     and Zones over that view, and cloud.Attester), configured by
 //     config.go's cloud-config. No load balancers, no routes.
+//   - a Shielded VM may also prove its join with its vTPM: agentid names
+//     GCE's AK (node.GCEKey: its template and certificate in NV), and
+//     tpm.go's VerifyTPM (cloud.TPMVerifier) checks the quote and proves
+//     the AK the instance's by its certificate (to Google's EK/AK CA,
+//     tpmca/, naming the token's instance, project and zone) or by
+//     instances.getShieldedInstanceIdentity; the view marks instances
+//     whose shieldedInstanceConfig enables the vTPM.
 //
 // Tests run against gcetest, a metadata server, token signer and Compute
 // API stand-in on loopback.
