@@ -258,3 +258,36 @@ func TestVerifyTPMAttacks(t *testing.T) {
 	data, _ = theirs.Marshal()
 	check("another TPM's quote under this instance's AK", data, now, tpm.QuoteOptions{}, tpm.RejectQuote)
 }
+
+// The tpm roots and intermediates are read at start: a file missing, one
+// without certificates, or holding another PEM type stops the provider
+// with the field named; none set is Google's EK/AK CA.
+func TestTPMConfigFiles(t *testing.T) {
+	dir := t.TempDir()
+	empty, key := filepath.Join(dir, "empty.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(empty, []byte("no certificate here\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte("-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		tpm  TPMConfig
+		want string
+	}{
+		{"a missing roots file", TPMConfig{RootsFile: filepath.Join(dir, "nope.pem")}, "tpm.rootsFile"},
+		{"a roots file without certificates", TPMConfig{RootsFile: empty}, "tpm roots (" + empty},
+		{"a roots file of another PEM type", TPMConfig{RootsFile: key}, `type "PUBLIC KEY"`},
+		{"a missing intermediates file", TPMConfig{IntermediatesFile: filepath.Join(dir, "nope.pem")}, "tpm.intermediatesFile"},
+	} {
+		cfg := Config{Projects: []string{gcetest.DefaultProject}, ClusterID: testCluster, TPM: c.tpm}
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %q", c.name, err, c.want)
+		}
+	}
+	cas, err := TPMConfig{}.load()
+	if err != nil || len(cas.roots.Subjects()) != 1 || len(cas.intermediates.Subjects()) != 1 { //nolint:staticcheck // Subjects: counting only
+		t.Fatalf("Google's defaults: %v", err)
+	}
+}
