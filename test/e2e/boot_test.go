@@ -15,6 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/agent/cloudinit"
+	"github.com/mooring-dev/mooring/cloud/tpm"
+	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
+	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
 )
@@ -129,10 +132,34 @@ func TestBootedMachines(t *testing.T) {
 	t.Run("local", func(t *testing.T) { bootOnLocalCloud(t, bins) })
 	t.Run("cloud-down", func(t *testing.T) { bootWhileTheCloudIsDown(t, bins) })
 	// The AWS machine's image has no kubelet: its user-data installs it
-	// from a Kubernetes package repository (--kubernetes-version).
-	t.Run("aws", func(t *testing.T) { bootOnCloud(t, bins, harness.StartAWSCloud, joinOptions{}, true) })
-	t.Run("gce", func(t *testing.T) { bootOnCloud(t, bins, harness.StartGCECloud, joinOptions{}, false) })
-	t.Run("azure", func(t *testing.T) { bootOnCloud(t, bins, harness.StartAzureCloud, joinOptions{}, false) })
+	// from a Kubernetes package repository (--kubernetes-version). Its
+	// instance has NitroTPM (EC2 reports its TPM's EK), the approver
+	// requires TPM evidence: the join takes the credential activation
+	// round (checkActivationRound).
+	t.Run("aws", func(t *testing.T) {
+		bootOnCloud(t, bins, harness.StartAWSCloud, joinOptions{ApproverArgs: []string{"--tpm=required"}, TPM: true}, true)
+	})
+	// A Shielded VM: its vTPM provisioned as GCE's (the AK template and
+	// the AK certificate naming the instance in NV), the approver requiring
+	// TPM evidence.
+	t.Run("gce", func(t *testing.T) {
+		var gce *harness.GCECloud
+		start := func(tb testing.TB) *harness.GCECloud { gce = harness.StartGCECloud(tb); return gce }
+		c := bootOnCloud(t, bins, start, joinOptions{ApproverArgs: []string{"--tpm=required"}, TPM: true}, false)
+		gceTPMRequired(t, c, gce, "boot-gce")
+	})
+	// A Trusted Launch VM: its vTPM provisioned as Azure's (an AK and its
+	// certificate naming the VM), the approver requiring TPM evidence.
+	t.Run("azure", func(t *testing.T) {
+		var az *harness.AzureCloud
+		start := func(tb testing.TB) *harness.AzureCloud {
+			az = harness.StartAzureCloud(tb)
+			az.TrustedLaunch = true
+			return az
+		}
+		c := bootOnCloud(t, bins, start, joinOptions{ApproverArgs: []string{"--tpm=required"}, TPM: true}, false)
+		azureTPMRequired(t, c, az, "boot-azure")
+	})
 	// A ticket cloud: the user-data carries the server's join ticket
 	// (--join-ticket-file).
 	t.Run("hetzner", func(t *testing.T) {
@@ -181,7 +208,7 @@ func bootOnLocalCloud(t *testing.T, bins bootBins) {
 	release := harness.BuildRelease(t, "mooring-agent")
 	ctx, c, lc := localBed(t, bins)
 	f := bootAndCheck(ctx, t, c, harness.BootOptions{Names: []string{"boot-1", "boot-kubeadm"}, Cluster: e2eCluster,
-		AgentBin: bins.agent, Local: lc, Kubeadm: []string{"boot-kubeadm"}, Release: release})
+		AgentBin: bins.agent, Local: lc, Kubeadm: []string{"boot-kubeadm"}, Release: release, TPM: []string{"boot-1"}})
 	asset := "mooring-agent_" + release.Version + "_linux_" + runtime.GOARCH
 	sum, err := os.ReadFile(filepath.Join(release.Dir, "SHA256SUMS"))
 	if err != nil {
@@ -219,6 +246,19 @@ func bootOnLocalCloud(t *testing.T, bins bootBins) {
 	if dropIns, err := km.Exec(ctx, "systemctl", "show", "-P", "DropInPaths", "kubelet"); err != nil ||
 		!strings.Contains(dropIns, "10-kubeadm.conf") || !strings.Contains(dropIns, "20-mooring.conf") {
 		t.Errorf("kubeadm machine's kubelet drop-ins: %v %s", err, dropIns)
+	}
+
+	// boot-1 has a TPM (a simulator on the host, its socket's directory
+	// bind-mounted): the machine sees the socket, the user-data named it
+	// as tpmDevice, and the TPM answers (its EK, as a cloud would read
+	// it). The local backend names no TPM key: the join was its evidence
+	// alone.
+	tm := f.Machines[0]
+	if out, err := tm.Exec(ctx, "sh", "-c", "test -S "+harness.TPMDevice+" && grep -Fx 'tpmDevice: "+harness.TPMDevice+"' /etc/mooring/agent.yaml"); err != nil {
+		t.Errorf("machine %s: its TPM socket or tpmDevice: %v\n%s", tm.Name, err, out)
+	}
+	if _, err := tm.TPM.EKPublic(); err != nil {
+		t.Errorf("machine %s: its TPM's EK: %v", tm.Name, err)
 	}
 
 	// A reboot.
@@ -299,8 +339,9 @@ func bootWhileTheCloudIsDown(t *testing.T, bins bootBins) {
 // machine's image has no kubelet and no apt sources: its user-data adds a
 // Kubernetes package repository served on loopback (a kubelet package of
 // the bed's version, signed with a test key given as --kubernetes-repo-key)
-// and installs from it (checkPackages).
-func bootOnCloud[P provisioningCloud](t *testing.T, bins bootBins, startCloud func(testing.TB) P, opts joinOptions, packages bool) {
+// and installs from it (checkPackages). It returns the bed, which the
+// test's cleanup stops.
+func bootOnCloud[P provisioningCloud](t *testing.T, bins bootBins, startCloud func(testing.TB) P, opts joinOptions, packages bool) *testbed.Cluster {
 	c := testbed.Start(t, testbed.Options{RBAC: testbed.BootstrapRBAC{MooringApproves: true}})
 	cloud := startCloud(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -309,6 +350,13 @@ func bootOnCloud[P provisioningCloud](t *testing.T, bins bootBins, startCloud fu
 	harness.StartApprover(t, c, bins.approver, cloud, e2eCluster, opts.ApproverArgs...)
 	name := "boot-" + cloud.ProviderName()
 	bo := harness.BootOptions{Names: []string{name}, Cluster: e2eCluster, AgentBin: bins.agent, Provision: cloud.Provisioner(e2eCluster)}
+	if opts.TPM {
+		tc, ok := any(cloud).(tpmCloud)
+		if !ok {
+			t.Fatalf("the %s harness provisions no TPM", cloud.ProviderName())
+		}
+		bo.TPM, bo.ProvisionTPM = []string{name}, tc.ProvisionTPM
+	}
 	var repo *harness.KubeletRepo
 	if packages {
 		start := time.Now()
@@ -324,7 +372,79 @@ func bootOnCloud[P provisioningCloud](t *testing.T, bins bootBins, startCloud fu
 	if cfg, err := m.Exec(ctx, "cat", "/etc/mooring/agent.yaml"); err != nil || !strings.Contains(cfg, "cloud: "+cloud.ProviderName()+"\n") {
 		t.Errorf("machine %s: the agent config cloud-init wrote (%v):\n%s", m.Name, err, cfg)
 	}
+	if opts.TPM {
+		if msg := clientApproval(ctx, t, c, m.NodeName); !strings.Contains(msg, "TPM-proven") {
+			t.Errorf("machine %s: the client CSR was approved without its TPM: %q", m.Name, msg)
+		}
+	}
+	if opts.TPM && cloud.ProviderName() == "aws" {
+		checkActivationRound(ctx, t, c, m)
+	}
 	t.Logf("machine %s (%s instance, Node %s) booted and joined", m.Name, cloud.ProviderName(), m.NodeName)
+	return c
+}
+
+// checkActivationRound checks a join whose AK the approver proved by
+// credential activation (AWS's NitroTPM): two client CSRs of the node, the
+// first denied TPMCredentialChallenge with the challenge written on it,
+// the second approved. It logs what the round took, from the agent's
+// journal: its first quote to its answer (the round the activation adds),
+// and its answer to the join.
+func checkActivationRound(ctx context.Context, t *testing.T, c *testbed.Cluster, m *harness.Booted) {
+	t.Helper()
+	list, err := c.Client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var challenged, approved []string
+	for _, csr := range list.Items {
+		if csr.Spec.SignerName != certificatesv1.KubeAPIServerClientKubeletSignerName || !strings.HasPrefix(csr.Name, "mooring-"+m.NodeName+"-") {
+			continue
+		}
+		for _, cond := range csr.Status.Conditions {
+			switch {
+			case cond.Type == certificatesv1.CertificateDenied && cond.Reason == csrreason.TPMChallenge && csr.Annotations[tpm.ChallengeAnnotation] != "":
+				challenged = append(challenged, csr.Name)
+			case cond.Type == certificatesv1.CertificateApproved:
+				approved = append(approved, csr.Name)
+			}
+		}
+	}
+	if len(challenged) != 1 || len(approved) != 1 {
+		t.Errorf("node %s: client CSRs challenged %v and approved %v; want one of each (the credential activation round)", m.NodeName, challenged, approved)
+		return
+	}
+	journal, err := m.Journal(ctx, "mooring-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	quoted, answered, joined := journalTime(journal, "asking the TPM at"), journalTime(journal, "Answering the approver's credential activation challenge"),
+		journalTime(journal, "status=\"node "+m.NodeName+" joined")
+	if quoted.IsZero() || answered.IsZero() || joined.IsZero() {
+		t.Errorf("node %s: the agent's journal lacks its quote, answer or join lines:\n%s", m.NodeName, journal)
+		return
+	}
+	t.Logf("node %s: CSR %s challenged (credential activation), %s approved TPM-proven; the agent's first quote to its answer %v, its answer to joined %v",
+		m.NodeName, challenged[0], approved[0], answered.Sub(quoted).Round(time.Millisecond), joined.Sub(answered).Round(time.Millisecond))
+}
+
+// journalTime is the time of the first klog line of journal holding what
+// (zero when none).
+func journalTime(journal, what string) time.Time {
+	for _, line := range strings.Split(journal, "\n") {
+		if strings.Contains(line, what) {
+			if at, err := klogTime(line); err == nil {
+				return at
+			}
+		}
+	}
+	return time.Time{}
+}
+
+// tpmCloud is a cloud stand-in that provisions a booted machine's TPM as
+// its cloud provisions a vTPM (BootOptions.ProvisionTPM).
+type tpmCloud interface {
+	ProvisionTPM(ctx context.Context, name string, p harness.Provisioned, sim *tpmtest.Sim) error
 }
 
 // checkPackages checks what the user-data's package steps left on a

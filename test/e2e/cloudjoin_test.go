@@ -77,6 +77,9 @@ type joinOptions struct {
 	ApproverArgs, CCMArgs []string
 	// CCMConfig are lines added to mooring-ccm's cloud config.
 	CCMConfig string
+	// TPM gives bootOnCloud's machine a TPM its cloud provisions (the
+	// cloud is a tpmCloud).
+	TPM bool
 }
 
 // joinThreeWith is joinThree with opts.

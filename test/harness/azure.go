@@ -71,14 +71,20 @@ func (a *AzureCloud) AddVM(cluster, name string) azuretest.VM {
 	return vm
 }
 
+// VMID is the vmId of the VM AddVM made for name.
+func (a *AzureCloud) VMID(name string) (string, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	id, ok := a.vmIDs[name]
+	return id, ok
+}
+
 // ProvisionTPM provisions machine name's TPM (BootOptions.ProvisionTPM) as
 // Azure provisions a Trusted Launch VM's vTPM: an AK persisted at
 // 0x81000003, its certificate from the cloud's test vTPM CA naming the
 // VM in NV 0x01C101D0.
 func (a *AzureCloud) ProvisionTPM(_ context.Context, name string, _ Provisioned, sim *tpmtest.Sim) error {
-	a.mu.Lock()
-	vmID, ok := a.vmIDs[name]
-	a.mu.Unlock()
+	vmID, ok := a.VMID(name)
 	if !ok {
 		return fmt.Errorf("no VM %s", name)
 	}
