@@ -49,7 +49,10 @@ type NodeIdentity struct {
 	md *gcemetadata.Client
 }
 
-var _ nodeid.Identity = (*NodeIdentity)(nil)
+var (
+	_ nodeid.Identity = (*NodeIdentity)(nil)
+	_ nodeid.TPMKeyer = (*NodeIdentity)(nil)
+)
 
 // NewNodeIdentity reads the agent's configuration of the gce backend:
 // cfg.MetadataURL ("" is the metadata server's own address, or
