@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mooring-dev/mooring/agent/cloudinit"
+	"github.com/mooring-dev/mooring/cloud/azure/azuretest"
 	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
 	"github.com/mooring-dev/mooring/internal/csrreason"
@@ -135,9 +136,12 @@ func TestBootedMachines(t *testing.T) {
 	// from a Kubernetes package repository (--kubernetes-version). Its
 	// instance has NitroTPM (EC2 reports its TPM's EK), the approver
 	// requires TPM evidence: the join takes the credential activation
-	// round (checkActivationRound).
+	// round (checkActivationRound); awsTPMRequired's attacks are denied.
 	t.Run("aws", func(t *testing.T) {
-		bootOnCloud(t, bins, harness.StartAWSCloud, joinOptions{ApproverArgs: []string{"--tpm=required"}, TPM: true}, true)
+		var aws *harness.AWSCloud
+		start := func(tb testing.TB) *harness.AWSCloud { aws = harness.StartAWSCloud(tb); return aws }
+		c := bootOnCloud(t, bins, start, joinOptions{ApproverArgs: []string{"--tpm=required"}, TPM: true}, true)
+		awsTPMRequired(t, c, aws, "boot-aws")
 	})
 	// A Shielded VM: its vTPM provisioned as GCE's (the AK template and
 	// the AK certificate naming the instance in NV), the approver requiring
@@ -153,7 +157,10 @@ func TestBootedMachines(t *testing.T) {
 	t.Run("azure", func(t *testing.T) {
 		var az *harness.AzureCloud
 		start := func(tb testing.TB) *harness.AzureCloud {
-			az = harness.StartAzureCloud(tb)
+			// No IMDS document cache: azureTPMRequired asks the booted
+			// VM's IMDS twice in a row, which the cache would answer
+			// with a stale document, 3 s of the agent's retries.
+			az = harness.StartAzureCloudWith(tb, azuretest.Options{DocumentCacheWindow: -1})
 			az.TrustedLaunch = true
 			return az
 		}

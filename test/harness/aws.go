@@ -71,6 +71,17 @@ func (a *AWSCloud) AddNode(cluster, name string) awstest.Instance {
 	return in
 }
 
+// InstanceOf is the instance AddNode made for a machine name, as stored.
+func (a *AWSCloud) InstanceOf(name string) (awstest.Instance, bool) {
+	a.mu.Lock()
+	id, ok := a.ids[name]
+	a.mu.Unlock()
+	if !ok {
+		return awstest.Instance{}, false
+	}
+	return a.Get(id)
+}
+
 // ProvisionTPM makes a booted machine's TPM simulator its instance's
 // NitroTPM (BootOptions.ProvisionTPM): EC2 then describes the instance
 // with tpmSupport v2.0 and GetInstanceTpmEkPub serves the simulator's
