@@ -37,8 +37,13 @@ func TestTicketJoinOnLocalCloud(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// An instance older than its ticket by more than the skew the approver
-	// allows (ticket issuer's, cloud's and approver's clocks): made first,
-	// its ticket is issued once the fleet joined and the skew has passed.
+	// allows (ticket issuer's, cloud's and approver's clocks): made first;
+	// its ticket, issued once the fleet joined, is dated by an issuer whose
+	// clock is earlyIssuerAhead fast, within the skew (so the ticket itself
+	// is good), and is issued once the instance is older than the rest of
+	// the skew: the approver compares the instance's creation with the
+	// ticket's iat, as it would a ticket issued a minute after the
+	// instance, without the test waiting that minute.
 	if _, err := lc.Client.CreateInstance(ctx, api.CreateInstanceRequest{Name: "early", Cluster: e2eCluster}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +107,9 @@ func TestTicketJoinOnLocalCloud(t *testing.T) {
 	create("late", e2eCluster)
 	otherAud := issue("other-aud", "another-cluster", time.Now(), 0)
 	create("other-aud", e2eCluster)
-	time.Sleep(time.Until(earlyCreated.Add(csrapprover.TicketClockSkew + 5*time.Second)))
-	early := issue("early", e2eCluster, time.Now(), 0)
+	// iat is whole seconds (up to 1 s earlier than asked): 3 s to spare.
+	time.Sleep(time.Until(earlyCreated.Add(csrapprover.TicketClockSkew - earlyIssuerAhead + 3*time.Second)))
+	early := issue("early", e2eCluster, time.Now().Add(earlyIssuerAhead), 0)
 	foreign := issue("foreign", e2eCluster, time.Now(), 0)
 	create("foreign", "another-cluster")
 	victim := issue("victim", e2eCluster, time.Now(), 0)
@@ -112,7 +118,7 @@ func TestTicketJoinOnLocalCloud(t *testing.T) {
 	good := issue("good", e2eCluster, time.Now(), 0)
 	create("good", e2eCluster)
 
-	runAttacks(ctx, t, c, []attack{
+	runAttacksAtOnce(ctx, t, c, []attack{
 		{"a ticket used a second time", "ticket-1", withTicket(string(used)), csrreason.EvidenceReplayed},
 		{"a ticket signed by another key", "forged", withTicket(forged), csrreason.EvidenceSignature},
 		{"an expired ticket", "late", withTicket(late), csrreason.EvidenceExpired},
@@ -132,6 +138,12 @@ func TestTicketJoinOnLocalCloud(t *testing.T) {
 		{"a ticket used again after the CSR that spent it was deleted", "good", withTicket(good), csrreason.TicketSpent},
 	})
 }
+
+// earlyIssuerAhead is how fast the clock of the issuer of the "early"
+// instance's ticket in TestTicketJoinOnLocalCloud runs: less than
+// csrapprover.TicketClockSkew, by a margin for the approver's own clock
+// (a ticket dated further ahead than the skew is not yet valid).
+const earlyIssuerAhead = csrapprover.TicketClockSkew - 10*time.Second
 
 // deleteCSRsHolding deletes every CSR whose evidence is the ticket tok, as
 // the CSR cleaner does an hour after they were decided.
