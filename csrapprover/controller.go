@@ -171,7 +171,7 @@ func New(client kubernetes.Interface, csrInformer certinformers.CertificateSigni
 			return ok && ours(csr) && !decided(csr)
 		},
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.queue.Add(obj.(*certificatesv1.CertificateSigningRequest).Name) },
+			AddFunc: func(obj any) { c.queue.Add(obj.(*certificatesv1.CertificateSigningRequest).Name) },
 			UpdateFunc: func(oldObj, obj any) {
 				if challengeWritten(oldObj, obj) {
 					// The approver's own write, its denial on the way (or
