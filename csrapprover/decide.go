@@ -107,8 +107,12 @@ type Config struct {
 
 // TPM policies (--tpm): what a join's TPM evidence (cloud/tpm) must prove.
 const (
-	// TPMOff: a TPM evidence block is ignored; joins rest on the cloud's
-	// evidence (or a join ticket) alone.
+	// TPMOff, the default: a TPM evidence block is ignored; joins rest on
+	// the cloud's evidence (or a join ticket) alone. The default, so that
+	// an upgrade changes no decision: under TPMPreferred, agents older than
+	// TPM support on instances with a vTPM are denied, and the approver
+	// needs the cloud permissions of the TPM checks (GCE
+	// getShieldedInstanceIdentity, EC2 GetInstanceTpmEkPub).
 	TPMOff = "off"
 	// TPMPreferred: a TPM evidence block present must verify; a join
 	// without one is judged on the cloud's evidence alone, unless the
@@ -119,11 +123,11 @@ const (
 	TPMRequired = "required"
 )
 
-// ParseTPMMode reads a TPM policy; "" is TPMPreferred, the default.
+// ParseTPMMode reads a TPM policy; "" is TPMOff, the default.
 func ParseTPMMode(s string) (string, error) {
 	switch s {
 	case "":
-		return TPMPreferred, nil
+		return TPMOff, nil
 	case TPMOff, TPMPreferred, TPMRequired:
 		return s, nil
 	}
@@ -133,7 +137,7 @@ func ParseTPMMode(s string) (string, error) {
 // TPMPolicy is the approver's policy on TPM evidence in joins
 // (docs/attestation.md, "TPM-rooted identity").
 type TPMPolicy struct {
-	// Mode is TPMOff, TPMPreferred or TPMRequired; "" is TPMPreferred.
+	// Mode is TPMOff, TPMPreferred or TPMRequired; "" is TPMOff.
 	Mode string
 	// Verifier checks TPM evidence for the cloud backend (its Attester, a
 	// cloud.TPMVerifier); nil when the backend verifies none: a TPM block

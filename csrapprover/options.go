@@ -42,7 +42,7 @@ type Flags struct {
 	TicketKeysFile        string
 	SpentTicketsNamespace string
 	// TPM is the TPM policy (TPMOff, TPMPreferred, TPMRequired; "" is
-	// TPMPreferred) and TPMPCRPolicy the PCR policy (tpm.ParsePCRPolicy).
+	// TPMOff) and TPMPCRPolicy the PCR policy (tpm.ParsePCRPolicy).
 	TPM          string
 	TPMPCRPolicy string
 }
@@ -61,7 +61,7 @@ func (f *Flags) AddFlags(fs *pflag.FlagSet, prefix string) {
 	fs.IntVar(&f.MaxSANs, prefix+"max-sans", 16, "Most DNS and IP SANs a serving certificate may carry.")
 	fs.StringVar(&f.TicketKeysFile, prefix+"ticket-keys-file", "", "The public keys (public-keys.json) of the join ticket keys Secret, mounted: joins may then present a join ticket instead of cloud-signed evidence, with any cloud (docs/tickets.md). Read again every 10s; unreadable keys hold decisions back. keys.json works too, but gives the approver the private keys. Empty: tickets are not accepted.")
 	fs.StringVar(&f.SpentTicketsNamespace, prefix+"spent-tickets-namespace", DefaultSpentTicketsNamespace, "Namespace of the ConfigMaps "+spent.NamePrefix+"0 to -f, where the approver records each join ticket it approves as spent until the ticket expires (so it stays spent after kube-controller-manager deletes the CSR); used with --"+prefix+"ticket-keys-file. The approver needs get and update on those names there, and does not create them: the installer ships them (docs/tickets.md).")
-	fs.StringVar(&f.TPM, prefix+"tpm", TPMPreferred, "Policy on TPM evidence in joins (a quote by the machine's TPM bound to the CSR key, after the cloud's evidence; docs/attestation.md): off (ignored: joins rest on the cloud's evidence or a join ticket alone), preferred (TPM evidence present must verify; a join without it goes on the cloud's evidence alone unless the cloud says the instance has a virtual TPM: then it is denied TPMEvidenceRequired), required (every join must prove itself with its TPM; refused at start on a cloud backend that verifies no TPM evidence).")
+	fs.StringVar(&f.TPM, prefix+"tpm", TPMOff, "Policy on TPM evidence in joins (a quote by the machine's TPM bound to the CSR key, after the cloud's evidence; docs/attestation.md): off (ignored: joins rest on the cloud's evidence or a join ticket alone), preferred (TPM evidence present must verify; a join without it goes on the cloud's evidence alone unless the cloud says the instance has a virtual TPM: then it is denied TPMEvidenceRequired), required (every join must prove itself with its TPM; refused at start on a cloud backend that verifies no TPM evidence).")
 	fs.StringVar(&f.TPMPCRPolicy, prefix+"tpm-pcr-policy", "", "PCR values TPM evidence must show, as INDEX=HEX[|HEX...],... over the SHA-256 bank (say 7=<secure boot state digest>): each listed PCR must be quoted with one of its listed values, or the join is denied TPMPCRsOutsidePolicy. Empty: PCR values are not checked.")
 	fs.DurationVar(&f.MaxExpiration, prefix+"max-expiration", 8760*time.Hour, "Longest spec.expirationSeconds a kubelet CSR may ask for; longer ones are denied (ExpirationTooLong). 0: no limit beyond the signer's --cluster-signing-duration.")
 }

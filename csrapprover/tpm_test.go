@@ -105,9 +105,9 @@ func TestTPMPolicy(t *testing.T) {
 		{name: "required/quote invalid", mode: TPMRequired, order: "ct", err: quoteBad, want: ReasonTPMQuoteInvalid, called: true},
 		{name: "required/backend verifies no TPM", mode: TPMRequired, noTPM: true, order: "ct", want: ReasonTPMEvidenceRequired},
 		{name: "preferred/metadata alone, no vTPM", mode: TPMPreferred, order: "c", want: ReasonApproved},
-		{name: "preferred is the default", mode: "", order: "c", want: ReasonApproved},
+		{name: "off is the default", mode: "", order: "ct", want: ReasonApproved},
 		{name: "preferred/metadata alone, vTPM", mode: TPMPreferred, vtpm: true, order: "c", want: ReasonTPMEvidenceRequired},
-		{name: "default/metadata alone, vTPM", mode: "", vtpm: true, order: "c", want: ReasonTPMEvidenceRequired},
+		{name: "default/metadata alone, vTPM", mode: "", vtpm: true, order: "c", want: ReasonApproved},
 		{name: "preferred/proven", mode: TPMPreferred, vtpm: true, order: "ct", want: ReasonApproved, called: true, proven: true},
 		{name: "preferred/proven without vTPM record", mode: TPMPreferred, order: "ct", want: ReasonApproved, called: true, proven: true},
 		{name: "preferred/quote invalid", mode: TPMPreferred, order: "ct", err: quoteBad, want: ReasonTPMQuoteInvalid, called: true},
@@ -349,13 +349,14 @@ func TestTPMFlags(t *testing.T) {
 		wantErr string
 		mode    string
 	}{
-		{"default", noTPMAttester{}, Flags{}, "", TPMPreferred},
+		{"default", noTPMAttester{}, Flags{}, "", TPMOff},
 		{"required, no TPM backend", noTPMAttester{}, Flags{TPM: TPMRequired}, "verifies no TPM evidence", ""},
 		{"required", &tpmAttester{}, Flags{TPM: TPMRequired, TPMPCRPolicy: pcr7}, "", TPMRequired},
 		{"unknown policy", &tpmAttester{}, Flags{TPM: "always"}, "want off, preferred or required", ""},
-		{"bad PCR policy", &tpmAttester{}, Flags{TPMPCRPolicy: "7=zz"}, "not a SHA-256 digest", ""},
+		{"bad PCR policy", &tpmAttester{}, Flags{TPM: TPMPreferred, TPMPCRPolicy: "7=zz"}, "not a SHA-256 digest", ""},
 		{"PCR policy with off", &tpmAttester{}, Flags{TPM: TPMOff, TPMPCRPolicy: pcr7}, "checks no TPM evidence", ""},
-		{"PCR policy, no TPM backend", noTPMAttester{}, Flags{TPMPCRPolicy: pcr7}, "verifies no TPM evidence", ""},
+		{"PCR policy, no TPM backend", noTPMAttester{}, Flags{TPM: TPMPreferred, TPMPCRPolicy: pcr7}, "verifies no TPM evidence", ""},
+		{"PCR policy under the default", &tpmAttester{}, Flags{TPMPCRPolicy: pcr7}, "checks no TPM evidence", ""},
 		{"off", noTPMAttester{}, Flags{TPM: TPMOff}, "", TPMOff},
 	} {
 		p, err := tpmPolicy(tc.a, tc.f, false)
