@@ -9,6 +9,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/mooring-dev/mooring/test/harness"
 	"github.com/mooring-dev/mooring/test/testbed"
@@ -17,11 +18,11 @@ import (
 // TestLeaderFailover (scenario 1): two replicas of mooring-csr-approver and
 // two of mooring-ccm, with leader election, on one bed. Two bursts, each of
 // serving CSRs (1% invalid; at least one), attested joins and registering
-// Nodes: the first without a failure, the second with the leader of each
-// killed (kill -9) just after the burst began. Invariants: every CSR
-// decided exactly once (one condition; at most one "CSR decided" line in
-// all the replicas' logs, and exactly one without the failure), none
-// wrongly; every Node initialized; the second
+// Nodes: the first without a failure, the second with both leaders (the
+// approvers' and the CCMs') killed (kill -9) together just after the burst
+// began. Invariants: every CSR decided exactly once (one condition; at most
+// one "CSR decided" line in all the replicas' logs, and exactly one without
+// the failure), none wrongly; every Node initialized; the second
 // replicas took over. Figures: time without a leader, time until all was
 // decided, with and without the failure.
 func TestLeaderFailover(t *testing.T) {
@@ -85,15 +86,12 @@ func TestLeaderFailover(t *testing.T) {
 			joinCSRs = append(joinCSRs, j.Name)
 		}
 		if fail {
-			for _, lease := range []struct {
-				name  string
-				procs []*testbed.Process
-			}{
+			leases := []failoverLease{
 				{"mooring-csr-approver", []*testbed.Process{approvers[0].Process, approvers[1].Process}},
 				{"cloud-controller-manager", ccms},
-			} {
-				gap := failoverKillLeader(t, ctx, c, lease.name, lease.procs)
-				o.figure(t, "time without a leader, "+lease.name, "%.1f s (lease duration 15 s)", gap.Seconds())
+			}
+			for i, gap := range failoverKillLeaders(t, ctx, w.fast, leases) {
+				o.figure(t, "time without a leader, "+leases[i].name, "%.1f s (lease duration 15 s)", gap.Seconds())
 			}
 		}
 		if err := <-done; err != nil {
@@ -149,36 +147,61 @@ func TestLeaderFailover(t *testing.T) {
 	o.check("every Node initialized after the CCM leader was killed")
 }
 
-// failoverKillLeader kills (kill -9) whichever of procs holds the lease
-// and returns how long the lease then had no live holder: until another
-// identity holds it.
-func failoverKillLeader(t *testing.T, ctx context.Context, c *testbed.Cluster, lease string, procs []*testbed.Process) time.Duration {
+// failoverLease is a lease and the replicas that contend for it.
+type failoverLease struct {
+	name  string
+	procs []*testbed.Process
+}
+
+// failoverKillLeaders kills (kill -9), for each lease, whichever of its
+// procs holds it, all at once, and returns how long each lease then had no
+// live holder: until another identity held it. The leases are of
+// different components, whose failovers do not wait on each other: they
+// run side by side, not one lease duration after another.
+func failoverKillLeaders(t *testing.T, ctx context.Context, cs kubernetes.Interface, leases []failoverLease) []time.Duration {
 	t.Helper()
-	var leader *testbed.Process
-	harness.WaitUntil(ctx, t, "a leader of "+lease, func() (bool, error) {
-		for _, p := range procs {
-			data, err := os.ReadFile(p.LogPath())
-			if err == nil && strings.Contains(string(data), `"Successfully acquired lease" lock="kube-system/`+lease+`"`) {
-				leader = p
-				return true, nil
+	leaders := make([]*testbed.Process, len(leases))
+	held := make([]string, len(leases))
+	for i, lease := range leases {
+		harness.WaitUntil(ctx, t, "a leader of "+lease.name, func() (bool, error) {
+			for _, p := range lease.procs {
+				data, err := os.ReadFile(p.LogPath())
+				if err == nil && strings.Contains(string(data), `"Successfully acquired lease" lock="kube-system/`+lease.name+`"`) {
+					leaders[i] = p
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, lease.name, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			t.Fatalf("lease %s: %v", lease.name, err)
+		}
+		held[i] = *l.Spec.HolderIdentity
+	}
+	killed := time.Now()
+	for _, p := range leaders {
+		if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gaps := make([]time.Duration, len(leases))
+	harness.WaitUntil(ctx, t, "another holder of every lease", func() (bool, error) {
+		all := true
+		for i, lease := range leases {
+			if gaps[i] > 0 {
+				continue
+			}
+			l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, lease.name, metav1.GetOptions{})
+			if err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != held[i] {
+				gaps[i] = time.Since(killed)
+			} else {
+				all = false
 			}
 		}
-		return false, nil
+		return all, nil
 	})
-	l, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity == nil {
-		t.Fatalf("lease %s: %v", lease, err)
-	}
-	held := *l.Spec.HolderIdentity
-	killed := time.Now()
-	if err := syscall.Kill(leader.PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	harness.WaitUntil(ctx, t, "another holder of "+lease, func() (bool, error) {
-		l, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
-		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != held, nil
-	})
-	return time.Since(killed)
+	return gaps
 }
 
 // failoverDecisionLines counts the "CSR decided" lines of each CSR in the
