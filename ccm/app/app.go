@@ -200,6 +200,15 @@ func NewCommand() (*cobra.Command, error) {
 			fmt.Fprintln(c.ErrOrStderr(), err) // as the library prints its own
 			return err
 		}
+		// The approver's flags against the backend before leading, as
+		// mooring-csr-approver checks them (--csr-approver-tpm=required on
+		// a backend that verifies no TPM evidence, say).
+		if a, ok := cp.(cloud.Attester); ok {
+			if err := mo.Approver.Validate(a); err != nil {
+				fmt.Fprintln(c.ErrOrStderr(), err)
+				return err
+			}
+		}
 		provider = cp
 		limitClients(c, ccmOptions)
 		return run(c, args)

@@ -58,6 +58,9 @@ func TestCloudProviderIsCheckedFirst(t *testing.T) {
 		{[]string{"--cloud-provider=local", "--cloud-config=" + filepath.Join(dir, "none.yaml")}, "--cloud-config=" + filepath.Join(dir, "none.yaml") + ": cloud provider local: open"},
 		{[]string{"--cloud-provider=local", "--cloud-config=" + cfg("bogus.yaml", "endpoint: http://127.0.0.1:1\ntokenFile: "+token+"\ncluster: c1\nbogus: 1\n")}, "bogus"},
 		{[]string{"--cloud-provider=local", "--cloud-config=" + cfg("nocluster.yaml", "endpoint: http://127.0.0.1:1\ntokenFile: "+token+"\n")}, "cluster is required"},
+		// The approver's TPM policy is checked against the backend before
+		// leading: the local cloud verifies no TPM evidence.
+		{[]string{"--cloud-provider=local", "--cloud-config=" + cfg("tpm.yaml", "endpoint: http://127.0.0.1:1\ntokenFile: "+token+"\ncluster: c1\n"), "--csr-approver-tpm=required"}, "verifies no TPM evidence"},
 		{[]string{"--cloud-provider=local", "--cloud-config=" + cfg("good.yaml", "endpoint: http://127.0.0.1:1\ntokenFile: "+token+"\ncluster: c1\n")}, "invalid configuration: no configuration has been provided"},
 	} {
 		cmd, err := NewCommand()
