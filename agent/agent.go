@@ -29,8 +29,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/mooring-dev/mooring/cloud/nodeid"
-	"github.com/mooring-dev/mooring/cloud/tpm"
 	"github.com/mooring-dev/mooring/cloud/tpm/node"
+	"github.com/mooring-dev/mooring/cloud/tpm/wire"
 	"github.com/mooring-dev/mooring/internal/atomicfile"
 	"github.com/mooring-dev/mooring/internal/csrreason"
 	"github.com/mooring-dev/mooring/internal/evidence"
@@ -267,7 +267,7 @@ func (a *Agent) join(ctx context.Context, inst nodeid.Instance, nodeName string,
 		certPEM []byte
 		// answer is the TPM's answer to the approver's credential
 		// activation challenge on the CSR of the round before.
-		answer *tpm.Activation
+		answer *wire.Activation
 		round  int
 	)
 	for {
@@ -334,7 +334,7 @@ func roundName(base string, round int) string {
 // file files the CSR of the key (named name) with fresh evidence (and a
 // TPM quote carrying answer, when the join uses the TPM), or finds the one
 // an earlier run filed; it retries until the apiserver answers.
-func (a *Agent) file(ctx context.Context, client Client, name, nodeName string, key crypto.Signer, answer *tpm.Activation) (reqName string, reqUID types.UID, err error) {
+func (a *Agent) file(ctx context.Context, client Client, name, nodeName string, key crypto.Signer, answer *wire.Activation) (reqName string, reqUID types.UID, err error) {
 	err = a.retry(ctx, "certificate request", func() error {
 		// A CSR of this key filed by an earlier run is found by its name.
 		if existing, err := client.CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{}); err == nil {
@@ -520,7 +520,7 @@ func (a *Agent) evidence(ctx context.Context, binding string) (evidence.Block, e
 // evidenceBlocks is the join's evidence (evidence), followed by the TPM's
 // quote for the same binding when the join uses the TPM, carrying answer
 // (the answer to a credential activation challenge, or nil).
-func (a *Agent) evidenceBlocks(ctx context.Context, binding string, answer *tpm.Activation) ([]evidence.Block, error) {
+func (a *Agent) evidenceBlocks(ctx context.Context, binding string, answer *wire.Activation) ([]evidence.Block, error) {
 	first, err := a.evidence(ctx, binding)
 	if err != nil {
 		return nil, err
@@ -563,7 +563,7 @@ func (a *Agent) resolveTPM() (*node.Key, error) {
 	_, err := os.Stat(cfg.TPMDevice)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && required:
-		return nil, configErrorf("tpm: required, but there is no TPM at %s (tpmDevice): %w", cfg.TPMDevice, tpm.ErrNoTPM)
+		return nil, configErrorf("tpm: required, but there is no TPM at %s (tpmDevice): %w", cfg.TPMDevice, wire.ErrNoTPM)
 	case errors.Is(err, fs.ErrNotExist):
 		klog.InfoS("No TPM on this machine; the join presents the cloud's evidence alone", "tpmDevice", cfg.TPMDevice, "tpm", cfg.TPM)
 		return nil, nil
@@ -583,18 +583,18 @@ func (a *Agent) resolveTPM() (*node.Key, error) {
 // and its UID. A challenge that is missing, malformed, or that this TPM
 // cannot activate ends the join with an error (a TPM that cannot be opened
 // is retried).
-func (a *Agent) activate(ctx context.Context, client Client, name string) (*tpm.Activation, error) {
-	var answer *tpm.Activation
+func (a *Agent) activate(ctx context.Context, client Client, name string) (*wire.Activation, error) {
+	var answer *wire.Activation
 	err := a.retry(ctx, "answer the TPM challenge of "+name, func() error {
 		csr, err := client.CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		v, ok := csr.Annotations[tpm.ChallengeAnnotation]
+		v, ok := csr.Annotations[wire.ChallengeAnnotation]
 		if !ok {
-			return &permanentError{fmt.Errorf("certificate request %s was denied with %s but carries no %s annotation", name, csrreason.TPMChallenge, tpm.ChallengeAnnotation)}
+			return &permanentError{fmt.Errorf("certificate request %s was denied with %s but carries no %s annotation", name, csrreason.TPMChallenge, wire.ChallengeAnnotation)}
 		}
-		challenge, err := tpm.DecodeAnnotation(v)
+		challenge, err := wire.DecodeAnnotation(v)
 		if err != nil {
 			return &permanentError{fmt.Errorf("certificate request %s: %w", name, err)}
 		}
@@ -608,7 +608,7 @@ func (a *Agent) activate(ctx context.Context, client Client, name string) (*tpm.
 		if err != nil {
 			return &permanentError{fmt.Errorf("the TPM at %s cannot answer the credential activation challenge of certificate request %s: %w", a.Config.TPMDevice, name, err)}
 		}
-		answer = &tpm.Activation{ChallengeCSR: name, ChallengeUID: string(csr.UID), Secret: secret}
+		answer = &wire.Activation{ChallengeCSR: name, ChallengeUID: string(csr.UID), Secret: secret}
 		return nil
 	})
 	return answer, err

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -16,70 +15,9 @@ import (
 	"github.com/google/go-tpm/legacy/tpm2/credactivation"
 )
 
-// ChallengeAnnotation is the annotation the CSR approver writes on a join
-// CSR it denies with csrreason.TPMChallenge: the challenge (Challenger.
-// Challenge's bytes) in standard base64 (EncodeAnnotation).
-const ChallengeAnnotation = "tpm.mooring.dev/credential-challenge"
-
 // challengeDomain separates the challenge secret's HMAC input from any
 // other use of the key.
 const challengeDomain = "mooring tpm credential activation v1"
-
-// maxChallenge bounds a challenge a node decodes (an RSA-4096 EK's
-// encrypted seed is 512 bytes; the credential blob is under 100).
-const maxChallenge = 4096
-
-// Challenge is the wire form of a credential activation challenge: the
-// TPM2B_ID_OBJECT (credential blob) and TPM2B_ENCRYPTED_SECRET that
-// go-tpm's credactivation.Generate makes, each with its TPM2B size prefix,
-// for TPM2_ActivateCredential with the AK as the activated object and the
-// EK as its protector.
-type Challenge struct {
-	Credential []byte `json:"credential"`
-	Secret     []byte `json:"secret"`
-}
-
-// ParseChallenge decodes a challenge (Challenger.Challenge's bytes).
-func ParseChallenge(data []byte) (*Challenge, error) {
-	if len(data) > maxChallenge {
-		return nil, fmt.Errorf("%w: challenge of %d bytes, limit %d", ErrMalformed, len(data), maxChallenge)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var c Challenge
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%w: challenge: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: data after the challenge", ErrMalformed)
-	}
-	if len(c.Credential) < 3 || len(c.Secret) < 3 {
-		return nil, fmt.Errorf("%w: the challenge lacks its credential or secret", ErrMalformed)
-	}
-	for _, b := range [][]byte{c.Credential, c.Secret} {
-		if int(binary.BigEndian.Uint16(b)) != len(b)-2 {
-			return nil, fmt.Errorf("%w: a challenge part's TPM2B size is not its length", ErrMalformed)
-		}
-	}
-	return &c, nil
-}
-
-// EncodeAnnotation is the ChallengeAnnotation value of a challenge.
-func EncodeAnnotation(challenge []byte) string {
-	return base64.StdEncoding.EncodeToString(challenge)
-}
-
-// DecodeAnnotation reads a ChallengeAnnotation value back.
-func DecodeAnnotation(v string) ([]byte, error) {
-	if len(v) > base64.StdEncoding.EncodedLen(maxChallenge) {
-		return nil, fmt.Errorf("%w: challenge annotation of %d bytes", ErrMalformed, len(v))
-	}
-	b, err := base64.StdEncoding.DecodeString(v)
-	if err != nil {
-		return nil, fmt.Errorf("%w: challenge annotation: %v", ErrMalformed, err)
-	}
-	return b, nil
-}
 
 // Challenger makes and checks credential activation challenges without
 // keeping state: the challenge's secret is an HMAC, under a key the

@@ -1,130 +1,43 @@
 package tpm
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"strconv"
 	"time"
+
+	"github.com/mooring-dev/mooring/cloud/tpm/wire"
 )
 
-// EvidenceType is the PEM block type of TPM evidence in a CSR's
-// spec.request (internal/evidence). It follows the cloud's own evidence
-// block: the cloud's evidence names the instance, this proves its TPM.
-const EvidenceType = "MOORING TPM QUOTE"
-
-// Version is the wire version of Evidence this build makes and reads.
-const Version = 1
-
-// Limits of one Evidence (the block as a whole is bounded by
-// internal/evidence.MaxBlockSize).
+// The evidence's and the challenge's wire form live in cloud/tpm/wire,
+// which the node agent links without the checks; these are its names here.
 const (
-	MaxCerts    = 4
-	MaxPCRs     = 24
-	nonceDomain = "mooring tpm quote v1"
+	EvidenceType        = wire.EvidenceType
+	Version             = wire.Version
+	MaxCerts            = wire.MaxCerts
+	MaxPCRs             = wire.MaxPCRs
+	ChallengeAnnotation = wire.ChallengeAnnotation
 )
 
-// Evidence is what the node's TPM proves for one CSR: a quote over the
-// selected PCRs whose qualifying data (extraData) is Nonce(binding, Time),
-// signed by the attestation key (AK). Byte fields hold TPM structures in
-// their TPM wire form, which go-tpm decodes; certificates are DER.
-type Evidence struct {
-	Version int `json:"version"`
-	// Time is when the node made the quote (Unix seconds); it is inside
-	// the nonce, so the quote cannot be moved to another time.
-	Time int64 `json:"time"`
-	// AKPublic is the AK's TPMT_PUBLIC.
-	AKPublic []byte `json:"akPublic"`
-	// AKCert is the certificate the cloud issued for the AK, when it has
-	// one (GCE's Shielded VM AK certificate); Intermediates chain it.
-	AKCert        []byte   `json:"akCert,omitempty"`
-	Intermediates [][]byte `json:"intermediates,omitempty"`
-	// EKPublic is the endorsement key's TPMT_PUBLIC and EKCert its
-	// certificate, for backends that prove the AK through the EK by
-	// credential activation (the cloud's API or CA vouches for the EK).
-	EKPublic []byte `json:"ekPublic,omitempty"`
-	EKCert   []byte `json:"ekCert,omitempty"`
-	// Quote is the TPMS_ATTEST the TPM signed and Signature its
-	// TPMT_SIGNATURE.
-	Quote     []byte `json:"quote"`
-	Signature []byte `json:"signature"`
-	// PCRHash is the TPM_ALG_ID of the quoted PCR bank (SHA-256: 0x000B)
-	// and PCRs its values by index, as the node read them; the quote's
-	// digest proves them.
-	PCRHash uint16            `json:"pcrHash"`
-	PCRs    map[uint32][]byte `json:"pcrs"`
-	// Activation answers the approver's credential activation challenge,
-	// when the backend proves the AK through the EK (see Challenger).
-	Activation *Activation `json:"activation,omitempty"`
-}
+type (
+	Evidence   = wire.Evidence
+	Activation = wire.Activation
+	Challenge  = wire.Challenge
+)
 
-// Activation is a node's answer to a credential activation challenge: the
-// secret its TPM recovered, and which challenge it answers (the CSR the
-// challenge was written on).
-type Activation struct {
-	ChallengeCSR string `json:"challengeCSR"`
-	ChallengeUID string `json:"challengeUID"`
-	Secret       []byte `json:"secret"`
-}
+var (
+	ErrMalformed = wire.ErrMalformed
+	ErrNoTPM     = wire.ErrNoTPM
+)
 
-// Nonce is the quote's qualifying data for a CSR key's binding
-// (internal/evidence.Binding) at t: SHA-256 over a domain string, the
-// binding and t's Unix seconds.
-func Nonce(binding string, t time.Time) []byte {
-	h := sha256.New()
-	h.Write([]byte(nonceDomain))
-	h.Write([]byte{0})
-	h.Write([]byte(binding))
-	h.Write([]byte{0})
-	h.Write([]byte(strconv.FormatInt(t.Unix(), 10)))
-	return h.Sum(nil)
-}
+// Nonce is wire.Nonce: the quote's qualifying data for a binding at t.
+func Nonce(binding string, t time.Time) []byte { return wire.Nonce(binding, t) }
 
-// Marshal encodes e for an evidence block.
-func (e *Evidence) Marshal() ([]byte, error) {
-	if e.Version == 0 {
-		e.Version = Version
-	}
-	return json.Marshal(e)
-}
+// Parse is wire.Parse: the evidence decoded strictly, verified not at all.
+func Parse(data []byte) (*Evidence, error) { return wire.Parse(data) }
 
-// ErrMalformed wraps every error of Parse.
-var ErrMalformed = errors.New("malformed TPM evidence")
+// ParseChallenge is wire.ParseChallenge.
+func ParseChallenge(data []byte) (*Challenge, error) { return wire.ParseChallenge(data) }
 
-// Parse decodes an evidence block strictly: unknown fields, a version
-// other than Version, missing parts and too many certificates or PCRs are
-// refused. It verifies nothing.
-func Parse(data []byte) (*Evidence, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var e Evidence
-	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: data after the JSON object", ErrMalformed)
-	}
-	switch {
-	case e.Version != Version:
-		return nil, fmt.Errorf("%w: version %d, this approver reads %d", ErrMalformed, e.Version, Version)
-	case e.Time <= 0:
-		return nil, fmt.Errorf("%w: no time", ErrMalformed)
-	case len(e.AKPublic) == 0 || len(e.Quote) == 0 || len(e.Signature) == 0:
-		return nil, fmt.Errorf("%w: akPublic, quote and signature are required", ErrMalformed)
-	case len(e.Intermediates) > MaxCerts:
-		return nil, fmt.Errorf("%w: %d intermediate certificates, limit %d", ErrMalformed, len(e.Intermediates), MaxCerts)
-	case len(e.PCRs) == 0 || len(e.PCRs) > MaxPCRs:
-		return nil, fmt.Errorf("%w: %d PCRs, want 1-%d", ErrMalformed, len(e.PCRs), MaxPCRs)
-	}
-	for i := range e.PCRs {
-		if i >= MaxPCRs {
-			return nil, fmt.Errorf("%w: PCR %d does not exist", ErrMalformed, i)
-		}
-	}
-	return &e, nil
-}
+// EncodeAnnotation is wire.EncodeAnnotation.
+func EncodeAnnotation(challenge []byte) string { return wire.EncodeAnnotation(challenge) }
 
-// At is the evidence's time.
-func (e *Evidence) At() time.Time { return time.Unix(e.Time, 0) }
+// DecodeAnnotation is wire.DecodeAnnotation.
+func DecodeAnnotation(v string) ([]byte, error) { return wire.DecodeAnnotation(v) }

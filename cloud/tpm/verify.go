@@ -5,7 +5,6 @@ import (
 	"crypto/subtle"
 	"crypto/x509"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -202,9 +201,6 @@ func (p *PCRPolicy) Allows(hash uint16, pcrs map[uint32][]byte) error {
 	}
 	return nil
 }
-
-// ErrNoTPM: the machine has no TPM the agent can use.
-var ErrNoTPM = errors.New("no TPM")
 
 // ChallengeNeeded is VerifyTPM's answer when the AK is to be proven by
 // credential activation and the evidence carries no answer yet: the

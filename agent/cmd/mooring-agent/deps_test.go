@@ -39,6 +39,9 @@ func TestLinksNoProvider(t *testing.T) {
 		{mooring + "ccm", "the CCM"},
 		{"github.com/google/go-tpm-tools/simulator", "the TPM simulator (cgo; tests only)"},
 		{mooring + "cloud/tpm/tpmtest", "the tests' TPM simulator"},
+		{mooring + "cloud/tpm=", "the approver's TPM checks (the agent needs cloud/tpm/wire and cloud/tpm/node)"},
+		{"github.com/google/go-attestation", "the quote verifier"},
+		{"github.com/google/go-tpm/legacy/tpm2/credactivation", "the approver's credential activation challenge"},
 	}
 	for _, pkg := range strings.Fields(string(out)) {
 		for _, f := range forbidden {
@@ -53,7 +56,7 @@ func TestLinksNoProvider(t *testing.T) {
 			parts := strings.Split(rest, "/")
 			switch {
 			case parts[0] == "nodeid" || parts[0] == "all" && len(parts) == 2 && parts[1] == "agentid":
-			case parts[0] == "tpm" && (len(parts) == 1 || len(parts) == 2 && parts[1] == "node"):
+			case parts[0] == "tpm" && len(parts) == 2 && (parts[1] == "node" || parts[1] == "wire"):
 			case len(parts) >= 2 && parts[1] == "agentid":
 			case parts[0] == "local" && len(parts) == 2 && (parts[1] == "api" || parts[1] == "client"):
 			default:

@@ -7,20 +7,20 @@ import (
 	"github.com/google/go-tpm-tools/client"
 	"github.com/google/go-tpm/legacy/tpm2"
 
-	"github.com/mooring-dev/mooring/cloud/tpm"
+	"github.com/mooring-dev/mooring/cloud/tpm/wire"
 )
 
 // Activate answers the approver's credential activation challenge (the
 // bytes tpm.Challenger.Challenge made, as the CSR's annotation carried
-// them after tpm.DecodeAnnotation): TPM2_ActivateCredential with the
+// them after wire.DecodeAnnotation): TPM2_ActivateCredential with the
 // key's AK as the activated object and the RSA endorsement key as the
 // protector, the EK authorized by its policy (PolicySecret on the
 // endorsement hierarchy, go-tpm-tools' EK session). The TPM releases the
 // secret only when it holds the EK the challenge was sealed to and the
 // loaded AK has the name the challenge was made for. The secret goes into
-// the next CSR's evidence (tpm.Activation).
+// the next CSR's evidence (wire.Activation).
 func Activate(rw io.ReadWriter, key Key, challenge []byte) ([]byte, error) {
-	c, err := tpm.ParseChallenge(challenge)
+	c, err := wire.ParseChallenge(challenge)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,8 @@
 // Package node is the node agent's half of TPM-rooted identity: it opens
 // the machine's TPM (a device such as /dev/tpmrm0, or a TPM simulator's
 // Unix socket), loads the attestation key the backend names, and makes the
-// evidence (cloud/tpm.Evidence) for a CSR key's binding: a quote over the
-// SHA-256 PCR bank whose qualifying data is tpm.Nonce(binding, now). It
+// evidence (cloud/wire.Evidence) for a CSR key's binding: a quote over the
+// SHA-256 PCR bank whose qualifying data is wire.Nonce(binding, now). It
 // also answers the approver's credential activation challenge. It uses
 // go-tpm-tools' client and go-tpm; it links no simulator.
 package node
@@ -19,7 +19,7 @@ import (
 	"github.com/google/go-tpm/legacy/tpm2"
 	"github.com/google/go-tpm/tpmutil"
 
-	"github.com/mooring-dev/mooring/cloud/tpm"
+	"github.com/mooring-dev/mooring/cloud/tpm/wire"
 	"github.com/mooring-dev/mooring/internal/evidence"
 )
 
@@ -28,13 +28,13 @@ const DefaultDevice = "/dev/tpmrm0"
 
 // Open opens the TPM at path: a character device, or the Unix socket of a
 // TPM simulator (go-tpm's tpmutil.OpenTPM: one command per connection). A
-// path that does not exist wraps tpm.ErrNoTPM.
+// path that does not exist wraps wire.ErrNoTPM.
 func Open(path string) (io.ReadWriteCloser, error) {
 	if path == "" {
 		path = DefaultDevice
 	}
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w at %s", tpm.ErrNoTPM, path)
+		return nil, fmt.Errorf("%w at %s", wire.ErrNoTPM, path)
 	}
 	rw, err := tpmutil.OpenTPM(path)
 	if err != nil {
@@ -67,7 +67,7 @@ var GCEKey = Key{Load: client.GceAttestationKeyRSA}
 var DefaultKey = Key{Load: client.AttestationKeyRSA, WithEK: true}
 
 // Quote makes the evidence block for binding at now with the TPM rw.
-func Quote(rw io.ReadWriter, k Key, binding string, now time.Time, answer *tpm.Activation) (evidence.Block, error) {
+func Quote(rw io.ReadWriter, k Key, binding string, now time.Time, answer *wire.Activation) (evidence.Block, error) {
 	ak, err := k.Load(rw)
 	if err != nil {
 		return evidence.Block{}, fmt.Errorf("load the attestation key: %w", err)
@@ -77,7 +77,7 @@ func Quote(rw io.ReadWriter, k Key, binding string, now time.Time, answer *tpm.A
 	if err != nil {
 		return evidence.Block{}, fmt.Errorf("attestation key: %w", err)
 	}
-	e := tpm.Evidence{Version: tpm.Version, Time: now.Unix(), AKPublic: akPub, Activation: answer}
+	e := wire.Evidence{Version: wire.Version, Time: now.Unix(), AKPublic: akPub, Activation: answer}
 	if c := ak.Cert(); c != nil {
 		e.AKCert = c.Raw
 	}
@@ -95,7 +95,7 @@ func Quote(rw io.ReadWriter, k Key, binding string, now time.Time, answer *tpm.A
 			return evidence.Block{}, fmt.Errorf("endorsement key: %w", err)
 		}
 	}
-	q, err := ak.Quote(client.FullPcrSel(tpm2.AlgSHA256), tpm.Nonce(binding, time.Unix(e.Time, 0)))
+	q, err := ak.Quote(client.FullPcrSel(tpm2.AlgSHA256), wire.Nonce(binding, time.Unix(e.Time, 0)))
 	if err != nil {
 		return evidence.Block{}, fmt.Errorf("quote: %w", err)
 	}
@@ -106,5 +106,5 @@ func Quote(rw io.ReadWriter, k Key, binding string, now time.Time, answer *tpm.A
 	if err != nil {
 		return evidence.Block{}, err
 	}
-	return evidence.Block{Type: tpm.EvidenceType, Data: data}, nil
+	return evidence.Block{Type: wire.EvidenceType, Data: data}, nil
 }
