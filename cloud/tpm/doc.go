@@ -8,8 +8,9 @@
 // the cloud's API), is each backend's: the node half in its agentid, the
 // check in its attest.go (cloud.TPMVerifier).
 //
-// The node half that talks to a TPM is in package tpm/node; it is the only
-// part mooring-agent links. Nothing here parses a TPM structure by hand:
+// The node half that talks to a TPM is in package tpm/node, and the wire
+// form both halves share (the evidence, the challenge) in tpm/wire, whose
+// names this package repeats: those two are all mooring-agent links. Nothing here parses a TPM structure by hand:
 // go-tpm decodes them, go-attestation verifies quotes, go-tpm-tools drives
 // the TPM.
 package tpm
