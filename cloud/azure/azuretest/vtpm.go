@@ -13,9 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
+
 	"github.com/google/go-tpm-tools/client"
 	"github.com/google/go-tpm/legacy/tpm2"
-	"github.com/google/go-tpm/tpmutil"
 )
 
 // Trusted Launch, as the Compute API reports it and as Azure provisions a
@@ -141,29 +142,8 @@ func ProvisionVTPM(rw io.ReadWriter, ca *CA, cn string) (*x509.Certificate, erro
 	return cert, nil
 }
 
-// WriteNV defines the NV index idx as the owner's (owner read and write,
-// readable with the owner's empty auth, as the guest reads Azure's) and
-// writes data into it; an index that exists is replaced.
+// WriteNV is tpmtest.WriteNV: an NV index defined as the owner's and
+// written, as Azure provisions a Trusted Launch vTPM.
 func WriteNV(rw io.ReadWriter, idx uint32, data []byte) error {
-	if len(data) == 0 || len(data) > 0xffff {
-		return fmt.Errorf("NV index %#x: %d bytes", idx, len(data))
-	}
-	h := tpmutil.Handle(idx)
-	if _, err := tpm2.NVReadPublic(rw, h); err == nil {
-		if err := tpm2.NVUndefineSpace(rw, "", tpm2.HandleOwner, h); err != nil {
-			return fmt.Errorf("NV index %#x: undefine: %w", idx, err)
-		}
-	}
-	attrs := tpm2.AttrOwnerWrite | tpm2.AttrOwnerRead | tpm2.AttrAuthRead | tpm2.AttrNoDA
-	if err := tpm2.NVDefineSpace(rw, tpm2.HandleOwner, h, "", "", nil, attrs, uint16(len(data))); err != nil {
-		return fmt.Errorf("NV index %#x: define %d bytes: %w", idx, len(data), err)
-	}
-	const chunk = 512 // at most TPM_PT_NV_BUFFER_MAX of any TPM 2.0
-	for off := 0; off < len(data); off += chunk {
-		end := min(off+chunk, len(data))
-		if err := tpm2.NVWrite(rw, tpm2.HandleOwner, h, "", data[off:end], uint16(off)); err != nil {
-			return fmt.Errorf("NV index %#x: write at %d: %w", idx, off, err)
-		}
-	}
-	return nil
+	return tpmtest.WriteNV(rw, idx, data)
 }

@@ -8,7 +8,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/asn1"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -17,9 +16,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mooring-dev/mooring/cloud/tpm/tpmtest"
+
 	"github.com/google/go-tpm-tools/client"
 	"github.com/google/go-tpm/legacy/tpm2"
-	"github.com/google/go-tpm/tpmutil"
 	compute "google.golang.org/api/compute/v1"
 )
 
@@ -249,33 +249,10 @@ func (c *Cloud) ProvisionVTPM(rw io.ReadWriter, project, zone, name string, o VT
 	return in, err
 }
 
-// WriteNV defines an NV index readable and writable with the owner's
-// (empty) authorization and writes data to it, as a cloud provisions a
-// vTPM; an index already there is undefined first.
+// WriteNV is tpmtest.WriteNV: an NV index defined as the owner's and
+// written, as GCE provisions a Shielded VM's vTPM.
 func WriteNV(rw io.ReadWriter, index uint32, data []byte) error {
-	h := tpmutil.Handle(index)
-	if _, err := tpm2.NVReadPublic(rw, h); err == nil {
-		if err := tpm2.NVUndefineSpace(rw, "", tpm2.HandleOwner, h); err != nil {
-			return fmt.Errorf("gcetest: undefine NV 0x%08x: %w", index, err)
-		}
-	}
-	if len(data) > 0xffff {
-		return errors.New("gcetest: NV data too long")
-	}
-	attrs := tpm2.AttrOwnerWrite | tpm2.AttrOwnerRead | tpm2.AttrAuthRead | tpm2.AttrPPRead | tpm2.AttrNoDA
-	if err := tpm2.NVDefineSpace(rw, tpm2.HandleOwner, h, "", "", nil, attrs, uint16(len(data))); err != nil {
-		return fmt.Errorf("gcetest: define NV 0x%08x: %w", index, err)
-	}
-	// A write carries at most the TPM's MAX_NV_BUFFER_SIZE (1024 in the
-	// reference implementation).
-	const chunk = 1024
-	for off := 0; off < len(data); off += chunk {
-		end := min(off+chunk, len(data))
-		if err := tpm2.NVWrite(rw, tpm2.HandleOwner, h, "", data[off:end], uint16(off)); err != nil {
-			return fmt.Errorf("gcetest: write NV 0x%08x at %d: %w", index, off, err)
-		}
-	}
-	return nil
+	return tpmtest.WriteNV(rw, index, data)
 }
 
 // SetSigningKey makes getShieldedInstanceIdentity answer another AK for

@@ -128,20 +128,26 @@ func (s *Sim) PID() int { return s.pid }
 // Open opens the TPM as the agent does (node.Open on the socket).
 func (s *Sim) Open() (io.ReadWriteCloser, error) { return node.Open(s.Socket) }
 
-// Provision defines the NV index idx as the owner (owner read and write,
-// readable with the owner's empty auth, as go-tpm-tools' client reads GCE's
-// indexes) and writes data into it, in chunks the TPM takes; an index that
-// exists is replaced. As a cloud provisions its vTPM before the machine
-// boots.
+// Provision writes data into the NV index idx of this TPM (WriteNV), as a
+// cloud provisions its vTPM before the machine boots.
 func (s *Sim) Provision(idx uint32, data []byte) error {
-	if len(data) == 0 || len(data) > 0xffff {
-		return fmt.Errorf("NV index %#x: %d bytes", idx, len(data))
-	}
 	rw, err := s.Open()
 	if err != nil {
 		return err
 	}
 	defer rw.Close()
+	return WriteNV(rw, idx, data)
+}
+
+// WriteNV defines the NV index idx of the TPM rw as the owner's (owner read
+// and write, readable with the owner's empty auth, as go-tpm-tools' client
+// and the guests read the clouds' indexes) and writes data into it, in
+// chunks the TPM takes (TPM_PT_NV_BUFFER_MAX); an index that exists is
+// replaced. The test endpoints provision their clouds' vTPMs with it.
+func WriteNV(rw io.ReadWriter, idx uint32, data []byte) error {
+	if len(data) == 0 || len(data) > 0xffff {
+		return fmt.Errorf("NV index %#x: %d bytes", idx, len(data))
+	}
 	h := tpmutil.Handle(idx)
 	if _, err := tpm2.NVReadPublic(rw, h); err == nil {
 		if err := tpm2.NVUndefineSpace(rw, "", tpm2.HandleOwner, h); err != nil {
