@@ -81,7 +81,10 @@ func doLB(do *harness.DigitalOceanCloud) *lbFace {
 			}
 			return of(l), map[string]string{digitalocean.AnnotationLoadBalancerID: l.ID}
 		},
-		annotations: map[string]string{digitalocean.AnnotationSizeUnit: "2"},
+		// Healthy after 2 passed checks, DigitalOcean's least, not the
+		// default 5: traffic flows 2 check intervals after the build.
+		serviceAnnotations: map[string]string{digitalocean.AnnotationHealthCheckHealthy: "2"},
+		annotations:        map[string]string{digitalocean.AnnotationSizeUnit: "2"},
 		applied: func(_ *testing.T, id string) bool {
 			l, ok := do.LoadBalancer(id)
 			return ok && l.SizeUnit == 2
